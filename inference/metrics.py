@@ -1,0 +1,160 @@
+"""The papers' own evaluation metrics, in one place.
+
+Every function takes numpy arrays or torch tensors and returns a Python ``float``
+(or, where noted, a per-item array). Shapes are checked; mismatches raise ``ValueError``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+__all__ = ["mean_joint_error", "rmse", "msll", "mean_abs_error", "mean_norm_error",
+           "clustering_accuracy", "nmi", "match_accuracy", "circular_pose_error_deg"]
+
+
+def _np(x, name):
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x, dtype=np.float64)
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name}: contains NaN or inf entries")
+    return a
+
+
+def _same_shape(a, b, na, nb):
+    if a.shape != b.shape:
+        raise ValueError(f"{na} has shape {a.shape} but {nb} has shape {b.shape}; expected equal shapes")
+
+
+def mean_joint_error(pred, true, dims_per_joint: int = 3) -> float:
+    """Mean per-joint position error (McGPDS protocol §1.9; what the paper calls "RMSE").
+
+    ``pred``, ``true``: (N, J·3) with joints interleaved x1 y1 z1 x2 …. Returns
+    (1/(N J)) Σ_n Σ_j ‖p̂_nj − p_nj‖₂ in the data's units.
+    """
+    p, t = _np(pred, "pred"), _np(true, "true")
+    _same_shape(p, t, "pred", "true")
+    if p.ndim != 2 or p.shape[1] % dims_per_joint:
+        raise ValueError(f"pred: expected shape (N, J*{dims_per_joint}), got {p.shape}")
+    d = (p - t).reshape(p.shape[0], -1, dims_per_joint)
+    return float(np.linalg.norm(d, axis=-1).mean())
+
+
+def rmse(pred, true) -> float:
+    """Root mean squared error over all entries: sqrt(mean((ŷ − y)²))."""
+    p, t = _np(pred, "pred"), _np(true, "true")
+    _same_shape(p, t, "pred", "true")
+    return float(np.sqrt(np.mean((p - t) ** 2)))
+
+
+def msll(mean, var, true, mask=None) -> float:
+    """Mean negative log predictive density of independent Gaussians (McGPDS protocol §1.10).
+
+    MSLL = (1/|E|) Σ_{(n,d)∈E} [½ log(2π σ²_nd) + (y_nd − μ_nd)² / (2 σ²_nd)],
+    over the entries E selected by the boolean ``mask`` (default: all). Lower is better.
+    ``var`` must be strictly positive on E; ``mask`` is how callers exclude coordinates
+    that are constant in the data (their predictive variance may be exactly 0).
+    """
+    m, v, t = _np(mean, "mean"), _np(var, "var"), _np(true, "true")
+    _same_shape(m, t, "mean", "true")
+    v = np.broadcast_to(v, m.shape)
+    sel = np.ones(m.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), m.shape)
+    if not sel.any():
+        raise ValueError("msll: the mask selects no entries")
+    if (v[sel] <= 0).any():
+        raise ValueError("msll: predictive variances must be > 0 on every scored entry "
+                         "(mask out constant coordinates instead)")
+    r = (t - m)[sel]
+    vv = v[sel]
+    return float(np.mean(0.5 * np.log(2 * np.pi * vv) + 0.5 * r * r / vv))
+
+
+def mean_abs_error(pred, true) -> float:
+    """Mean absolute error over all entries: mean(|ŷ − y|) (twin-GP toy experiments)."""
+    p, t = _np(pred, "pred"), _np(true, "true")
+    _same_shape(p, t, "pred", "true")
+    return float(np.mean(np.abs(p - t)))
+
+
+def mean_norm_error(pred, true) -> float:
+    """Per-row Euclidean error averaged over rows: (1/N) Σ_n ‖ŷ_n − y_n‖₂ (USPS reconstruction)."""
+    p, t = _np(pred, "pred"), _np(true, "true")
+    _same_shape(p, t, "pred", "true")
+    p2 = p.reshape(p.shape[0], -1)
+    return float(np.linalg.norm(p2 - t.reshape(t.shape[0], -1), axis=1).mean())
+
+
+def _labels(x, name):
+    a = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x).ravel()
+    if a.size == 0:
+        raise ValueError(f"{name}: empty label vector")
+    _, inv = np.unique(a, return_inverse=True)
+    return inv
+
+
+def _contingency(true, pred):
+    t, p = _labels(true, "labels_true"), _labels(pred, "labels_pred")
+    if t.shape != p.shape:
+        raise ValueError(f"labels_true has {t.size} entries but labels_pred has {p.size}")
+    C = np.zeros((t.max() + 1, p.max() + 1))
+    np.add.at(C, (t, p), 1)
+    return C
+
+
+def clustering_accuracy(labels_true, labels_pred) -> float:
+    """Clustering accuracy under the best one-to-one matching of clusters to classes.
+
+    ACC = max_π (1/n) Σ_i 1[y_i = π(c_i)], π found by the Hungarian algorithm
+    (``scipy.optimize.linear_sum_assignment``) on the contingency table. Label values
+    are arbitrary; cluster and class counts may differ (unmatched clusters count wrong).
+    """
+    C = _contingency(labels_true, labels_pred)
+    r, c = linear_sum_assignment(-C)
+    return float(C[r, c].sum() / C.sum())
+
+
+def nmi(labels_true, labels_pred) -> float:
+    """Normalised mutual information, NMI = I(C; C′) / max(H(C), H(C′)) (natural logs).
+
+    Returns 1.0 when both labelings are a single identical cluster (0/0 by convention 1
+    only when they are identical partitions), 0.0 when one side is constant and the
+    other is not.
+    """
+    C = _contingency(labels_true, labels_pred)
+    n = C.sum()
+    P = C / n
+    pt, pp = P.sum(1), P.sum(0)
+    nz = P > 0
+    mi = float((P[nz] * np.log(P[nz] / np.outer(pt, pp)[nz])).sum())
+    ht = float(-(pt[pt > 0] * np.log(pt[pt > 0])).sum())
+    hp = float(-(pp[pp > 0] * np.log(pp[pp > 0])).sum())
+    denom = max(ht, hp)
+    if denom == 0.0:
+        return 1.0
+    return max(0.0, mi / denom)
+
+
+def match_accuracy(pred_partner, true_partner, tolerance: int = 0, period: int | None = None) -> float:
+    """Fraction of items whose predicted partner index equals the true one (within ±tolerance).
+
+    With ``period`` the index distance is circular (poses on a circle of ``period`` steps):
+    |i − j| is replaced by min(|i − j|, period − |i − j|).
+    """
+    p = np.asarray(pred_partner).ravel().astype(np.int64)
+    t = np.asarray(true_partner).ravel().astype(np.int64)
+    if p.shape != t.shape:
+        raise ValueError(f"pred_partner has {p.size} entries but true_partner has {t.size}")
+    if p.size == 0:
+        raise ValueError("match_accuracy: no items to score")
+    d = np.abs(p - t)
+    if period is not None:
+        d = np.minimum(d % period, period - d % period)
+    return float(np.mean(d <= tolerance))
+
+
+def circular_pose_error_deg(pred_pose_deg, true_pose_deg) -> float:
+    """Mean absolute angular difference on the circle, in degrees (result in [0, 180])."""
+    p, t = _np(pred_pose_deg, "pred_pose_deg"), _np(true_pose_deg, "true_pose_deg")
+    _same_shape(p, t, "pred_pose_deg", "true_pose_deg")
+    d = np.abs(p - t) % 360.0
+    return float(np.mean(np.minimum(d, 360.0 - d)))

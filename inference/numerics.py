@@ -1,0 +1,65 @@
+"""Shared numerics for the GP code: float64 by default, Cholesky with escalating jitter.
+
+Every kernel matrix in tandem is factorised through :func:`cholesky_jitter`; nothing
+calls ``inverse()`` or ``det()`` on a kernel. Solves go through
+``torch.linalg.solve_triangular`` / ``torch.cholesky_solve`` on the factor.
+"""
+from __future__ import annotations
+
+import torch
+
+#: dtype of all GP algebra in tandem.
+DTYPE = torch.float64
+
+
+class NotPositiveDefiniteError(ValueError):
+    """Raised when a matrix is still not positive definite after the largest jitter."""
+
+
+def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
+                    max_tries: int = 7, growth: float = 10.0) -> torch.Tensor:
+    """Lower Cholesky factor ``L`` with ``L Lᵀ = K + δ I`` for the smallest δ that works.
+
+    Tries δ = 0, then ``jitter · mean(diag K)`` multiplied by ``growth`` on each retry,
+    at most ``max_tries`` times. ``K`` may be batched (``(..., n, n)``); one δ is used for
+    the whole batch so that batched results stay comparable.
+
+    Raises :class:`NotPositiveDefiniteError` (a ``ValueError``) naming ``name``, its
+    shape and the largest jitter tried, when ``K`` has NaN/inf entries or remains
+    indefinite.
+    """
+    if K.shape[-1] != K.shape[-2]:
+        raise ValueError(f"{name}: expected a square matrix (..., n, n), got shape {tuple(K.shape)}")
+    if not torch.isfinite(K).all():
+        raise NotPositiveDefiniteError(f"{name}: contains NaN or inf entries (shape {tuple(K.shape)})")
+    L, info = torch.linalg.cholesky_ex(K)
+    if not info.any():
+        return L
+    n = K.shape[-1]
+    scale = K.diagonal(dim1=-2, dim2=-1).abs().mean().clamp_min(1e-300).item()
+    eye = torch.eye(n, dtype=K.dtype, device=K.device)
+    delta = jitter * scale
+    for _ in range(max_tries):
+        L, info = torch.linalg.cholesky_ex(K + delta * eye)
+        if not info.any():
+            return L
+        delta *= growth
+    raise NotPositiveDefiniteError(
+        f"{name}: not positive definite (shape {tuple(K.shape)}) even with jitter "
+        f"{delta / growth:.3g} added to the diagonal; check the kernel hyperparameters "
+        f"and inputs for duplicates, NaN or extreme scales")
+
+
+def cho_solve(L: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Solve ``(L Lᵀ) X = B`` given the lower Cholesky factor ``L``."""
+    return torch.cholesky_solve(B, L)
+
+
+def cho_logdet(L: torch.Tensor) -> torch.Tensor:
+    """``log|L Lᵀ|`` from the lower Cholesky factor: ``2 Σ log diag L``."""
+    return 2.0 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+
+
+def tri_solve(L: torch.Tensor, B: torch.Tensor, upper: bool = False, left: bool = True) -> torch.Tensor:
+    """``L⁻¹ B`` (or ``L⁻ᵀ B`` with ``upper=True`` on ``L.mT``) by triangular solve."""
+    return torch.linalg.solve_triangular(L, B, upper=upper, left=left)

@@ -1,0 +1,101 @@
+"""The results-JSON schema of DESIGN.md, shared by every experiment script.
+
+A results file ``DIR/<experiment>.json`` holds::
+
+    {"experiment", "seeds", "results": [{"method", "metric", "values", "mean", "std", ...}],
+     "timings_s": {method: {"train": s, "predict": s}}, "config": {...}, "environment": {...}}
+
+Use :class:`Results` to collect records while an experiment runs, then :meth:`Results.write`.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def environment() -> dict:
+    """Python/torch versions, thread count and device, recorded beside every result."""
+    import pyro
+    return {"python": platform.python_version(), "torch": torch.__version__.split("+")[0],
+            "pyro": pyro.__version__, "numpy": np.__version__,
+            "threads": torch.get_num_threads(),
+            "device": "cuda" if torch.cuda.is_available() else "cpu",
+            "platform": sys.platform}
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, torch.Tensor):
+        return _jsonable(x.detach().cpu().tolist())
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+class Results:
+    """Collects result records and timings of one experiment; writes the JSON file."""
+
+    def __init__(self, experiment: str, seeds, config: dict | None = None):
+        self.experiment = experiment
+        self.seeds = list(seeds)
+        self.config = dict(config or {})
+        self.records: list[dict] = []
+        self.timings: dict[str, dict[str, float]] = {}
+
+    def add(self, method: str, metric: str, values, **qualifiers) -> dict:
+        """Add one record; ``values`` is a scalar or a list (one per seed/fold)."""
+        vals = [float(v) for v in np.atleast_1d(np.asarray(values, dtype=np.float64))]
+        rec = {"method": method, "metric": metric, "values": vals,
+               "mean": float(np.mean(vals)), "std": float(np.std(vals))}
+        rec.update(_jsonable(qualifiers))
+        self.records.append(rec)
+        return rec
+
+    def time(self, method: str, phase: str, seconds: float, accumulate: bool = True) -> None:
+        """Record wall time (seconds) of ``phase`` ("train", "predict", …) for ``method``."""
+        d = self.timings.setdefault(method, {})
+        d[phase] = float(seconds) + (d.get(phase, 0.0) if accumulate else 0.0)
+
+    def get(self, method: str, metric: str, **qualifiers) -> dict:
+        for r in self.records:
+            if r["method"] == method and r["metric"] == metric and all(r.get(k) == v for k, v in qualifiers.items()):
+                return r
+        raise KeyError((method, metric, qualifiers))
+
+    def as_dict(self) -> dict:
+        return {"experiment": self.experiment, "seeds": self.seeds, "results": self.records,
+                "timings_s": self.timings, "config": _jsonable(self.config),
+                "environment": environment()}
+
+    def write(self, out_dir) -> Path:
+        """Write ``out_dir/<experiment>.json`` (creating the folder) and return its path."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{self.experiment}.json"
+        path.write_text(json.dumps(self.as_dict(), indent=2))
+        return path
+
+    def table(self, qualifier_keys=()) -> str:
+        """Plain-text table: method, metric, qualifiers, mean ± std, n."""
+        rows = [("method", "metric", *qualifier_keys, "mean ± std", "n")]
+        for r in self.records:
+            rows.append((r["method"], r["metric"], *(str(r.get(k, "")) for k in qualifier_keys),
+                         f"{r['mean']:.4g} ± {r['std']:.2g}", str(len(r["values"]))))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
