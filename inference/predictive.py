@@ -85,7 +85,7 @@ def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: i
     def fit_dims(group, chain=True):
         out = {}
         for k, v in group.items():
-            nd = v.ndim - (1 if chain else 0)
+            nd = v.ndim - (2 if chain else 0)  # chain and draw come first
             if k in dims and len(dims[k]) == nd:
                 out[k] = dims[k]
         return out

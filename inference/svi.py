@@ -165,7 +165,8 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             return value
 
         def step() -> float:
-            return float(torch_opt.step(closure))
+            # LBFGS.step returns the loss at the start of the step (its first closure call)
+            return float(torch_opt.step(closure).detach())
 
         def optim_state():
             return torch_opt.state_dict()

@@ -1,0 +1,132 @@
+"""The shared SVI driver: closed-form recovery, early stop, checkpoint/resume, seeds, errors."""
+import math
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pyro.optim
+import pytest
+import torch
+from pyro.infer import Trace_ELBO, TraceMeanField_ELBO
+from torch.distributions import constraints
+
+from inference import LBFGS, fit
+
+PRIOR_MU, PRIOR_SD, NOISE_SD = 0.0, 10.0, 1.0
+
+
+def conjugate_model(y):
+    mu = pyro.sample("mu", dist.Normal(torch.tensor(PRIOR_MU, dtype=y.dtype), PRIOR_SD))
+    with pyro.plate("data", y.shape[0]):
+        pyro.sample("y", dist.Normal(mu, NOISE_SD), obs=y)
+
+
+def conjugate_guide(y):
+    m = pyro.param("m", torch.tensor(0.0, dtype=y.dtype))
+    s = pyro.param("s", torch.tensor(1.0, dtype=y.dtype), constraint=constraints.positive)
+    pyro.sample("mu", dist.Normal(m, s))
+
+
+def exact_posterior(y):
+    prec = 1 / PRIOR_SD ** 2 + len(y) / NOISE_SD ** 2
+    return (PRIOR_MU / PRIOR_SD ** 2 + y.sum().item() / NOISE_SD ** 2) / prec, prec ** -0.5
+
+
+@pytest.fixture
+def y():
+    g = torch.Generator().manual_seed(1)
+    return (torch.randn(40, generator=g, dtype=torch.float64) * NOISE_SD + 2.5)
+
+
+def test_recovers_conjugate_posterior_within_mc_error(y):
+    mean, sd = exact_posterior(y)
+    res = fit(conjugate_model, conjugate_guide, y, optim=pyro.optim.ClippedAdam({"lr": 0.05, "lrd": 0.999}),
+              loss=TraceMeanField_ELBO(num_particles=4), num_steps=3000, seed=0, progress=False)
+    m, s = res.params["m"].item(), res.params["s"].item()
+    # Stochastic gradients leave Monte Carlo jitter of order lr·sd on the mean: 0.1 sd is ample
+    assert abs(m - mean) < 0.1 * sd
+    assert abs(s - sd) / sd < 0.1
+    assert res.num_steps == 3000 and res.wall_time > 0 and len(res.losses) == 3000
+
+
+def test_lbfgs_with_custom_deterministic_loss(y):
+    """A custom loss callable (the analytic negative ELBO) with L-BFGS hits the exact optimum."""
+    def neg_elbo(model, guide, y):
+        m = pyro.param("m", torch.tensor(0.0, dtype=y.dtype))
+        s = pyro.param("s", torch.tensor(1.0, dtype=y.dtype), constraint=constraints.positive)
+        q = dist.Normal(m, s)
+        ell = (-0.5 * math.log(2 * math.pi) - ((y - m) ** 2 + s ** 2) / 2).sum()
+        kl = torch.distributions.kl_divergence(q, dist.Normal(torch.tensor(PRIOR_MU, dtype=y.dtype), PRIOR_SD))
+        return -(ell - kl)
+    mean, sd = exact_posterior(y)
+    res = fit(conjugate_model, conjugate_guide, y, loss=neg_elbo, optim=LBFGS(), num_steps=5,
+              progress=False)
+    assert res.params["m"].item() == pytest.approx(mean, abs=1e-8)
+    assert res.params["s"].item() == pytest.approx(sd, rel=1e-7)
+
+
+def test_lbfgs_with_pyro_elbo_on_delta_guide(y):
+    """L-BFGS on Trace_ELBO's differentiable loss with a point-mass guide gives the MAP."""
+    def map_guide(y):
+        pyro.sample("mu", dist.Delta(pyro.param("mu_map", torch.tensor(0.0, dtype=y.dtype))))
+    res = fit(conjugate_model, map_guide, y, loss=Trace_ELBO(), optim=LBFGS(), num_steps=3, progress=False)
+    mean, _ = exact_posterior(y)  # Gaussian: MAP = posterior mean
+    assert res.params["mu_map"].item() == pytest.approx(mean, abs=1e-8)
+
+
+def test_early_stop_on_relative_change(y):
+    res = fit(conjugate_model, conjugate_guide, y, loss=TraceMeanField_ELBO(), num_steps=5000,
+              tol=1e-3, window=50, progress=False, optim=pyro.optim.Adam({"lr": 0.05}))
+    assert res.converged and res.num_steps < 5000
+    w = 50
+    old, new = np.mean(res.losses[-2 * w:-w]), np.mean(res.losses[-w:])
+    assert abs(new - old) <= 1e-3 * abs(old)
+
+
+def test_same_seed_same_result_and_different_seed_differs(y):
+    kw = dict(num_steps=50, progress=False, optim=pyro.optim.Adam({"lr": 0.05}))
+    a = fit(conjugate_model, conjugate_guide, y, seed=3, **kw)
+    b = fit(conjugate_model, conjugate_guide, y, seed=3, **kw)
+    c = fit(conjugate_model, conjugate_guide, y, seed=4, **kw)
+    np.testing.assert_array_equal(a.losses, b.losses)
+    assert torch.equal(a.params["m"], b.params["m"])
+    assert not np.array_equal(a.losses, c.losses)
+
+
+@pytest.mark.parametrize("use_lbfgs", [False, True])
+def test_interrupted_and_resumed_run_reproduces_uninterrupted(y, tmp_path, use_lbfgs):
+    optim = (lambda: LBFGS(max_iter=3)) if use_lbfgs else (lambda: pyro.optim.Adam({"lr": 0.05}))
+    loss = Trace_ELBO()
+    guide = conjugate_guide
+    if use_lbfgs:
+        def guide(y):  # deterministic loss for L-BFGS: point mass
+            pyro.sample("mu", dist.Delta(pyro.param("mu_map", torch.tensor(0.0, dtype=y.dtype))))
+    n = 8 if use_lbfgs else 120
+    full = fit(conjugate_model, guide, y, loss=loss, optim=optim(), num_steps=n, seed=7, progress=False)
+    ckpt = tmp_path / "run.ckpt"
+    part = fit(conjugate_model, guide, y, loss=loss, optim=optim(), num_steps=n // 2, seed=7,
+               progress=False, checkpoint=ckpt, checkpoint_every=n // 4)
+    assert ckpt.exists() and part.num_steps == n // 2
+    pyro.clear_param_store()  # a fresh process would start with an empty store
+    resumed = fit(conjugate_model, guide, y, loss=loss, optim=optim(), num_steps=n, seed=999,
+                  progress=False, checkpoint=ckpt, checkpoint_every=n // 4)
+    assert resumed.resumed_from == n // 2
+    np.testing.assert_allclose(resumed.losses, full.losses, rtol=0, atol=1e-12)
+    for k in full.params:
+        torch.testing.assert_close(resumed.params[k], full.params[k], rtol=0, atol=1e-12)
+
+
+def test_bad_arguments_raise_clear_errors(y):
+    with pytest.raises(ValueError, match="num_steps"):
+        fit(conjugate_model, conjugate_guide, y, num_steps=-1, progress=False)
+    with pytest.raises(ValueError, match="optim"):
+        fit(conjugate_model, conjugate_guide, y, optim=torch.optim.Adam, num_steps=1, progress=False)
+    with pytest.raises(ValueError, match="tol"):
+        fit(conjugate_model, conjugate_guide, y, tol=-1.0, num_steps=1, progress=False)
+
+
+def test_diverging_loss_raises(y):
+    def bad_loss(model, guide, y):
+        return pyro.param("z", torch.tensor(1.0)) * float("nan")
+    with pytest.raises(FloatingPointError, match="loss became nan"):
+        fit(conjugate_model, conjugate_guide, y, loss=bad_loss, num_steps=3, progress=False)
