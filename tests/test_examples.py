@@ -1,0 +1,57 @@
+"""Example smoke tests (the pattern of Pyro's own repository).
+
+Every script in ``examples/`` must be run with small arguments by a test under ``tests/``
+(the quickstart here, the others in ``tests/test_examples_<model>.py``); the coverage
+test below fails when an example is added without one.
+"""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+
+
+def run_example(name: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``examples/<name>`` from the project root; fail with its output if it fails."""
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**__import__("os").environ, "MPLBACKEND": "Agg"})
+    assert proc.returncode == 0, f"{name} failed:\nSTDOUT:\n{proc.stdout[-4000:]}\nSTDERR:\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.mark.parametrize("example", [p.name for p in EXAMPLES])
+def test_every_example_has_a_smoke_test(example):
+    """An example counts as covered when a test file runs it (names it in a quoted string)."""
+    pattern = re.compile(r"[\"']" + re.escape(example) + r"[\"']")
+    tests = [p for p in (ROOT / "tests").glob("test_*.py") if p.name != "test_examples.py" or example == "quickstart.py"]
+    assert any(pattern.search(p.read_text()) for p in tests), (
+        f"examples/{example} has no smoke test: add one to tests/test_examples_<model>.py "
+        "that runs it with --quick")
+
+
+def test_every_example_has_argparse_main_and_quick_flag():
+    for p in EXAMPLES:
+        src = p.read_text()
+        assert "def main(" in src, f"{p.name} has no main(args)"
+        assert "__main__" in src, f"{p.name} is not runnable as a script"
+        assert "--quick" in src or "base_parser" in src, f"{p.name} has no --quick option"
+
+
+def test_quickstart(tmp_path):
+    proc = run_example("quickstart.py", "--quick", "--out", str(tmp_path), "--no-progress")
+    res = json.loads((tmp_path / "quickstart.json").read_text())
+    assert res["experiment"] == "quickstart"
+    assert {"experiment", "seeds", "results", "timings_s", "config", "environment"} <= set(res)
+    methods = {r["method"] for r in res["results"]}
+    assert any("McGPDS" in m for m in methods)
+    for r in res["results"]:
+        assert r["mean"] == pytest.approx(sum(r["values"]) / len(r["values"]))
+    assert (tmp_path / "quickstart.nc").stat().st_size > 0
+    assert (tmp_path / "quickstart.png").stat().st_size > 0
+    assert "mean ± std" in proc.stdout  # the printed table
