@@ -1,0 +1,175 @@
+"""Baselines for the McGPDS real-data experiments (view 1 → view 2 prediction).
+
+* :func:`nn_y_space` — the papers' "NN in Y space": the training view-2 row of the nearest
+  training frame in view-1 space (squared Euclidean, K = 1), on raw or per-dimension
+  standardised view-1 features (protocol §1.11, §2.9, §3).
+* :func:`training_mean_predictor` — predict the training mean of view 2 for every test
+  frame, with the Gaussian predictive N(mean_d, var_d) (per-coordinate training variance,
+  ddof = 1). Coordinates that are constant in training get variance 0: score MSLL with
+  ``mask = var > 0`` (the pose data's joints 1–2, 6 coordinates).
+* :func:`nn_latent_space` — "NN in X space": view-2 training row of the nearest training
+  point in a learned latent space (e.g. McGPDS's shared means μ^(s)).
+* :func:`fit_gpy_mrd` / :func:`gpy_available` — GPy's MRD (Damianou et al.) as an external
+  peer; raises a clear ``ImportError`` when GPy (optional extra ``peers``) is absent.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .validation import as_array, check_same_rows
+
+__all__ = ["nn_indices", "nn_y_space", "training_mean_predictor", "nn_latent_space",
+           "standardise_columns", "gpy_available", "fit_gpy_mrd", "MRDResult"]
+
+
+def standardise_columns(train, *others):
+    """Per-column standardisation with training statistics (ddof = 1, zero std → 1).
+
+    Returns the standardised ``train`` followed by each array in ``others``.
+    """
+    tr = as_array(train, "train", ndim=2)
+    mu = tr.mean(axis=0)
+    sd = tr.std(axis=0, ddof=1) if tr.shape[0] > 1 else np.ones(tr.shape[1])
+    sd = np.where(sd == 0, 1.0, sd)
+    out = [(tr - mu) / sd]
+    for i, o in enumerate(others):
+        o = as_array(o, f"others[{i}]", ndim=2)
+        if o.shape[1] != tr.shape[1]:
+            raise ValueError(f"others[{i}] has {o.shape[1]} columns, expected {tr.shape[1]} like train")
+        out.append((o - mu) / sd)
+    return out
+
+
+def nn_indices(train, query) -> np.ndarray:
+    """Index of the nearest training row for each query row, (N*,) ints.
+
+    argmin_i ‖q − x_i‖² (MATLAB ``dist2`` + ``min``; ties → the first index).
+    """
+    X = as_array(train, "train", ndim=2, min_rows=1)
+    Q = as_array(query, "query", ndim=2)
+    if Q.shape[1] != X.shape[1]:
+        raise ValueError(f"query has {Q.shape[1]} columns but train has {X.shape[1]}")
+    d2 = (Q * Q).sum(1)[:, None] + (X * X).sum(1)[None, :] - 2.0 * Q @ X.T
+    return np.argmin(d2, axis=1)
+
+
+def nn_y_space(Y1, Y2, Y1_test, standardise: bool = False):
+    """Nearest neighbour in view-1 space. Returns (prediction (N*, D2), indices (N*,)).
+
+    ``standardise=True`` searches on per-dimension standardised view-1 features.
+    """
+    Y1 = as_array(Y1, "Y1", ndim=2)
+    Y2 = as_array(Y2, "Y2", ndim=2)
+    check_same_rows({"Y1": Y1, "Y2": Y2}, "training frames")
+    A, B = (standardise_columns(Y1, Y1_test) if standardise
+            else (Y1, as_array(Y1_test, "Y1_test", ndim=2)))
+    idx = nn_indices(A, B)
+    return Y2[idx].copy(), idx
+
+
+def training_mean_predictor(Y2, n_test: int):
+    """Gaussian "training mean" predictor: mean (n_test, D), var (n_test, D), mask (D,).
+
+    mean_d = (1/N) Σ_n y_nd, var_d = 1/(N−1) Σ_n (y_nd − mean_d)²; ``mask`` is var_d > 0
+    (MSLL is only defined where the predictive variance is positive).
+    """
+    Y2 = as_array(Y2, "Y2", ndim=2, min_rows=2)
+    m = Y2.mean(axis=0)
+    v = Y2.var(axis=0, ddof=1)
+    return np.tile(m, (n_test, 1)), np.tile(v, (n_test, 1)), v > 0
+
+
+def nn_latent_space(mu_train, mu_test, Y2):
+    """Nearest neighbour in a learned latent space: (prediction (N*, D2), indices)."""
+    mu_train = as_array(mu_train, "mu_train", ndim=2)
+    Y2 = as_array(Y2, "Y2", ndim=2)
+    check_same_rows({"mu_train": mu_train, "Y2": Y2}, "training frames")
+    idx = nn_indices(mu_train, mu_test)
+    return Y2[idx].copy(), idx
+
+
+# ---------------------------------------------------------------------------------------------
+# GPy MRD peer (optional dependency)
+
+def gpy_available() -> bool:
+    """True when GPy imports (the optional extra ``peers``)."""
+    try:
+        import GPy  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def _import_gpy():
+    try:
+        import GPy
+    except Exception as e:  # ImportError, or a binary incompatibility surfacing as another error
+        raise ImportError("GPy MRD baseline needs the optional dependency GPy "
+                          "(pip install 'tandem[peers]' or pip install GPy); "
+                          f"import failed: {e}") from None
+    return GPy
+
+
+@dataclass
+class MRDResult:
+    """Prediction of GPy MRD: ``mean``/``var`` (N*, D2) in the units of the inputs given,
+    ``nn_index`` (N*,) training index used, timings in seconds."""
+    mean: np.ndarray
+    var: np.ndarray
+    nn_index: np.ndarray
+    train_s: float
+    predict_s: float
+    model: object = None
+
+
+def fit_gpy_mrd(m1, m2, m1_test, Q: int = 5, M: int = 100, max_iters: int = 1000,
+                seed: int = 0, init_vardist_iters: int = 200, predict_iters: int = 200,
+                messages: bool = False) -> MRDResult:
+    """Fit GPy's MRD on two scaled views and predict view 2 from view 1 (Damianou et al.).
+
+    Training: ``GPy.models.MRD([m1, m2], Q, num_inducing=M)`` (ARD RBF per view, PCA init
+    on the concatenation), first ``init_vardist_iters`` iterations with the noise variances
+    fixed at 1 % of each view's variance (MRD's usual warm start), then ``max_iters``
+    L-BFGS iterations on everything. Prediction, as in MRD's pose demo: infer the test
+    latents q(X*) from view 1 with ``model.bgplvms[0].infer_newX`` (``predict_iters``
+    iterations), take the nearest training latent mean, and predict view 2 with view 2's
+    sparse-GP posterior at that training latent (mean, variance including noise).
+    Raises ``ImportError`` if GPy is not installed.
+    """
+    GPy = _import_gpy()
+    m1 = as_array(m1, "m1", ndim=2)
+    m2 = as_array(m2, "m2", ndim=2)
+    m1_test = as_array(m1_test, "m1_test", ndim=2)
+    check_same_rows({"m1": m1, "m2": m2}, "training frames")
+    np.random.seed(seed)
+    t0 = time.perf_counter()
+    kernels = [GPy.kern.RBF(Q, ARD=True) + GPy.kern.Bias(Q) for _ in range(2)]
+    model = GPy.models.MRD([m1, m2], input_dim=Q, num_inducing=min(M, m1.shape[0]),
+                           kernel=kernels, initx="PCA_concat", initz="permute")
+    for k, Yk in enumerate((m1, m2)):
+        lik = model.bgplvms[k].likelihood if hasattr(model, "bgplvms") else None
+        if lik is not None:
+            lik.variance[:] = 0.01 * float(np.var(Yk))
+            lik.variance.fix()
+    model.optimize(messages=messages, max_iters=init_vardist_iters)
+    for bg in model.bgplvms:
+        bg.likelihood.variance.unfix()
+    model.optimize(messages=messages, max_iters=max_iters)
+    train_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    bg1, bg2 = model.bgplvms[0], model.bgplvms[1]
+    mu_tr = np.asarray(model.X.mean)
+    mu_te = np.zeros((m1_test.shape[0], Q))
+    # Infer test latents from view 1 only (per frame: one latent per test row).
+    Xnew, _ = bg1.infer_newX(m1_test, optimize=True) if predict_iters > 0 else (None, None)
+    mu_te = np.asarray(Xnew.mean)
+    idx = nn_indices(mu_tr, mu_te)
+    Xp = mu_tr[idx]
+    mean, var = bg2.predict(Xp, include_likelihood=True)
+    var = np.broadcast_to(np.asarray(var), mean.shape).copy()
+    predict_s = time.perf_counter() - t1
+    return MRDResult(mean=np.asarray(mean), var=var, nn_index=idx, train_s=train_s,
+                     predict_s=predict_s, model=model)

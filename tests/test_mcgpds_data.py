@@ -1,0 +1,199 @@
+"""McGPDS real-data loaders and baselines against the protocol's reference values.
+
+Reference values (../shared/data/README.md, specs/mcgpds_protocol.md §3) were measured
+independently of this code; a loader that deviates from the protocol (subsampling,
+sequence choice, scaling, dtype) changes them.
+"""
+import numpy as np
+import pytest
+
+from inference import metrics as M
+from inference.datasets.cuave import CUAVE_FILE, load_cuave, per_dim_scale
+from inference.datasets.human_pose import HUMAN_POSE_FILE, constant_columns, load_human_pose, seq_times
+from inference.datasets.oil import OIL_FILES, load_oil, read_netlab
+from inference.experiment import DEFAULT_DATA_DIR
+from inference.mcgpds_baselines import (gpy_available, nn_indices, nn_latent_space, nn_y_space,
+                                        standardise_columns, training_mean_predictor)
+
+needs_pose = pytest.mark.skipif(not (DEFAULT_DATA_DIR / HUMAN_POSE_FILE).exists(), reason="human pose data missing")
+needs_cuave = pytest.mark.skipif(not (DEFAULT_DATA_DIR / CUAVE_FILE).exists(), reason="CUAVE data missing")
+needs_oil = pytest.mark.skipif(not (DEFAULT_DATA_DIR / OIL_FILES[0]).exists(), reason="oil data missing")
+
+
+@pytest.fixture(scope="module")
+def pose():
+    return load_human_pose()
+
+
+@pytest.fixture(scope="module")
+def cuave():
+    return load_cuave()
+
+
+# ------------------------------------------------------------------ missing files
+
+@pytest.mark.parametrize("loader,fname", [(load_human_pose, "humanPoseDataset.mat"),
+                                          (load_cuave, "AudioVideoAlignedData1.mat"),
+                                          (load_oil, "oilTrn.dat")])
+def test_missing_file_names_file_and_readme(tmp_path, loader, fname):
+    with pytest.raises(FileNotFoundError) as e:
+        loader(tmp_path)
+    assert fname in str(e.value) and "README.md" in str(e.value)
+
+
+# ------------------------------------------------------------------ pure helpers
+
+def test_seq_times_restart_per_sequence():
+    t = seq_times([3, 5], dt=0.05)
+    np.testing.assert_allclose(t, [0, 0.05, 0.10, 0, 0.05])
+
+
+def test_nn_indices_matches_brute_force():
+    r = np.random.default_rng(0)
+    X, Q = r.normal(size=(40, 5)), r.normal(size=(7, 5))
+    brute = np.array([np.argmin(((X - q) ** 2).sum(1)) for q in Q])
+    np.testing.assert_array_equal(nn_indices(X, Q), brute)
+    # a query equal to a training row finds that row
+    np.testing.assert_array_equal(nn_indices(X, X[[3, 11]]), [3, 11])
+    with pytest.raises(ValueError, match="columns"):
+        nn_indices(X, Q[:, :4])
+
+
+def test_standardise_and_constant_columns():
+    A = np.array([[1.0, 5.0], [3.0, 5.0], [5.0, 5.0]])
+    s, = standardise_columns(A)
+    np.testing.assert_allclose(s[:, 0], [-1, 0, 1])
+    np.testing.assert_allclose(s[:, 1], 0)          # constant column: std 0 → 1, no NaN
+    np.testing.assert_array_equal(constant_columns(A), [False, True])
+    b, sc = per_dim_scale(A)
+    np.testing.assert_allclose(sc, [2.0, 1.0])
+
+
+def test_training_mean_predictor_is_gaussian_fit():
+    r = np.random.default_rng(1)
+    Y = r.normal(3.0, 2.0, size=(500, 2))
+    Y[:, 1] = 7.0
+    m, v, mask = training_mean_predictor(Y, 4)
+    assert m.shape == v.shape == (4, 2)
+    np.testing.assert_allclose(m[0], Y.mean(0))
+    np.testing.assert_allclose(v[0, 0], Y[:, 0].var(ddof=1))
+    np.testing.assert_array_equal(mask, [True, False])
+    # MSLL of the fitted Gaussian on fresh draws ≈ entropy ½log(2πe σ²)
+    T = r.normal(3.0, 2.0, size=(20000, 2))
+    val = M.msll(np.tile(m[0], (20000, 1)), np.tile(v[0], (20000, 1)) + (~mask), T, mask=mask)
+    assert abs(val - 0.5 * np.log(2 * np.pi * np.e * 4.0)) < 0.03
+
+
+def test_nn_latent_space_returns_training_rows():
+    mu = np.arange(10.0)[:, None]
+    Y2 = np.arange(20.0).reshape(10, 2)
+    p, idx = nn_latent_space(mu, np.array([[2.2], [8.9]]), Y2)
+    np.testing.assert_array_equal(idx, [2, 9])
+    np.testing.assert_array_equal(p, Y2[[2, 9]])
+
+
+def test_gpy_wrapper_raises_import_error_when_absent(monkeypatch):
+    import builtins
+    from inference import mcgpds_baselines as B
+    real = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name == "GPy" or name.startswith("GPy."):
+            raise ImportError("no GPy")
+        return real(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", fake)
+    assert not B.gpy_available()
+    with pytest.raises(ImportError, match="GPy"):
+        B.fit_gpy_mrd(np.zeros((5, 2)), np.zeros((5, 2)), np.zeros((1, 2)))
+
+
+# ------------------------------------------------------------------ human pose (protocol §1)
+
+@needs_pose
+def test_pose_split_times_and_scaling(pose):
+    assert pose.Y1.shape == (566, 100) and pose.Y2.shape == (566, 63)
+    assert pose.Y1_test.shape == (158, 100) and pose.Y2_test.shape == (158, 63)
+    assert pose.seq_ends == [34, 57, 79, 240, 433, 513, 566]
+    starts = [0] + pose.seq_ends[:-1]
+    assert all(pose.t[s] == 0.0 for s in starts)
+    np.testing.assert_allclose(pose.t[:3], [0, 0.05, 0.10])
+    np.testing.assert_allclose(pose.t[33], 33 * 0.05)
+    np.testing.assert_allclose(pose.t_test[[0, -1]], [0.0, 7.85])
+    assert abs(pose.scale1 - 2.554206) < 5e-7
+    assert abs(pose.scale2 - 20.648137) < 5e-7
+    np.testing.assert_allclose(pose.bias2, pose.Y2.mean(0))
+    np.testing.assert_allclose(pose.m1.mean(0), 0, atol=1e-12)
+    # §1.5: the scaled pose view has variance ≈ 0.05, the silhouettes ≈ 0.80
+    assert abs(pose.m2.var() - 0.05) < 0.002 and abs(pose.m1.var() - 0.80) < 0.01
+    np.testing.assert_allclose(pose.unscale_mean(pose.m2), pose.Y2, atol=1e-9)
+    np.testing.assert_allclose(pose.unscale_var(np.ones(3)), pose.scale2 ** 2)
+    assert pose.info["time_range_for_init"] == pytest.approx(2.6)
+    assert pose.info["constant_pose_columns"] == [0, 1, 2, 3, 4, 5]
+
+
+@needs_pose
+def test_pose_reference_baselines(pose):
+    p, _ = nn_y_space(pose.Y1, pose.Y2, pose.Y1_test)
+    assert round(M.mean_joint_error(p, pose.Y2_test), 4) == 2.6523
+    assert round(M.rmse(p, pose.Y2_test), 3) == 3.088
+    p, _ = nn_y_space(pose.Y1, pose.Y2, pose.Y1_test, standardise=True)
+    assert round(M.mean_joint_error(p, pose.Y2_test), 3) == 2.434
+    # scaled silhouettes give the same NN (invariance to the scalar scaling)
+    p2, _ = nn_y_space(pose.m1, pose.Y2, pose.m1_test)
+    assert round(M.mean_joint_error(p2, pose.Y2_test), 4) == 2.6523
+    m, v, mask = training_mean_predictor(pose.Y2, pose.n_test)
+    assert round(M.mean_joint_error(m, pose.Y2_test), 2) == 6.51
+    assert int(mask.sum()) == 57 and not mask[:6].any()
+    val = M.msll(m, v, pose.Y2_test, mask=mask)
+    assert np.isfinite(val) and round(val, 2) == 2.03
+    with pytest.raises(ValueError, match="mask"):
+        M.msll(m, v, pose.Y2_test)        # unmasked: zero variance on joints 1–2
+
+
+# ------------------------------------------------------------------ CUAVE (protocol §2)
+
+@needs_cuave
+def test_cuave_split_times_and_scaling(cuave):
+    assert cuave.Y1.dtype == np.float64 and cuave.Y1.shape == (194, 3750)
+    assert cuave.Y2_test.shape == (51, 13)
+    np.testing.assert_allclose(cuave.t[[0, 1, -1]], [0, 0.05, 9.65])
+    np.testing.assert_allclose(cuave.t_test[[1, -1]], [0.05, 2.5])
+    np.testing.assert_allclose(cuave.scale2[:3], [3.32, 1.68, 0.79], atol=0.005)
+    assert 0.79 < cuave.scale1.min() < 0.80 and 51.8 < cuave.scale1.max() < 51.9
+    np.testing.assert_allclose(cuave.m2.std(0, ddof=1), 1.0)
+
+
+@needs_cuave
+def test_cuave_reference_baselines(cuave):
+    p, _ = nn_y_space(cuave.Y1, cuave.Y2, cuave.Y1_test)
+    assert round(M.rmse(p, cuave.Y2_test), 4) == 1.3102
+    p, _ = nn_y_space(cuave.Y1, cuave.Y2, cuave.Y1_test, standardise=True)
+    assert round(M.rmse(p, cuave.Y2_test), 3) == 1.161
+    m, v, mask = training_mean_predictor(cuave.Y2, cuave.n_test)
+    assert mask.all()
+    assert round(M.rmse(m, cuave.Y2_test), 3) == 1.106
+    assert round(M.msll(m, v, cuave.Y2_test), 2) == 0.82
+
+
+# ------------------------------------------------------------------ oil
+
+def test_read_netlab_format(tmp_path):
+    f = tmp_path / "x.dat"
+    f.write_text(" nin   2\n nout  3\n ndata 2\n 0.1 0.2 1 0 0\n 0.3 0.4 0 0 1\n")
+    X, Y = read_netlab(f)
+    np.testing.assert_allclose(X, [[0.1, 0.2], [0.3, 0.4]])
+    np.testing.assert_allclose(Y, [[1, 0, 0], [0, 0, 1]])
+    f.write_text(" nin   2\n nout  3\n ndata 3\n 0.1 0.2 1 0 0\n")
+    with pytest.raises(ValueError, match="expected 3 rows"):
+        read_netlab(f)
+
+
+@needs_oil
+def test_oil_loader():
+    d = load_oil()
+    assert d.X.shape == (1000, 12) and d.onehot.shape == (1000, 3)
+    np.testing.assert_array_equal(d.onehot.sum(1), 1)
+    assert set(np.unique(d.labels)) == {0, 1, 2}
+    if d.label_kind == "dominant phase (proxy)":
+        frac = np.column_stack([d.outputs, 1 - d.outputs.sum(1)])
+        np.testing.assert_array_equal(d.labels, frac.argmax(1))
