@@ -1,0 +1,381 @@
+"""SAMTC — Self-Adapted Multi-Task Clustering (Zhang, Zhang & Liu, IJCAI 2016).
+
+Deterministic reference implementation of the paper's algorithm, its ablations and the
+baselines of its experiments. The steps live in :mod:`inference.samtc_steps` (one
+function each) and :mod:`inference.spectral` (k-means, Normalized Cut).
+
+Algorithm (equations rebuilt from the paper's prose; see ``specs/samtc.md``)::
+
+    0. init: y^t = Ncut-SNN(X_t, h_t) for every task t (own-task SNN graph)
+    for every target t and source s ≠ t:
+    1. D[i, j] = JS(C^t_i, C^s_j) from Gaussian KDEs (reduced space);
+       keep mutual-nearest pairs → Z^t (kept target clusters), Z^s (kept source clusters)
+    2. β = KMM(Z^s → Z^t) by Frank–Wolfe;  R[t, s] = |{β_i > 0}| / ñ_s,  R[t, t] = 1
+    3. N_t(x) = {x} ∪ kNN_t(x) (own task);  N_s(x) = k_s-NN of x in Z^s if x ∈ Z^t else ∅
+       W^t(x_i, x_j) = Σ_s R_s |N_s(x_i) ∩ N_s(x_j)| / Σ_s R_s |N_s(x_i) ∪ N_s(x_j)|
+       (x_i, x_j mutual kNN in task t, else 0);  y^t = Ncut(W^t, h_t)
+
+Ablations: ``variant="nr"`` (no reusable-instance step: Z^t, Z^s = whole tasks, R by
+KMM of whole tasks), ``variant="ns"`` (no relatedness: R ≡ 1 on the reusable subtasks).
+
+Hyperparameters: the paper's grid over k_t (own) × k_s (source, one grid level shared
+by every source) — 9 settings per target — and either the paper's choice (best
+accuracy against the labels, ``select="labels"``) or a label-free one
+(``select="label-free"``: the consensus partition, i.e. the grid setting whose
+labelling has the highest mean NMI with the other settings' labellings).
+
+Rebuilt choices, all documented where they are made: product KDEs in a common LSA/PCA
+space of ``reduce_dim`` dimensions (default 10), the KMM box B = 10 and slack ε = 0.1,
+"β_i > 0" as β_i > 0.01, own-task neighbours by cosine similarity for sparse (text)
+data and Euclidean distance for dense data, cross-task neighbours by Gaussian-kernel
+similarity (= Euclidean ranking), Ncut as NJW spectral clustering, isolated graph nodes
+given the label of their most similar connected point, and the initial Ncut-SNN
+partition taken label-free (consensus over the k_t grid) in every mode.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import metrics
+from . import samtc_steps as st
+from .spectral import kmeans, ncut
+
+__all__ = ["samtc", "ncut_snn", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
+           "select_setting", "validate_tasks"]
+
+
+@dataclass
+class SAMTCResult:
+    """Output of :func:`samtc`.
+
+    labels: per task (n_t,) int cluster labels (selected grid setting).
+    R: (T, T) relatedness, R[t, s] = relatedness of source s for target t, diagonal 1.
+    reusable: {(t, s): bool (n_s,) mask} — source s's instances in the source subtask
+        Z^s of the pair (target t, source s) (all True for ``variant="nr"``).
+    subtasks: {(t, s): (Z^t mask (n_t,), Z^s mask (n_s,))}.
+    pairs: {(t, s): [(target cluster, source cluster), ...]} mutual-nearest pairs.
+    js: {(t, s): (h_t, h_s) JS-divergence matrix} (empty for ``"nr"``).
+    beta: {(t, s): (ñ_s,) KMM weights over Z^s} (empty for ``"ns"``).
+    init_labels: per task, the Ncut-SNN initial partition.
+    params: per task {"k_self", "k_src": {s: k}, "grid_index"} of the selected setting.
+    grid: per task list of {"k_self", "k_src", "labels"} for every grid setting (so a
+        caller can re-select, e.g. both label-chosen and label-free, from one run).
+    """
+    labels: list
+    R: np.ndarray
+    reusable: dict
+    subtasks: dict
+    init_labels: list
+    params: list
+    pairs: dict = field(default_factory=dict)
+    js: dict = field(default_factory=dict)
+    beta: dict = field(default_factory=dict)
+    grid: list = field(default_factory=list)
+    variant: str = "full"
+    select: str = "label-free"
+
+
+# ---------------------------------------------------------------------------------
+# input checks
+# ---------------------------------------------------------------------------------
+
+def validate_tasks(tasks, n_clusters, labels=None):
+    """Check the tasks; return (list of float64 csr/dense arrays, list of int h_t).
+
+    Raises ValueError for: no tasks, non-2-d tasks, different feature dimensions, NaN/inf,
+    h_t < 2, a task with fewer points than clusters, label arrays of the wrong length.
+    """
+    if tasks is None or len(tasks) == 0:
+        raise ValueError("samtc: expected a non-empty list of tasks (arrays of shape (n_t, d))")
+    if n_clusters is None or len(n_clusters) != len(tasks):
+        raise ValueError(f"samtc: expected one cluster number per task ({len(tasks)}), got {n_clusters!r}")
+    out, hs = [], []
+    d = None
+    for t, (X, h) in enumerate(zip(tasks, n_clusters)):
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=np.float64)
+            if not np.isfinite(X.data).all():
+                raise ValueError(f"task {t}: contains NaN or inf entries; expected finite values")
+        else:
+            X = np.asarray(X)
+            if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+                raise ValueError(f"task {t}: expected a numeric array, got dtype {X.dtype}")
+            X = X.astype(np.float64)
+            if X.ndim != 2:
+                raise ValueError(f"task {t}: expected a 2-d array (n_t, d), got shape {X.shape}")
+            if not np.isfinite(X).all():
+                raise ValueError(f"task {t}: contains {int((~np.isfinite(X)).sum())} NaN or inf entries; "
+                                 "expected finite values")
+        if d is None:
+            d = X.shape[1]
+        elif X.shape[1] != d:
+            raise ValueError(f"task {t}: has {X.shape[1]} features but task 0 has {d}; "
+                             "all tasks must share one feature space")
+        if isinstance(h, bool) or not isinstance(h, (int, np.integer)):
+            raise ValueError(f"task {t}: cluster number must be an integer, got {h!r}")
+        if h < 2:
+            raise ValueError(f"task {t}: expected at least 2 clusters, got h_t = {h}")
+        if X.shape[0] < h:
+            raise ValueError(f"task {t}: has {X.shape[0]} points, fewer than its {h} clusters")
+        out.append(X)
+        hs.append(int(h))
+    if labels is not None:
+        if len(labels) != len(out):
+            raise ValueError(f"labels: expected one array per task ({len(out)}), got {len(labels)}")
+        for t, (y, X) in enumerate(zip(labels, out)):
+            if np.asarray(y).shape != (X.shape[0],):
+                raise ValueError(f"labels[{t}]: expected shape ({X.shape[0]},), got {np.asarray(y).shape}")
+    return out, hs
+
+
+def _metric_for(X):
+    """Own-task similarity: cosine for sparse (text) data, Euclidean for dense data."""
+    return "cosine" if sp.issparse(X) else "euclidean"
+
+
+# ---------------------------------------------------------------------------------
+# selection over the grid
+# ---------------------------------------------------------------------------------
+
+def select_setting(labelings, labels_true=None):
+    """Index of the chosen grid setting.
+
+    labels_true given (paper): the setting with the best clustering accuracy (ties → NMI,
+    then first). Otherwise (label-free): the consensus setting, maximising the mean NMI
+    to the other settings' labellings (ties → first).
+    """
+    m = len(labelings)
+    if m == 1:
+        return 0
+    if labels_true is not None:
+        scores = [(metrics.clustering_accuracy(labels_true, y), metrics.nmi(labels_true, y)) for y in labelings]
+        return max(range(m), key=lambda i: (scores[i][0], scores[i][1], -i))
+    A = np.zeros((m, m))
+    for i in range(m):
+        for j in range(i + 1, m):
+            A[i, j] = A[j, i] = metrics.nmi(labelings[i], labelings[j])
+    mean = A.sum(1) / (m - 1)
+    return int(np.argmax(mean))
+
+
+# ---------------------------------------------------------------------------------
+# single-task pieces
+# ---------------------------------------------------------------------------------
+
+def _fill_isolated(lab, S):
+    """Give isolated nodes (label −1) the label of their most similar labelled point."""
+    bad = lab < 0
+    if bad.any():
+        good = np.flatnonzero(~bad)
+        Sb = S[np.ix_(np.flatnonzero(bad), good)]
+        lab = lab.copy()
+        lab[bad] = lab[good[np.argmax(Sb, axis=1)]]
+    return lab
+
+
+def _ncut_graph(W, h, seed, S, X):
+    lab = ncut(W, h, seed=seed)
+    if (lab >= 0).sum() < h:  # (almost) no edges: fall back to k-means on the features
+        return kmeans(X, h, seed=seed)[0]
+    return _fill_isolated(lab, S)
+
+
+def ncut_snn(X, h: int, k: int | None = None, seed: int = 0, metric: str | None = None):
+    """Single-task Ncut-SNN: Normalized Cut on the Jarvis–Patrick SNN graph.
+
+    W(x_i, x_j) = |N(x_i) ∩ N(x_j)| / |N(x_i) ∪ N(x_j)| for mutual k-NN pairs, with
+    N(x) = {x} ∪ kNN(x) (cosine for sparse data, Euclidean for dense); this is SAMTC's
+    s = t term. k=None → ⌈n/h⌉ (the middle of the paper's grid). Returns labels (n,).
+    """
+    (X,), (h,) = validate_tasks([X], [h])
+    metric = metric or _metric_for(X)
+    S = st.similarity(X, X, metric)
+    n = X.shape[0]
+    k = st.k_grid(n, h, own=True)[1] if k is None else int(k)
+    if not 1 <= k <= n - 1:
+        raise ValueError(f"ncut_snn: k must be in [1, n−1] = [1, {n - 1}], got {k}")
+    order = st.neighbour_order(S, exclude_self=True, max_k=k)
+    own = st.neighbour_indicator(order, k, n, include_self=True)
+    return _ncut_graph(st.weighted_snn(own), h, seed, S, X)
+
+
+def _ncut_snn_grid(X, h, seed, S=None, order=None):
+    """Ncut-SNN over the paper's k_t grid; returns (list of labellings, k values)."""
+    n = X.shape[0]
+    if S is None:
+        S = st.similarity(X, X, _metric_for(X))
+    ks = st.k_grid(n, h, own=True)
+    if order is None:
+        order = st.neighbour_order(S, exclude_self=True, max_k=max(ks))
+    labs = []
+    for k in ks:
+        own = st.neighbour_indicator(order, k, n, include_self=True)
+        labs.append(_ncut_graph(st.weighted_snn(own), h, seed, S, X))
+    return labs, ks
+
+
+def kmeans_baseline(tasks, n_clusters, seed: int = 0, n_init: int = 10):
+    """k-means (k-means++, best of ``n_init``) on every task alone; list of labels."""
+    tasks, hs = validate_tasks(tasks, n_clusters)
+    return [kmeans(X, h, seed=seed, n_init=n_init)[0] for X, h in zip(tasks, hs)]
+
+
+def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, k=None,
+                    labels=None):
+    """Multi-task baseline that assumes *completely related* tasks.
+
+    All tasks are pooled into one data set (equivalently: SAMTC with Z = whole task and
+    R ≡ 1 for every pair, with neighbours searched across the pooled tasks) and
+    clustered jointly into H = max_t h_t clusters (completely related tasks share one
+    label space); each task gets the restriction of the pooled partition. ``method``:
+    "ncut_snn" (grid over k like Ncut-SNN; label-chosen if ``labels`` given, else
+    consensus) or "kmeans". Returns a list of per-task labels (values in 0..H−1).
+    """
+    tasks, hs = validate_tasks(tasks, n_clusters, labels)
+    sizes = [X.shape[0] for X in tasks]
+    if any(sp.issparse(X) for X in tasks):
+        P = sp.vstack([sp.csr_matrix(X) for X in tasks]).tocsr()
+    else:
+        P = np.vstack(tasks)
+    H = max(hs)
+    if method == "kmeans":
+        lab = kmeans(P, H, seed=seed)[0]
+    elif method == "ncut_snn":
+        if k is not None:
+            lab = ncut_snn(P, H, k=k, seed=seed)
+        else:
+            labs, _ = _ncut_snn_grid(P, H, seed)
+            y = None if labels is None else np.concatenate([np.asarray(l) for l in labels])
+            lab = labs[select_setting(labs, y)]
+    else:
+        raise ValueError(f"pooled_baseline: method must be 'ncut_snn' or 'kmeans', got {method!r}")
+    return np.split(lab, np.cumsum(sizes)[:-1])
+
+
+# ---------------------------------------------------------------------------------
+# SAMTC
+# ---------------------------------------------------------------------------------
+
+def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
+          select: str = "label-free", labels=None, reduce_dim: int | None = None, seed: int = 0,
+          kmm_B: float = 10.0, kmm_eps: float = 0.1, init_labels=None) -> SAMTCResult:
+    """Self-adapted multi-task clustering of T tasks (see the module docstring).
+
+    tasks: list of (n_t, d) arrays (dense or scipy.sparse, one feature space);
+    n_clusters: list of h_t ≥ 2; variant: "full" | "nr" | "ns"; k_self / k_src: int (or
+    per-task list) own-task / source neighbourhood sizes — None → the paper's grid;
+    select: "labels" (paper: best accuracy against ``labels``) or "label-free"
+    (consensus); reduce_dim: dimensions of the LSA/PCA space of the density steps
+    (None → min(d, 10)); seed: k-means restarts in every Ncut and the SVD start vector;
+    init_labels: optional initial partitions (default Ncut-SNN, label-free).
+    """
+    if variant not in ("full", "nr", "ns"):
+        raise ValueError(f"variant: expected 'full', 'nr' or 'ns', got {variant!r}")
+    if select not in ("labels", "label-free"):
+        raise ValueError(f"select: expected 'labels' or 'label-free', got {select!r}")
+    if select == "labels" and labels is None:
+        raise ValueError("select='labels' needs the true labels (labels=[y_1, ..., y_T])")
+    tasks, hs = validate_tasks(tasks, n_clusters, labels)
+    T = len(tasks)
+    ns = [X.shape[0] for X in tasks]
+
+    # own-task similarities and neighbour orders (computed once, sliced per k)
+    S = [st.similarity(X, X, _metric_for(X)) for X in tasks]
+    orders = [st.neighbour_order(S[t], exclude_self=True) for t in range(T)]
+
+    # step 0: initial partitions
+    if init_labels is None:
+        init = []
+        for t in range(T):
+            labs, _ = _ncut_snn_grid(tasks[t], hs[t], seed, S[t], orders[t])
+            init.append(labs[select_setting(labs)])
+    else:
+        if len(init_labels) != T:
+            raise ValueError(f"init_labels: expected {T} arrays, got {len(init_labels)}")
+        init = [np.asarray(y).astype(np.int64) for y in init_labels]
+        for t, y in enumerate(init):
+            if y.shape != (ns[t],):
+                raise ValueError(f"init_labels[{t}]: expected shape ({ns[t]},), got {y.shape}")
+
+    Y = st.reduce_dimension(tasks, reduce_dim, seed) if T > 1 else None
+
+    R = np.eye(T)
+    reusable, subtasks, pairs, jsd, betas = {}, {}, {}, {}, {}
+    h_tilde = {}
+    for t in range(T):
+        for s in range(T):
+            if s == t:
+                continue
+            # step 1: reusable instances (mutual-nearest clusters by JS divergence)
+            if variant == "nr":
+                zt, zs = np.ones(ns[t], bool), np.ones(ns[s], bool)
+                h_tilde[t, s] = hs[s]
+            else:
+                D, ct, cs = st.js_matrix(Y[t], init[t], Y[s], init[s])
+                pr = st.mutual_nearest_pairs(D)
+                jsd[t, s] = D
+                pairs[t, s] = [(int(ct[i]), int(cs[j])) for i, j in pr]
+                zt = np.isin(init[t], [p[0] for p in pairs[t, s]])
+                zs = np.isin(init[s], [p[1] for p in pairs[t, s]])
+                h_tilde[t, s] = len(pairs[t, s])
+            subtasks[t, s] = (zt, zs)
+            reusable[t, s] = zs
+            # step 2: relatedness by kernel mean matching
+            if variant == "ns":
+                R[t, s] = 1.0
+            else:
+                R[t, s], betas[t, s], _ = st.kmm_relatedness(Y[s][zs], Y[t][zt], B=kmm_B, eps=kmm_eps,
+                                                             seed=seed)
+
+    # step 3: relatedness-weighted SNN + Ncut over the grid
+    out_labels, params, grid = [], [], []
+    for t in range(T):
+        kt_vals = _k_values(k_self, t, st.k_grid(ns[t], hs[t], own=True), ns[t] - 1, "k_self")
+        src = [s for s in range(T) if s != t]
+        src_orders = {}
+        ks_vals = {}
+        for s in src:
+            zt, zs = subtasks[t, s]
+            n_s = int(zs.sum())
+            ks_vals[s] = _k_values(k_src, s, st.k_grid(n_s, h_tilde[t, s], own=False), n_s, "k_src")
+            Xs = tasks[s][np.flatnonzero(zs)]
+            Xt = tasks[t][np.flatnonzero(zt)]
+            # Gaussian-kernel similarity ranks = Euclidean ranks (monotone in distance)
+            src_orders[s] = st.neighbour_order(st.similarity(Xt, Xs, "euclidean"), max_k=max(ks_vals[s]))
+        n_levels = max([len(v) for v in ks_vals.values()] or [1])
+        settings, labs = [], []
+        for kt in kt_vals:
+            own = st.neighbour_indicator(orders[t], kt, ns[t], include_self=True)
+            for lvl in range(n_levels):
+                srcA, Rw, kd = [], [], {}
+                for s in src:
+                    zt, zs = subtasks[t, s]
+                    ks = ks_vals[s][min(lvl, len(ks_vals[s]) - 1)]
+                    kd[s] = ks
+                    srcA.append(st.neighbour_indicator(src_orders[s], ks, ns[s], rows=np.flatnonzero(zt),
+                                                       n_rows=ns[t], col_index=np.flatnonzero(zs)))
+                    Rw.append(R[t, s])
+                W = st.weighted_snn(own, srcA, Rw)
+                labs.append(_ncut_graph(W, hs[t], seed, S[t], tasks[t]))
+                settings.append({"k_self": int(kt), "k_src": kd})
+        i = select_setting(labs, None if select == "label-free" else np.asarray(labels[t]))
+        out_labels.append(labs[i])
+        params.append({**settings[i], "grid_index": i})
+        grid.append([{**sg, "labels": lb} for sg, lb in zip(settings, labs)])
+    return SAMTCResult(labels=out_labels, R=R, reusable=reusable, subtasks=subtasks,
+                       init_labels=init, params=params, pairs=pairs, js=jsd, beta=betas,
+                       grid=grid, variant=variant, select=select)
+
+
+def _k_values(k, t, grid, cap, name):
+    """The k values to try for task t: the grid, or the user's int (or per-task list)."""
+    if k is None:
+        return grid
+    v = k[t] if isinstance(k, (list, tuple)) else k
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= cap:
+        raise ValueError(f"{name}: expected an integer in [1, {cap}] for task {t}, got {v!r}")
+    return [int(v)]

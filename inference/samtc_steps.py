@@ -1,0 +1,376 @@
+"""The steps of SAMTC (Zhang, Zhang & Liu, IJCAI 2016), one function each.
+
+Our copy of the paper lost its display equations; every formula here is rebuilt from
+the prose and the cited methods (see ``specs/samtc.md``). Rebuilt choices are marked
+"Rebuilt:" in the docstrings.
+
+Notation: task t has n_t points (rows of X_t, dense or scipy.sparse, one common
+feature space of dimension d); clusters C^t_1..C^t_{h_t}; Z^t ⊂ task t and Z^s ⊂ task s
+are the target and source subtasks of a (target t, source s) pair, ñ_t = |Z^t|,
+ñ_s = |Z^s|, h̃_s = number of source clusters kept in Z^s.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from scipy.special import logsumexp
+
+__all__ = ["reduce_dimension", "similarity", "neighbour_order", "silverman_bandwidths",
+           "kde_logpdf", "js_divergence", "js_matrix", "mutual_nearest_pairs",
+           "median_distance", "gaussian_kernel", "kmm_frank_wolfe", "kmm_objective",
+           "kmm_relatedness", "neighbour_indicator", "weighted_snn", "k_grid"]
+
+
+# ---------------------------------------------------------------------------------
+# representations
+# ---------------------------------------------------------------------------------
+
+def _dense(X):
+    return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+
+
+def reduce_dimension(tasks, dim: int | None, seed: int = 0):
+    """Project all tasks into one common r-dimensional space for the density steps.
+
+    Rebuilt: the paper estimates product KDEs in the raw feature space, which underflows
+    and is meaningless for thousands of tf-idf terms (spec pitfall). We stack the tasks
+    and take a truncated SVD: LSA (no centring, keeps sparsity) for sparse input, PCA
+    (centred) for dense input. ``dim=None`` → r = min(d, 10); ``dim >= d`` (dense) →
+    the raw features. Returns a list of dense (n_t, r) arrays.
+    """
+    d = tasks[0].shape[1]
+    sparse = any(sp.issparse(X) for X in tasks)
+    r = min(d, 10) if dim is None else int(dim)
+    if r < 1:
+        raise ValueError(f"reduce_dim: expected a positive number of dimensions, got {dim}")
+    sizes = [X.shape[0] for X in tasks]
+    if not sparse and r >= d:
+        return [np.asarray(X, dtype=np.float64) for X in tasks]
+    r = min(r, d - 1, sum(sizes) - 1) if sparse else min(r, d)
+    if sparse:
+        S = sp.vstack([sp.csr_matrix(X, dtype=np.float64) for X in tasks]).tocsr()
+        v0 = np.random.default_rng(seed).standard_normal(min(S.shape))
+        U, s, Vt = spla.svds(S, k=r, v0=v0, tol=1e-10)
+        order = np.argsort(s)[::-1]
+        Y = np.asarray(S @ Vt[order].T)
+    else:
+        S = np.vstack([np.asarray(X, dtype=np.float64) for X in tasks])
+        S = S - S.mean(0)
+        U, s, Vt = np.linalg.svd(S, full_matrices=False)
+        Y = S @ Vt[:r].T
+    out, i = [], 0
+    for n in sizes:
+        out.append(Y[i:i + n])
+        i += n
+    return out
+
+
+def similarity(X, Y=None, metric: str = "euclidean"):
+    """Dense similarity matrix between rows of X (n×d) and Y (m×d) (Y=None → X).
+
+    ``cosine``: x·y / (‖x‖‖y‖) (zero rows → 0); ``euclidean``: −‖x − y‖² (so that larger
+    = more similar; its ranking equals the ranking by a Gaussian kernel of any width).
+    """
+    Y = X if Y is None else Y
+    if metric == "cosine":
+        def nrm(A):
+            a = np.sqrt(np.asarray(A.multiply(A).sum(1)).ravel()) if sp.issparse(A) else np.linalg.norm(A, axis=1)
+            return np.where(a > 0, a, 1.0)
+        G = X @ Y.T
+        G = G.toarray() if sp.issparse(G) else np.asarray(G)
+        return G / nrm(X)[:, None] / nrm(Y)[None, :]
+    if metric == "euclidean":
+        G = X @ Y.T
+        G = G.toarray() if sp.issparse(G) else np.asarray(G)
+        xx = np.asarray(X.multiply(X).sum(1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+        yy = np.asarray(Y.multiply(Y).sum(1)).ravel() if sp.issparse(Y) else np.einsum("ij,ij->i", Y, Y)
+        return -np.maximum(xx[:, None] - 2 * G + yy[None, :], 0.0)
+    raise ValueError(f"metric: expected 'cosine' or 'euclidean', got {metric!r}")
+
+
+def neighbour_order(S, exclude_self: bool = False, max_k: int | None = None):
+    """Indices of the columns of S sorted by decreasing similarity, per row.
+
+    ``exclude_self`` (square S): the point itself is removed from its own list. Ties are
+    broken by column index (stable sort) so the result is deterministic. Returns an
+    (n, m') int array with m' = min(max_k, available).
+    """
+    S = np.array(S, dtype=np.float64, copy=True)
+    n, m = S.shape
+    if exclude_self:
+        np.fill_diagonal(S, -np.inf)
+    order = np.argsort(-S, axis=1, kind="stable")
+    if exclude_self:
+        order = order[:, :m - 1]
+    if max_k is not None:
+        order = order[:, :max_k]
+    return order
+
+
+# ---------------------------------------------------------------------------------
+# step 1: JS divergence between clusters from Gaussian KDEs, mutual-nearest pairs
+# ---------------------------------------------------------------------------------
+
+def silverman_bandwidths(Y, floor: np.ndarray | float | None = None):
+    """Per-dimension Silverman bandwidths h_m = 1.06 σ_m |C|^{-1/5} of a cluster Y (n×r).
+
+    Safe bandwidths (spec pitfall): σ_m uses ddof=0 (defined for n = 1) and h_m is
+    floored at ``floor`` (per dimension; default 1e-3·max(σ)+1e-12), so constant
+    dimensions and singleton clusters give a narrow but finite kernel.
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    n = Y.shape[0]
+    sd = Y.std(axis=0)
+    h = 1.06 * sd * n ** (-0.2)
+    if floor is None:
+        floor = 1e-3 * max(float(sd.max()), 0.0) + 1e-12
+    return np.maximum(h, floor)
+
+
+def kde_logpdf(X, Y, h):
+    """log f(x) of the product-Gaussian KDE f(x) = (1/m) Σ_j Π_m N(x_m; y_jm, h_m²).
+
+    X: (n, r) evaluation points, Y: (m, r) sample, h: (r,) bandwidths. Computed in log
+    space with logsumexp (no underflow in high dimension). Returns (n,).
+    """
+    X = np.asarray(X, dtype=np.float64) / h
+    Ys = np.asarray(Y, dtype=np.float64) / h
+    d2 = np.maximum((X * X).sum(1)[:, None] - 2 * X @ Ys.T + (Ys * Ys).sum(1)[None, :], 0.0)
+    r = X.shape[1]
+    const = -math.log(Ys.shape[0]) - np.log(h).sum() - 0.5 * r * math.log(2 * math.pi)
+    return logsumexp(-0.5 * d2, axis=1) + const
+
+
+def js_divergence(A, B, floor=None):
+    """Jensen–Shannon divergence between the distributions of samples A and B (in nats).
+
+    D_JS = ½ D(P‖M) + ½ D(Q‖M), M = ½(P+Q); each KL by a sample average of log density
+    ratios, D̂(P‖M) = (1/|A|) Σ_{x∈A} log[2 f_A(x) / (f_A(x) + f_B(x))], f = Gaussian KDE
+    with Silverman bandwidths (each cluster its own). Each term lies in [0, log 2] by
+    construction, so D̂_JS ∈ [0, log 2]: 0 for identical samples, → log 2 for far ones.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    hA, hB = silverman_bandwidths(A, floor), silverman_bandwidths(B, floor)
+    return _js_from_logs(kde_logpdf(A, A, hA), kde_logpdf(A, B, hB),
+                         kde_logpdf(B, B, hB), kde_logpdf(B, A, hA))
+
+
+def _js_from_logs(fa_a, fb_a, fb_b, fa_b):
+    log2 = math.log(2.0)
+    kl_p = np.mean(log2 + fa_a - np.logaddexp(fa_a, fb_a))
+    kl_q = np.mean(log2 + fb_b - np.logaddexp(fb_b, fa_b))
+    return float(np.clip(0.5 * (kl_p + kl_q), 0.0, log2))
+
+
+def js_matrix(Yt, lab_t, Ys, lab_s, floor=None):
+    """h_t × h_s matrix of D̂_JS between every target cluster and every source cluster.
+
+    Yt (n_t, r), Ys (n_s, r): reduced representations; lab_t, lab_s: cluster labels
+    (0..h−1; clusters are the sorted unique labels). Returns (D, target ids, source ids).
+    """
+    ct, cs = np.unique(lab_t), np.unique(lab_s)
+    At = [Yt[lab_t == c] for c in ct]
+    As = [Ys[lab_s == c] for c in cs]
+    ht = [silverman_bandwidths(a, floor) for a in At]
+    hs = [silverman_bandwidths(a, floor) for a in As]
+    self_t = [kde_logpdf(a, a, h) for a, h in zip(At, ht)]
+    self_s = [kde_logpdf(a, a, h) for a, h in zip(As, hs)]
+    D = np.zeros((len(ct), len(cs)))
+    for i, (a, h_a) in enumerate(zip(At, ht)):
+        for j, (b, h_b) in enumerate(zip(As, hs)):
+            D[i, j] = _js_from_logs(self_t[i], kde_logpdf(a, b, h_b), self_s[j], kde_logpdf(b, a, h_a))
+    return D, ct, cs
+
+
+def mutual_nearest_pairs(D):
+    """Pairs (i, j) with j = argmin_j' D[i, j'] and i = argmin_i' D[i', j] (mutual nearest).
+
+    Rebuilt: the paper "keeps the pairs of clusters closest to each other"; we read it as
+    mutual nearest clusters of the JS matrix. The global minimum is always such a pair,
+    so at least one pair is kept. Each cluster appears in at most one pair. Ties → the
+    lowest index. Returns a list of (i, j), sorted by i.
+    """
+    D = np.asarray(D, dtype=np.float64)
+    if D.ndim != 2 or D.size == 0:
+        raise ValueError(f"mutual_nearest_pairs: expected a non-empty 2-d matrix, got shape {D.shape}")
+    row_best = D.argmin(1)
+    col_best = D.argmin(0)
+    return [(i, int(row_best[i])) for i in range(D.shape[0]) if col_best[row_best[i]] == i]
+
+
+# ---------------------------------------------------------------------------------
+# step 2: kernel mean matching by Frank–Wolfe → asymmetric relatedness
+# ---------------------------------------------------------------------------------
+
+def median_distance(Y, max_points: int = 1000, seed: int = 0):
+    """Median pairwise Euclidean distance of the rows of Y (the Gaussian-kernel width).
+
+    Uses at most ``max_points`` rows (a seeded subsample) to keep it O(max_points²).
+    Zero (all points equal) → 1.0.
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    if Y.shape[0] > max_points:
+        Y = Y[np.random.default_rng(seed).choice(Y.shape[0], max_points, replace=False)]
+    d2 = -similarity(Y, Y, "euclidean")
+    iu = np.triu_indices(Y.shape[0], 1)
+    med = float(np.sqrt(np.median(d2[iu]))) if iu[0].size else 0.0
+    return med if med > 0 else 1.0
+
+
+def gaussian_kernel(X, Y, width):
+    """k(x, y) = exp(−‖x − y‖² / (2 width²)), dense (n, m)."""
+    return np.exp(similarity(X, Y, "euclidean") / (2.0 * width ** 2))
+
+
+def _kmm_lmo(g, B, lo, hi):
+    """argmin_v g·v over {0 ≤ v ≤ B, lo ≤ Σv ≤ hi} (a continuous knapsack).
+
+    Fill coordinates in increasing order of g with B each, up to the total
+    T = min(hi, max(lo, B·#{g < 0})): negative-gradient coordinates while they lower
+    the objective, and the smallest positive ones only as far as Σv ≥ lo demands."""
+    order = np.argsort(g, kind="stable")
+    T = min(hi, max(lo, B * float((g < 0).sum())))
+    before = np.concatenate([[0.0], np.cumsum(np.full(g.size, B))[:-1]])
+    v = np.zeros_like(g)
+    v[order] = np.clip(T - before, 0.0, B)
+    return v
+
+
+def kmm_objective(beta, K, kappa):
+    """½ βᵀ K β − κᵀ β."""
+    return float(0.5 * beta @ K @ beta - kappa @ beta)
+
+
+def kmm_frank_wolfe(K, kappa, B: float = 10.0, eps: float = 0.1, max_iter: int = 2000,
+                    tol: float = 1e-7):
+    """Kernel mean matching min_β ½ βᵀKβ − κᵀβ, 0 ≤ β_i ≤ B, |Σβ_i − ñ_s| ≤ ñ_s ε.
+
+    Frank–Wolfe with exact line search (the objective is quadratic): start at the
+    vertex minimising the linear term, then β ← β + γ (v − β), v = LMO(∇), γ =
+    clip(gap / (dᵀKd), 0, 1), stopping when the FW duality gap −∇ᵀ(v − β) falls below
+    tol·(1 + |f|). Iterates are convex combinations of few vertices, each with about
+    ñ_s/B non-zeros, so β is sparse. Returns (β, info dict: iterations, gap, objective).
+    """
+    K = np.asarray(K, dtype=np.float64)
+    kappa = np.asarray(kappa, dtype=np.float64)
+    n = kappa.size
+    lo, hi = max(0.0, n * (1 - eps)), n * (1 + eps)
+    if B * n < lo:
+        raise ValueError(f"kmm: infeasible, B·n = {B * n} < n(1−ε) = {lo}")
+    beta = _kmm_lmo(-kappa, B, lo, hi)
+    Kb = K @ beta
+    gap = np.inf
+    it = 0
+    for it in range(1, max_iter + 1):
+        g = Kb - kappa
+        v = _kmm_lmo(g, B, lo, hi)
+        d = v - beta
+        gap = float(-g @ d)
+        f = 0.5 * beta @ Kb - kappa @ beta
+        if gap <= tol * (1.0 + abs(f)):
+            break
+        Kd = K @ d
+        dKd = float(d @ Kd)
+        gamma = 1.0 if dKd <= 0 else min(1.0, gap / dKd)
+        beta = beta + gamma * d
+        Kb = Kb + gamma * Kd
+    return beta, {"iterations": it, "gap": gap, "objective": kmm_objective(beta, K, kappa)}
+
+
+def kmm_relatedness(Zs, Zt, width=None, B: float = 10.0, eps: float = 0.1,
+                    support_tol: float = 1e-2, max_iter: int = 2000, seed: int = 0):
+    """Relatedness R^(t)_s = |{i : β_i > 0}| / ñ_s of a source subtask Zs to a target Zt.
+
+    K_s(i, j) = k(z^s_i, z^s_j), κ_i = (ñ_s/ñ_t) Σ_j k(z^s_i, z^t_j), Gaussian kernel with
+    width = median pairwise distance of Zs ∪ Zt (spec). Rebuilt: "β_i > 0" is read as
+    β_i > ``support_tol`` (1 % of the uniform weight 1): plain Frank–Wolfe never sets a
+    visited coordinate exactly back to 0, it only shrinks it geometrically.
+    Asymmetric: the source instances that the target needs, not the converse.
+    Returns (R, β, width).
+    """
+    Zs = np.asarray(Zs, dtype=np.float64)
+    Zt = np.asarray(Zt, dtype=np.float64)
+    if width is None:
+        width = median_distance(np.vstack([Zs, Zt]), seed=seed)
+    Ks = gaussian_kernel(Zs, Zs, width)
+    kappa = (Zs.shape[0] / Zt.shape[0]) * gaussian_kernel(Zs, Zt, width).sum(1)
+    beta, _ = kmm_frank_wolfe(Ks, kappa, B=B, eps=eps, max_iter=max_iter)
+    R = float((beta > support_tol).mean())
+    return R, beta, width
+
+
+# ---------------------------------------------------------------------------------
+# step 3: relatedness-weighted shared-nearest-neighbour similarity
+# ---------------------------------------------------------------------------------
+
+def neighbour_indicator(order, k: int, n_cols: int, rows=None, n_rows=None, col_index=None,
+                        include_self: bool = False):
+    """Sparse 0/1 matrix A (n_rows × n_cols) with A[i, j] = 1 iff j ∈ N(i).
+
+    order: (len(rows), ≥k) neighbour lists (indices into ``col_index`` if given, else
+    columns); rows: which rows of A they fill (default all); include_self: also set
+    A[i, i] = 1 (own-task lists, so that N_t(x) = {x} ∪ kNN(x)).
+    """
+    order = np.asarray(order)[:, :k]
+    m = order.shape[0]
+    rows = np.arange(m) if rows is None else np.asarray(rows)
+    n_rows = m if n_rows is None else n_rows
+    cols = order if col_index is None else np.asarray(col_index)[order]
+    r = np.repeat(rows, order.shape[1])
+    c = cols.ravel()
+    if include_self:
+        r = np.concatenate([r, rows])
+        c = np.concatenate([c, rows])
+    A = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(n_rows, n_cols))
+    A.data[:] = 1.0  # duplicates (self already in the list) count once
+    return A
+
+
+def weighted_snn(own, sources=(), R=()):
+    """Relatedness-weighted shared-nearest-neighbour similarity of one target task.
+
+    own: sparse (n_t × n_t) indicator of N_t(x) = {x} ∪ kNN_t(x) (own task, R_t = 1);
+    sources: sparse (n_t × n_s) indicators of N_s(x) (k_s nearest points of Z^s, empty
+    rows for x ∉ Z^t); R: their relatedness weights. For x_i, x_j mutual kNN in their
+    own task
+
+        W(x_i, x_j) = Σ_s R_s |N_s(x_i) ∩ N_s(x_j)| / Σ_s R_s |N_s(x_i) ∪ N_s(x_j)|,
+
+    |A ∪ B| = |A| + |B| − |A ∩ B|; W = 0 for other pairs and on the diagonal.
+    Returns a sparse symmetric (n_t × n_t) matrix with entries in [0, 1].
+    """
+    own = sp.csr_matrix(own)
+    n = own.shape[0]
+    knn = own - sp.diags(own.diagonal())
+    knn.eliminate_zeros()
+    mutual = knn.multiply(knn.T).tocoo()
+    i, j = mutual.row, mutual.col
+    num = np.zeros(i.size)
+    den = np.zeros(i.size)
+    for A, w in [(own, 1.0), *zip(sources, R)]:
+        if w == 0:
+            continue
+        A = sp.csr_matrix(A)
+        size = np.asarray(A.sum(1)).ravel()
+        P = A @ A.T  # |N_s(x_i) ∩ N_s(x_j)| for all pairs (sparse product, cost n·k²)
+        inter = np.asarray(P[i, j]).ravel()
+        num += w * inter
+        den += w * (size[i] + size[j] - inter)
+    vals = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+    W = sp.csr_matrix((vals, (i, j)), shape=(n, n))
+    return 0.5 * (W + W.T)
+
+
+def k_grid(n: int, h: int, own: bool):
+    """The paper's neighbourhood-size grid {⌈n/(2h)⌉, ⌈n/h⌉, min(⌈2n/h⌉, cap)}.
+
+    own task: cap = n − 1 (a point is not its own neighbour); source subtask: cap = n.
+    Values are clipped to [1, cap]."""
+    cap = n - 1 if own else n
+    cap = max(cap, 1)
+    vals = [math.ceil(n / (2 * h)), math.ceil(n / h), min(math.ceil(2 * n / h), cap)]
+    return [int(min(max(v, 1), cap)) for v in vals]
