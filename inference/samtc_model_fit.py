@@ -1,0 +1,285 @@
+"""Fitting the shared-atom partial mixture (models/samtc.py) and deriving SAMTC's quantities.
+
+:func:`fit_model` standardises the tasks, builds a data-driven initialisation
+(:func:`initial_values`: k-means per task for the slot means, atoms from cross-task
+matching of the slot means), fits the hand-written mean-field guide with the shared
+driver ``inference.fit`` and ``TraceEnum_ELBO``, and keeps the best of ``restarts`` runs by
+a Monte Carlo ELBO estimate. The returned :class:`ModelFit` gives
+
+* ``cluster_probs()`` — posterior marginals q(y_{t,i} = c) from
+  ``TraceEnum_ELBO.compute_marginals`` (averaged over guide draws) and ``labels()``;
+* ``discrete_samples(S)`` — joint posterior draws of (a, y, u) from
+  ``pyro.infer.infer_discrete`` (temperature 1) given guide draws;
+* ``reusable_probs()`` — for every ordered pair (target t, source s) and source instance i,
+
+      P(reusable_{t←s,i}) = E[ 1{a_{s, y_{s,i}} ≥ 1 and a_{s, y_{s,i}} ∈ {a_{t,c}}_c} · u_{s,i} ],
+
+  i.e. the instance's cluster links to a global atom that some cluster of the target also
+  links to, and the instance is typical (u = 1);
+* ``relatedness()`` — R̂^(t)_s = E[(1/n_s) Σ_i 1{a_{s,y_{s,i}} ≥ 1, ∈ {a_{t,c}}}] (asymmetric,
+  in [0, 1], R̂^(t)_t = 1), the model's counterpart of SAMTC's KMM relatedness R^(t)_s;
+* ``shared_slot_probs()`` — P(slot (t, c) links to an atom that another task also uses).
+
+Expectations are Monte Carlo averages over joint posterior draws of the discrete sites.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyro
+import pyro.optim
+import torch
+from pyro import poutine
+from pyro.infer import TraceEnum_ELBO, infer_discrete
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial.distance import cdist
+from sklearn.cluster import KMeans
+
+from guides.samtc import SAMTCGuide
+from models import samtc as samtc_model
+from models.samtc import MAX_PLATE_NESTING, check_tasks
+
+from .numerics import DTYPE
+from .svi import fit
+
+__all__ = ["ModelFit", "fit_model", "initial_values", "standardize"]
+
+
+def standardize(tasks, h, seed: int = 0):
+    """Centre on the pooled mean and scale by the pooled within-cluster std of per-task k-means.
+
+    Returns (standardised tasks as float64 tensors, centre (d,), scale float, k-means
+    results per task). Working in units of the within-cluster spread makes the default
+    hyperparameters (tau = 0.5, sigma ≈ 1) meaningful for any data scale.
+    """
+    Xs, hs = check_tasks(tasks, h)
+    km = [KMeans(n_clusters=hs[t], n_init=10, random_state=seed).fit(X.numpy()) for t, X in enumerate(Xs)]
+    ss = sum(k.inertia_ for k in km)
+    n = sum(len(X) for X in Xs)
+    d = Xs[0].shape[1]
+    scale = float(np.sqrt(ss / (n * d)))
+    if not scale > 0:
+        raise ValueError("tasks: zero within-cluster spread (all points of a cluster identical)")
+    centre = torch.cat(Xs).mean(0)
+    return [(X - centre) / scale for X in Xs], centre, scale, km
+
+
+def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n_atoms: int | None = None,
+                   seed: int = 0) -> tuple[dict, int]:
+    """Starting values for :class:`guides.samtc.SAMTCGuide` and the number of atoms K.
+
+    Slot means: k-means centres of each task (``km`` reuses fitted ones). Atoms: slots of
+    different tasks whose centres are mutual nearest neighbours across the two tasks and
+    closer than ``link_threshold`` (default 1 + sqrt(d)/2 within-cluster stds) are joined;
+    each connected group spanning >= 2 tasks becomes one atom (init: mean of its centres).
+    ``n_atoms`` (default: number of such groups, at least 1) pads with random slot centres.
+    """
+    Xs = [torch.as_tensor(X, dtype=DTYPE) for X in tasks_std]
+    T, d = len(Xs), Xs[0].shape[1]
+    if km is None:
+        km = [KMeans(n_clusters=h[t], n_init=10, random_state=seed).fit(X.numpy()) for t, X in enumerate(Xs)]
+    else:  # km fitted on raw data: map its labels to standardised centres
+        km = [_Centres(X.numpy(), k.labels_, h[t]) for t, (X, k) in enumerate(zip(Xs, km))]
+    C = [k.cluster_centers_ for k in km]
+    thr = 1.0 + 0.5 * np.sqrt(d) if link_threshold is None else float(link_threshold)
+    offs = np.cumsum([0] + [len(c) for c in C])
+    N = offs[-1]
+    A = np.zeros((N, N), dtype=bool)
+    for t in range(T):
+        for s in range(t + 1, T):
+            D = cdist(C[t], C[s])
+            for i in range(len(C[t])):
+                j = int(D[i].argmin())
+                if int(D[:, j].argmin()) == i and D[i, j] < thr:
+                    A[offs[t] + i, offs[s] + j] = A[offs[s] + j, offs[t] + i] = True
+    _, comp = connected_components(A, directed=False)
+    task_of = np.repeat(np.arange(T), [len(c) for c in C])
+    allc = np.concatenate(C)
+    atoms = [allc[comp == g].mean(0) for g in np.unique(comp) if len(set(task_of[comp == g])) >= 2]
+    rng = np.random.default_rng(seed)
+    K = max(1, len(atoms)) if n_atoms is None else int(n_atoms)
+    while len(atoms) < K:
+        atoms.append(allc[rng.integers(N)] + 0.01 * rng.normal(size=d))
+    atoms = np.array(atoms[:K])
+    w_conc, sig = [], []
+    for t, k in enumerate(km):
+        counts = np.bincount(k.labels_, minlength=h[t]).astype(float)
+        w_conc.append(counts + 1.0)
+        resid = Xs[t].numpy() - C[t][k.labels_]
+        sig.append(float(np.sqrt((resid ** 2).mean())))
+    init = {"theta_loc": atoms, "mu_loc": C, "w_conc": w_conc, "sigma": sig,
+            "rho": [0.9] * T, "pi_conc": np.full(K + 1, 2.0)}
+    return init, K
+
+
+class _Centres:
+    def __init__(self, X, labels, h):
+        self.labels_ = np.asarray(labels)
+        self.cluster_centers_ = np.stack([X[self.labels_ == c].mean(0) if (self.labels_ == c).any()
+                                          else X[c % len(X)] for c in range(h)])
+
+
+@dataclass
+class ModelFit:
+    """A fitted shared-atom model: standardised data, model kwargs, guide and its parameters."""
+    tasks: list
+    h: list
+    n_atoms: int
+    model_kwargs: dict
+    guide: SAMTCGuide
+    param_state: dict
+    elbo: float
+    losses: np.ndarray
+    centre: torch.Tensor
+    scale: float
+    wall_time: float = 0.0
+    restart_elbos: list = field(default_factory=list)
+
+    @property
+    def args(self):
+        return (self.tasks, self.h, self.n_atoms)
+
+    def activate(self) -> None:
+        """Load this fit's parameters into Pyro's global parameter store."""
+        pyro.clear_param_store()
+        pyro.get_param_store().set_state(self.param_state)
+
+    def model(self, *args, **kwargs):
+        return samtc_model.model(*args, **kwargs)
+
+    def cluster_probs(self, num_samples: int = 10, seed: int = 0) -> dict:
+        """Posterior marginals averaged over ``num_samples`` guide draws (compute_marginals).
+
+        Returns {"y": [ (n_t, h_t) ], "u": [ (n_t,) P(u=1) ], "a": [ (h_t, K+1) ]} numpy arrays.
+        """
+        self.activate()
+        pyro.set_rng_seed(seed)
+        elbo = TraceEnum_ELBO(max_plate_nesting=MAX_PLATE_NESTING)
+        T = len(self.tasks)
+        acc = {"y": [0.0] * T, "u": [0.0] * T, "a": [0.0] * T}
+        with torch.no_grad():
+            for _ in range(num_samples):
+                m = elbo.compute_marginals(samtc_model.model, self.guide, *self.args, **self.model_kwargs)
+                for t in range(T):
+                    acc["y"][t] = acc["y"][t] + m[f"y_{t}"].probs.reshape(-1, self.h[t]).numpy()
+                    acc["u"][t] = acc["u"][t] + m[f"u_{t}"].probs.reshape(-1).numpy()
+                    acc["a"][t] = acc["a"][t] + m[f"a_{t}"].probs.reshape(self.h[t], -1).numpy()
+        return {k: [v / num_samples for v in vs] for k, vs in acc.items()}
+
+    def labels(self, num_samples: int = 10, seed: int = 0) -> list:
+        """Cluster labels per task: argmax_c q(y_{t,i} = c)."""
+        return [p.argmax(1) for p in self.cluster_probs(num_samples, seed)["y"]]
+
+    def discrete_samples(self, num_samples: int = 100, seed: int = 0) -> dict:
+        """Joint posterior draws of the enumerated sites via ``infer_discrete`` (temperature 1).
+
+        Each draw: a guide sample of the continuous sites, then (a, y, u) from their exact
+        conditional posterior given it. Returns {"a": [(S, h_t)], "y": [(S, n_t)], "u": [(S, n_t)]}.
+        """
+        self.activate()
+        pyro.set_rng_seed(seed)
+        T = len(self.tasks)
+        out = {"a": [[] for _ in range(T)], "y": [[] for _ in range(T)], "u": [[] for _ in range(T)]}
+        kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
+        with torch.no_grad():
+            for _ in range(num_samples):
+                gtr = poutine.trace(self.guide).get_trace(*self.args, **kw)
+                # condition (not replay) on the guide draw: replay marks sites "done", which
+                # hides the enumerated a_t dims that mu_t's log-prob carries from infer_discrete
+                draw = {n: s["value"] for n, s in gtr.nodes.items() if s["type"] == "sample"}
+                m = infer_discrete(poutine.condition(samtc_model.model, data=draw),
+                                   first_available_dim=-1 - MAX_PLATE_NESTING, temperature=1)
+                tr = poutine.trace(m).get_trace(*self.args, **kw)
+                for t in range(T):
+                    for s in ("a", "y", "u"):
+                        out[s][t].append(tr.nodes[f"{s}_{t}"]["value"].reshape(-1).long().numpy())
+        return {k: [np.stack(v) for v in vs] for k, vs in out.items()}
+
+    @staticmethod
+    def _shared_slots(a_t: np.ndarray, a_s: np.ndarray) -> np.ndarray:
+        """(S, h_s) bool: slot c of s links to an atom (>=1) that some slot of t links to."""
+        return np.array([np.isin(a_s[j], a_t[j][a_t[j] >= 1]) & (a_s[j] >= 1) for j in range(len(a_s))])
+
+    def derived(self, num_samples: int = 100, seed: int = 0, samples: dict | None = None) -> dict:
+        """SAMTC's quantities from joint posterior draws.
+
+        Returns {"reusable_probs": {(t, s): (n_s,)}, "R": (T, T), "R_std": (T, T),
+        "shared_slot": [(h_t,) P(slot shared with some other task)]}.
+        """
+        smp = self.discrete_samples(num_samples, seed) if samples is None else samples
+        A, Y, U = smp["a"], smp["y"], smp["u"]
+        T = len(self.tasks)
+        S = len(A[0])
+        reus, R, Rs = {}, np.eye(T), np.zeros((T, T))
+        for t in range(T):
+            for s in range(T):
+                if s == t:
+                    continue
+                sh = self._shared_slots(A[t], A[s])                                     # (S, h_s)
+                inst_shared = np.take_along_axis(sh, Y[s], axis=1)                      # (S, n_s)
+                reus[(t, s)] = (inst_shared & (U[s] == 1)).mean(0)
+                frac = inst_shared.mean(1)
+                R[t, s], Rs[t, s] = frac.mean(), frac.std()
+        shared_slot = []
+        for t in range(T):
+            anyo = np.zeros((S, self.h[t]), dtype=bool)
+            for s in range(T):
+                if s != t:
+                    anyo |= self._shared_slots(A[s], A[t])
+            shared_slot.append(anyo.mean(0))
+        return {"reusable_probs": reus, "R": R, "R_std": Rs, "shared_slot": shared_slot}
+
+    def reusable_probs(self, num_samples: int = 100, seed: int = 0) -> dict:
+        return self.derived(num_samples, seed)["reusable_probs"]
+
+    def relatedness(self, num_samples: int = 100, seed: int = 0) -> np.ndarray:
+        return self.derived(num_samples, seed)["R"]
+
+    def elbo_estimate(self, num_particles: int = 20) -> float:
+        """Monte Carlo estimate of the full-data ELBO (no subsampling)."""
+        self.activate()
+        kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
+        with torch.no_grad():
+            loss = TraceEnum_ELBO(max_plate_nesting=MAX_PLATE_NESTING, num_particles=num_particles,
+                                  vectorize_particles=False).loss(samtc_model.model, self.guide, *self.args, **kw)
+        return -float(loss)
+
+
+def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: float = 0.05,
+              restarts: int = 1, seed: int = 0, subsample_size: int | None = None,
+              tau: float = 0.5, widen: float = 3.0, link_threshold: float | None = None,
+              progress: bool = False, tol: float | None = None, **hyper) -> ModelFit:
+    """Standardise, initialise, fit with ``inference.fit`` + TraceEnum_ELBO; best of ``restarts`` by ELBO.
+
+    Restart r uses k-means seed ``seed + r`` and SVI seed ``seed + r``. ``hyper`` goes to the
+    model (alpha, pi_conc, rho_a, rho_b, sigma_scale, prior_scale). Raises ValueError for
+    bad tasks (see ``models.samtc.check_tasks``).
+    """
+    if restarts < 1:
+        raise ValueError(f"restarts: expected >= 1, got {restarts}")
+    Xs, hs = check_tasks(tasks, h)
+    best = None
+    elbos = []
+    for r in range(restarts):
+        Z, centre, scale, km = standardize(Xs, hs, seed=seed + r)
+        init, K = initial_values(Z, hs, km=km, link_threshold=link_threshold, n_atoms=n_atoms, seed=seed + r)
+        spread = float(torch.cat(Z).std(0).max())
+        kwargs = dict(tau=tau, widen=widen, prior_loc=torch.zeros(Z[0].shape[1], dtype=DTYPE),
+                      prior_scale=max(3.0, 2.0 * spread), sigma_loc=1.0, subsample_size=subsample_size)
+        kwargs.update(hyper)
+        g = SAMTCGuide(init, seed=seed + r)
+        res = fit(samtc_model.model, g, Z, hs, K, loss=TraceEnum_ELBO(max_plate_nesting=MAX_PLATE_NESTING),
+                  optim=pyro.optim.ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / max(num_steps, 1))}),
+                  num_steps=num_steps, seed=seed + r, progress=progress, tol=tol, window=20,
+                  desc=f"SAMTC model (restart {r})", **kwargs)
+        mf = ModelFit(Z, hs, K, kwargs, g, copy.deepcopy(pyro.get_param_store().get_state()), float("nan"), res.losses,
+                      centre, scale, res.wall_time)
+        mf.elbo = mf.elbo_estimate(num_particles=10)
+        elbos.append(mf.elbo)
+        if best is None or mf.elbo > best.elbo:
+            best = mf
+    best.restart_elbos = elbos
+    best.activate()
+    return best

@@ -1,0 +1,179 @@
+"""SAMTC's generative story: a shared-atom partial mixture over T clustering tasks.
+
+Zhang, Zhang & Liu, *Self-Adapted Multi-Task Clustering* (IJCAI 2016) is an algorithm,
+not a generative model; the spec (specs/samtc.md, "Generative story") carries its ideas
+into a probabilistic model whose posterior answers SAMTC's two questions — *which source
+instances are reusable for a target* and *how related is source s to target t* — and in
+which transfer flows only through linked atoms, so private clusters cannot transfer
+negatively. The deterministic algorithm lives in ``inference/samtc.py``; fitting helpers
+and the derived quantities in ``inference/samtc_model_fit.py``.
+
+Generative story (tasks t = 1..T, each with n_t points in R^d and h_t cluster slots)::
+
+    π            ~ Dirichlet(pi_conc · 1_{K+1})                 link probabilities; π_0 = private
+    θ_k          ~ N(prior_loc, prior_scale² I_d),   k = 1..K     global cluster atoms
+    for each task t:
+      a_{t,c}    ~ Categorical(π),               c = 1..h_t      0: private slot, k ≥ 1: linked to θ_k
+      μ_{t,c}    ~ N(θ_{a_{t,c}}, tau² I)        if a_{t,c} ≥ 1  (related label space)
+                 ~ N(prior_loc, prior_scale² I)  if a_{t,c} = 0  (broad prior: a private class)
+      w_t        ~ Dirichlet(alpha · 1_{h_t})                     label weights
+      ρ_t        ~ Beta(rho_a, rho_b)                             fraction of typical instances
+      σ_t        ~ LogNormal(log sigma_loc, sigma_scale)          within-cluster std
+      for each instance i = 1..n_t:
+        y_{t,i}  ~ Categorical(w_t)                               cluster
+        u_{t,i}  ~ Bernoulli(ρ_t)                                 1: typical/reusable, 0: atypical
+        x_{t,i}  ~ N(μ_{t,y}, s(u)² I_d),  s(1) = σ_t, s(0) = widen · σ_t
+
+Sites and shapes (``DIMS`` names the dimensions; task index t is part of the site name
+because h_t and n_t differ across tasks — see "Unequal tasks" below):
+
+    pi        (K+1,)          theta   (K, d)           [plate "atoms"]
+    a_t       (h_t,)          mu_t    (h_t, d)         [plate "slots_t"]       a_t enumerated
+    w_t       (h_t,)          rho_t   ()               sigma_t ()
+    y_t, u_t  (n_t,)          x_t     (n_t, d) obs     [plate "inst_t"]        y_t, u_t enumerated
+
+Discrete sites ``a_t``, ``y_t``, ``u_t`` carry ``infer={"enumerate": "parallel"}`` and are
+summed out exactly by ``TraceEnum_ELBO(max_plate_nesting=MAX_PLATE_NESTING)``; a guide
+must not sample them. Every plate is one-dimensional and no two plates nest, so
+``MAX_PLATE_NESTING = 1``.
+
+Unequal tasks: rather than padding T tasks to (max n_t, max h_t) with masks (which would
+need a masked Dirichlet for w_t), the model loops over tasks in Python with one named
+plate per task (``slots_t``, ``inst_t``). T is small in multi-task clustering (2–4), so the
+loop costs nothing, and every site has its true shape.
+
+Minibatching: ``subsample_size=b`` subsamples each task's instance plate (``inst_t``) to
+b points (or all n_t when n_t <= b); Pyro scales the enumerated likelihood of the batch by
+n_t / b, so the ELBO estimate stays unbiased. ``subsample`` (a dict t -> index tensor)
+fixes the indices instead (for tests).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.ops.indexing import Vindex
+
+from inference.numerics import DTYPE
+
+__all__ = ["model", "check_tasks", "make_dims", "DIMS", "MAX_PLATE_NESTING", "site_names"]
+
+MAX_PLATE_NESTING = 1
+
+
+def site_names(T: int) -> dict[str, list[str]]:
+    """Site names per kind: {"global": [...], "task": [...per task...], "enum": [...], "obs": [...]}."""
+    return {"global": ["pi", "theta"],
+            "task": [f"{s}_{t}" for t in range(T) for s in ("mu", "w", "rho", "sigma")],
+            "enum": [f"{s}_{t}" for t in range(T) for s in ("a", "y", "u")],
+            "obs": [f"x_{t}" for t in range(T)]}
+
+
+def make_dims(T: int) -> dict[str, list[str]]:
+    """ArviZ dimension names for every site of a T-task model (per-task dims are suffixed)."""
+    d = {"pi": ["link"], "theta": ["atom", "feature"]}
+    for t in range(T):
+        d.update({f"a_{t}": [f"slot_{t}"], f"mu_{t}": [f"slot_{t}", "feature"], f"w_{t}": [f"slot_{t}"],
+                  f"rho_{t}": [], f"sigma_{t}": [], f"y_{t}": [f"instance_{t}"],
+                  f"u_{t}": [f"instance_{t}"], f"x_{t}": [f"instance_{t}", "feature"]})
+    return d
+
+
+#: dims for up to 8 tasks (``posterior_predictive`` ignores entries of absent sites)
+DIMS = make_dims(8)
+
+
+def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
+    """Validate ``tasks`` (list of (n_t, d) arrays) and ``h`` (list of h_t); return float64 tensors.
+
+    Raises ValueError for: fewer than 1 task, a task that is not 2-d, different feature
+    dimensions across tasks, NaN/inf, len(h) != T, h_t < 2, or n_t < h_t.
+    """
+    if not isinstance(tasks, (list, tuple)) or len(tasks) == 0:
+        raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
+    if not isinstance(h, (list, tuple)) or len(h) != len(tasks):
+        raise ValueError(f"h: expected a list with one cluster count per task ({len(tasks)}), got {h!r}")
+    out, hs, d = [], [], None
+    for t, X in enumerate(tasks):
+        if isinstance(X, torch.Tensor) and X.dtype == DTYPE:
+            Xt = X
+        else:
+            Xt = torch.as_tensor(X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X, dtype=DTYPE)
+        if Xt.dim() != 2:
+            raise ValueError(f"tasks[{t}]: expected a 2-d (n_t, d) array, got shape {tuple(Xt.shape)}")
+        if d is None:
+            d = Xt.shape[1]
+        elif Xt.shape[1] != d:
+            raise ValueError(f"tasks[{t}]: has {Xt.shape[1]} features but tasks[0] has {d}; "
+                             "all tasks must share one feature space")
+        if not torch.isfinite(Xt).all():
+            raise ValueError(f"tasks[{t}]: contains NaN or inf")
+        ht = h[t]
+        if isinstance(ht, bool) or int(ht) != ht or ht < 2:
+            raise ValueError(f"h[{t}]: expected an integer number of clusters >= 2, got {ht!r}")
+        if Xt.shape[0] < ht:
+            raise ValueError(f"tasks[{t}]: has {Xt.shape[0]} points, fewer than its h_t = {int(ht)} clusters")
+        out.append(Xt)
+        hs.append(int(ht))
+    return out, hs
+
+
+def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: float = 0.5,
+          prior_loc=None, prior_scale: float = 5.0, sigma_loc: float = 1.0, sigma_scale: float = 0.5,
+          widen: float = 3.0, alpha: float = 1.0, pi_conc: float = 1.0, rho_a: float = 5.0,
+          rho_b: float = 1.0, subsample_size: int | None = None, subsample: dict | None = None):
+    """Shared-atom partial mixture (see module docstring). Returns ``None``; observes ``x_t``.
+
+    Parameters
+    ----------
+    tasks : list of T float64 tensors (n_t, d) (``check_tasks`` converts arrays).
+    h : list of T ints, the cluster slots h_t of each task.
+    n_atoms : K >= 1 global atoms.
+    tau : std of a linked slot mean around its atom (small: linked slots ≈ same class).
+    prior_loc, prior_scale : broad prior N(prior_loc, prior_scale² I) of atoms and private
+        slot means (prior_loc defaults to the pooled data mean).
+    sigma_loc, sigma_scale : LogNormal prior of σ_t.
+    widen : s(0)/s(1), the widening of atypical instances' likelihood (> 1).
+    alpha, pi_conc, rho_a, rho_b : Dirichlet / Beta hyperparameters of w_t, π, ρ_t.
+    subsample_size, subsample : instance-plate minibatching (see module docstring).
+    """
+    tasks, h = check_tasks(tasks, h)
+    if int(n_atoms) < 1:
+        raise ValueError(f"n_atoms: expected >= 1 atom, got {n_atoms!r}")
+    if not widen > 1:
+        raise ValueError(f"widen: expected > 1, got {widen!r}")
+    K, d = int(n_atoms), tasks[0].shape[1]
+    opts = dict(dtype=DTYPE)
+    if prior_loc is None:
+        prior_loc = torch.cat(tasks).mean(0)
+    prior_loc = torch.as_tensor(prior_loc, **opts).expand(d)
+
+    pi = pyro.sample("pi", dist.Dirichlet(torch.full((K + 1,), float(pi_conc), **opts)))
+    with pyro.plate("atoms", K):
+        theta = pyro.sample("theta", dist.Normal(prior_loc, torch.tensor(float(prior_scale), **opts)).to_event(1))
+    # slot 0 of the extended table is the private (broad) component
+    loc_ext = torch.cat([prior_loc.unsqueeze(0), theta], 0)                      # (K+1, d)
+    scale_ext = torch.cat([torch.tensor([float(prior_scale)], **opts),
+                           torch.full((K,), float(tau), **opts)])                  # (K+1,)
+
+    for t, X in enumerate(tasks):
+        n_t, h_t = X.shape[0], h[t]
+        with pyro.plate(f"slots_{t}", h_t):
+            a = pyro.sample(f"a_{t}", dist.Categorical(pi), infer={"enumerate": "parallel"})
+            mu = pyro.sample(f"mu_{t}", dist.Normal(Vindex(loc_ext)[..., a, :],
+                                                    scale_ext[a].unsqueeze(-1)).to_event(1))
+        w = pyro.sample(f"w_{t}", dist.Dirichlet(torch.full((h_t,), float(alpha), **opts)))
+        rho = pyro.sample(f"rho_{t}", dist.Beta(torch.tensor(float(rho_a), **opts), torch.tensor(float(rho_b), **opts)))
+        sigma = pyro.sample(f"sigma_{t}", dist.LogNormal(torch.tensor(math.log(sigma_loc), **opts),
+                                                          torch.tensor(float(sigma_scale), **opts)))
+        idx = None if subsample is None else subsample.get(t)
+        bs = None if subsample_size is None or idx is not None else min(int(subsample_size), n_t)
+        with pyro.plate(f"inst_{t}", n_t, subsample_size=bs, subsample=idx) as ind:
+            y = pyro.sample(f"y_{t}", dist.Categorical(w), infer={"enumerate": "parallel"})
+            u = pyro.sample(f"u_{t}", dist.Bernoulli(rho), infer={"enumerate": "parallel"})
+            scale = sigma * (1.0 + (widen - 1.0) * (1.0 - u))
+            pyro.sample(f"x_{t}", dist.Normal(Vindex(mu)[..., y, :], scale.unsqueeze(-1)).to_event(1),
+                        obs=X.index_select(0, ind))
