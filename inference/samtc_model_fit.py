@@ -52,7 +52,7 @@ def standardize(tasks, h, seed: int = 0):
 
     Returns (standardised tasks as float64 tensors, centre (d,), scale float, k-means
     results per task). Working in units of the within-cluster spread makes the default
-    hyperparameters (tau = 0.5, sigma ≈ 1) meaningful for any data scale.
+    hyperparameters (tau = 0.25, sigma ≈ 1) meaningful for any data scale.
     """
     Xs, hs = check_tasks(tasks, h)
     km = [KMeans(n_clusters=hs[t], n_init=10, random_state=seed).fit(X.numpy()) for t, X in enumerate(Xs)]
@@ -67,12 +67,12 @@ def standardize(tasks, h, seed: int = 0):
 
 
 def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n_atoms: int | None = None,
-                   seed: int = 0) -> tuple[dict, int]:
+                   seed: int = 0, tau: float = 0.25) -> tuple[dict, int]:
     """Starting values for :class:`guides.samtc.SAMTCGuide` and the number of atoms K.
 
     Slot means: k-means centres of each task (``km`` reuses fitted ones). Atoms: slots of
     different tasks whose centres are mutual nearest neighbours across the two tasks and
-    closer than ``link_threshold`` (default 1 + sqrt(d)/2 within-cluster stds) are joined;
+    closer than ``link_threshold`` (default 2·tau·sqrt(d) within-cluster stds) are joined;
     each connected group spanning >= 2 tasks becomes one atom (init: mean of its centres).
     ``n_atoms`` (default: number of such groups, at least 1) pads with random slot centres.
     """
@@ -83,7 +83,7 @@ def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n
     else:  # km fitted on raw data: map its labels to standardised centres
         km = [_Centres(X.numpy(), k.labels_, h[t]) for t, (X, k) in enumerate(zip(Xs, km))]
     C = [k.cluster_centers_ for k in km]
-    thr = 1.0 + 0.5 * np.sqrt(d) if link_threshold is None else float(link_threshold)
+    thr = 2.0 * tau * np.sqrt(d) if link_threshold is None else float(link_threshold)
     offs = np.cumsum([0] + [len(c) for c in C])
     N = offs[-1]
     A = np.zeros((N, N), dtype=bool)
@@ -249,7 +249,7 @@ class ModelFit:
 
 def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: float = 0.05,
               restarts: int = 1, seed: int = 0, subsample_size: int | None = None,
-              tau: float = 0.5, widen: float = 3.0, link_threshold: float | None = None,
+              tau: float = 0.25, widen: float = 3.0, link_threshold: float | None = None,
               progress: bool = False, tol: float | None = None, **hyper) -> ModelFit:
     """Standardise, initialise, fit with ``inference.fit`` + TraceEnum_ELBO; best of ``restarts`` by ELBO.
 
@@ -264,7 +264,8 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
     elbos = []
     for r in range(restarts):
         Z, centre, scale, km = standardize(Xs, hs, seed=seed + r)
-        init, K = initial_values(Z, hs, km=km, link_threshold=link_threshold, n_atoms=n_atoms, seed=seed + r)
+        init, K = initial_values(Z, hs, km=km, link_threshold=link_threshold, n_atoms=n_atoms, seed=seed + r,
+                                 tau=tau)
         spread = float(torch.cat(Z).std(0).max())
         kwargs = dict(tau=tau, widen=widen, prior_loc=torch.zeros(Z[0].shape[1], dtype=DTYPE),
                       prior_scale=max(3.0, 2.0 * spread), sigma_loc=1.0, subsample_size=subsample_size)

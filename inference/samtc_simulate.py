@@ -50,6 +50,7 @@ class SimulatedTasks:
     means : (n_classes_total, d) class means.
     reusable : dict (t, s) -> bool array (n_s,), t != s.
     R_true : (T, T) array, R_true[t, s] = mean(reusable[(t, s)]), diagonal 1.
+    traps : list of (private class id, earlier private class id it was placed next to).
     config : every setting used.
     """
     tasks: list
@@ -60,6 +61,7 @@ class SimulatedTasks:
     means: np.ndarray
     reusable: dict
     R_true: np.ndarray
+    traps: list = field(default_factory=list)
     config: dict = field(default_factory=dict)
 
     @property
@@ -130,6 +132,7 @@ def simulate_tasks(n_tasks: int = 3, n_shared: int = 3, n_private=(1, 2, 1), n_p
     means = list(shared_means)
     class_sets = [list(range(n_shared)) for _ in range(n_tasks)]
     private_ids = [[] for _ in range(n_tasks)]
+    traps = []
     next_id = n_shared
     for t in range(n_tasks):
         for j in range(n_private[t]):
@@ -148,6 +151,7 @@ def simulate_tasks(n_tasks: int = 3, n_shared: int = 3, n_private=(1, 2, 1), n_p
                         if (all(np.linalg.norm(p - q) >= separation * sigma for q in own)
                                 and all(np.linalg.norm(p - q) >= near * sigma for q in others)):
                             anchor = p
+                            traps.append((next_id, pid))
                             break
                     if anchor is not None:
                         break
@@ -189,7 +193,7 @@ def simulate_tasks(n_tasks: int = 3, n_shared: int = 3, n_private=(1, 2, 1), n_p
                sigma=sigma, separation=separation, near=near, alpha=alpha,
                min_per_class=min_per_class, shift=shift, seed=seed)
     return SimulatedTasks(tasks, labels, glabels, h, [sorted(c) for c in class_sets], means,
-                          reusable, R, cfg)
+                          reusable, R, traps, cfg)
 
 
 def reusable_scores(pred: dict, truth: dict) -> tuple[float, float]:

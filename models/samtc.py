@@ -43,9 +43,13 @@ plate per task (``slots_t``, ``inst_t``). T is small in multi-task clustering (2
 loop costs nothing, and every site has its true shape.
 
 Minibatching: ``subsample_size=b`` subsamples each task's instance plate (``inst_t``) to
-b points (or all n_t when n_t <= b); Pyro scales the enumerated likelihood of the batch by
-n_t / b, so the ELBO estimate stays unbiased. ``subsample`` (a dict t -> index tensor)
-fixes the indices instead (for tests).
+b points (or all n_t when n_t <= b); Pyro scales the batch's likelihood by n_t / b, so the
+ELBO estimate stays unbiased. ``subsample`` (a dict t -> index tensor) fixes the indices
+instead. Pyro's TraceEnum_ELBO requires one common scale for *all* enumerated sites, which
+a_t (scale 1) and the subsampled instance plates of unequal tasks (n_t / b) cannot share;
+so in minibatch mode y_t and u_t are summed out by hand inside ``x_t`` (a 2·h_t-component
+mixture — the same sum enumeration computes; tests check the two paths agree) and only
+a_t is enumerated. Posterior marginals of y, u come from the full-data (enumerated) model.
 """
 from __future__ import annotations
 
@@ -121,7 +125,7 @@ def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
     return out, hs
 
 
-def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: float = 0.5,
+def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: float = 0.25,
           prior_loc=None, prior_scale: float = 5.0, sigma_loc: float = 1.0, sigma_scale: float = 0.5,
           widen: float = 3.0, alpha: float = 1.0, pi_conc: float = 1.0, rho_a: float = 5.0,
           rho_b: float = 1.0, subsample_size: int | None = None, subsample: dict | None = None):
@@ -171,9 +175,23 @@ def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: fl
                                                           torch.tensor(float(sigma_scale), **opts)))
         idx = None if subsample is None else subsample.get(t)
         bs = None if subsample_size is None or idx is not None else min(int(subsample_size), n_t)
+        minibatch = subsample_size is not None or subsample is not None
         with pyro.plate(f"inst_{t}", n_t, subsample_size=bs, subsample=idx) as ind:
-            y = pyro.sample(f"y_{t}", dist.Categorical(w), infer={"enumerate": "parallel"})
-            u = pyro.sample(f"u_{t}", dist.Bernoulli(rho), infer={"enumerate": "parallel"})
-            scale = sigma * (1.0 + (widen - 1.0) * (1.0 - u))
-            pyro.sample(f"x_{t}", dist.Normal(Vindex(mu)[..., y, :], scale.unsqueeze(-1)).to_event(1),
-                        obs=X.index_select(0, ind))
+            if not minibatch:
+                y = pyro.sample(f"y_{t}", dist.Categorical(w), infer={"enumerate": "parallel"})
+                u = pyro.sample(f"u_{t}", dist.Bernoulli(rho), infer={"enumerate": "parallel"})
+                scale = sigma * (1.0 + (widen - 1.0) * (1.0 - u))
+                pyro.sample(f"x_{t}", dist.Normal(Vindex(mu)[..., y, :], scale.unsqueeze(-1)).to_event(1),
+                            obs=X.index_select(0, ind))
+            else:
+                # Pyro's TraceEnum_ELBO needs ONE common scale for all enumerated sites, but the
+                # slot sites a_t (scale 1) and the subsampled instance plates (scale n_t/b,
+                # different per task) cannot share one. So on a minibatch y and u are summed out
+                # by hand — the same sum as enumeration: p(x) = Σ_{c,u} w_c ρ^u (1-ρ)^(1-u)
+                # N(x | μ_c, s(u)² I) — as a 2·h_t-component mixture, and only a_t is enumerated.
+                logits = torch.cat([w.log() + rho.log(), w.log() + torch.log1p(-rho)], -1)   # (2h_t,)
+                locs = torch.cat([mu, mu], -2)                                                  # (2h_t, d)
+                scales = torch.cat([sigma.expand(h_t), (widen * sigma).expand(h_t)], -1)
+                comp = dist.Normal(locs, scales.unsqueeze(-1)).to_event(1)
+                pyro.sample(f"x_{t}", dist.MixtureSameFamily(dist.Categorical(logits=logits), comp),
+                            obs=X.index_select(0, ind))
