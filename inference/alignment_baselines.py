@@ -1,0 +1,185 @@
+"""Baselines for manifold alignment with a few known correspondences (same inputs as
+:class:`inference.coupled_projections.CoupledProjections`: ``X``, ``Y``, ``pairs``).
+
+* :class:`HamAlignment` — Ham, Lee & Saul, *Semisupervised alignment of manifolds*
+  (AISTATS 2005), the variant "without pre-specified coordinates": one graph-Laplacian
+  embedding of the joint graph of both data sets in which the known pairs are coupled.
+  Ham et al. minimise ``μ Σ_{(i,j)∈C} ‖f_i − g_j‖² + fᵀL^x f + gᵀL^y g`` under a degree
+  normalisation; ``mu=np.inf`` (the default) is their limit of *tied* pairs, implemented
+  exactly by contracting each connected group of paired points into one graph node (its
+  edges summed). The embedding is the generalised eigenproblem ``L f = λ D f`` of the joint
+  graph (Laplacian eigenmaps), keeping eigenvectors 2..d+1 (the first is the constant).
+  A finite ``mu`` adds edges of weight ``μ`` between the pairs instead.
+  It is a nonlinear (non-parametric) embedding; new points are mapped by the Nyström-style
+  kernel-regression extension f(x) = Σ_i w_i f_i / Σ_i w_i over the k nearest training
+  points with the same heat-kernel weights w_i = exp(−‖x − x_i‖²/t) as the graph
+  (the Laplacian-eigenmaps Nyström formula of Bengio et al., 2004, up to the 1/(1−λ)
+  factor, which is ≈ 1 for the small eigenvalues kept).
+* :class:`ProcrustesAlignment` — Wang & Mahadevan, *Manifold alignment using Procrustes
+  analysis* (ICML 2008): Laplacian eigenmaps of each view separately (d dims), then the
+  scaled orthogonal Procrustes map that best superimposes the known pairs' embeddings:
+  with the paired rows of both embeddings centred (E_x^C, E_y^C),
+  ``E_y^Cᵀ E_x^C = U Σ Vᵀ``, Q = U Vᵀ, k = tr Σ / tr(E_y^Cᵀ E_y^C); every x is mapped to
+  ``e_x − m_x`` and every y to ``k (e_y − m_y) Q`` (m the mean of the paired rows). New points: Nyström extension
+  in each view, then the same Procrustes map.
+
+Both use the same neighbourhood graph as the coupled projections (symmetrised k-NN,
+heat-kernel weights, width t = mean squared edge length by default), built on the centred
+inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+from scipy.sparse.csgraph import connected_components
+from scipy.sparse import csr_matrix
+
+from .coupled_projections import (_sign_fix, as_array, check_pairs, knn_heat_weights,
+                                  pairwise_sq_dists)
+from .validation import check_int_range, check_real_range
+
+__all__ = ["laplacian_eigenmaps", "nystrom_extend", "HamAlignment", "ProcrustesAlignment"]
+
+
+def laplacian_eigenmaps(S: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Laplacian eigenmaps of weights ``S``: eigenvectors 2..d+1 of L f = λ D f.
+
+    Returns (embedding (N, d), eigenvalues (d,)). Raises ``ValueError`` when the graph
+    has isolated nodes or more connected components than one (the embedding would then
+    be the component indicators, not the manifold).
+    """
+    n = S.shape[0]
+    if d + 1 > n:
+        raise ValueError(f"d = {d}: Laplacian eigenmaps of {n} points give at most {n - 1} dimensions")
+    deg = S.sum(1)
+    if (deg <= 0).any():
+        raise ValueError("graph has isolated points (zero degree); increase k")
+    ncomp, _ = connected_components(csr_matrix(S > 0), directed=False)
+    if ncomp > 1:
+        raise ValueError(f"the neighbourhood graph has {ncomp} connected components; increase k "
+                         "(or, for the joint graph, add known pairs linking the components)")
+    L = np.diag(deg) - S
+    lam, V = sla.eigh(L, np.diag(deg), subset_by_index=[1, d])
+    return _sign_fix(V), lam
+
+
+def nystrom_extend(Xtrain: np.ndarray, F: np.ndarray, Xnew: np.ndarray, k: int, t: float) -> np.ndarray:
+    """Kernel-regression (Nyström-style) extension of an embedding ``F`` (N, d) to new points.
+
+    f(x) = Σ_{i ∈ kNN(x)} w_i F_i / Σ w_i, w_i = exp(−‖x − x_i‖² / t) (w_i = 1 for t = ∞).
+    """
+    d2 = pairwise_sq_dists(Xnew, Xtrain)
+    k = min(k, Xtrain.shape[0])
+    idx = np.argsort(d2, axis=1, kind="stable")[:, :k]
+    dk = np.take_along_axis(d2, idx, 1)
+    # subtract the nearest distance before exponentiating: same weights, no underflow
+    w = np.exp(-(dk - dk[:, :1]) / t) if np.isfinite(t) else np.ones_like(dk)
+    w /= w.sum(1, keepdims=True)
+    return np.einsum("nk,nkd->nd", w, F[idx])
+
+
+def _check_xy(X, Y, pairs, d, k):
+    check_int_range(d, "d (latent dimension)", 1)
+    X = as_array(X, "X", ndim=2, min_rows=2)
+    Y = as_array(Y, "Y", ndim=2, min_rows=2)
+    pairs = check_pairs(pairs, X.shape[0], Y.shape[0], d)
+    check_int_range(k, "k (number of neighbours)", 1)
+    return X, Y, pairs
+
+
+@dataclass
+class HamAlignment:
+    """Ham, Lee & Saul (2005) semi-supervised alignment (joint Laplacian embedding).
+
+    ``mu=np.inf``: tied pairs (graph contraction); finite ``mu``: pair edges of weight μ.
+    After :meth:`fit`: ``embedding_x`` (N_x, d), ``embedding_y`` (N_y, d), ``eigenvalues``.
+    """
+    d: int = 2
+    k: int = 5
+    t: float | None = None
+    mu: float = np.inf
+
+    def fit(self, X, Y, pairs) -> "HamAlignment":
+        X, Y, pairs = _check_xy(X, Y, pairs, self.d, self.k)
+        if not np.isinf(self.mu):
+            check_real_range(self.mu, "mu (pair-coupling weight)", 0.0, None, low_open=True)
+        nx, ny = X.shape[0], Y.shape[0]
+        self.mean_x, self.mean_y = X.mean(0), Y.mean(0)
+        self.X, self.Y = X - self.mean_x, Y - self.mean_y
+        Sx, self.tx = knn_heat_weights(self.X, self.k, self.t, return_width=True)
+        Sy, self.ty = knn_heat_weights(self.Y, self.k, self.t, return_width=True)
+        n = nx + ny
+        if np.isinf(self.mu):
+            # contract every connected group of tied points into one node
+            Wc = np.zeros((n, n), bool)
+            Wc[pairs[:, 0], nx + pairs[:, 1]] = True
+            _, node = connected_components(csr_matrix(Wc), directed=False)
+            M = np.zeros((n, node.max() + 1))
+            M[np.arange(n), node] = 1.0
+            S = M.T @ sla.block_diag(Sx, Sy) @ M
+            np.fill_diagonal(S, 0.0)
+        else:
+            S = sla.block_diag(Sx, Sy)
+            S[pairs[:, 0], nx + pairs[:, 1]] += self.mu
+            S[nx + pairs[:, 1], pairs[:, 0]] += self.mu
+            M = np.eye(n)
+        F, self.eigenvalues = laplacian_eigenmaps(S, self.d)
+        F = M @ F
+        self.embedding_x, self.embedding_y = F[:nx], F[nx:]
+        return self
+
+    def transform_x(self, X) -> np.ndarray:
+        """Out-of-sample x points via the kernel-regression (Nyström) extension."""
+        X = as_array(X, "X (new points)", ndim=2) - self.mean_x
+        return nystrom_extend(self.X, self.embedding_x, X, self.k, self.tx)
+
+    def transform_y(self, Y) -> np.ndarray:
+        Y = as_array(Y, "Y (new points)", ndim=2) - self.mean_y
+        return nystrom_extend(self.Y, self.embedding_y, Y, self.k, self.ty)
+
+
+@dataclass
+class ProcrustesAlignment:
+    """Wang & Mahadevan (2008): per-view Laplacian eigenmaps + scaled Procrustes on the pairs.
+
+    After :meth:`fit`: ``embedding_x`` (N_x, d) (view x's eigenmap, translated), and
+    ``embedding_y`` (N_y, d) (view y's eigenmap mapped by the Procrustes transform);
+    ``raw_x``, ``raw_y`` the per-view eigenmaps; ``Q`` (d, d), ``scale``.
+    """
+    d: int = 2
+    k: int = 5
+    t: float | None = None
+
+    def fit(self, X, Y, pairs) -> "ProcrustesAlignment":
+        X, Y, pairs = _check_xy(X, Y, pairs, self.d, self.k)
+        self.mean_x, self.mean_y = X.mean(0), Y.mean(0)
+        self.X, self.Y = X - self.mean_x, Y - self.mean_y
+        Sx, self.tx = knn_heat_weights(self.X, self.k, self.t, return_width=True)
+        Sy, self.ty = knn_heat_weights(self.Y, self.k, self.t, return_width=True)
+        self.raw_x, _ = laplacian_eigenmaps(Sx, self.d)
+        self.raw_y, _ = laplacian_eigenmaps(Sy, self.d)
+        A, B = self.raw_x[pairs[:, 0]], self.raw_y[pairs[:, 1]]
+        self.mx, self.my = A.mean(0), B.mean(0)
+        A, B = A - self.mx, B - self.my
+        U, s, Vt = np.linalg.svd(B.T @ A)
+        self.Q = U @ Vt
+        self.scale = float(s.sum() / max(np.sum(B * B), 1e-300))
+        self.embedding_x = self._map_x(self.raw_x)
+        self.embedding_y = self._map_y(self.raw_y)
+        return self
+
+    def _map_x(self, E):
+        return E - self.mx
+
+    def _map_y(self, E):
+        return self.scale * (E - self.my) @ self.Q
+
+    def transform_x(self, X) -> np.ndarray:
+        X = as_array(X, "X (new points)", ndim=2) - self.mean_x
+        return self._map_x(nystrom_extend(self.X, self.raw_x, X, self.k, self.tx))
+
+    def transform_y(self, Y) -> np.ndarray:
+        Y = as_array(Y, "Y (new points)", ndim=2) - self.mean_y
+        return self._map_y(nystrom_extend(self.Y, self.raw_y, Y, self.k, self.ty))

@@ -1,0 +1,383 @@
+"""Manifold alignment by coupled linear projections (Jiang, Li, Yao & Liu, 2010) — exact solver.
+
+Two data sets ``X`` (N_x × D_x, rows are points) and ``Y`` (N_y × D_y) and a set C of K
+known pairs ``(i, j)`` (x_i ↔ y_j). The method learns linear maps ``u = P_xᵀ x`` and
+``u = P_yᵀ y`` into one space R^d minimising (paper §2, general-C form of the spec)
+
+    J = (1/K) Σ_{(i,j)∈C} ‖P_xᵀx_i − P_yᵀy_j‖²
+        + α_x/N_x² Σ_{i,i'} ‖P_xᵀx_i − P_xᵀx_i'‖² S^x_{ii'} + α_y/N_y² Σ_{j,j'} (likewise)
+      = Tr(Pᵀ Z Ω Zᵀ P),
+    Ω = (1/K) L_C + blockdiag(2α_x/N_x² · L^x, 2α_y/N_y² · L^y),
+    L_C = [[diag(W_C 1), −W_C], [−W_Cᵀ, diag(W_Cᵀ 1)]],   L = D − S (graph Laplacian),
+
+with Z = blockdiag(Xᵀ, Yᵀ) (columns are points) and P = [P_x; P_y], subject to
+Pᵀ Z Zᵀ P = I and Pᵀ Z e = 0. The minimiser is given by the d smallest eigenpairs of the
+generalised symmetric eigenproblem ``Z Ω Zᵀ p = λ Z Zᵀ p`` (``scipy.linalg.eigh(A, B)``).
+
+Choices the paper leaves open (documented here, tested in tests/test_coupled_projections.py):
+
+* **Centring.** Each view is centred on its own mean. Then Z e_x = Z e_y = 0, so
+  Pᵀ Z e = 0 holds for every P and the constant ("trivial") solution of the unconstrained
+  Laplacian problem cannot occur: the d smallest eigenpairs are all non-trivial.
+* **Per-view PCA.** Each centred view is projected on its leading principal directions
+  (``pca=None`` keeps every direction of non-zero variance, i.e. the rank, which makes
+  Z Zᵀ non-singular without changing the problem; an integer keeps that many, which also
+  regularises image data, where D ≫ N and an unreduced problem fits the known pairs
+  exactly). The linear maps are returned both in the reduced coordinates (``Px``, ``Py``)
+  and in input space (``Mx = V_x P_x``, ``My = V_y P_y``).
+* **Ridge.** ``B = Z Zᵀ + blockdiag(r_x I, r_y I)`` with ``r_v = ridge · tr(Z_v Z_vᵀ)/p_v``
+  (relative to the mean per-direction variance). ``ridge = 0`` is the paper's constraint.
+* **Graph.** Symmetrised k-nearest-neighbour graph (i ~ i' when either is among the other's
+  k nearest neighbours), heat-kernel weights S = exp(−‖x_i − x_i'‖² / t) on the edges; the
+  default width t is the mean squared edge length of the k-NN graph; ``t=np.inf`` gives 0/1
+  weights. The graph is built on the centred input data (before PCA).
+* **Signs.** Each eigenvector is signed so that its largest-magnitude entry is positive
+  (deterministic output); near-degenerate eigenvectors are only defined up to rotation,
+  so solutions should be compared by principal angles (``scipy.linalg.subspace_angles``).
+
+With α = 0 and full 1:1 pairing the problem is CCA: the canonical correlations are
+ρ_k = 1 − N λ_k (a test checks this against an SVD of the whitened cross-covariance).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+
+from .validation import check_int_range, check_real_range
+
+
+def as_array(x, name: str, ndim: int | None = None, min_rows: int | None = None) -> np.ndarray:
+    """float64 numpy copy of ``x`` with the checks of :func:`inference.validation.as_array`.
+
+    A numpy-only twin (no torch round trip: these small dense solvers are called thousands
+    of times in the experiments). Raises ``ValueError`` on non-numeric data, wrong rank,
+    too few rows or NaN/inf entries.
+    """
+    if x is None:
+        raise ValueError(f"{name}: expected an array, got None")
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool) \
+            or np.iscomplexobj(a):
+        raise ValueError(f"{name}: expected a real numeric array, got dtype {a.dtype}")
+    a = a.astype(np.float64)
+    if ndim is not None and a.ndim != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-d array, got shape {a.shape}")
+    if min_rows is not None and (a.ndim == 0 or a.shape[0] < min_rows):
+        raise ValueError(f"{name}: expected at least {min_rows} rows, got shape {a.shape}")
+    bad = ~np.isfinite(a)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name}: contains {int(bad.sum())} NaN or inf entries "
+                         f"(first at index {idx}); expected finite values")
+    return a
+
+__all__ = ["pairwise_sq_dists", "knn_heat_weights", "graph_laplacian", "check_pairs",
+           "correspondence_matrix", "correspondence_laplacian", "alignment_omega",
+           "objective_loops", "objective_trace", "PCA", "CoupledProjections", "nearest_partner",
+           "heat_width", "as_array"]
+
+
+# ----------------------------------------------------------------------------- graphs
+
+def pairwise_sq_dists(A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+    """Squared Euclidean distances ‖a_i − b_j‖², shape (N_A, N_B), clipped at 0."""
+    B = A if B is None else B
+    d = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+    np.maximum(d, 0.0, out=d)
+    if B is A:
+        np.fill_diagonal(d, 0.0)
+    return d
+
+
+def _knn_mask(d2: np.ndarray, k: int) -> np.ndarray:
+    """Boolean symmetrised k-NN adjacency from a square distance matrix (no self-loops)."""
+    n = d2.shape[0]
+    dd = d2.copy()
+    np.fill_diagonal(dd, np.inf)
+    idx = np.argsort(dd, axis=1, kind="stable")[:, :k]
+    M = np.zeros((n, n), bool)
+    M[np.repeat(np.arange(n), k), idx.ravel()] = True
+    return M | M.T
+
+
+def heat_width(d2: np.ndarray, mask: np.ndarray) -> float:
+    """Default heat-kernel width: mean squared length of the graph's edges (> 0)."""
+    t = float(d2[mask].mean()) if mask.any() else 1.0
+    return t if t > 0 else 1.0
+
+
+def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool = False):
+    """Symmetrised k-NN graph with heat-kernel weights.
+
+    S_ii' = exp(−‖x_i − x_i'‖² / t) when i' is among the k nearest neighbours of i or
+    vice versa, else 0; S_ii = 0. ``t=None``: mean squared edge length; ``t=np.inf``:
+    0/1 weights. Returns S (N, N) (and t with ``return_width``).
+    """
+    X = as_array(X, "X", ndim=2)
+    n = X.shape[0]
+    k = check_int_range(k, "k (number of neighbours)", 1, max(1, n - 1))
+    if n < 2:
+        raise ValueError(f"X: a neighbourhood graph needs at least 2 points, got {n}")
+    d2 = pairwise_sq_dists(X)
+    M = _knn_mask(d2, k)
+    if t is None:
+        t = heat_width(d2, M)
+    else:
+        t = check_real_range(t, "t (heat-kernel width)", 0.0, None, low_open=True) if np.isfinite(t) else np.inf
+    S = np.where(M, np.exp(-d2 / t) if np.isfinite(t) else 1.0, 0.0)
+    return (S, t) if return_width else S
+
+
+def graph_laplacian(S: np.ndarray) -> np.ndarray:
+    """Unnormalised graph Laplacian L = D − S, D = diag(S 1)."""
+    return np.diag(S.sum(1)) - S
+
+
+# ------------------------------------------------------------------- correspondences
+
+def check_pairs(pairs, nx: int, ny: int, d: int | None = None) -> np.ndarray:
+    """Validate the known pairs: an integer array (K, 2) of (i, j) with 0 ≤ i < N_x, 0 ≤ j < N_y.
+
+    Raises ``ValueError`` for a wrong shape, non-integer entries, an index out of range,
+    duplicated pairs, or fewer than ``d`` pairs (the latent dimension).
+    """
+    a = np.asarray(pairs)
+    if a.ndim != 2 or a.shape[1] != 2:
+        raise ValueError(f"pairs: expected an integer array of shape (K, 2) of (i, j) index pairs, "
+                         f"got shape {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        if not np.all(np.isfinite(a.astype(float))) or not np.all(a == np.round(a)):
+            raise ValueError("pairs: expected integer indices (got non-integer or NaN entries)")
+        a = a.astype(np.int64)
+    a = a.astype(np.int64)
+    K = a.shape[0]
+    if K == 0:
+        raise ValueError("pairs: expected at least one known correspondence, got none")
+    for col, n, nm in ((0, nx, "x (N_x)"), (1, ny, "y (N_y)")):
+        bad = (a[:, col] < 0) | (a[:, col] >= n)
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"pairs: correspondence index out of range at row {r}: {tuple(a[r])}; "
+                             f"column {col} indexes {nm} and must lie in [0, {n - 1}]")
+    if len({(int(i), int(j)) for i, j in a}) != K:
+        raise ValueError("pairs: contains duplicated (i, j) pairs")
+    if d is not None and K < d:
+        raise ValueError(f"pairs: {K} known correspondences are fewer than the latent dimension "
+                         f"d = {d}; the alignment is under-determined (need K ≥ d)")
+    return a
+
+
+def correspondence_matrix(pairs: np.ndarray, nx: int, ny: int) -> np.ndarray:
+    """W_C (N_x × N_y) with W_C[i, j] = 1 for every known pair (i, j)."""
+    W = np.zeros((nx, ny))
+    W[pairs[:, 0], pairs[:, 1]] = 1.0
+    return W
+
+
+def correspondence_laplacian(pairs: np.ndarray, nx: int, ny: int) -> np.ndarray:
+    """L_C = [[diag(W_C 1), −W_C], [−W_Cᵀ, diag(W_Cᵀ 1)]], shape (N_x+N_y, N_x+N_y).
+
+    vᵀ L_C v = Σ_{(i,j)∈C} (v_x[i] − v_y[j])² for v = [v_x; v_y] (the Laplacian of the
+    bipartite graph of known pairs).
+    """
+    W = correspondence_matrix(pairs, nx, ny)
+    return np.block([[np.diag(W.sum(1)), -W], [-W.T, np.diag(W.sum(0))]])
+
+
+def alignment_omega(Lx: np.ndarray, Ly: np.ndarray, pairs: np.ndarray, alpha_x: float = 1.0,
+                    alpha_y: float = 1.0) -> np.ndarray:
+    """Ω = (1/K) L_C + blockdiag(2α_x/N_x² · L^x, 2α_y/N_y² · L^y) (spec, matrix form)."""
+    nx, ny = Lx.shape[0], Ly.shape[0]
+    K = pairs.shape[0]
+    Om = correspondence_laplacian(pairs, nx, ny) / K
+    Om[:nx, :nx] += 2.0 * alpha_x / nx ** 2 * Lx
+    Om[nx:, nx:] += 2.0 * alpha_y / ny ** 2 * Ly
+    return Om
+
+
+def objective_loops(Px, Py, X, Y, pairs, Sx, Sy, alpha_x=1.0, alpha_y=1.0) -> float:
+    """The paper's objective J written as explicit loops over pairs and graph edges.
+
+    Slow reference used by the tests (O(N²) Python-level sums); ``X``, ``Y`` are rows of points.
+    """
+    Ux, Uy = X @ Px, Y @ Py
+    K = len(pairs)
+    J = sum(float(np.sum((Ux[i] - Uy[j]) ** 2)) for i, j in pairs) / K
+    for U, S, a in ((Ux, Sx, alpha_x), (Uy, Sy, alpha_y)):
+        n = U.shape[0]
+        s = 0.0
+        for i in range(n):
+            for i2 in range(n):
+                if S[i, i2] != 0.0:
+                    s += float(np.sum((U[i] - U[i2]) ** 2)) * S[i, i2]
+        J += a / n ** 2 * s
+    return J
+
+
+def objective_trace(P: np.ndarray, Z: np.ndarray, Omega: np.ndarray) -> float:
+    """Tr(Pᵀ Z Ω Zᵀ P) with Z = blockdiag(Xᵀ, Yᵀ) (D × N, columns are points)."""
+    ZP = Z.T @ P
+    return float(np.trace(ZP.T @ Omega @ ZP))
+
+
+# ----------------------------------------------------------------------------- PCA
+
+@dataclass
+class PCA:
+    """Centring + projection on leading principal directions: x ↦ (x − mean) V, V (D × p).
+
+    ``n_components=None`` keeps every direction with singular value above
+    ``rtol · s_max`` (the rank of the centred data).
+    """
+    n_components: int | None = None
+    rtol: float = 1e-10
+    mean: np.ndarray = field(init=False, repr=False)
+    components: np.ndarray = field(init=False, repr=False)
+    singular_values: np.ndarray = field(init=False, repr=False)
+    rank: int = field(init=False, default=0)
+
+    def fit(self, X: np.ndarray) -> "PCA":
+        self.mean = X.mean(0)
+        Xc = X - self.mean
+        _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
+        self.rank = int(np.sum(s > self.rtol * (s[0] if s.size and s[0] > 0 else 1.0)))
+        if self.rank == 0:
+            raise ValueError("data: every point is identical after centring (zero variance); "
+                             "nothing to project")
+        p = self.rank if self.n_components is None else min(self.n_components, self.rank)
+        self.components = Vt[:p].T
+        self.singular_values = s[:p]
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.mean) @ self.components
+
+
+def nearest_partner(Ua: np.ndarray, Ub: np.ndarray) -> np.ndarray:
+    """Index of the nearest row of ``Ub`` (Euclidean) for every row of ``Ua``; shape (N_a,)."""
+    return np.argmin(pairwise_sq_dists(np.asarray(Ua, float), np.asarray(Ub, float)), axis=1)
+
+
+def _sign_fix(V: np.ndarray) -> np.ndarray:
+    j = np.argmax(np.abs(V), axis=0)
+    s = np.sign(V[j, np.arange(V.shape[1])])
+    s[s == 0] = 1.0
+    return V * s
+
+
+# ---------------------------------------------------------------------------- solver
+
+@dataclass
+class CoupledProjections:
+    """The paper's coupled linear projections (exact generalised-eigenproblem solver).
+
+    Parameters
+    ----------
+    d : latent dimension.
+    k, t : neighbourhood graph (k nearest neighbours, heat-kernel width; None = auto).
+    alpha_x, alpha_y : weights of the neighbourhood-preservation terms (paper: 1).
+    pca : per-view PCA components (int) or None (keep the rank). An int per view may be
+        given as a tuple ``(p_x, p_y)``.
+    ridge : relative ridge added to Z Zᵀ (0 = the paper's exact constraint).
+
+    After :meth:`fit`: ``Px`` (p_x × d), ``Py`` (p_y × d) in PCA coordinates; ``Mx``
+    (D_x × d), ``My`` (D_y × d) in input space; ``eigenvalues`` (d,) the objective value
+    of each direction; ``embedding_x`` (N_x × d), ``embedding_y`` (N_y × d); ``Omega``;
+    ``pairs``; ``Sx``, ``Sy``; ``A`` and ``B`` the eigenproblem's matrices.
+    """
+    d: int = 2
+    k: int = 5
+    t: float | None = None
+    alpha_x: float = 1.0
+    alpha_y: float = 1.0
+    pca: int | tuple | None = None
+    ridge: float = 0.0
+
+    def _check(self):
+        check_int_range(self.d, "d (latent dimension)", 1)
+        check_real_range(self.alpha_x, "alpha_x", 0.0)
+        check_real_range(self.alpha_y, "alpha_y", 0.0)
+        check_real_range(self.ridge, "ridge", 0.0)
+
+    def fit(self, X, Y, pairs, Sx: np.ndarray | None = None, Sy: np.ndarray | None = None
+            ) -> "CoupledProjections":
+        """Fit the maps. ``X`` (N_x, D_x), ``Y`` (N_y, D_y), ``pairs`` (K, 2) of (i, j).
+
+        ``Sx``, ``Sy`` optionally give the neighbourhood weight matrices (else the k-NN
+        heat-kernel graphs of the centred inputs).
+        """
+        self._check()
+        X = as_array(X, "X", ndim=2, min_rows=2)
+        Y = as_array(Y, "Y", ndim=2, min_rows=2)
+        nx, ny = X.shape[0], Y.shape[0]
+        self.pairs = check_pairs(pairs, nx, ny, self.d)
+        px, py = self.pca if isinstance(self.pca, tuple) else (self.pca, self.pca)
+        for nm, p in (("pca (x)", px), ("pca (y)", py)):
+            if p is not None:
+                check_int_range(p, nm, 1)
+        self.pca_x = PCA(px).fit(X)
+        self.pca_y = PCA(py).fit(Y)
+        Xr, Yr = self.pca_x.transform(X), self.pca_y.transform(Y)
+        rx, ry = Xr.shape[1], Yr.shape[1]
+        if self.d > min(rx, ry):
+            raise ValueError(f"d = {self.d} is larger than a reduced view dimension (p_x = {rx}, "
+                             f"p_y = {ry}, after centring/PCA); choose d ≤ {min(rx, ry)}")
+        if Sx is None:
+            Sx, self.tx = knn_heat_weights(X - self.pca_x.mean, self.k, self.t, return_width=True)
+        if Sy is None:
+            Sy, self.ty = knn_heat_weights(Y - self.pca_y.mean, self.k, self.t, return_width=True)
+        Sx = as_array(Sx, "Sx", ndim=2)
+        Sy = as_array(Sy, "Sy", ndim=2)
+        if Sx.shape != (nx, nx) or Sy.shape != (ny, ny):
+            raise ValueError(f"Sx, Sy: expected shapes ({nx}, {nx}) and ({ny}, {ny}), got "
+                             f"{Sx.shape} and {Sy.shape}")
+        self.Sx, self.Sy = Sx, Sy
+        self.Omega = alignment_omega(graph_laplacian(Sx), graph_laplacian(Sy), self.pairs,
+                                     self.alpha_x, self.alpha_y)
+        # Z = blockdiag(Xrᵀ, Yrᵀ): (p_x+p_y) × (N_x+N_y), columns are points
+        Z = sla.block_diag(Xr.T, Yr.T)
+        self.Z = Z
+        A = Z @ self.Omega @ Z.T
+        Bx, By = Xr.T @ Xr, Yr.T @ Yr
+        if self.ridge > 0:
+            Bx = Bx + self.ridge * np.trace(Bx) / rx * np.eye(rx)
+            By = By + self.ridge * np.trace(By) / ry * np.eye(ry)
+        B = sla.block_diag(Bx, By)
+        self.A, self.B = 0.5 * (A + A.T), B
+        try:
+            lam, V = sla.eigh(self.A, self.B, subset_by_index=[0, self.d - 1])
+        except np.linalg.LinAlgError as e:  # B not positive definite
+            raise ValueError("Z Zᵀ is singular or ill-conditioned: reduce each view with `pca` "
+                             f"or add a `ridge` ({e})") from None
+        V = _sign_fix(V)
+        self.eigenvalues = lam
+        self.P = V
+        self.Px, self.Py = V[:rx], V[rx:]
+        self.Mx = self.pca_x.components @ self.Px
+        self.My = self.pca_y.components @ self.Py
+        self.embedding_x = Xr @ self.Px
+        self.embedding_y = Yr @ self.Py
+        self.dims = (rx, ry)
+        return self
+
+    def transform_x(self, X) -> np.ndarray:
+        """Map new x points (rows, D_x) into the latent space: (x − mean_x) M_x."""
+        X = as_array(X, "X (new points)", ndim=2)
+        if X.shape[1] != self.Mx.shape[0]:
+            raise ValueError(f"X: expected {self.Mx.shape[0]} columns, got {X.shape[1]}")
+        return (X - self.pca_x.mean) @ self.Mx
+
+    def transform_y(self, Y) -> np.ndarray:
+        """Map new y points (rows, D_y) into the latent space: (y − mean_y) M_y."""
+        Y = as_array(Y, "Y (new points)", ndim=2)
+        if Y.shape[1] != self.My.shape[0]:
+            raise ValueError(f"Y: expected {self.My.shape[0]} columns, got {Y.shape[1]}")
+        return (Y - self.pca_y.mean) @ self.My
+
+    def objective(self) -> float:
+        """J at the solution: Tr(Pᵀ Z Ω Zᵀ P) = Σ eigenvalues."""
+        return objective_trace(self.P, self.Z, self.Omega)
