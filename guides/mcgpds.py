@@ -1,0 +1,94 @@
+"""Hand-written variational family of McGPDS (spec "Inference").
+
+* ``q(x_q^(k)) = N(μ_q^(k), S_q^(k))``, ``S_q^(k) = (A_k⁻¹ + diag λ_q^(k))⁻¹`` — the
+  Opper–Archambeau parameterisation (λ > 0), with ``A_k`` the model's private prior
+  covariance. The guide therefore reads the model's hyperparameters (α_k, ε_k, time
+  kernels) through the same ``pyro.param`` names — the paper forces this coupling.
+* ``q(x_q^(s))`` in closed form: ``S^(s) = [Σ_k (1−α_k)² A_k⁻¹ + K_s⁻¹]⁻¹``,
+  ``μ_q^(s) = S^(s) Σ_k (1−α_k) A_k⁻¹ μ_q^(k)``, computed in the stable form
+  ``S^(s) = L_s B'⁻¹ L_sᵀ`` (see :mod:`inference.mcgpds_bound`).
+* ``q(v_d^(k))``, ``q(u_dj^(k))``: full Gaussians (mean + lower Cholesky) for the
+  uncollapsed ELBO (in the collapsed bound they are optimal and integrated out).
+
+Parameters: ``mu_k`` (N, Q) real, ``lam_k`` (N, Q) positive, ``qv_m_k`` (D_k, M),
+``qv_L_k`` (D_k, M, M), ``qu_m_k`` (J, D_k, M), ``qu_L_k`` (J, D_k, M, M).
+"""
+from __future__ import annotations
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+
+from inference.numerics import DTYPE, cholesky_jitter
+
+__all__ = ["variational_params", "mcgpds_guide", "guide", "q_latent_dense"]
+
+
+def variational_params(data, frozen=()):
+    """``(mus, lams)``: lists over views of (N, Q) means and positive λ (registered params)."""
+    from models.mcgpds import _param
+    frozen = frozenset(frozen)
+    mus = [_param(data, f"mu_{k}", frozen) for k in range(data.V)]
+    lams = [_param(data, f"lam_{k}", frozen) for k in range(data.V)]
+    return mus, lams
+
+
+def q_latent_dense(data, hp, mus, lams):
+    """Dense q moments: ``(mu_s (N,Q), L_s (N,N) chol of S^(s), [L_kq (Q,N,N) chol of S_q^(k)])``."""
+    from models.mcgpds import dense_A, dense_time_K
+    N = data.N
+    eye = torch.eye(N, dtype=DTYPE)
+    Ks = dense_time_K(data, hp["time_s"])
+    Lk = cholesky_jitter(Ks, "K_t^(s)")
+    C = torch.zeros(N, N, dtype=DTYPE)
+    b = torch.zeros(N, data.Q, dtype=DTYPE)
+    Ls_priv = []
+    for k, v in enumerate(hp["views"]):
+        A = dense_A(data, v)
+        LA = cholesky_jitter(A, f"A_{k}")
+        Ainv = torch.cholesky_inverse(LA)
+        C = C + (1 - v["alpha"]) ** 2 * Ainv
+        b = b + (1 - v["alpha"]) * (Ainv @ mus[k])
+        sl = lams[k].mT.sqrt()                                 # (Q, N)
+        B = eye + sl[:, :, None] * A[None] * sl[:, None, :]
+        LB = cholesky_jitter(B, "B_q")
+        T = torch.linalg.solve_triangular(LB, sl[:, :, None] * A[None], upper=False)
+        S = A[None] - T.mT @ T
+        Ls_priv.append(cholesky_jitter(0.5 * (S + S.mT), f"S^({k})"))
+    Bp = eye + Lk.mT @ C @ Lk
+    LBp = cholesky_jitter(Bp, "B'")
+    Wt = torch.linalg.solve_triangular(LBp, Lk.mT, upper=False)   # S^(s) = Wtᵀ Wt
+    Ss = Wt.mT @ Wt
+    mu_s = Ss @ b
+    return mu_s, cholesky_jitter(0.5 * (Ss + Ss.mT), "S^(s)"), Ls_priv
+
+
+def mcgpds_guide(data):
+    """The guide: samples ``X_s``, ``X_k`` (Q, N), ``v_k`` (D_k, M), ``u_k`` (J, D_k, M)."""
+    from models.mcgpds import hyperparams
+    hp = hyperparams(data)
+    mus, lams = variational_params(data)
+    mu_s, L_s, L_priv = q_latent_dense(data, hp, mus, lams)
+    M, J = data.M, data.J
+    with pyro.plate("latent_dim", data.Q, dim=-1):
+        pyro.sample("X_s", dist.MultivariateNormal(mu_s.mT, scale_tril=L_s))
+        for k in range(data.V):
+            pyro.sample(f"X_{k}", dist.MultivariateNormal(mus[k].mT, scale_tril=L_priv[k]))
+    for k in range(data.V):
+        D = data.out_dims[k]
+        eyeM = torch.eye(M, dtype=DTYPE)
+        qv_m = pyro.param(f"qv_m_{k}", lambda: torch.zeros(D, M, dtype=DTYPE))
+        qv_L = pyro.param(f"qv_L_{k}", lambda: 0.1 * eyeM.expand(D, M, M).clone(),
+                          constraint=constraints.lower_cholesky)
+        qu_m = pyro.param(f"qu_m_{k}", lambda: torch.zeros(J, D, M, dtype=DTYPE))
+        qu_L = pyro.param(f"qu_L_{k}", lambda: 0.1 * eyeM.expand(J, D, M, M).clone(),
+                          constraint=constraints.lower_cholesky)
+        out_plate = pyro.plate(f"output_{k}", D, dim=-1)
+        with out_plate:
+            pyro.sample(f"v_{k}", dist.MultivariateNormal(qv_m, scale_tril=qv_L))
+            with pyro.plate(f"basis_{k}", J, dim=-2):
+                pyro.sample(f"u_{k}", dist.MultivariateNormal(qu_m, scale_tril=qu_L))
+
+
+guide = mcgpds_guide

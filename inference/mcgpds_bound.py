@@ -1,0 +1,467 @@
+"""McGPDS objectives: the paper's collapsed bound (custom loss) and the uncollapsed ELBO.
+
+Everything here is float64 and Cholesky based (``inference.numerics``).
+
+Notation (spec ``mcgpds.md``): views k = 1..V with data ``Y_k`` (N, D_k); latents
+``X^(s)`` (shared) and ``X^(k)`` (private), Q columns each; time kernels ``K_s``, ``K_k``
+block diagonal over sequences; ``A_k = α_k² K_k + (1−α_k)² ε_k I``;
+``q(x_q^(k)) = N(μ_q^(k), S_q^(k))``, ``S_q^(k) = (A_k⁻¹ + diag λ_q^(k))⁻¹``;
+``q(X^(s))`` closed form.
+
+KL in a well-conditioned form
+-----------------------------
+With ``C = Σ_k (1−α_k)² A_k⁻¹``, ``K_s = L_s L_sᵀ``, ``B' = I + L_sᵀ C L_s`` and
+``B_q^(k) = I + Λ_q^½ A_k Λ_q^½`` the spec's KL equals
+
+    KL = ½ Σ_q [ log|B'| + Σ_k (log|B_q^(k)| + tr(B_q^(k)⁻¹) − N)
+                 + Σ_k μ_q^(k)ᵀ A_k⁻¹ μ_q^(k) − b_qᵀ S^(s) b_q ],
+
+``b_q = Σ_k (1−α_k) A_k⁻¹ μ_q^(k)``, ``μ_q^(s) = S^(s) b_q``,
+``S^(s) = L_s B'⁻¹ L_sᵀ``. (log|K_s| − log|S^(s)| = log|B'| and
+tr(C S^(s)) + tr(K_s⁻¹ S^(s)) = N; the mean terms collapse to ``Σ μᵀA⁻¹μ − bᵀS^(s)b``.)
+No ``K_s⁻¹`` is ever formed, so RBF time kernels without a white term are fine.
+``tr(B⁻¹) = N − Σ_n λ_n S_nn``.
+
+Block structure
+---------------
+Every N×N matrix is block diagonal over sequences. Blocks are grouped by similar size
+and zero-padded (padding rows are identity, λ = 0, μ = 0, so they add exactly nothing),
+so each group is one batched Cholesky / triangular solve over (views, Q, blocks).
+
+Collapsed likelihood per view (J = 1 eigen-trick, any J)
+-------------------------------------------------------
+``Ã = L_G⁻¹ ψ5 L_G⁻ᵀ = U diag(e) Uᵀ``, ``r_d = L_G⁻¹ ψ1ᵀ y_d``, ``t_d = β w_d²``:
+``log|β w_d² ψ5 + G| − log|G| = Σ_i log(1 + t_d e_i)`` and
+``β² w_d² y_dᵀ ψ1 (β w_d² ψ5 + G)⁻¹ ψ1ᵀ y_d = β t_d Σ_i c_id² / (1 + t_d e_i)``, ``c = Uᵀ R``:
+one eigendecomposition per view and basis function, O(M³ + D M²). The custom autograd
+function :class:`_EigLogdetQuad` gives the gradient in closed form in the eigenbasis
+(no ``1/(e_i − e_j)`` terms, so degenerate spectra are harmless).
+
+Note on the paper's bound: it fits ``y_d`` with ``h`` and with each ``w_dj g_j``
+through separate Woodbury corrections, i.e. it is the ELBO of the surrogate likelihood
+``log N(y|h) + Σ_j log N(y|w_j g_j) − J log N(y|0)`` (= the Gaussian likelihood of
+``h + Σ w g`` without its cross terms). The uncollapsed ELBO below uses the same
+surrogate, so both objectives agree exactly at the optimal q(U), q(V).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from models.gp_kernels import kernel_matrix, psi_stats, time_kernel
+
+from .numerics import cho_logdet, cholesky_jitter
+
+__all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed_loss",
+           "ViewPosterior", "view_posterior", "predict_moments", "kzz", "uncollapsed_elbo_analytic",
+           "optimal_q_inducing", "gauss_kl_diag_prior", "shared_conditional_test"]
+
+
+# --------------------------------------------------------------------------- blocks
+class Blocks:
+    """Sequences as blocks of the time axis, grouped by size for batched algebra.
+
+    ``seq_ids`` (N,) integer labels; rows with the same label form one sequence (in
+    row order). Blocks whose sizes are within a padding-cost ``ratio`` are put in one
+    group of shape (n_blocks, n_max).
+    """
+
+    def __init__(self, seq_ids: torch.Tensor, ratio: float = 1.6):
+        seq_ids = torch.as_tensor(seq_ids).long().reshape(-1)
+        self.N = int(seq_ids.numel())
+        labels, seen = [], set()
+        for v in seq_ids.tolist():      # order of first appearance; ids need not be contiguous
+            if v not in seen:
+                seen.add(v)
+                labels.append(v)
+        idx_lists = [torch.nonzero(seq_ids == u).reshape(-1) for u in labels]
+        self.block_rows = idx_lists
+        order = sorted(range(len(idx_lists)), key=lambda i: len(idx_lists[i]))
+        groups: list[list[int]] = []
+        for i in order:
+            n = len(idx_lists[i])
+            if groups:
+                g = groups[-1]
+                cost = sum(len(idx_lists[j]) ** 3 for j in g) + n ** 3
+                if (len(g) + 1) * n ** 3 <= ratio * cost:
+                    g.append(i)
+                    continue
+            groups.append([i])
+        self.groups = []
+        flat = []
+        for g in groups:
+            nmax = max(len(idx_lists[i]) for i in g)
+            idx = torch.full((len(g), nmax), self.N, dtype=torch.long)
+            mask = torch.zeros(len(g), nmax, dtype=torch.bool)
+            for r, i in enumerate(g):
+                idx[r, :len(idx_lists[i])] = idx_lists[i]
+                mask[r, :len(idx_lists[i])] = True
+            self.groups.append((idx, mask))
+            flat.append(idx[mask])
+        self.inv = torch.argsort(torch.cat(flat))
+
+    def pack(self, X: torch.Tensor, g: int, dim: int = 0) -> torch.Tensor:
+        """Rows of ``X`` (along ``dim``) for group ``g``: (..., nb, n, ...), padding = 0."""
+        idx, _ = self.groups[g]
+        X = X.movedim(dim, 0)
+        Xe = torch.cat([X, X.new_zeros((1,) + X.shape[1:])], 0)
+        return Xe[idx].movedim((0, 1), (dim, dim + 1))
+
+    def unpack(self, parts: list[torch.Tensor], dim: int = 0) -> torch.Tensor:
+        """Inverse of :meth:`pack`: list of (…, nb, n, …) per group -> (…, N, …)."""
+        flat = [p.movedim((dim, dim + 1), (0, 1))[mask] for p, (_, mask) in zip(parts, self.groups)]
+        return torch.cat(flat, 0)[self.inv].movedim(0, dim)
+
+
+def _mask_kernel(K: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Zero the padding rows/cols of a batched (…, nb, n, n) matrix and put 1 on their diagonal."""
+    m = mask.to(K.dtype)
+    return K * (m[:, :, None] * m[:, None, :]) + torch.diag_embed(1.0 - m)
+
+
+def _time_K(t: torch.Tensor, hp: dict | None, mask: torch.Tensor) -> torch.Tensor:
+    if hp is None:  # "gplvm" private prior: identity instead of a time kernel
+        n = t.shape[-1]
+        return torch.eye(n, dtype=t.dtype).expand(t.shape[0], n, n)
+    K = time_kernel(t, t, hp["var"], hp["invw"], hp.get("white"), hp.get("bias"))
+    return _mask_kernel(K, mask)
+
+
+# --------------------------------------------------------------------------- KL
+def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[dict],
+                 mus: list[torch.Tensor], lams: list[torch.Tensor], need_shared_var: bool = False):
+    """KL and the moments needed by the likelihood.
+
+    times (N,); ``views[k]`` holds ``alpha``, ``eps`` and ``time`` (dict or None for the
+    identity private prior); ``mus[k]``, ``lams[k]`` (N, Q).
+    Returns dict ``kl`` (scalar), ``s_diag`` (list of (N, Q) diag S^(k)), ``mu_s`` (N, Q)
+    and, with ``need_shared_var``, ``s_s`` (N,) = diag S^(s) (the same for every q).
+    """
+    V = len(views)
+    Q = mus[0].shape[1]
+    mu = torch.stack(mus)                      # (V, N, Q)
+    lam = torch.stack(lams)
+    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=mu.dtype).reshape(()) for v in views])
+    eps = torch.stack([torch.as_tensor(v["eps"], dtype=mu.dtype).reshape(()) for v in views])
+    kl = mu.new_zeros(())
+    sd_parts, mus_parts, ss_parts = [], [], []
+    for g, (idx, mask) in enumerate(blocks.groups):
+        nb, n = mask.shape
+        t = blocks.pack(times, g)                                  # (nb, n)
+        Ks = _time_K(t, time_s, mask)
+        Ls = cholesky_jitter(Ks, "shared time kernel K_t^(s)")
+        eye = torch.eye(n, dtype=mu.dtype)
+        A = torch.stack([(a * a) * _time_K(t, v["time"], mask) + ((1 - a) ** 2 * e) * eye
+                         for a, e, v in zip(alpha, eps, views)])   # (V, nb, n, n)
+        A = _mask_kernel(A.reshape(V * nb, n, n), mask.repeat(V, 1)).reshape(V, nb, n, n)
+        LA = cholesky_jitter(A, "private prior covariance A_k")
+        Ainv = torch.cholesky_inverse(LA)                          # block inverse via Cholesky
+        m = mask.to(mu.dtype)
+        mm = m[:, :, None] * m[:, None, :]
+        C = (((1 - alpha) ** 2)[:, None, None, None] * Ainv).sum(0) * mm
+        Bp = eye + Ls.mT @ C @ Ls
+        LBp = cholesky_jitter(Bp, "B' = I + L_sᵀ C L_s")
+        mu_g = blocks.pack(mu, g, dim=1)                           # (V, nb, n, Q)
+        lam_g = blocks.pack(lam, g, dim=1)
+        Aimu = Ainv @ mu_g
+        quad1 = (mu_g * Aimu).sum()
+        b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)      # (nb, n, Q)
+        w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
+        quad2 = (w * w).sum()
+        mus_parts.append(Ls @ torch.linalg.solve_triangular(LBp.mT, w, upper=True))
+        sl = lam_g.clamp_min(0).sqrt().permute(0, 3, 1, 2)         # (V, Q, nb, n)
+        slA = sl[..., :, None] * A[:, None]                        # Λ^½ A   (V, Q, nb, n, n)
+        B = eye + slA * sl[..., None, :]
+        LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
+        T = torch.linalg.solve_triangular(LB, slA, upper=False)    # L_B⁻¹ Λ^½ A
+        sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)   # (V, Q, nb, n)
+        tr_minus_n = -(sl * sl * sdiag).sum()
+        kl = kl + 0.5 * (Q * cho_logdet(LBp).sum() + cho_logdet(LB).sum() + tr_minus_n + quad1 - quad2)
+        sd_parts.append(sdiag.permute(0, 2, 3, 1))                 # (V, nb, n, Q)
+        if need_shared_var:
+            Ws = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)
+            ss_parts.append((Ws * Ws).sum(-2))                     # (nb, n)
+    s_diag = blocks.unpack(sd_parts, dim=1)
+    out = {"kl": kl, "s_diag": list(s_diag.unbind(0)), "mu_s": blocks.unpack(mus_parts)}
+    if need_shared_var:
+        out["s_s"] = blocks.unpack(ss_parts)
+    return out
+
+
+# --------------------------------------------------------------------------- J-trick
+class _EigLogdetQuad(torch.autograd.Function):
+    """``(Σ_d log|I + t_d Ã|, Σ_d t_d r_dᵀ (I + t_d Ã)⁻¹ r_d)`` from one eigendecomposition.
+
+    Ã (M, M) symmetric PSD (symmetrised on input), R (M, D), t (D,). Gradient in closed
+    form: with ``c = UᵀR``, ``den = 1 + e tᵀ``, ``v = c / den``:
+    ``∂ld/∂Ã = U diag(Σ_d t_d/den_d) Uᵀ``, ``∂qd/∂Ã = −U (Σ_d t_d² v_d v_dᵀ) Uᵀ``,
+    ``∂qd/∂R = 2 U (v ∘ t)``, ``∂ld/∂t_d = Σ_i e_i/den_id``, ``∂qd/∂t_d = Σ_i c_id²/den_id²``.
+    """
+
+    @staticmethod
+    def forward(ctx, At, R, t):
+        e, U = torch.linalg.eigh(0.5 * (At + At.mT))
+        c = U.mT @ R
+        den = 1.0 + e[:, None] * t[None, :]
+        ld = den.log().sum()
+        qd = (t[None, :] * c * c / den).sum()
+        ctx.save_for_backward(e, U, c, den, t)
+        return ld, qd
+
+    @staticmethod
+    def backward(ctx, gl, gq):
+        e, U, c, den, t = ctx.saved_tensors
+        v = c / den
+        inner = torch.diag_embed(gl * (t[None, :] / den).sum(1)) - gq * ((v * (t * t)[None, :]) @ v.mT)
+        dA = U @ inner @ U.mT
+        dR = (2.0 * gq) * (U @ (v * t[None, :]))
+        dt = gl * (e[:, None] / den).sum(0) + gq * (c * c / (den * den)).sum(0)
+        return dA, dR, dt
+
+
+def eig_logdet_quad(At, R, t):
+    return _EigLogdetQuad.apply(At, R, t)
+
+
+# --------------------------------------------------------------------------- likelihood
+def kzz(kind: str, Z: torch.Tensor, variance, ard) -> torch.Tensor:
+    """K(Z, Z) with a small fixed jitter (1e-6 of the mean diagonal) for a stable Cholesky."""
+    K = kernel_matrix(kind, Z, Z, variance, ard)
+    jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
+    return K + jit * torch.eye(K.shape[0], dtype=K.dtype)
+
+
+def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kind: str) -> torch.Tensor:
+    """The spec's collapsed bound ``L̂^(k) = Σ_d L̂_d`` of one view.
+
+    Y (N, D); mu, s (N, Q); hp: ``beta``, ``W`` (D, J), ``Zh`` (M, Q), ``Zg`` (J, M, Q),
+    ``kh_var``, ``kh_ard`` (Q,), ``kg_var`` (J,), ``kg_ard`` (J, Q).
+    """
+    N, D = Y.shape
+    beta = hp["beta"]
+    W = hp["W"]
+    J = W.shape[1]
+    F = -0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log() - 0.5 * beta * (Y * Y).sum()
+    # h: shared Woodbury correction for all outputs (one M×M Cholesky)
+    psi0, Psi1, Psi2 = psi_stats(kind, mu, s, hp["Zh"], hp.get("kh_var"), hp["kh_ard"])
+    LH = cholesky_jitter(kzz(kind, hp["Zh"], hp.get("kh_var"), hp["kh_ard"]), "K_ZZ of h")
+    tmp = torch.linalg.solve_triangular(LH, Psi2, upper=False)
+    At = torch.linalg.solve_triangular(LH, tmp.mT, upper=False)          # L⁻¹ ψ4 L⁻ᵀ
+    R = torch.linalg.solve_triangular(LH, Psi1.mT @ Y, upper=False)      # (M, D)
+    M = At.shape[0]
+    LP = cholesky_jitter(torch.eye(M, dtype=Y.dtype) + beta * At, "I + β L⁻¹ψ4L⁻ᵀ")
+    RP = torch.linalg.solve_triangular(LP, R, upper=False)
+    F = F - 0.5 * D * cho_logdet(LP) + 0.5 * beta * beta * (RP * RP).sum() \
+        + 0.5 * D * beta * (At.diagonal().sum() - psi0)
+    # g_j: per-output corrections through one eigendecomposition per j
+    for j in range(J):
+        kg_var = hp["kg_var"][j] if hp.get("kg_var") is not None else None
+        psi0g, Psi1g, Psi2g = psi_stats(kind, mu, s, hp["Zg"][j], kg_var, hp["kg_ard"][j])
+        LG = cholesky_jitter(kzz(kind, hp["Zg"][j], kg_var, hp["kg_ard"][j]), "K_ZZ of g")
+        tmp = torch.linalg.solve_triangular(LG, Psi2g, upper=False)
+        Ag = torch.linalg.solve_triangular(LG, tmp.mT, upper=False)
+        Rg = torch.linalg.solve_triangular(LG, Psi1g.mT @ Y, upper=False)
+        w2 = W[:, j] * W[:, j]
+        ld, qd = eig_logdet_quad(Ag, Rg, beta * w2)
+        F = F - 0.5 * ld + 0.5 * beta * qd + 0.5 * beta * w2.sum() * (Ag.diagonal().sum() - psi0g)
+    return F
+
+
+def collapsed_bound(data, hp: dict, mus: list, lams: list, return_parts: bool = False):
+    """F = Σ_k L̂^(k) − KL for a :class:`models.mcgpds.McGPDSData` problem."""
+    lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
+    F = -lt["kl"]
+    lik = []
+    for k, Y in enumerate(data.views):
+        Lk = view_bound(Y, mus[k], lt["s_diag"][k], hp["views"][k], data.mapping_kernel)
+        lik.append(Lk)
+        F = F + Lk
+    if return_parts:
+        return F, {"kl": lt["kl"], "lik": lik, "mu_s": lt["mu_s"], "s_diag": lt["s_diag"]}
+    return F
+
+
+def collapsed_loss(model, guide, data, frozen=(), **kwargs) -> torch.Tensor:
+    """Custom loss for :func:`inference.fit`: ``−F`` (the negative collapsed bound).
+
+    Reads the hyperparameters through the model's parameter registration and the
+    variational parameters through the guide's (the same ``pyro.param`` names the
+    Pyro model/guide use). ``frozen``: parameter groups ("variational", "model",
+    "alpha", ...) held constant in this phase (the SCG schedule's alternation).
+    """
+    from guides.mcgpds import variational_params
+    from models.mcgpds import hyperparams
+    hp = hyperparams(data, frozen=frozen)
+    mus, lams = variational_params(data, frozen=frozen)
+    return -collapsed_bound(data, hp, mus, lams)
+
+
+# --------------------------------------------------------------------------- prediction
+@dataclass
+class ViewPosterior:
+    """Optimal q(V), q(U) of one view in the form needed for predictions.
+
+    ``bh`` (M, D): ``β (H + β ψ4)⁻¹ ψ0ᵀ Y``; ``bg`` (J, M, D): ``β w_dj (G + β w_dj² ψ5)⁻¹ ψ1ᵀ y_d``;
+    ``Ch`` (M, M) = ``H⁻¹ − (H + β ψ4)⁻¹``; ``Cg`` (J, D, M, M) likewise per output.
+    """
+    kind: str
+    hp: dict
+    beta: torch.Tensor
+    bh: torch.Tensor
+    bg: torch.Tensor
+    Ch: torch.Tensor
+    Cg: torch.Tensor
+
+
+def view_posterior(Y, mu, s, hp, kind, beta=None) -> ViewPosterior:
+    """Optimal inducing posteriors of a trained view (``beta`` overrides β, protocol §1.8.7)."""
+    beta = hp["beta"] if beta is None else torch.as_tensor(beta, dtype=Y.dtype)
+    D = Y.shape[1]
+    W = hp["W"]
+    J = W.shape[1]
+    _, Psi1, Psi2 = psi_stats(kind, mu, s, hp["Zh"], hp.get("kh_var"), hp["kh_ard"])
+    H = kzz(kind, hp["Zh"], hp.get("kh_var"), hp["kh_ard"])
+    LH = cholesky_jitter(H, "K_ZZ of h")
+    LHP = cholesky_jitter(H + beta * Psi2, "K_ZZ + β ψ4")
+    bh = beta * torch.cholesky_solve(Psi1.mT @ Y, LHP)
+    Ch = torch.cholesky_inverse(LH) - torch.cholesky_inverse(LHP)
+    bgs, Cgs = [], []
+    for j in range(J):
+        kg_var = hp["kg_var"][j] if hp.get("kg_var") is not None else None
+        _, Psi1g, Psi2g = psi_stats(kind, mu, s, hp["Zg"][j], kg_var, hp["kg_ard"][j])
+        G = kzz(kind, hp["Zg"][j], kg_var, hp["kg_ard"][j])
+        LG = cholesky_jitter(G, "K_ZZ of g")
+        w = W[:, j]
+        Gd = G[None] + (beta * w * w)[:, None, None] * Psi2g[None]      # (D, M, M)
+        LGd = cholesky_jitter(Gd, "K_ZZ + β w² ψ5")
+        rhs = (Psi1g.mT @ Y).mT[:, :, None]                              # (D, M, 1)
+        bgs.append((beta * w)[:, None] * torch.cholesky_solve(rhs, LGd)[..., 0])   # (D, M)
+        Cgs.append(torch.cholesky_inverse(LG)[None] - torch.cholesky_inverse(LGd))
+    return ViewPosterior(kind, hp, beta, bh, torch.stack(bgs).mT, Ch, torch.stack(Cgs))
+
+
+def predict_moments(post: ViewPosterior, mu_star: torch.Tensor, s_star: torch.Tensor):
+    """Predictive mean and variance (N*, D) at uncertain inputs ``N(mu_star, diag s_star)``.
+
+    ``E[y_d] = ψ0* b_h + Σ_j w_dj ψ1* b_gj``; the variance adds, for h and each w_j g_j,
+    ``ψ_0* − tr(C ψ2*) + bᵀ ψ2* b − (ψ1* b)²`` and finally ``β⁻¹`` (cgpdsPosteriorMeanVar).
+    """
+    hp, kind = post.hp, post.kind
+    W = hp["W"]
+    psi0h, P1h, P2h = psi_stats(kind, mu_star, s_star, hp["Zh"], hp.get("kh_var"), hp["kh_ard"], per_point=True)
+    mean_h = P1h @ post.bh                                                # (N*, D)
+    var = (psi0h - (P2h * post.Ch).sum((-1, -2)))[:, None] \
+        + torch.einsum("md,nmp,pd->nd", post.bh, P2h, post.bh) - mean_h * mean_h
+    mean = mean_h
+    for j in range(W.shape[1]):
+        kg_var = hp["kg_var"][j] if hp.get("kg_var") is not None else None
+        psi0g, P1g, P2g = psi_stats(kind, mu_star, s_star, hp["Zg"][j], kg_var, hp["kg_ard"][j], per_point=True)
+        w = W[:, j]
+        b = post.bg[j]                                                   # (M, D)
+        mg = P1g @ b                                                     # (N*, D)
+        mean = mean + w * mg
+        trC = torch.einsum("nmp,dpm->nd", P2g, post.Cg[j])
+        vg = psi0g[:, None] - trC + torch.einsum("md,nmp,pd->nd", b, P2g, b) - mg * mg
+        var = var + (w * w) * vg
+    var = var.clamp_min(0.0) + 1.0 / post.beta
+    return mean, var
+
+
+def shared_conditional_test(times, blocks, time_s, views, mus, lams):
+    """q(X*^(s)) moments for test latents (any view subset): (mu_s (N,Q), s_s (N,))."""
+    lt = latent_terms(times, blocks, time_s, views, mus, lams, need_shared_var=True)
+    return lt["mu_s"], lt["s_s"], lt
+
+
+# --------------------------------------------------------------------------- uncollapsed
+def gauss_kl_diag_prior(m: torch.Tensor, L: torch.Tensor, LK: torch.Tensor) -> torch.Tensor:
+    """Σ over the batch of KL(N(m, L Lᵀ) ‖ N(0, K)) with ``K = LK LKᵀ``; m (..., M), L (..., M, M)."""
+    M = m.shape[-1]
+    A = torch.linalg.solve_triangular(LK, L, upper=False)
+    a = torch.linalg.solve_triangular(LK, m[..., None], upper=False)[..., 0]
+    return 0.5 * ((A * A).sum((-1, -2)) + (a * a).sum(-1) - M + cho_logdet(LK) - cho_logdet(L)).sum()
+
+
+def _expected_fit(Y, beta, w, m_u, S_u, LK, psi0, Psi1, Psi2):
+    """E_{q(X) q(u)} [−β/2 Σ_d (y_d − w_d f_d)²] for f_d = K_xZ K⁻¹ u_d plus the Titsias trace.
+
+    Returns ``Σ_d −β/2 [ y_dᵀy_d − 2 w_d y_dᵀ Ψ1 K⁻¹ m_d + w_d² tr(K⁻¹ Ψ2 K⁻¹ (m_d m_dᵀ + S_d))
+    + w_d² (ψ0 − tr(K⁻¹ Ψ2)) ]`` with m_u (D, M), S_u (D, M, M).
+    """
+    a = torch.cholesky_solve(m_u.mT, LK)                                 # K⁻¹ m   (M, D)
+    lin = (Y * (Psi1 @ a)).sum(0)                                        # (D,)
+    KiP2Ki = torch.cholesky_solve(torch.cholesky_solve(Psi2, LK).mT, LK)  # K⁻¹ Ψ2 K⁻¹
+    quad = (a * (Psi2 @ a)).sum(0) + (KiP2Ki[None] * S_u).sum((-1, -2))
+    trace = psi0 - torch.cholesky_solve(Psi2, LK).diagonal().sum()
+    return -0.5 * beta * ((Y * Y).sum(0) - 2 * w * lin + w * w * (quad + trace)).sum()
+
+
+def uncollapsed_elbo_analytic(data, hp: dict, mus: list, lams: list, q_v: list, q_u: list):
+    """The uncollapsed ELBO evaluated in closed form (deterministic).
+
+    ``q_v[k] = (m (D, M), L (D, M, M))`` for ``v_d = h_d(Z_h)``; ``q_u[k] = (m (J, D, M),
+    L (J, D, M, M))`` for ``u_dj = g_dj(Z_g)``. Uses the paper's surrogate likelihood (see
+    module docstring): ``E log N(y|h) + Σ_j E log N(y|w_j g_j) − J log N(y|0)``.
+    """
+    lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
+    elbo = -lt["kl"]
+    kind = data.mapping_kernel
+    for k, Y in enumerate(data.views):
+        v = hp["views"][k]
+        N, D = Y.shape
+        beta = v["beta"]
+        mu, s = mus[k], lt["s_diag"][k]
+        J = v["W"].shape[1]
+        elbo = elbo - 0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log()
+        psi0, P1, P2 = psi_stats(kind, mu, s, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        LH = cholesky_jitter(kzz(kind, v["Zh"], v.get("kh_var"), v["kh_ard"]), "K_ZZ of h")
+        mv, Lv = q_v[k]
+        elbo = elbo + _expected_fit(Y, beta, torch.ones(D, dtype=Y.dtype), mv, Lv @ Lv.mT, LH, psi0, P1, P2)
+        elbo = elbo - gauss_kl_diag_prior(mv, Lv, LH)
+        mu_, Lu = q_u[k]
+        for j in range(J):
+            kg_var = v["kg_var"][j] if v.get("kg_var") is not None else None
+            psi0g, P1g, P2g = psi_stats(kind, mu, s, v["Zg"][j], kg_var, v["kg_ard"][j])
+            LG = cholesky_jitter(kzz(kind, v["Zg"][j], kg_var, v["kg_ard"][j]), "K_ZZ of g")
+            elbo = elbo + _expected_fit(Y, beta, v["W"][:, j], mu_[j], Lu[j] @ Lu[j].mT, LG, psi0g, P1g, P2g)
+            elbo = elbo - gauss_kl_diag_prior(mu_[j], Lu[j], LG)
+            elbo = elbo + 0.5 * beta * (Y * Y).sum()          # − log N(y|0) (quadratic part)
+    return elbo
+
+
+def optimal_q_inducing(data, hp: dict, mus: list, lams: list):
+    """The optimal q(V), q(U) (per output) of every view, as (mean, Cholesky) pairs.
+
+    ``q(v_d) = N(β H (H + βψ4)⁻¹ ψ0ᵀ y_d, H (H + βψ4)⁻¹ H)`` and likewise for ``u_dj`` with
+    ``β w_dj`` and ``β w_dj² ψ5``.
+    """
+    lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
+    kind = data.mapping_kernel
+    q_v, q_u = [], []
+    for k, Y in enumerate(data.views):
+        v = hp["views"][k]
+        D = Y.shape[1]
+        beta = v["beta"]
+        mu, s = mus[k], lt["s_diag"][k]
+        _, P1, P2 = psi_stats(kind, mu, s, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        H = kzz(kind, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        Sig = H + beta * P2
+        m = beta * H @ torch.linalg.solve(Sig, P1.mT @ Y)                # (M, D)
+        cov = H @ torch.linalg.solve(Sig, H)
+        cov = 0.5 * (cov + cov.mT)
+        q_v.append((m.mT.contiguous(), torch.linalg.cholesky(cov).expand(D, -1, -1).contiguous()))
+        ms, Ls = [], []
+        for j in range(v["W"].shape[1]):
+            kg_var = v["kg_var"][j] if v.get("kg_var") is not None else None
+            _, P1g, P2g = psi_stats(kind, mu, s, v["Zg"][j], kg_var, v["kg_ard"][j])
+            G = kzz(kind, v["Zg"][j], kg_var, v["kg_ard"][j])
+            w = v["W"][:, j]
+            Sg = G[None] + (beta * w * w)[:, None, None] * P2g[None]
+            mj = (beta * w)[:, None] * (G[None] @ torch.linalg.solve(Sg, (P1g.mT @ Y).mT[..., None]))[..., 0]
+            cj = G[None] @ torch.linalg.solve(Sg, G[None].expand_as(Sg))
+            ms.append(mj)
+            Ls.append(torch.linalg.cholesky(0.5 * (cj + cj.mT)))
+        q_u.append((torch.stack(ms), torch.stack(Ls)))
+    return q_v, q_u

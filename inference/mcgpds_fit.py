@@ -1,0 +1,400 @@
+"""High-level McGPDS fitting and view-to-view prediction.
+
+Usage::
+
+    from inference.mcgpds_fit import McGPDSConfig, fit_mcgpds, predict_view
+
+    cfg = McGPDSConfig(Q=10, M=100, fixed=("alpha", "eps", "beta", "time"))
+    fitted = fit_mcgpds([Y1, Y2], times, seq_ends=[34, 57, 79, 240, 433, 513, 566], config=cfg)
+    pred = predict_view(fitted, Y1_test, t_test, source=0, target=1, method="code",
+                        test_iters=8, beta_target_override=100.0)
+    pred.mean, pred.var          # (N*, D_2) in the model's (scaled) units
+    pred.nn_index                # nearest training frame in the learned shared space
+
+Every optimisation phase runs through :func:`inference.fit` with the collapsed bound
+(:func:`inference.mcgpds_bound.collapsed_loss`) and :class:`inference.LBFGS`. The
+authors' SCG schedule (``cycles`` × [``var_iters`` variational-only, ``model_iters``
+model-only], then ``joint_iters`` joint) is rendered with L-BFGS iterations.
+
+Prediction methods (spec §"Prediction", protocol §1.8 / §2.6):
+
+* ``"paper"`` — test private latents of the source view fitted with the source view's
+  bound (likelihood kept) on the test block (its own time block; trained parameters
+  fixed), NN of the test shared means among the training shared means, predict the
+  target view at that training frame's q(X^(target)) (mean and variance).
+* ``"code"`` — the authors' demo: NN-in-Y init from training shared means, variances
+  0.2, ``fixll=True`` (test objective = −KL only), ``test_iters`` iterations (8 pose /
+  10 CUAVE), optional β override, prediction at the training private mean with zero input
+  variance; ``latent_for_prediction="y_nn"`` reproduces CUAVE's "option 2".
+* ``"generative"`` — no NN step: ``X*^(t) | X*^(s) ~ N((1−α_t) μ*^(s), (1−α_t)² S*^(s) + diag A_t)``
+  pushed through the ψ-statistics (uncertain-input predictive).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time as _time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyro
+import torch
+
+from guides.mcgpds import mcgpds_guide, variational_params
+from models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model
+from models.gp_kernels import time_kernel
+
+from .mcgpds_bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
+    view_bound, view_posterior
+from .numerics import DTYPE
+from .svi import LBFGS, fit
+from .validation import as_tensor
+
+__all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
+           "constant_hyperparams", "pca_init"]
+
+
+@dataclass
+class McGPDSConfig:
+    """Every setting of a McGPDS fit (defaults: the protocol's human-pose run)."""
+    Q: int = 10
+    M: int = 100
+    J: int = 1
+    mapping_kernel: str = "rbfard"          # "rbfard" | "linear"
+    time_white: bool = True
+    time_bias: bool = True
+    time_white_var: float = 1e-2
+    time_bias_var: float = 1.0
+    time_invwidth: float | None = None      # None -> 100 / range(t of the last sequence)²
+    fixed: tuple = ("alpha", "eps", "beta", "time")
+    cycles: int = 5
+    var_iters: int = 50
+    model_iters: int = 50
+    joint_iters: int = 1000
+    lbfgs_max_iter: int = 50
+    tol: float | None = None
+    init: str = "pca"                        # "pca" | "separately"
+    init_dims: tuple | None = None
+    init_views: list | None = None           # arrays used only for the PCA init
+    alpha_init: float = 0.5
+    eps_init: float = 1e-3
+    beta_init: object = "snr"                # "snr" | float | sequence of floats
+    w_init_scale: float = 1e-6
+    lam_init: float = 0.5
+    private_prior: str = "mcgpds"            # "mcgpds" | "gplvm"
+    output_layer: str = "cgpds"              # "cgpds" | "linear"
+    coupling: bool = True                    # False: alpha fixed to 1 (independent CGPDS per view)
+    dtype: str = "float64"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["init_views"] = None if self.init_views is None else "given"
+        return d
+
+
+@dataclass
+class McGPDSFitted:
+    """A trained McGPDS: config, constrained parameters, q moments, data, loss trace."""
+    config: McGPDSConfig
+    data: McGPDSData
+    params: dict
+    mu_s: torch.Tensor            # (N, Q) shared means
+    s_s: torch.Tensor             # (N,) shared variances (the same for every q)
+    mu: list                      # V × (N, Q) private means
+    s_diag: list                  # V × (N, Q) private variances
+    losses: np.ndarray
+    wall_time: float
+    bound: float
+
+    @property
+    def views(self):
+        return self.data.views
+
+    @property
+    def times(self):
+        return self.data.times
+
+    def hyperparams(self) -> dict:
+        return constant_hyperparams(self)
+
+    def alpha(self) -> list[float]:
+        return [float(self.params[f"alpha_{k}"]) for k in range(self.data.V)]
+
+
+@dataclass
+class Prediction:
+    """Output of :func:`predict_view` (model units; the caller rescales)."""
+    mean: torch.Tensor            # (N*, D_t)
+    var: torch.Tensor             # (N*, D_t) predictive variance incl. noise
+    shared_mean: torch.Tensor     # (N*, Q) test shared means μ*^(s)
+    nn_index: torch.Tensor        # (N*,) shared-space NN indices into the training frames
+    test_mu: torch.Tensor         # (N*, Q) test private means of the source view
+    test_s: torch.Tensor          # (N*, Q) their variances
+    method: str
+    nn_index_y: torch.Tensor | None = None
+    latent_mean: torch.Tensor | None = None   # (N*, Q) the inputs used for the target view
+    latent_var: torch.Tensor | None = None
+    wall_time: float = 0.0
+
+
+# ------------------------------------------------------------------ validation / init
+def _seq_ids(N: int, seq_ends, sequence_ids) -> torch.Tensor:
+    if seq_ends is not None and sequence_ids is not None:
+        raise ValueError("give either seq_ends or sequence_ids, not both")
+    if sequence_ids is not None:
+        s = torch.as_tensor(np.asarray(sequence_ids)).reshape(-1)
+        if s.numel() != N:
+            raise ValueError(f"sequence_ids: expected {N} labels (one per frame), got {s.numel()}")
+        return s.long()
+    if seq_ends is None:
+        return torch.zeros(N, dtype=torch.long)
+    ends = [int(e) for e in np.asarray(seq_ends).reshape(-1)]
+    if not ends or any(b <= a for a, b in zip([0] + ends[:-1], ends)) or ends[-1] != N:
+        raise ValueError(f"seq_ends: expected strictly increasing sequence end indices ending at N={N}, "
+                         f"got {ends}")
+    ids = torch.zeros(N, dtype=torch.long)
+    for i, (a, b) in enumerate(zip([0] + ends[:-1], ends)):
+        ids[a:b] = i
+    return ids
+
+
+def pca_init(Y: torch.Tensor, q: int) -> torch.Tensor:
+    """Unit-variance principal-component scores (N, q) of the centred ``Y`` (PPCA embedding)."""
+    Yc = Y - Y.mean(0)
+    U, S, Vh = torch.linalg.svd(Yc, full_matrices=False)
+    X = U[:, :q] * math.sqrt(max(Y.shape[0] - 1, 1))
+    # deterministic sign: largest-magnitude entry positive
+    sign = torch.sign(X.gather(0, X.abs().argmax(0, keepdim=True)))
+    return X * sign
+
+
+def _check_views(views, times):
+    if not isinstance(views, (list, tuple)) or len(views) == 0:
+        raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
+    vs = [as_tensor(Y, f"views[{k}]", ndim=2) for k, Y in enumerate(views)]
+    Ns = [int(Y.shape[0]) for Y in vs]
+    if len(set(Ns)) != 1:
+        raise ValueError(f"views: every view must have the same number of frames (rows), got {Ns}")
+    t = as_tensor(times, "times", ndim=1)
+    if t.numel() != Ns[0]:
+        raise ValueError(f"times: expected {Ns[0]} time stamps (one per frame), got {t.numel()}")
+    return vs, t
+
+
+def constant_hyperparams(fitted: McGPDSFitted) -> dict:
+    """Hyperparameters of a fitted model as constants (no Pyro parameter store involved)."""
+    d = copy.copy(fitted.data)
+    d.init = fitted.params
+    d.fixed = frozenset(PARAM_GROUPS)
+    return hyperparams(d)
+
+
+# ------------------------------------------------------------------ fitting
+def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSConfig | None = None,
+               seed: int = 0, progress: bool = True, checkpoint=None) -> McGPDSFitted:
+    """Fit McGPDS to time-aligned views ``views`` (list of (N, D_k)) at ``times`` (N,).
+
+    Sequences: ``seq_ends`` (cumulative end indices, e.g. [34, 57, ...]) or
+    ``sequence_ids`` (N,). Returns a :class:`McGPDSFitted`.
+    """
+    cfg = McGPDSConfig() if config is None else config
+    vs, t = _check_views(views, times)
+    N = vs[0].shape[0]
+    Ds = [int(Y.shape[1]) for Y in vs]
+    V = len(vs)
+    seq = _seq_ids(N, seq_ends, sequence_ids)
+    if cfg.Q < 1 or cfg.M < 1 or cfg.J < 1:
+        raise ValueError(f"Q, M and J must be >= 1, got Q={cfg.Q}, M={cfg.M}, J={cfg.J}")
+    if cfg.mapping_kernel not in ("rbfard", "linear"):
+        raise ValueError(f"mapping_kernel: expected 'rbfard' or 'linear', got {cfg.mapping_kernel!r}")
+    if cfg.private_prior not in ("mcgpds", "gplvm"):
+        raise ValueError(f"private_prior: expected 'mcgpds' or 'gplvm', got {cfg.private_prior!r}")
+    if cfg.output_layer not in ("cgpds", "linear"):
+        raise ValueError(f"output_layer: expected 'cgpds' or 'linear', got {cfg.output_layer!r}")
+    bad = set(cfg.fixed) - {"alpha", "eps", "beta", "time"}
+    if bad:
+        raise ValueError(f"fixed: unknown groups {sorted(bad)}; allowed alpha, eps, beta, time")
+    init_views = vs if cfg.init_views is None else [as_tensor(Y, f"init_views[{k}]", ndim=2)
+                                                     for k, Y in enumerate(cfg.init_views)]
+    if cfg.init == "pca":
+        if cfg.Q > sum(Ds) or cfg.Q >= N:
+            raise ValueError(f"Q={cfg.Q} is larger than the data dimension (sum of view dims {sum(Ds)}, "
+                             f"N={N} frames); choose Q <= {min(sum(Ds), N - 1)}")
+        X0 = pca_init(torch.cat(init_views, 1), cfg.Q)
+    elif cfg.init == "separately":
+        dims = cfg.init_dims
+        if dims is None or len(dims) != V or sum(dims) != cfg.Q:
+            raise ValueError(f"init_dims: with init='separately' give one dim per view summing to Q={cfg.Q}, "
+                             f"got {dims}")
+        for k, (q, D) in enumerate(zip(dims, Ds)):
+            if q > D:
+                raise ValueError(f"init_dims[{k}]={q} is larger than view {k}'s dimension {D}")
+        X0 = torch.cat([pca_init(Y, q) for Y, q in zip(init_views, dims)], 1)
+    else:
+        raise ValueError(f"init: expected 'pca' or 'separately', got {cfg.init!r}")
+    if cfg.beta_init == "snr":
+        beta = [100.0 / float(Y.var()) for Y in vs]
+    elif isinstance(cfg.beta_init, (list, tuple)):
+        if len(cfg.beta_init) != V:
+            raise ValueError(f"beta_init: expected {V} values, got {len(cfg.beta_init)}")
+        beta = [float(b) for b in cfg.beta_init]
+    else:
+        beta = float(cfg.beta_init)
+    if cfg.time_invwidth is None:
+        last = t[seq == seq[-1]]
+        rng_t = float(last.max() - last.min()) or float(t.max() - t.min()) or 1.0
+        invw = 100.0 / rng_t ** 2
+    else:
+        invw = float(cfg.time_invwidth)
+    fixed = set(cfg.fixed)
+    alpha = cfg.alpha_init
+    if not cfg.coupling:
+        alpha, fixed = 1.0, fixed | {"alpha"}
+    kind = "linear" if cfg.output_layer == "linear" else cfg.mapping_kernel
+    gen = torch.Generator().manual_seed(int(seed))
+    init = default_init(N, Ds, cfg.Q, cfg.M, cfg.J, kind, X0=X0, times=t, time_white=cfg.time_white,
+                        time_bias=cfg.time_bias, alpha=alpha, eps=cfg.eps_init, beta=beta,
+                        invwidth=invw, white_var=cfg.time_white_var, bias_var=cfg.time_bias_var,
+                        w_scale=cfg.w_init_scale, lam=cfg.lam_init, private_prior=cfg.private_prior,
+                        generator=gen)
+    data = McGPDSData(vs, t, seq, cfg.Q, cfg.M, cfg.J, kind, cfg.time_white, cfg.time_bias,
+                      cfg.private_prior, frozenset(fixed), init)
+    phases = []
+    for c in range(cfg.cycles):
+        phases.append((f"var {c + 1}/{cfg.cycles}", cfg.var_iters, ("model",)))
+        phases.append((f"model {c + 1}/{cfg.cycles}", cfg.model_iters, ("variational",)))
+    phases.append(("joint", cfg.joint_iters, ()))
+    losses = []
+    t0 = _time.perf_counter()
+    first = True
+    for i, (name, iters, frozen) in enumerate(phases):
+        if iters <= 0:
+            continue
+        mi = min(cfg.lbfgs_max_iter, iters)
+        ck = None if checkpoint is None else f"{checkpoint}.phase{i}"
+        res = fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=mi),
+                  num_steps=int(math.ceil(iters / mi)), seed=seed, progress=progress, tol=cfg.tol,
+                  checkpoint=ck, clear_params=first, desc=f"McGPDS {name}", frozen=frozen)
+        first = False
+        losses.extend(res.losses.tolist())
+    if first:  # no optimisation at all: register the parameters
+        pyro.clear_param_store()
+        collapsed_loss(mcgpds_model, mcgpds_guide, data)
+    wall = _time.perf_counter() - t0
+    params = dict(init)
+    params.update({k: v.detach().clone() for k, v in pyro.get_param_store().items()})
+    with torch.no_grad():
+        hp = hyperparams(data)
+        mus, lams = variational_params(data)
+        F, parts = collapsed_bound(data, hp, mus, lams, return_parts=True)
+        lt = latent_terms(t, data.blocks, hp["time_s"], hp["views"], mus, lams, need_shared_var=True)
+    return McGPDSFitted(cfg, data, params, lt["mu_s"].detach(), lt["s_s"].detach(),
+                        [m.detach().clone() for m in mus], [s.detach() for s in lt["s_diag"]],
+                        np.asarray(losses), wall, float(F))
+
+
+def fit_cgpds(view, times, seq_ends=None, sequence_ids=None, config: McGPDSConfig | None = None,
+              seed: int = 0, progress: bool = True, checkpoint=None) -> McGPDSFitted:
+    """Single-view CGPDS (V = 1: one private latent coupled to the shared dynamics)."""
+    return fit_mcgpds([view], times, seq_ends, sequence_ids, config, seed, progress, checkpoint)
+
+
+# ------------------------------------------------------------------ prediction
+def _nn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Index into B of the squared-Euclidean nearest neighbour of every row of A."""
+    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+    return d2.argmin(1)
+
+
+def _test_loss(model, guide, Ystar, tstar, blocks, time_s, vhp, kind, fixll, init_mu, init_lam):
+    mu = pyro.param("test_mu", lambda: init_mu.clone())
+    lam = pyro.param("test_lam", lambda: init_lam.clone(), constraint=torch.distributions.constraints.positive)
+    lt = latent_terms(tstar, blocks, time_s, [vhp], [mu], [lam])
+    F = -lt["kl"]
+    if not fixll:
+        F = F + view_bound(Ystar, mu, lt["s_diag"][0], vhp, kind)
+    return -F
+
+
+def _noop(*args, **kwargs):
+    return None
+
+
+def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, target: int = 1,
+                 method: str = "paper", test_iters: int | None = None, fixll: bool | None = None,
+                 nn_index_y=None, beta_target_override: float | None = None,
+                 latent_for_prediction: str = "shared_nn", seed: int = 0,
+                 progress: bool = False) -> Prediction:
+    """Generate view ``target`` for test frames of view ``source`` (see module docstring)."""
+    t0 = _time.perf_counter()
+    data = fitted.data
+    V = data.V
+    if method not in ("paper", "code", "generative"):
+        raise ValueError(f"method: expected 'paper', 'code' or 'generative', got {method!r}")
+    if latent_for_prediction not in ("shared_nn", "y_nn", "private_nn"):
+        raise ValueError("latent_for_prediction: expected 'shared_nn', 'y_nn' or 'private_nn', "
+                         f"got {latent_for_prediction!r}")
+    for nm, k in (("source", source), ("target", target)):
+        if not (0 <= int(k) < V):
+            raise ValueError(f"{nm}: expected a view index in [0, {V}), got {k}")
+    Ys = as_tensor(Y_source_test, "Y_source_test", ndim=2)
+    if Ys.shape[1] != data.out_dims[source]:
+        raise ValueError(f"Y_source_test: expected {data.out_dims[source]} columns (view {source}), "
+                         f"got {Ys.shape[1]}")
+    ts = as_tensor(t_test, "t_test", ndim=1)
+    Ns = Ys.shape[0]
+    if ts.numel() != Ns:
+        raise ValueError(f"t_test: expected {Ns} time stamps (one per test frame), got {ts.numel()}")
+    if fixll is None:
+        fixll = method == "code"
+    if test_iters is None:
+        test_iters = 10 if method == "code" else 100
+    hp = constant_hyperparams(fitted)
+    kind = data.mapping_kernel
+    if nn_index_y is None:
+        nn_y = _nn(Ys, data.views[source])
+    else:
+        nn_y = torch.as_tensor(np.asarray(nn_index_y)).long().reshape(-1)
+        if nn_y.numel() != Ns:
+            raise ValueError(f"nn_index_y: expected {Ns} indices, got {nn_y.numel()}")
+    # --- 1. test latents of the source view (test block = its own time block)
+    blocks = Blocks(torch.zeros(Ns, dtype=torch.long))
+    vhp = hp["views"][source]
+    init_mu = fitted.mu_s[nn_y].clone()
+    init_lam = torch.full_like(init_mu, 0.2)
+    res = fit(_noop, _noop, Ys, ts, blocks, hp["time_s"], vhp, kind, bool(fixll), init_mu, init_lam,
+              loss=_test_loss, optim=LBFGS(max_iter=max(int(test_iters), 1)),
+              num_steps=1 if test_iters > 0 else 0, seed=seed, progress=progress,
+              desc=f"McGPDS test latents ({method})")
+    mu_t = res.params.get("test_mu", init_mu)
+    lam_t = res.params.get("test_lam", init_lam)
+    with torch.no_grad():
+        lt = latent_terms(ts, blocks, hp["time_s"], [vhp], [mu_t], [lam_t], need_shared_var=True)
+        mu_s_t, s_s_t, s_t = lt["mu_s"], lt["s_s"], lt["s_diag"][0]
+        nn_s = _nn(mu_s_t, fitted.mu_s)
+        tv = hp["views"][target]
+        post = view_posterior(data.views[target], fitted.mu[target], fitted.s_diag[target], tv, kind,
+                              beta=beta_target_override)
+        if method == "generative":
+            a = tv["alpha"]
+            th = tv["time"]
+            if th is None:
+                kdiag = torch.tensor(1.0, dtype=DTYPE)
+            else:
+                kdiag = th["var"] + (th["white"] if th.get("white") is not None else 0.0) \
+                    + (th["bias"] if th.get("bias") is not None else 0.0)
+            x_mean = (1 - a) * mu_s_t
+            x_var = ((1 - a) ** 2 * s_s_t)[:, None] + (a * a * kdiag + (1 - a) ** 2 * tv["eps"])
+            x_var = x_var.expand_as(x_mean).clone()
+        else:
+            if latent_for_prediction == "y_nn":
+                idx = nn_y
+            elif latent_for_prediction == "private_nn":
+                idx = _nn(mu_t, fitted.mu[source])
+            else:
+                idx = nn_s
+            x_mean = fitted.mu[target][idx]
+            x_var = fitted.s_diag[target][idx] if method == "paper" else torch.zeros_like(x_mean)
+        mean, var = predict_moments(post, x_mean, x_var)
+    return Prediction(mean.detach(), var.detach(), mu_s_t.detach(), nn_s, mu_t.detach(), s_t.detach(),
+                      method, nn_y, x_mean.detach(), x_var.detach(), _time.perf_counter() - t0)

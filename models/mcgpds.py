@@ -1,0 +1,350 @@
+"""McGPDS — Multi-view Collaborative Gaussian Process Dynamical Systems (Sun et al., JMLR 2023).
+
+Generative story for V ≥ 1 views observed at the same time stamps ``t`` (N,), with
+sequences as independent blocks of every time kernel:
+
+1. shared latent  ``x_q^(s) ~ N(0, K_t^(s))``, q = 1..Q
+2. private latent ``x_q^(k) | x_q^(s) ~ N((1−α_k) x_q^(s), A_k)``,
+   ``A_k = α_k² K_t^(k) + (1−α_k)² ε_k I``   (``private_prior="gplvm"``: ``K_t^(k) → I``)
+3. CGPDS output layer per view, per output d: inducing values ``v_d = h_d(Z_h)`` and
+   ``u_dj = g_dj(Z_g,j)``; ``h_d(X) = K_XZh H⁻¹ v_d``, ``g_dj(X) = K_XZg G⁻¹ u_dj``
+   (the projected-process form the sparse bound uses)
+4. ``y_nd^(k) ~ N(h_d(x_n) + Σ_j w_dj g_dj(x_n), β_k⁻¹)``.
+
+Why per-output inducing values: the paper's collapsed bound (spec) corrects every output
+d with its own optimal q(v_d), q(u_dj) ("separate Woodbury corrections"), so the model in
+which that bound is an ELBO has per-output functions h_d, g_dj that share kernels (GP
+draws scaled by w_dj). With observed data the model adds one ``pyro.factor`` per view,
+``paper_terms_k``, holding the sparse-GP trace terms ``−β/2 tr(K_XX − Q_XX)`` (h and each
+g_j) and the cross terms the paper's bound leaves out (it fits y with h and with each
+w_j g_j separately): ``β/2 [(Σ_j w_j g_j)² − Σ_j w_j² g_j²] + β h Σ_j w_j g_j``. With it,
+``Trace_ELBO`` of this model with the hand-written guide equals, in expectation, the
+analytic uncollapsed ELBO of :mod:`inference.mcgpds_bound`, which equals the paper's
+collapsed bound at the optimal q(U), q(V).
+
+Sites and shapes (V views; D_k outputs; M inducing points; J basis functions):
+
+============  ==============  =========================================
+site          shape           plates (dims)
+============  ==============  =========================================
+X_s           (Q, N)          latent_dim (-1); event: time (N)
+X_k           (Q, N)          latent_dim (-1); event: time (N)
+v_k           (D_k, M)        output_k (-1); event: inducing (M)
+u_k           (J, D_k, M)     basis_k (-2), output_k (-1); event: inducing
+y_k           (N, D_k)        time (-2), output_k (-1)
+paper_terms_k ()              (factor, only with observed data)
+============  ==============  =========================================
+
+``k`` is the 0-based view index. Hyperparameters are ``pyro.param`` s (constraints in
+:data:`PARAM_SPECS`); parameters named in ``data.fixed`` groups are constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+
+from inference.mcgpds_bound import Blocks, kzz
+from inference.numerics import DTYPE, cholesky_jitter
+from models.gp_kernels import kernel_matrix, time_kernel
+
+__all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DIMS", "dims",
+           "param_group", "default_init", "PARAM_GROUPS", "block_mask"]
+
+#: parameter groups the ``fixed`` / ``frozen`` mechanism understands
+PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "variational")
+
+
+def dims(V: int = 2) -> dict:
+    """Named dims of every site for V views (for :func:`inference.posterior_predictive`)."""
+    d = {"X_s": ["latent_dim", "time"]}
+    for k in range(V):
+        d[f"X_{k}"] = ["latent_dim", "time"]
+        d[f"v_{k}"] = [f"output_{k}", "inducing"]
+        d[f"u_{k}"] = ["basis", f"output_{k}", "inducing"]
+        d[f"y_{k}"] = ["time", f"output_{k}"]
+    return d
+
+
+#: dims for the paper's two-view model
+DIMS = dims(2)
+
+
+def param_group(name: str) -> str:
+    """The group of a parameter name (``alpha_0`` → "alpha", ``t_invw_s`` → "time", ...)."""
+    if name.startswith(("mu_", "lam_")):
+        return "variational"
+    if name.startswith("alpha_"):
+        return "alpha"
+    if name.startswith("eps_"):
+        return "eps"
+    if name.startswith("beta_"):
+        return "beta"
+    if name.startswith("t_"):
+        return "time"
+    if name.startswith(("Zh_", "Zg_")):
+        return "inducing"
+    if name.startswith("W_"):
+        return "W"
+    return "kernel"
+
+
+_POS = constraints.positive
+_CONSTRAINTS = {"alpha": constraints.unit_interval, "eps": _POS, "beta": _POS, "t_var": _POS,
+                "t_invw": _POS, "t_white": _POS, "t_bias": _POS, "kh_var": _POS, "kh_ard": _POS,
+                "kg_var": _POS, "kg_ard": _POS, "W": constraints.real, "Zh": constraints.real,
+                "Zg": constraints.real, "mu": constraints.real, "lam": _POS}
+
+
+def constraint_of(name: str):
+    return _CONSTRAINTS[name.rsplit("_", 1)[0]]
+
+
+@dataclass
+class McGPDSData:
+    """Everything the model, guide and losses need (the one argument they all take).
+
+    views : list of (N, D_k) float64 tensors, or ``None`` to simulate (then ``out_dims``).
+    times : (N,); seq_ids : (N,) sequence labels (each sequence a block of the time kernels).
+    init : initial *constrained* value of every parameter (see :func:`default_init`).
+    fixed : parameter groups held at their init values (protocol: alpha, eps, beta, time).
+    """
+    views: list | None
+    times: torch.Tensor
+    seq_ids: torch.Tensor
+    Q: int
+    M: int
+    J: int = 1
+    mapping_kernel: str = "rbfard"
+    time_white: bool = True
+    time_bias: bool = True
+    private_prior: str = "mcgpds"
+    fixed: frozenset = frozenset()
+    init: dict = field(default_factory=dict)
+    out_dims: list | None = None
+
+    def __post_init__(self):
+        self.times = torch.as_tensor(self.times, dtype=DTYPE).reshape(-1)
+        self.seq_ids = torch.as_tensor(self.seq_ids).long().reshape(-1)
+        self.blocks = Blocks(self.seq_ids)
+        self.fixed = frozenset(self.fixed)
+        if self.views is not None:
+            self.out_dims = [int(Y.shape[1]) for Y in self.views]
+
+    @property
+    def N(self) -> int:
+        return int(self.times.numel())
+
+    @property
+    def V(self) -> int:
+        return len(self.out_dims)
+
+    @property
+    def n_entries(self) -> int:
+        return self.N * sum(self.out_dims)
+
+    def view_names(self):
+        return [str(k) for k in range(self.V)]
+
+
+def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str = "rbfard",
+                 X0: torch.Tensor | None = None, times: torch.Tensor | None = None,
+                 time_white: bool = True, time_bias: bool = True, alpha=0.5, eps=1e-3, beta=None,
+                 invwidth=None, white_var=1e-2, bias_var=1.0, w_scale=1e-6, lam=0.5,
+                 private_prior: str = "mcgpds", generator: torch.Generator | None = None) -> dict:
+    """Initial constrained values (spec/protocol rules): α=0.5, ε=1e-3, RBF variance 1,
+    ARD ``5/range(X_q)²``, time inverse width ``100/range(t)²``, W ~ 1e-6·U(0,1), λ = 0.5,
+    inducing inputs = rows of one random permutation of ``X0`` (first M for h, last M for g).
+    """
+    gen = generator
+    if X0 is None:
+        X0 = torch.randn(N, Q, dtype=DTYPE, generator=gen)
+    V = len(out_dims)
+    if times is None:
+        times = torch.linspace(0, 1, N, dtype=DTYPE)
+    rng_t = float(times.max() - times.min()) or 1.0
+    invw = 100.0 / rng_t ** 2 if invwidth is None else float(invwidth)
+    rngX = (X0.max(0).values - X0.min(0).values).clamp_min(1e-6)
+    ard = 5.0 / rngX ** 2 if kind == "rbfard" else torch.ones(Q, dtype=DTYPE)
+    init = {}
+    tnames = ["s"] + ([str(k) for k in range(V)] if private_prior == "mcgpds" else [])
+    for tn in tnames:
+        init[f"t_var_{tn}"] = torch.tensor(1.0, dtype=DTYPE)
+        init[f"t_invw_{tn}"] = torch.tensor(invw, dtype=DTYPE)
+        if time_white:
+            init[f"t_white_{tn}"] = torch.tensor(white_var, dtype=DTYPE)
+        if time_bias:
+            init[f"t_bias_{tn}"] = torch.tensor(bias_var, dtype=DTYPE)
+
+    def per_view(x, k):
+        if isinstance(x, (list, tuple)):
+            return float(x[k])
+        return float(x)
+
+    for k in range(V):
+        init[f"alpha_{k}"] = torch.tensor(per_view(alpha, k), dtype=DTYPE)
+        init[f"eps_{k}"] = torch.tensor(per_view(eps, k), dtype=DTYPE)
+        init[f"beta_{k}"] = torch.tensor(per_view(beta if beta is not None else 100.0, k), dtype=DTYPE)
+        init[f"W_{k}"] = w_scale * torch.rand(out_dims[k], J, dtype=DTYPE, generator=gen)
+        perm = torch.randperm(N, generator=gen)
+        if N >= M:
+            zh, zg = X0[perm[:M]], X0[perm[-M:]]
+        else:  # fewer points than inducing inputs: jittered copies
+            reps = perm[torch.arange(M) % N]
+            zh = X0[reps] + 1e-3 * torch.randn(M, Q, dtype=DTYPE, generator=gen)
+            zg = X0[reps.flip(0)] + 1e-3 * torch.randn(M, Q, dtype=DTYPE, generator=gen)
+        init[f"Zh_{k}"] = zh.clone()
+        init[f"Zg_{k}"] = zg.clone()[None].repeat(J, 1, 1)
+        if kind == "rbfard":
+            init[f"kh_var_{k}"] = torch.tensor(1.0, dtype=DTYPE)
+            init[f"kg_var_{k}"] = torch.ones(J, dtype=DTYPE)
+        init[f"kh_ard_{k}"] = ard.clone()
+        init[f"kg_ard_{k}"] = ard.clone()[None].repeat(J, 1)
+        init[f"mu_{k}"] = X0.clone()
+        init[f"lam_{k}"] = torch.full((N, Q), float(lam), dtype=DTYPE)
+    return init
+
+
+def _param(data: McGPDSData, name: str, frozen) -> torch.Tensor:
+    group = param_group(name)
+    if group in data.fixed:
+        return data.init[name]
+    v = pyro.param(name, lambda: data.init[name].clone(), constraint=constraint_of(name))
+    if group in frozen or (group != "variational" and "model" in frozen):
+        v = v.detach()
+    return v
+
+
+def _time_hp(data, tn, frozen):
+    d = {"var": _param(data, f"t_var_{tn}", frozen), "invw": _param(data, f"t_invw_{tn}", frozen)}
+    d["white"] = _param(data, f"t_white_{tn}", frozen) if data.time_white else None
+    d["bias"] = _param(data, f"t_bias_{tn}", frozen) if data.time_bias else None
+    return d
+
+
+def hyperparams(data: McGPDSData, frozen=()) -> dict:
+    """Register (or read) every model hyperparameter; returns
+    ``{"time_s": {...}, "views": [{alpha, eps, beta, W (D,J), Zh (M,Q), Zg (J,M,Q), kh_var,
+    kh_ard (Q,), kg_var (J,), kg_ard (J,Q), time}, ...]}`` (constrained values)."""
+    frozen = frozenset(frozen)
+    hp = {"time_s": _time_hp(data, "s", frozen), "views": []}
+    rbf = data.mapping_kernel == "rbfard"
+    for k in range(data.V):
+        v = {n: _param(data, f"{n}_{k}", frozen) for n in ("alpha", "eps", "beta", "W", "Zh", "Zg",
+                                                           "kh_ard", "kg_ard")}
+        v["kh_var"] = _param(data, f"kh_var_{k}", frozen) if rbf else None
+        v["kg_var"] = _param(data, f"kg_var_{k}", frozen) if rbf else None
+        v["time"] = _time_hp(data, str(k), frozen) if data.private_prior == "mcgpds" else None
+        hp["views"].append(v)
+    return hp
+
+
+def block_mask(seq_ids: torch.Tensor) -> torch.Tensor:
+    """(N, N) 1/0 matrix: same sequence."""
+    return (seq_ids[:, None] == seq_ids[None, :]).to(DTYPE)
+
+
+def dense_time_K(data: McGPDSData, thp: dict | None) -> torch.Tensor:
+    """Full N×N block-diagonal time kernel (or I for the "gplvm" private prior)."""
+    N = data.N
+    if thp is None:
+        return torch.eye(N, dtype=DTYPE)
+    t = data.times
+    K = time_kernel(t, t, thp["var"], thp["invw"], None, thp.get("bias")) * block_mask(data.seq_ids)
+    if thp.get("white") is not None:
+        K = K + thp["white"] * torch.eye(N, dtype=DTYPE)
+    return K
+
+
+def dense_A(data: McGPDSData, v: dict) -> torch.Tensor:
+    a = v["alpha"]
+    return a * a * dense_time_K(data, v["time"]) + (1 - a) ** 2 * v["eps"] * torch.eye(data.N, dtype=DTYPE)
+
+
+def mcgpds_model(data: McGPDSData):
+    """The Pyro model (see module docstring for the sites). Returns dict of latent draws."""
+    hp = hyperparams(data)
+    N, Q, M, J = data.N, data.Q, data.M, data.J
+    kind = data.mapping_kernel
+    Ls = cholesky_jitter(dense_time_K(data, hp["time_s"]), "K_t^(s)")
+    out = {}
+    with pyro.plate("latent_dim", Q, dim=-1):
+        Xs = pyro.sample("X_s", dist.MultivariateNormal(torch.zeros(N, dtype=DTYPE), scale_tril=Ls))
+        Xk = []
+        for k, v in enumerate(hp["views"]):
+            LA = cholesky_jitter(dense_A(data, v), f"A_{k}")
+            Xk.append(pyro.sample(f"X_{k}", dist.MultivariateNormal((1 - v["alpha"]) * Xs, scale_tril=LA)))
+    out["X_s"] = Xs
+    for k, v in enumerate(hp["views"]):
+        D = data.out_dims[k]
+        LH = cholesky_jitter(kzz(kind, v["Zh"], v["kh_var"], v["kh_ard"]), "K_ZZ of h")
+        LG = torch.stack([cholesky_jitter(kzz(kind, v["Zg"][j], None if v["kg_var"] is None else v["kg_var"][j],
+                                                v["kg_ard"][j]), "K_ZZ of g") for j in range(J)])
+        out_plate = pyro.plate(f"output_{k}", D, dim=-1)
+        with out_plate:
+            vv = pyro.sample(f"v_{k}", dist.MultivariateNormal(torch.zeros(M, dtype=DTYPE), scale_tril=LH))
+            with pyro.plate(f"basis_{k}", J, dim=-2):
+                uu = pyro.sample(f"u_{k}", dist.MultivariateNormal(torch.zeros(M, dtype=DTYPE),
+                                                                   scale_tril=LG[:, None]))
+        X = Xk[k].mT                                                     # (N, Q)
+        Kh = kernel_matrix(kind, X, v["Zh"], v["kh_var"], v["kh_ard"])  # (N, M)
+        Ah = torch.cholesky_solve(Kh.mT, LH)                             # H⁻¹ K_ZX
+        h = Ah.mT @ vv.mT                                                # (N, D)
+        mean = h
+        wg_sum = torch.zeros_like(h)
+        wg2_sum = torch.zeros_like(h)
+        trace = D * ((kzz_diag(kind, X, v["kh_var"], v["kh_ard"]) - (Kh * Ah.mT).sum(-1)).sum())
+        for j in range(J):
+            kgv = None if v["kg_var"] is None else v["kg_var"][j]
+            Kg = kernel_matrix(kind, X, v["Zg"][j], kgv, v["kg_ard"][j])
+            Ag = torch.cholesky_solve(Kg.mT, LG[j])
+            wg = (Ag.mT @ uu[j].mT) * v["W"][:, j]
+            wg_sum = wg_sum + wg
+            wg2_sum = wg2_sum + wg * wg
+            trace = trace + (v["W"][:, j] ** 2).sum() * (kzz_diag(kind, X, kgv, v["kg_ard"][j])
+                                                         - (Kg * Ag.mT).sum(-1)).sum()
+        mean = h + wg_sum
+        beta = v["beta"]
+        obs = None if data.views is None else data.views[k]
+        with pyro.plate("time", N, dim=-2), out_plate:
+            y = pyro.sample(f"y_{k}", dist.Normal(mean, beta.rsqrt()), obs=obs)
+        if obs is not None:
+            pyro.factor(f"paper_terms_{k}", -0.5 * beta * trace
+                        + 0.5 * beta * (wg_sum * wg_sum - wg2_sum).sum() + beta * (h * wg_sum).sum())
+        out[f"X_{k}"], out[f"y_{k}"] = Xk[k], y
+    return out
+
+
+def kzz_diag(kind, X, variance, ard):
+    """diag κ(X, X) (N,)."""
+    if kind == "rbfard":
+        return variance.expand(X.shape[0])
+    return (X * X * ard).sum(-1)
+
+
+#: alias following the other tandem models
+model = mcgpds_model
+
+
+def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1,
+             mapping_kernel: str = "rbfard", seed: int = 0, **init_kwargs) -> dict:
+    """Draw latents and data from the prior (default hyperparameters, :func:`default_init`).
+
+    Returns a dict of tensors ``X_s``, ``X_k`` (Q, N) and ``y_k`` (N, D_k) plus ``data``
+    (the :class:`McGPDSData` with ``views=None``).
+    """
+    from pyro import poutine
+    times = torch.as_tensor(times, dtype=DTYPE)
+    gen = torch.Generator().manual_seed(seed)
+    init = default_init(len(times), out_dims, Q, M, J, mapping_kernel, times=times, generator=gen,
+                        **init_kwargs)
+    data = McGPDSData(None, times, seq_ids, Q, M, J, mapping_kernel, out_dims=list(out_dims), init=init)
+    pyro.set_rng_seed(seed)
+    with poutine.block():
+        tr = poutine.trace(mcgpds_model).get_trace(data)
+    res = {n: tr.nodes[n]["value"].detach() for n in tr.stochastic_nodes}
+    res["data"] = data
+    return res
