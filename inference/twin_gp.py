@@ -1,0 +1,597 @@
+"""Twin Gaussian processes (KLTGP, IKLTGP, SMTGP): batched prediction, reference path, baselines.
+
+Setting (specs/twin_gp.md). Training inputs X (N, d_x), outputs Y (N, d_y); Gaussian kernels
+k(a, b) = exp(−‖a−b‖²/(2ρ²)) + λ δ_ab on each side, K_X = k_X(X, X), K_Y = k_Y(Y, Y) (with λ),
+test-to-train vectors K_x = k_X(X, x), K_y = k_Y(Y, y) (without λ), k(z, z) = 1 + λ.
+With A_X = K_X⁻¹, A_Y = K_Y⁻¹: u_x = A_X K_x, η_x = k_X(x,x) − K_xᵀu_x, η_y = k_Y(y,y) − K_yᵀA_Y K_y.
+
+Objectives minimised over y for each test input x (all O(N²) per evaluation):
+
+* KLTGP   L_KL(y)  = k_Y(y,y) − 2 u_xᵀK_y − η_x log η_y.
+* IKLTGP  L_IKL(y) = [k_X(x,x) − 2 K_xᵀu_y + u_yᵀK_X u_y]/η_y + log η_y,   u_y = A_Y K_y.
+* SMTGP   ℓ_α(y) = log η_xy(α) − α log η_y,  η_xy(α) = K_α − K_XYᵀ M_α⁻¹ K_XY with
+  M_α = (1−α)K_X + αK_Y, K_XY = (1−α)K_x + αK_y, K_α = (1−α)k_X(x,x) + αk_Y(y,y).
+  The paper's L′ = (1/(β−1)) exp(−(1−β)/(2(1−α)) ℓ_α) has the same minimiser for every
+  β ≠ 1 (``form="sm"`` optimises L′ itself, so β changes the path; ``form="log"``, the
+  default, optimises ℓ_α/(α(1−α)), which tends to L_KL/η_x + const as α → 0 and to
+  L_IKL − 1 + const as α → 1, so the scale stays O(1) across α).
+  ``form="det"`` (reference only) evaluates the O(N³) determinant form, the
+  Sharma–Mittal divergence between N(0, K_{X∪x}) and N(0, K_{Y∪y}) itself
+  (:func:`smtgp_det_objective`).
+
+Every objective has a hand-written gradient (∂L/∂K_y then ∂K_y/∂y = −K_y (y − Y_i)/ρ_y²),
+checked against autograd in the tests. Quadratic forms use precomputed dense
+A_Y, M_α⁻¹ (from Cholesky factors, never ``inverse()``) so that one step for all B test
+points is a single (B, N) × (N, 2N) matrix product.
+
+Batched optimisation (``optimizer="bfgs"`` or ``"gd"``): all test points move at once, but
+every point keeps its own BFGS inverse-Hessian, its own backtracking (Armijo) step and its
+own stopping test. Summing the per-point losses and running one L-BFGS on the sum would
+couple the points through the shared line search and the shared curvature pairs; here
+each point's iterate is exactly what the same method run on that point alone produces
+(the per-point loop in ``examples/bench_twin_gp.py`` and the tests check this), and
+converged points drop out of the batch. ``"bfgs"`` follows the TGP code (BFGS, ≤ 50
+iterations, tolerance 1e-6); ``"gd"`` is the paper's ≤ 50-step gradient rule with a
+per-point step size (backtracking, doubled after each accepted step).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
+from .validation import as_tensor, check_int_range, check_real_range, check_same_rows
+
+__all__ = ["TwinGP", "METHODS", "rbf", "ridge_predict", "gpr_predict", "wknn_predict",
+           "minimize_batched", "smtgp_det_objective", "certainty", "lemma41_log_bound",
+           "validate_alpha_beta"]
+
+METHODS = ("KLTGP", "IKLTGP", "SMTGP")
+
+
+def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
+    """exp(−‖a−b‖²/(2ρ²)) for rows of A (..., n, d) and B (..., m, d) → (..., n, m)."""
+    sq = (A * A).sum(-1).unsqueeze(-1) + (B * B).sum(-1).unsqueeze(-2) - 2.0 * A @ B.transpose(-1, -2)
+    return torch.exp(-sq.clamp_min(0.0) / (2.0 * rho * rho))
+
+
+def validate_alpha_beta(alpha, beta=None) -> tuple[float, float | None]:
+    """α ∈ [0, 1]; β real and ≠ 1 (β = 1 is the Rényi limit, outside SMTGP's L′)."""
+    a = check_real_range(alpha, "alpha", 0.0, 1.0)
+    if beta is None:
+        return a, None
+    b = check_real_range(beta, "beta")
+    if b == 1.0:
+        raise ValueError("beta: expected a real number != 1 (the Sharma-Mittal objective L' has a "
+                         "1/(beta-1) factor; beta = 1 is the Renyi limit), got 1")
+    return a, b
+
+
+def ridge_predict(X, Y, Xt, lam: float = 1e-6) -> torch.Tensor:
+    """Ridge linear regression on [1, x] (the TGP code's LinearRegressor, used as the init)."""
+    Xa = torch.cat([torch.ones(X.shape[0], 1, dtype=X.dtype, device=X.device), X], 1)
+    Ta = torch.cat([torch.ones(Xt.shape[0], 1, dtype=X.dtype, device=X.device), Xt], 1)
+    G = Xa.T @ Xa
+    G = G + lam * G.diagonal().mean() * torch.eye(G.shape[0], dtype=X.dtype, device=X.device)
+    W = cho_solve(cholesky_jitter(G, "ridge Gram matrix"), Xa.T @ Y)
+    return Ta @ W
+
+
+def gpr_predict(X, Y, Xt, rho: float, noise: float) -> torch.Tensor:
+    """GP regression mean with independent outputs: k_X(x, X)(K + σ²I)⁻¹ Y (baseline "GPR")."""
+    X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
+    K = rbf(X, X, rho) + noise * torch.eye(X.shape[0], dtype=DTYPE)
+    W = cho_solve(cholesky_jitter(K, "GPR kernel"), Y)
+    return rbf(Xt, X, rho) @ W
+
+
+def wknn_predict(X, Y, Xt, k: int) -> torch.Tensor:
+    """Weighted k-NN regression (baseline "WKNN"): mean of the k nearest outputs weighted by
+    1/distance (as in the TGP code's WKNNRegressor); an exact match takes its output."""
+    X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
+    k = check_int_range(k, "k", 1, X.shape[0])
+    d = torch.cdist(Xt, X)
+    dist, idx = d.topk(k, dim=1, largest=False)
+    w = 1.0 / dist.clamp_min(1e-12)
+    w = w / w.sum(1, keepdim=True)
+    return (w.unsqueeze(-1) * Y[idx]).sum(1)
+
+
+# ---------------------------------------------------------------------------------------
+# batched per-point optimiser
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class OptInfo:
+    """Per-point diagnostics of :func:`minimize_batched` (tensors of length B)."""
+    n_iter: torch.Tensor
+    n_eval: int
+    f: torch.Tensor
+    grad_inf: torch.Tensor
+    converged: torch.Tensor
+    wall_time: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: int = 50,
+                     gtol: float = 1e-6, ftol: float = 1e-10, max_ls: int = 30,
+                     c1: float = 1e-4, max_step: float | None = None) -> tuple[torch.Tensor, OptInfo]:
+    """Minimise B independent objectives at once; ``fg(y, idx) -> (f (b,), g (b, d))``.
+
+    ``idx`` (long, (b,)) says which points the rows of ``y`` (b, d) belong to. Each point
+    has its own inverse-Hessian approximation H (BFGS) or step size (``"gd"``), its own
+    Armijo backtracking (halving from step 1, or from min(1, 1/‖g‖₁) on the first BFGS
+    iteration, as torch's L-BFGS does) and its own stop (‖g‖_∞ ≤ gtol, relative change of
+    f ≤ ftol, or a failed line search); stopped points leave the batch. A point's iterates
+    therefore do not depend on the other points in the batch. ``max_step`` caps the length
+    of a trial step ‖t p‖ (a trust radius in y units; :meth:`TwinGP.predict` uses ρ_y,
+    the distance over which K_y changes, so a step cannot jump over the narrow basins
+    that the λ floor creates around training outputs).
+    """
+    if optimizer not in ("bfgs", "gd"):
+        raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")
+    t0 = time.perf_counter()
+    y = y0.detach().clone()
+    B, d = y.shape
+    dev, dt = y.device, y.dtype
+    allidx = torch.arange(B, device=dev)
+    f, g = fg(y, allidx)
+    n_eval = 1
+    eye = torch.eye(d, dtype=dt, device=dev)
+    H = eye.expand(B, d, d).clone() if optimizer == "bfgs" else None
+    first = torch.ones(B, dtype=torch.bool, device=dev)
+    step = torch.ones(B, dtype=dt, device=dev)
+    n_iter = torch.zeros(B, dtype=torch.long, device=dev)
+    converged = g.abs().amax(1) <= gtol
+    active = ~converged
+    for _ in range(max_iter):
+        idx = active.nonzero().squeeze(1)
+        if idx.numel() == 0:
+            break
+        yi, fi, gi = y[idx], f[idx], g[idx]
+        if optimizer == "bfgs":
+            p = -(H[idx] @ gi.unsqueeze(-1)).squeeze(-1)
+        else:
+            p = -gi
+        dphi = (gi * p).sum(1)
+        bad = ~(dphi < 0)
+        if bad.any():  # not a descent direction: restart from steepest descent
+            p[bad] = -gi[bad]
+            dphi = (gi * p).sum(1)
+            if H is not None:
+                H[idx[bad]] = eye
+                first[idx[bad]] = True
+        if optimizer == "bfgs":
+            t = torch.where(first[idx], (1.0 / gi.abs().sum(1)).clamp(max=1.0), torch.ones_like(fi))
+        else:
+            t = step[idx].clone()
+        if max_step is not None:
+            t = torch.minimum(t, max_step / p.norm(dim=1).clamp_min(1e-300))
+        pending = torch.ones_like(fi, dtype=torch.bool)
+        y_new, f_new, g_new = yi.clone(), fi.clone(), gi.clone()
+        for _ls in range(max_ls):
+            pi = pending.nonzero().squeeze(1)
+            if pi.numel() == 0:
+                break
+            ytry = yi[pi] + t[pi].unsqueeze(1) * p[pi]
+            ft, gt = fg(ytry, idx[pi])
+            n_eval += 1
+            acc = torch.isfinite(ft) & (ft <= fi[pi] + c1 * t[pi] * dphi[pi])
+            ai = pi[acc]
+            y_new[ai], f_new[ai], g_new[ai] = ytry[acc], ft[acc], gt[acc]
+            pending[ai] = False
+            t[pi[~acc]] *= 0.5
+        moved = ~pending
+        if H is not None and moved.any():
+            mi = moved.nonzero().squeeze(1)
+            s = y_new[mi] - yi[mi]
+            yk = g_new[mi] - gi[mi]
+            sy = (s * yk).sum(1)
+            upd = sy > 1e-12 * s.norm(dim=1) * yk.norm(dim=1).clamp_min(1e-300)
+            if upd.any():
+                ui = idx[mi[upd]]
+                su, yu, syu = s[upd], yk[upd], sy[upd]
+                Hu = H[ui]
+                fst = first[ui]
+                scale = (syu / (yu * yu).sum(1)).view(-1, 1, 1)
+                Hu = torch.where(fst.view(-1, 1, 1), scale * eye, Hu)
+                rho = (1.0 / syu).view(-1, 1, 1)
+                V = eye - rho * su.unsqueeze(2) * yu.unsqueeze(1)
+                H[ui] = V @ Hu @ V.transpose(1, 2) + rho * su.unsqueeze(2) * su.unsqueeze(1)
+                first[ui] = False
+        if optimizer == "gd":
+            step[idx] = torch.where(moved, 2.0 * t, t)
+        y[idx], f[idx], g[idx] = y_new, f_new, g_new
+        n_iter[idx] += moved.long()
+        small_g = g_new.abs().amax(1) <= gtol
+        small_f = (fi - f_new).abs() <= ftol * fi.abs().clamp_min(1.0)
+        done = moved & (small_g | small_f)
+        converged[idx[done]] = True
+        active[idx[done | pending]] = False
+    info = OptInfo(n_iter, n_eval, f, g.abs().amax(1), converged, time.perf_counter() - t0)
+    return y, info
+
+
+# ---------------------------------------------------------------------------------------
+# the twin GP
+# ---------------------------------------------------------------------------------------
+
+def _mv(V: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+    """Rows of V (b, n) times a symmetric A: shared (n, m) → V A; per point (b, n, m) → bmm."""
+    if A.dim() == 2:
+        return V @ A
+    return torch.bmm(V.unsqueeze(1), A).squeeze(1)
+
+
+def _kvec(y: torch.Tensor, Yt: torch.Tensor, rho: float) -> torch.Tensor:
+    """K_y (b, n): shared training outputs Yt (n, d) or per-point neighbours (b, n, d)."""
+    if Yt.dim() == 2:
+        return rbf(y, Yt, rho)
+    sq = ((y.unsqueeze(1) - Yt) ** 2).sum(-1)
+    return torch.exp(-sq / (2.0 * rho * rho))
+
+
+def _grad_y(w: torch.Tensor, K: torch.Tensor, y: torch.Tensor, Yt: torch.Tensor, rho: float) -> torch.Tensor:
+    """Σ_i w_i ∂K_i/∂y with ∂K_i/∂y = −K_i (y − Y_i)/ρ²  →  (b, d)."""
+    wk = w * K
+    if Yt.dim() == 2:
+        s = wk @ Yt
+    else:
+        s = torch.bmm(wk.unsqueeze(1), Yt).squeeze(1)
+    return -(wk.sum(1, keepdim=True) * y - s) / (rho * rho)
+
+
+class TwinGP:
+    """A twin GP on training pairs (X, Y): kernels, factorisations and batched prediction.
+
+    Parameters: ``X`` (N, d_x), ``Y`` (N, d_y), kernel widths ``rho_x``, ``rho_y`` > 0,
+    ridges ``lam_x``, ``lam_y`` > 0 (``lam_y`` defaults to ``lam_x``), ``device``
+    ("cpu", "cuda", or None = where X is / CPU). Everything is float64.
+    """
+
+    def __init__(self, X, Y, rho_x: float, rho_y: float, lam_x: float = 1e-4, lam_y: float | None = None,
+                 device=None):
+        X = as_tensor(X, "X", ndim=2, min_rows=2)
+        Y = as_tensor(Y, "Y", ndim=2, min_rows=2)
+        check_same_rows({"X": X, "Y": Y}, "samples (rows)")
+        self.rho_x = check_real_range(rho_x, "rho_x", 0.0, low_open=True)
+        self.rho_y = check_real_range(rho_y, "rho_y", 0.0, low_open=True)
+        self.lam_x = check_real_range(lam_x, "lam_x", 0.0, low_open=True)
+        self.lam_y = self.lam_x if lam_y is None else check_real_range(lam_y, "lam_y", 0.0, low_open=True)
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.X = X.to(self.device)
+        self.Y = Y.to(self.device)
+        self.N, self.dx = X.shape
+        self.dy = Y.shape[1]
+        self.kxx = 1.0 + self.lam_x
+        self.kyy = 1.0 + self.lam_y
+        self._shared: dict = {}
+
+    # -- shared (global-model) matrices, computed once and cached ----------------------
+    def _eye(self, n):
+        return torch.eye(n, dtype=DTYPE, device=self.device)
+
+    def matrices(self, need=("AX",), alpha: float | None = None) -> dict:
+        """Dense K_X, K_Y, A_X = K_X⁻¹, A_Y = K_Y⁻¹, C = A_Y K_X A_Y, M_α⁻¹ (cached)."""
+        s = self._shared
+        if "KX" not in s:
+            s["KX"] = rbf(self.X, self.X, self.rho_x) + self.lam_x * self._eye(self.N)
+            s["KY"] = rbf(self.Y, self.Y, self.rho_y) + self.lam_y * self._eye(self.N)
+            s["LX"] = cholesky_jitter(s["KX"], "K_X (input kernel matrix)")
+            s["LY"] = cholesky_jitter(s["KY"], "K_Y (output kernel matrix)")
+        if "AX" in need and "AX" not in s:
+            s["AX"] = cho_solve(s["LX"], self._eye(self.N))
+        if "AY" in need and "AY" not in s:
+            s["AY"] = cho_solve(s["LY"], self._eye(self.N))
+        if "C" in need and "C" not in s:
+            AY = self.matrices(("AY",))["AY"]
+            s["C"] = AY @ s["KX"] @ AY
+            s["AY_C"] = torch.cat([AY, s["C"]], 1)
+        if "Minv" in need:
+            key = ("Minv", float(alpha))
+            if key not in s:
+                for k in [k for k in s if isinstance(k, tuple)]:
+                    del s[k]  # keep one α at a time (N² memory each)
+                M = (1 - alpha) * s["KX"] + alpha * s["KY"]
+                Lm = cholesky_jitter(M, "M_alpha = (1-alpha) K_X + alpha K_Y")
+                Minv = cho_solve(Lm, self._eye(self.N))
+                AY = self.matrices(("AY",))["AY"]
+                s[key] = Minv
+                s[("AY_Minv", float(alpha))] = torch.cat([AY, Minv], 1)
+                s[("logdetM", float(alpha))] = cho_logdet(Lm)
+        return s
+
+    # -- validation -------------------------------------------------------------------
+    def _check_test(self, Xt, name="Xt") -> torch.Tensor:
+        Xt = as_tensor(Xt, name, ndim=2)
+        if Xt.shape[1] != self.dx:
+            raise ValueError(f"{name}: test inputs have dimension {Xt.shape[1]}, but the training "
+                             f"inputs X have dimension {self.dx}")
+        return Xt.to(self.device)
+
+    def _check_y(self, y, B, name="y") -> torch.Tensor:
+        if not isinstance(y, torch.Tensor) or not y.requires_grad:
+            y = as_tensor(y, name, ndim=2)
+        if y.shape != (B, self.dy):
+            raise ValueError(f"{name}: expected shape ({B}, {self.dy}), got {tuple(y.shape)}")
+        return y.to(self.device)
+
+    # -- per-test-point context ------------------------------------------------------
+    def context(self, Xt, method: str, alpha: float = 0.5, neighbors: int | None = None,
+                index: torch.Tensor | None = None) -> dict:
+        """Everything an objective needs for the test inputs ``Xt`` (B, d_x).
+
+        Global model (``neighbors=None``): shared dense matrices plus per-point K_x, u_x,
+        η_x (and a_x = A_Y K_x for IKLTGP; v_x = M_α⁻¹K_x, s_x = K_xᵀv_x for SMTGP).
+        Local model (``neighbors=K``): each test point gets its K nearest training points
+        (Euclidean distance in input space) and per-point (B, K, K) matrices.
+        """
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+        a, _ = validate_alpha_beta(alpha)
+        if method == "SMTGP" and a in (0.0, 1.0):
+            raise ValueError("SMTGP needs 0 < alpha < 1; use method='KLTGP' (alpha -> 0) or "
+                             "'IKLTGP' (alpha -> 1) for the endpoints")
+        Xt = self._check_test(Xt)
+        ctx = {"method": method, "alpha": a, "B": Xt.shape[0], "Xt": Xt}
+        if neighbors is None:
+            need = {"KLTGP": ("AX",), "IKLTGP": ("AX", "AY", "C"), "SMTGP": ("AX", "AY", "Minv")}[method]
+            s = self.matrices(need, alpha=a)
+            Kx = rbf(Xt, self.X, self.rho_x)
+            ctx["Yt"] = self.Y
+            AX, KX = s["AX"], s["KX"]
+            if method == "IKLTGP":
+                ctx["W"] = s["AY_C"]
+            elif method == "SMTGP":
+                ctx["W"] = s[("AY_Minv", a)]
+                Minv = s[("Minv", a)]
+            else:
+                ctx["W"] = None
+        else:
+            k = check_int_range(neighbors, "neighbors", 2, self.N)
+            idx = torch.cdist(Xt, self.X).topk(k, dim=1, largest=False).indices  # (B, k)
+            Xn, Yn = self.X[idx], self.Y[idx]
+            eye = self._eye(k)
+            KX = rbf(Xn, Xn, self.rho_x) + self.lam_x * eye
+            KY = rbf(Yn, Yn, self.rho_y) + self.lam_y * eye
+            AX = cho_solve(cholesky_jitter(KX, "local K_X"), eye.expand_as(KX))
+            Kx = torch.exp(-((Xt.unsqueeze(1) - Xn) ** 2).sum(-1) / (2 * self.rho_x ** 2))
+            ctx["Yt"] = Yn
+            ctx["nn_index"] = idx
+            if method != "KLTGP":
+                AY = cho_solve(cholesky_jitter(KY, "local K_Y"), eye.expand_as(KY))
+            if method == "IKLTGP":
+                ctx["W"] = torch.cat([AY, AY @ KX @ AY], 2)
+            elif method == "SMTGP":
+                Lm = cholesky_jitter((1 - a) * KX + a * KY, "local M_alpha")
+                Minv = cho_solve(Lm, eye.expand_as(KX))
+                ctx["W"] = torch.cat([AY, Minv], 2)
+            else:
+                ctx["W"] = AY = cho_solve(cholesky_jitter(KY, "local K_Y"), eye.expand_as(KY))
+        ux = _mv(Kx, AX)
+        ctx["Kx"] = Kx
+        ctx["ux"] = ux
+        ctx["eta_x"] = (self.kxx - (Kx * ux).sum(1)).clamp_min(self.lam_x)
+        if method == "KLTGP" and neighbors is None:
+            ctx["W"] = self.matrices(("AY",))["AY"]
+        if method == "IKLTGP":
+            n = ctx["W"].shape[-2]
+            ctx["ax"] = _mv(Kx, ctx["W"][..., :n])  # A_Y K_x
+        if method == "SMTGP":
+            vx = _mv(Kx, Minv)
+            ctx["vx"] = vx
+            ctx["sx"] = (Kx * vx).sum(1)
+        return ctx
+
+    @staticmethod
+    def _sub(ctx: dict, idx: torch.Tensor) -> dict:
+        """Restrict a context to the test points ``idx``."""
+        out = {}
+        B = ctx["B"]
+        for k, v in ctx.items():
+            if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == B and not (
+                    k in ("Yt", "W") and v.dim() == 2):
+                out[k] = v[idx]
+            else:
+                out[k] = v
+        out["B"] = int(idx.numel())
+        return out
+
+    # -- objectives --------------------------------------------------------------------
+    def value_and_grad(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
+                       form: str = "log", ref: torch.Tensor | None = None):
+        """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at y (b, d_y).
+
+        ``form`` (SMTGP only): "log" → ℓ_α/(α(1−α)); "sm" → the paper's L′ with β,
+        rescaled per point by exp((1−β)/(2(1−α)) ℓ_α(ref)) (a positive constant, so the
+        minimiser and the BFGS path up to scale are unchanged and nothing overflows).
+        """
+        method, a = ctx["method"], ctx["alpha"]
+        rho = self.rho_y
+        Yt, W = ctx["Yt"], ctx["W"]
+        Ky = _kvec(y, Yt, rho)
+        n = Ky.shape[1]
+        Z = _mv(Ky, W)  # one (b, n) × (n, n or 2n) product
+        AKy = Z[:, :n]
+        eta_y = self.kyy - (Ky * AKy).sum(1)
+        floor_y = eta_y <= self.lam_y
+        eta_y = eta_y.clamp_min(self.lam_y)
+        # ∂η_y/∂K_y = −2 A_Y K_y (zero where clamped at the λ floor)
+        deta_y = torch.where(floor_y.unsqueeze(1), torch.zeros_like(AKy), -2.0 * AKy)
+        if method == "KLTGP":
+            ex = ctx["eta_x"]
+            f = self.kyy - 2.0 * (ctx["ux"] * Ky).sum(1) - ex * eta_y.log()
+            w = -2.0 * ctx["ux"] - (ex / eta_y).unsqueeze(1) * deta_y
+        elif method == "IKLTGP":
+            CKy = Z[:, n:]
+            num = self.kxx - 2.0 * (ctx["ax"] * Ky).sum(1) + (Ky * CKy).sum(1)
+            f = num / eta_y + eta_y.log()
+            w = (-2.0 * ctx["ax"] + 2.0 * CKy) / eta_y.unsqueeze(1) \
+                + ((1.0 - num / eta_y) / eta_y).unsqueeze(1) * deta_y
+        else:
+            MKy = Z[:, n:]
+            Ka = (1 - a) * self.kxx + a * self.kyy
+            eta_xy = Ka - (1 - a) ** 2 * ctx["sx"] - 2 * a * (1 - a) * (ctx["vx"] * Ky).sum(1) \
+                - a * a * (Ky * MKy).sum(1)
+            floor_xy = (1 - a) * self.lam_x + a * self.lam_y
+            clamped = eta_xy <= floor_xy
+            eta_xy = eta_xy.clamp_min(floor_xy)
+            deta_xy = -2 * a * (1 - a) * ctx["vx"] - 2 * a * a * MKy
+            deta_xy = torch.where(clamped.unsqueeze(1), torch.zeros_like(deta_xy), deta_xy)
+            ell = eta_xy.log() - a * eta_y.log()
+            dell = deta_xy / eta_xy.unsqueeze(1) - (a / eta_y).unsqueeze(1) * deta_y
+            if form == "log":
+                c = 1.0 / (a * (1 - a))
+                f, w = c * ell, c * dell
+            elif form == "sm":
+                if beta is None:
+                    raise ValueError("form='sm' needs beta")
+                cc = (1 - beta) / (2 * (1 - a))
+                ell0 = ell.detach() if ref is None else ref
+                Lp = torch.exp(-cc * (ell - ell0)) / (beta - 1)
+                f, w = Lp, (-cc * Lp).unsqueeze(1) * dell
+            else:
+                raise ValueError(f"form: expected 'log' or 'sm', got {form!r}")
+        return f, _grad_y(w, Ky, y, Yt, rho)
+
+    def objective(self, y: torch.Tensor, ctx: dict, beta: float | None = None, form: str = "log") -> torch.Tensor:
+        """The objective as a differentiable function of y (autograd path; same formulas)."""
+        if form == "det":
+            if ctx["method"] != "SMTGP":
+                raise ValueError("form='det' is the O(N^3) Sharma-Mittal form; it needs method='SMTGP'")
+            return smtgp_det_objective(self, ctx["Xt"], y, ctx["alpha"], beta)
+        if form == "sm":
+            raise ValueError("form='sm' is path-dependent (rescaled per point); use it via predict()")
+        f, _ = self.value_and_grad(y, ctx, beta=beta, form=form)
+        return f
+
+    # -- prediction -------------------------------------------------------------------
+    def predict(self, Xt, method: str = "SMTGP", alpha: float = 0.5, beta: float = 0.99,
+                init=None, optimizer: str = "bfgs", form: str = "log", max_iter: int = 50,
+                gtol: float = 1e-6, ftol: float = 1e-10, neighbors: int | None = None,
+                batch_size: int | None = None, max_step: float | None = None, return_info: bool = False):
+        """Batched prediction for all test inputs ``Xt`` (B, d_x) → (B, d_y).
+
+        ``init`` defaults to ridge regression for KLTGP and to the KLTGP prediction for
+        IKLTGP/SMTGP (the paper's procedure). ``batch_size`` splits the test points into
+        chunks (memory); the default is all at once (one chunk of 64 for the local model).
+        ``max_step`` (default ρ_y) is the trust radius of one step in output units.
+        """
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+        a, b = validate_alpha_beta(alpha, beta)
+        Xt = self._check_test(Xt)
+        B = Xt.shape[0]
+        if init is None:
+            init = ridge_predict(self.X, self.Y, Xt)
+            if method != "KLTGP":
+                init = self.predict(Xt, "KLTGP", init=init, optimizer=optimizer, max_iter=max_iter,
+                                    gtol=gtol, ftol=ftol, neighbors=neighbors, batch_size=batch_size,
+                                    max_step=max_step)
+        init = self._check_y(init, B, "init")
+        if batch_size is None:
+            batch_size = B if neighbors is None else 64
+        outs, infos = [], []
+        for start in range(0, B, batch_size):
+            sl = slice(start, min(B, start + batch_size))
+            ctx = self.context(Xt[sl], method, a, neighbors=neighbors)
+            y0 = init[sl]
+            ref = None
+            if form == "sm":
+                with torch.no_grad():
+                    fl, _ = self.value_and_grad(y0, ctx, form="log")
+                ref = fl * a * (1 - a)
+
+            def fg(y, idx, ctx=ctx, ref=ref):
+                sub = self._sub(ctx, idx)
+                return self.value_and_grad(y, sub, beta=b, form=form,
+                                           ref=None if ref is None else ref[idx])
+            with torch.no_grad():
+                y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
+                                       ftol=ftol, max_step=self.rho_y if max_step is None else max_step)
+            outs.append(y)
+            infos.append(info)
+        y = torch.cat(outs)
+        if not return_info:
+            return y
+        info = OptInfo(torch.cat([i.n_iter for i in infos]), sum(i.n_eval for i in infos),
+                       torch.cat([i.f for i in infos]), torch.cat([i.grad_inf for i in infos]),
+                       torch.cat([i.converged for i in infos]), sum(i.wall_time for i in infos))
+        return y, info
+
+    def reference_predict(self, Xt, method: str = "SMTGP", alpha: float = 0.5, init=None,
+                          max_iter: int = 500) -> torch.Tensor:
+        """Deterministic reference: plain torch L-BFGS (strong Wolfe), one test point at a
+        time, on the autograd objective, to tight tolerances (cross-checks SVI/batched)."""
+        a, _ = validate_alpha_beta(alpha)
+        Xt = self._check_test(Xt)
+        if init is None:
+            init = self.predict(Xt, "KLTGP") if method != "KLTGP" else ridge_predict(self.X, self.Y, Xt)
+        init = self._check_y(init, Xt.shape[0], "init")
+        out = []
+        for i in range(Xt.shape[0]):
+            ctx = self.context(Xt[i:i + 1], method, a)
+            y = init[i:i + 1].clone().requires_grad_(True)
+            opt = torch.optim.LBFGS([y], lr=1.0, max_iter=max_iter, tolerance_grad=1e-12,
+                                    tolerance_change=1e-15, history_size=50, line_search_fn="strong_wolfe")
+
+            def closure():
+                opt.zero_grad()
+                v = self.objective(y, ctx).sum()
+                v.backward()
+                return v
+            opt.step(closure)
+            out.append(y.detach())
+        return torch.cat(out)
+
+    # -- certainty (Lemma 4.1 / 4.2) ----------------------------------------------------
+    def log_certainty(self, Xt, y, alpha: float) -> torch.Tensor:
+        """log φ_α = (1−α) log η_x + α log η_y − log η_xy(α) per test point (B,)."""
+        return certainty(self, Xt, y, alpha)
+
+
+def certainty(tgp: TwinGP, Xt, y, alpha: float) -> torch.Tensor:
+    """log φ_α(x, y) = (1−α) log η_x + α log η_y − log η_xy(α) (Lemma 4.2: maximised by
+    the SMTGP prediction; Lemma 4.1: bounded by :func:`lemma41_log_bound`)."""
+    a, _ = validate_alpha_beta(alpha)
+    if not 0 < a < 1:
+        raise ValueError("certainty: alpha must lie in (0, 1)")
+    ctx = tgp.context(Xt, "SMTGP", a)
+    y = tgp._check_y(y, ctx["B"])
+    f, _ = tgp.value_and_grad(y, ctx, form="log")
+    ell = f * a * (1 - a)
+    return (1 - a) * ctx["eta_x"].log() - ell
+
+
+def lemma41_log_bound(tgp: TwinGP, alpha: float) -> torch.Tensor:
+    """log of Lemma 4.1's bound |αK_Y + (1−α)K_X| / (|K_X|^{1−α} |K_Y|^α)."""
+    a, _ = validate_alpha_beta(alpha)
+    s = tgp.matrices(("AY", "Minv"), alpha=a)
+    return s[("logdetM", a)] - (1 - a) * cho_logdet(s["LX"]) - a * cho_logdet(s["LY"])
+
+
+def smtgp_det_objective(tgp: TwinGP, Xt, y, alpha: float, beta: float | None = None) -> torch.Tensor:
+    """The O(N³)-per-step form: the Sharma–Mittal divergence D_{α,β}(N(0,K_{X∪x}) : N(0,K_{Y∪y}))
+    from full (N+1)×(N+1) determinants (via :mod:`inference.divergences`), per test point.
+
+    With ``beta=None`` returns −log c_α (the log-space objective, = ½ ℓ_α + const),
+    otherwise the divergence itself (the same minimiser for every β ≠ 1). Autograd only.
+    """
+    from .divergences import log_chernoff_coefficient, sharma_mittal
+    a, b = validate_alpha_beta(alpha, beta)
+    Xt = tgp._check_test(Xt)
+    out = []
+    zeros = torch.zeros(tgp.N + 1, dtype=DTYPE, device=tgp.device)
+    for i in range(Xt.shape[0]):
+        Xa = torch.cat([tgp.X, Xt[i:i + 1]])
+        Ya = torch.cat([tgp.Y, y[i:i + 1]])
+        KXa = rbf(Xa, Xa, tgp.rho_x) + tgp.lam_x * tgp._eye(tgp.N + 1)
+        KYa = rbf(Ya, Ya, tgp.rho_y) + tgp.lam_y * tgp._eye(tgp.N + 1)
+        if b is None:
+            out.append(-log_chernoff_coefficient(zeros, KXa, zeros, KYa, a))
+        else:
+            out.append(sharma_mittal(zeros, KXa, zeros, KYa, a, b))
+    return torch.stack(out)
+
