@@ -151,7 +151,7 @@ def main(args):
     seeds = seed_list(args) if not args.quick else [args.seed]
     res = Results(EXPERIMENT, seeds, config={"sets": sets, "per_class": per_class, "reduce_dim": args.reduce_dim,
                                              "grid": "paper grid 3 (k_t) x 3 (k_s)",
-                                             "kmm": {"B": 10.0, "eps": 0.1, "support_tol": 0.01},
+                                             "kmm": {"B": 10.0, "eps": 0.5, "support_tol": 0.01},
                                              "data_seed": 0})
     args.out.mkdir(parents=True, exist_ok=True)
     res.config["set_details"] = {}

@@ -25,7 +25,7 @@ accuracy against the labels, ``select="labels"``) or a label-free one
 labelling has the highest mean NMI with the other settings' labellings).
 
 Rebuilt choices, all documented where they are made: product KDEs in a common LSA/PCA
-space of ``reduce_dim`` dimensions (default 10), the KMM box B = 10 and slack ε = 0.1,
+space of ``reduce_dim`` dimensions (default 10), the KMM box B = 10 and slack ε = 0.5,
 "β_i > 0" as β_i > 0.01, own-task neighbours by cosine similarity for sparse (text)
 data and Euclidean distance for dense data, cross-task neighbours by Gaussian-kernel
 similarity (= Euclidean ranking), Ncut as NJW spectral clustering, isolated graph nodes
@@ -262,7 +262,7 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
 
 def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
           select: str = "label-free", labels=None, reduce_dim: int | None = None, seed: int = 0,
-          kmm_B: float = 10.0, kmm_eps: float = 0.1, init_labels=None) -> SAMTCResult:
+          kmm_B: float = 10.0, kmm_eps: float = 0.5, init_labels=None) -> SAMTCResult:
     """Self-adapted multi-task clustering of T tasks (see the module docstring).
 
     tasks: list of (n_t, d) arrays (dense or scipy.sparse, one feature space);

@@ -113,6 +113,7 @@ class MultiTaskSet:
     class_names: list    # list of lists: class_names[t][c]
     task_names: list
     vocabulary: list
+    doc_index: list = None  # per task, indices of its documents in the parsed corpus
 
     @property
     def n_clusters(self):
@@ -413,4 +414,4 @@ def load_set(name: str, data_dir=None, data_seed: int = 0, per_class: int | None
     for c in chosen:
         tasks.append(X[i:i + c.size])
         i += c.size
-    return MultiTaskSet(name, tasks, labels, names, [t for t, _ in spec["tasks"]], vocab)
+    return MultiTaskSet(name, tasks, labels, names, [t for t, _ in spec["tasks"]], vocab, chosen)

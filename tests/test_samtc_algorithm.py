@@ -1,0 +1,304 @@
+"""Tests of the deterministic SAMTC reference (inference.samtc, samtc_steps, spectral)."""
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linprog, minimize
+from scipy.stats import multivariate_normal
+
+from inference import samtc_steps as st
+from inference.metrics import clustering_accuracy
+from inference.samtc import kmeans_baseline, ncut_snn, pooled_baseline, samtc, select_setting
+from inference.spectral import kmeans, ncut, ncut_value
+
+
+def blobs(centres, n, sd, rng):
+    X = np.vstack([c + sd * rng.standard_normal((n, len(c))) for c in centres])
+    y = np.repeat(np.arange(len(centres)), n)
+    return X, y
+
+
+# ------------------------------------------------------------------ KMM / Frank–Wolfe
+
+def _kmm_problem(n_s=12, n_t=9, seed=0):
+    rng = np.random.default_rng(seed)
+    Zs = rng.standard_normal((n_s, 2))
+    Zt = rng.standard_normal((n_t, 2)) + 0.7
+    w = st.median_distance(np.vstack([Zs, Zt]))
+    K = st.gaussian_kernel(Zs, Zs, w)
+    kappa = n_s / n_t * st.gaussian_kernel(Zs, Zt, w).sum(1)
+    return K, kappa
+
+
+@pytest.mark.parametrize("B,eps,seed", [(10.0, 0.5, 0), (3.0, 0.1, 1), (1.5, 0.2, 2)])
+def test_frank_wolfe_matches_qp_solved_by_slsqp(B, eps, seed):
+    K, kappa = _kmm_problem(seed=seed)
+    n = kappa.size
+    beta, info = st.kmm_frank_wolfe(K, kappa, B=B, eps=eps, max_iter=20000, tol=1e-10)
+    # constraints hold
+    assert beta.min() >= -1e-12 and beta.max() <= B + 1e-12
+    assert n * (1 - eps) - 1e-9 <= beta.sum() <= n * (1 + eps) + 1e-9
+    # the same QP by SLSQP
+    cons = [{"type": "ineq", "fun": lambda b: n * (1 + eps) - b.sum(), "jac": lambda b: -np.ones(n)},
+            {"type": "ineq", "fun": lambda b: b.sum() - n * (1 - eps), "jac": lambda b: np.ones(n)}]
+    qp = minimize(lambda b: st.kmm_objective(b, K, kappa), np.ones(n), jac=lambda b: K @ b - kappa,
+                  bounds=[(0, B)] * n, constraints=cons, method="SLSQP",
+                  options={"ftol": 1e-14, "maxiter": 1000})
+    assert qp.success
+    f_fw, f_qp = info["objective"], qp.fun
+    assert f_fw <= f_qp + 1e-5 * (1 + abs(f_qp))
+    assert abs(f_fw - f_qp) <= 1e-5 * (1 + abs(f_qp))
+
+
+def test_lmo_is_the_linear_program_optimum():
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        g = rng.standard_normal(15)
+        B, lo, hi = 2.0, 15 * 0.6, 15 * 1.4
+        v = st._kmm_lmo(g, B, lo, hi)
+        lp = linprog(g, A_ub=np.vstack([np.ones(15), -np.ones(15)]), b_ub=[hi, -lo], bounds=[(0, B)] * 15)
+        assert g @ v == pytest.approx(lp.fun, abs=1e-9)
+
+
+def test_kmm_relatedness_in_unit_interval_and_asymmetric():
+    rng = np.random.default_rng(0)
+    A, A2 = rng.standard_normal((150, 3)), rng.standard_normal((150, 3))
+    narrow = 0.3 * rng.standard_normal((150, 3))
+    far = rng.standard_normal((150, 3)) + 8.0
+    same = st.kmm_relatedness(A2, A)[0]
+    half = st.kmm_relatedness(np.vstack([A2, far]), A)[0]       # source = related + unrelated half
+    unrelated = st.kmm_relatedness(far, A)[0]
+    broad_to_narrow = st.kmm_relatedness(A2, narrow)[0]         # source broad, target narrow
+    narrow_to_broad = st.kmm_relatedness(narrow, A)[0]          # the roles swapped
+    for r in (same, half, unrelated, broad_to_narrow, narrow_to_broad):
+        assert 0.0 <= r <= 1.0
+    assert same > 0.85                      # same distribution: (almost) every instance reused
+    assert 0.3 < half < 0.7                 # about the related half of the source
+    assert unrelated < 0.15 < half < same
+    assert abs(broad_to_narrow - narrow_to_broad) > 0.05   # asymmetric
+
+
+# ------------------------------------------------------------------ KDE / JS divergence
+
+def test_kde_logpdf_matches_gaussian_mixture_and_survives_high_dimension():
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((7, 3))
+    X = rng.standard_normal((5, 3))
+    h = np.array([0.5, 0.8, 1.3])
+    ref = np.log(np.mean([multivariate_normal(y, np.diag(h ** 2)).pdf(X) for y in Y], axis=0))
+    np.testing.assert_allclose(st.kde_logpdf(X, Y, h), ref, rtol=1e-10)
+    Yh = rng.standard_normal((20, 400))
+    out = st.kde_logpdf(Yh + 5.0, Yh, np.full(400, 0.05))  # densities ~ exp(-1e6): underflow in linear space
+    assert np.isfinite(out).all() and out.max() < -1e4
+
+
+def test_silverman_bandwidths_formula_and_floor():
+    rng = np.random.default_rng(1)
+    Y = rng.standard_normal((50, 3)) * [1.0, 2.0, 0.0]
+    h = st.silverman_bandwidths(Y)
+    np.testing.assert_allclose(h[:2], 1.06 * Y.std(0)[:2] * 50 ** -0.2)
+    assert h[2] > 0                                   # constant dimension → floored, not zero
+    assert (st.silverman_bandwidths(Y[:1]) > 0).all()  # singleton cluster
+
+
+def test_js_identical_and_far_clusters():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((200, 2))
+    assert st.js_divergence(A, A) == pytest.approx(0.0, abs=1e-12)
+    A2 = rng.standard_normal((200, 2))
+    assert st.js_divergence(A, A2) < 0.1 * math.log(2)
+    assert st.js_divergence(A, A2 + 50.0) == pytest.approx(math.log(2), abs=1e-6)
+    mid = st.js_divergence(A, A2 + 2.0)
+    assert 0.1 < mid < math.log(2) - 0.05
+
+
+def test_mutual_nearest_pairs():
+    D = np.array([[0.1, 0.5, 0.6],
+                  [0.2, 0.4, 0.9],
+                  [0.7, 0.3, 0.8]])
+    # row 0 → col 0 ← row 0 ✓; row 1 → col 0 but col 0 → row 0 ✗; row 2 → col 1 ← row 2 ✓
+    assert st.mutual_nearest_pairs(D) == [(0, 0), (2, 1)]
+    assert st.mutual_nearest_pairs(np.array([[0.3]])) == [(0, 0)]
+    rng = np.random.default_rng(0)
+    for _ in range(20):   # the global minimum is always a mutual pair
+        M = rng.random((4, 3))
+        i, j = np.unravel_index(M.argmin(), M.shape)
+        assert (i, j) in st.mutual_nearest_pairs(M)
+
+
+# ------------------------------------------------------------------ SNN weights
+
+def test_weighted_snn_hand_values():
+    # own-task neighbour lists (k = 1) of 3 points: 0↔1 mutual, 2→1 not mutual
+    order = np.array([[1], [0], [1]])
+    own = st.neighbour_indicator(order, 1, 3, include_self=True)   # N(0)={0,1}, N(1)={0,1}, N(2)={1,2}
+    W0 = st.weighted_snn(own).toarray()
+    assert W0[0, 1] == W0[1, 0] == pytest.approx(1.0)              # |{0,1}∩{0,1}| / |{0,1}∪{0,1}|
+    assert W0[0, 2] == W0[1, 2] == 0.0 and np.all(np.diag(W0) == 0)
+    # one source with 4 points: N_s(0) = {0, 1}, N_s(1) = {1, 2}, point 2 outside Z^t (empty)
+    src = st.neighbour_indicator(np.array([[0, 1], [1, 2]]), 2, 4, rows=np.array([0, 1]), n_rows=3)
+    for R in (1.0, 0.25):
+        W = st.weighted_snn(own, [src], [R]).toarray()
+        expect = (2 + R * 1) / (2 + R * 3)    # own: 2 shared of 2; source: 1 shared of 3
+        assert W[0, 1] == pytest.approx(expect)
+    W_zero = st.weighted_snn(own, [src], [0.0]).toarray()
+    np.testing.assert_allclose(W_zero, W0)  # R = 0 ignores the source
+
+
+def test_k_grid():
+    assert st.k_grid(100, 4, own=True) == [13, 25, 50]
+    assert st.k_grid(10, 2, own=True) == [3, 5, 9]      # 2n/h = 10 capped at n−1
+    assert st.k_grid(10, 2, own=False) == [3, 5, 10]    # source cap = ñ_s
+
+
+# ------------------------------------------------------------------ k-means / Ncut
+
+def test_kmeans_and_ncut_recover_separated_blobs():
+    rng = np.random.default_rng(0)
+    X, y = blobs([np.array([0, 0]), np.array([6, 0]), np.array([0, 6])], 40, 0.5, rng)
+    lab, _ = kmeans(X, 3, seed=0)
+    assert clustering_accuracy(y, lab) == 1.0
+    np.testing.assert_array_equal(lab, kmeans(X, 3, seed=0)[0])
+    lab_sp, _ = kmeans(sp.csr_matrix(X), 3, seed=0)
+    assert clustering_accuracy(y, lab_sp) == 1.0
+    assert clustering_accuracy(y, ncut_snn(X, 3, seed=0)) == 1.0
+    W = st.gaussian_kernel(X, X, 1.0)
+    np.fill_diagonal(W, 0)
+    assert clustering_accuracy(y, ncut(W, 3, seed=0)) == 1.0
+    assert ncut_value(W, y) < ncut_value(W, rng.permutation(y))
+
+
+def test_ncut_marks_isolated_nodes_and_ncut_snn_labels_them():
+    W = np.zeros((7, 7))
+    W[:3, :3] = 1.0
+    W[3:6, 3:6] = 1.0
+    np.fill_diagonal(W, 0)
+    lab = ncut(W, 2, seed=0)
+    assert lab[6] == -1 and len(set(lab[:3])) == 1 and len(set(lab[3:6])) == 1 and lab[0] != lab[3]
+    rng = np.random.default_rng(0)
+    X, y = blobs([np.array([0.0, 0]), np.array([10.0, 0])], 15, 0.3, rng)
+    X = np.vstack([X, [[30.0, 0.0]]])       # an outlier: no mutual neighbour → isolated in the SNN graph
+    lab = ncut_snn(X, 2, k=3, seed=0)
+    assert lab.min() >= 0 and lab[-1] == lab[15]
+
+
+# ------------------------------------------------------------------ SAMTC end to end
+
+@pytest.fixture(scope="module")
+def partial_tasks():
+    """3 partially related tasks: classes ABC, ABD, ACE (shared A; private D, E)."""
+    rng = np.random.default_rng(0)
+    cen = {c: rng.normal(0, 4, 5) for c in "ABCDE"}
+    tasks, labels = [], []
+    for cls, n in (("ABC", 40), ("ABD", 40), ("ACE", 30)):
+        X, y = blobs([cen[c] for c in cls], n, 1.3, rng)
+        tasks.append(X)
+        labels.append(y)
+    return tasks, labels
+
+
+@pytest.fixture(scope="module")
+def runs(partial_tasks):
+    X, Y = partial_tasks
+    return {v: samtc(X, [3, 3, 3], variant=v, select="labels", labels=Y, seed=0) for v in ("full", "nr", "ns")}
+
+
+def test_samtc_recovers_partially_related_tasks(partial_tasks, runs):
+    X, Y = partial_tasks
+    for v, res in runs.items():
+        accs = [clustering_accuracy(y, l) for y, l in zip(Y, res.labels)]
+        assert min(accs) > 0.9, (v, accs)
+    res = runs["full"]
+    assert res.R.shape == (3, 3) and np.all(np.diag(res.R) == 1.0)
+    assert np.all((res.R >= 0) & (res.R <= 1))
+    for (t, s), m in res.reusable.items():
+        zt, zs = res.subtasks[t, s]
+        assert m.shape == (X[s].shape[0],) and m.dtype == bool and m.any()
+        assert np.array_equal(m, zs) and zt.shape == (X[t].shape[0],)
+        assert len(res.beta[t, s]) == zs.sum()
+        assert len(res.pairs[t, s]) >= 1 and res.js[t, s].shape == (3, 3)
+    assert len(res.grid[0]) == 9 and res.params[0]["grid_index"] in range(9)
+
+
+def test_ablations_differ_as_documented(runs):
+    full, nr, ns = runs["full"], runs["nr"], runs["ns"]
+    np.testing.assert_array_equal(ns.R, np.ones((3, 3)))                     # no relatedness: R ≡ 1
+    assert not ns.beta
+    for key in full.reusable:
+        assert nr.reusable[key].all() and nr.subtasks[key][0].all()        # no reusable step: Z = whole task
+        np.testing.assert_array_equal(ns.reusable[key], full.reusable[key])  # ns keeps the reusable step
+        assert not full.reusable[key].all()                                # full: mutual-nearest pairs only
+    assert not nr.pairs and not nr.js
+    assert not np.allclose(full.R, nr.R)
+    assert not np.allclose(full.R, full.R.T)                                # asymmetric relatedness
+
+
+def test_samtc_is_deterministic_and_label_free_selection(partial_tasks):
+    X, Y = partial_tasks
+    a = samtc(X, [3, 3, 3], k_self=10, k_src=10, seed=3)
+    b = samtc(X, [3, 3, 3], k_self=10, k_src=10, seed=3)
+    for la, lb in zip(a.labels, b.labels):
+        np.testing.assert_array_equal(la, lb)
+    np.testing.assert_array_equal(a.R, b.R)
+    assert len(a.grid[0]) == 1 and a.params[0]["k_self"] == 10
+    # consensus selection picks the labelling closest to the others
+    y = np.repeat([0, 1, 2], 10)
+    odd = np.tile([0, 1, 2], 10)
+    assert select_setting([odd, y, y.copy()]) in (1, 2)
+    assert select_setting([odd, y], labels_true=y) == 1
+
+
+def test_baselines_and_pooled_negative_transfer(partial_tasks):
+    X, Y = partial_tasks
+    km = kmeans_baseline(X, [3, 3, 3], seed=0)
+    assert all(clustering_accuracy(y, l) > 0.9 for y, l in zip(Y, km))
+    pooled = pooled_baseline(X, [3, 3, 3], method="kmeans", seed=0)
+    assert [len(p) for p in pooled] == [x.shape[0] for x in X]
+    # 5 classes in all, pooled into max h = 3 clusters: some task must lose accuracy
+    assert min(clustering_accuracy(y, l) for y, l in zip(Y, pooled)) < 0.9
+    pooled_s = pooled_baseline(X, [3, 3, 3], method="ncut_snn", seed=0, labels=Y)
+    assert [len(p) for p in pooled_s] == [x.shape[0] for x in X]
+
+
+def test_samtc_on_sparse_input():
+    rng = np.random.default_rng(0)
+    topics = rng.random((3, 60)) ** 8
+    tasks, labels = [], []
+    for t in range(2):
+        y = np.repeat([0, 1, 2], 25)
+        counts = rng.poisson(topics[y] * 40 + 0.02)
+        tasks.append(sp.csr_matrix(counts / np.maximum(np.linalg.norm(counts, axis=1, keepdims=True), 1)))
+        labels.append(y)
+    res = samtc(tasks, [3, 3], k_self=12, k_src=12, reduce_dim=5)
+    assert all(clustering_accuracy(y, l) > 0.9 for y, l in zip(labels, res.labels))
+
+
+# ------------------------------------------------------------------ bad input
+
+@pytest.mark.parametrize("tasks,h,msg", [
+    ([np.zeros((2, 3)), np.ones((5, 3))], [3, 2], "fewer than its 3 clusters"),
+    ([np.zeros((5, 3)), np.ones((5, 4))], [2, 2], "features"),
+    ([np.full((5, 3), np.nan), np.ones((5, 3))], [2, 2], "NaN"),
+    ([sp.csr_matrix(np.full((5, 3), np.inf)), np.ones((5, 3))], [2, 2], "NaN"),
+    ([np.zeros((5, 3)), np.ones((5, 3))], [1, 2], "at least 2 clusters"),
+    ([np.zeros((5, 3))], [2, 2], "one cluster number per task"),
+    ([], [], "non-empty"),
+])
+def test_bad_inputs_raise_value_error(tasks, h, msg):
+    with pytest.raises(ValueError, match=msg):
+        samtc(tasks, h)
+
+
+def test_bad_options_raise_value_error(partial_tasks):
+    X, Y = partial_tasks
+    with pytest.raises(ValueError, match="variant"):
+        samtc(X, [3, 3, 3], variant="xx")
+    with pytest.raises(ValueError, match="needs the true labels"):
+        samtc(X, [3, 3, 3], select="labels")
+    with pytest.raises(ValueError, match="labels"):
+        samtc(X, [3, 3, 3], select="labels", labels=[y[:-1] for y in Y])
+    with pytest.raises(ValueError, match="k_self"):
+        samtc(X, [3, 3, 3], k_self=10_000)
+    with pytest.raises(ValueError, match="h_t = 1"):
+        ncut_snn(X[0], 1)
