@@ -1,0 +1,35 @@
+"""Smoke test of examples/samtc_text.py (--quick)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inference.datasets.text import REUTERS_RAW
+from inference.experiment import DEFAULT_DATA_DIR
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA_DIR / REUTERS_RAW).exists(), reason="Reuters data not present")
+def test_samtc_text_quick(tmp_path):
+    subprocess.run([sys.executable, "examples/samtc_text.py", "--quick", "--out", str(tmp_path), "--no-progress"],
+                   cwd=ROOT, check=True, timeout=300)
+    out = json.loads((tmp_path / "samtc_text.json").read_text())
+    assert out["experiment"] == "samtc_text"
+    methods = {r["method"] for r in out["results"]}
+    assert {"SAMTC", "SAMTC-nr", "SAMTC-ns", "Ncut-SNN", "k-means", "pooled k-means",
+            "pooled Ncut-SNN"} <= methods
+    assert {r["metric"] for r in out["results"]} == {"accuracy", "nmi"}
+    assert all("task" in r and r["data_set"] == "Reuters-p1" for r in out["results"])
+    assert all(0.0 <= v <= 1.0 for r in out["results"] for v in r["values"])
+    assert (tmp_path / "samtc_text_Reuters-p1.png").exists()
+
+
+def test_samtc_text_missing_data(tmp_path):
+    proc = subprocess.run([sys.executable, "examples/samtc_text.py", "--quick", "--out", str(tmp_path),
+                           "--data-dir", str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "FileNotFoundError" in proc.stderr and "reuters21578_raw_sgml.tar.gz" in proc.stderr
