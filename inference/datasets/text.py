@@ -49,7 +49,7 @@ Reuters-p1   3,3,3       T1: earn, acq, crude | T2: earn, trade, money-fx | T3: 
 ===========  ==========  =================================================================
 
 Sizes: WebKB sets keep every page of the chosen classes (≈ 60–310 pages per task);
-20NG uses 200 documents per class and task; Reuters 150 per class and task (ship has
+20NG uses 150 documents per class and task; Reuters 150 per class and task (ship has
 fewer: all are used), drawn without replacement with a fixed data seed so tasks never
 share a document (a class used by several tasks is split between them).
 """
@@ -348,14 +348,14 @@ SETS = {
         ("texas", {c: c for c in ["course", "faculty", "student"]}),
         ("washington", {c: c for c in ["course", "student"]}),
         ("wisconsin", {c: c for c in ["faculty", "project", "staff"]})]},
-    "NG-p1": {"corpus": "20news", "per_class": 200, "tasks": [
+    "NG-p1": {"corpus": "20news", "per_class": 150, "tasks": [
         ("T1", {"comp": "comp.graphics", "rec": "rec.autos", "sci": "sci.crypt",
                 "talk": "talk.politics.guns"}),
         ("T2", {"comp": "comp.os.ms-windows.misc", "rec": "rec.motorcycles",
                 "sci": "sci.electronics", "religion": "soc.religion.christian"}),
         ("T3", {"comp": "comp.sys.ibm.pc.hardware", "rec": "rec.sport.baseball",
                 "talk": "talk.politics.mideast", "forsale": "misc.forsale"})]},
-    "NG-p2": {"corpus": "20news", "per_class": 200, "tasks": [
+    "NG-p2": {"corpus": "20news", "per_class": 150, "tasks": [
         ("T1", {"comp": "comp.sys.mac.hardware", "rec": "rec.sport.hockey", "sci": "sci.med",
                 "talk": "talk.politics.misc"}),
         ("T2", {"comp": "comp.windows.x", "sci": "sci.space", "religion": "talk.religion.misc"}),
