@@ -9,7 +9,8 @@
   exactly by contracting each connected group of paired points into one graph node (its
   edges summed). The embedding is the generalised eigenproblem ``L f = λ D f`` of the joint
   graph (Laplacian eigenmaps), keeping eigenvectors 2..d+1 (the first is the constant).
-  A finite ``mu`` adds edges of weight ``μ`` between the pairs instead.
+  A finite ``mu`` solves ``(blockdiag(L^x, L^y) + μ L_C) f = λ blockdiag(D^x, D^y) f``
+  instead, whose μ → ∞ limit is the tied (contracted) problem.
   It is a nonlinear (non-parametric) embedding; new points are mapped by the Nyström-style
   kernel-regression extension f(x) = Σ_i w_i f_i / Σ_i w_i over the k nearest training
   points with the same heat-kernel weights w_i = exp(−‖x − x_i‖²/t) as the graph
@@ -36,15 +37,19 @@ import scipy.linalg as sla
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse import csr_matrix
 
-from .coupled_projections import (_sign_fix, as_array, check_pairs, knn_heat_weights,
-                                  pairwise_sq_dists)
+from .coupled_projections import (_sign_fix, as_array, check_pairs, correspondence_laplacian,
+                                  knn_heat_weights, pairwise_sq_dists)
 from .validation import check_int_range, check_real_range
 
 __all__ = ["laplacian_eigenmaps", "nystrom_extend", "HamAlignment", "ProcrustesAlignment"]
 
 
-def laplacian_eigenmaps(S: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+def laplacian_eigenmaps(S: np.ndarray, d: int, extra: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Laplacian eigenmaps of weights ``S``: eigenvectors 2..d+1 of L f = λ D f.
+
+    ``extra`` (optional, N × N Laplacian) is added to L but not to D (Ham et al.'s pair
+    coupling μ L_C: the degree normalisation stays that of the neighbourhood graphs).
 
     Returns (embedding (N, d), eigenvalues (d,)). Raises ``ValueError`` when the graph
     has isolated nodes or more connected components than one (the embedding would then
@@ -56,11 +61,12 @@ def laplacian_eigenmaps(S: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     deg = S.sum(1)
     if (deg <= 0).any():
         raise ValueError("graph has isolated points (zero degree); increase k")
-    ncomp, _ = connected_components(csr_matrix(S > 0), directed=False)
+    ncomp, _ = connected_components(csr_matrix((S > 0) | (extra is not None and extra != 0)),
+                                    directed=False)
     if ncomp > 1:
         raise ValueError(f"the neighbourhood graph has {ncomp} connected components; increase k "
                          "(or, for the joint graph, add known pairs linking the components)")
-    L = np.diag(deg) - S
+    L = np.diag(deg) - S + (0.0 if extra is None else extra)
     lam, V = sla.eigh(L, np.diag(deg), subset_by_index=[1, d])
     return _sign_fix(V), lam
 
@@ -120,12 +126,13 @@ class HamAlignment:
             M[np.arange(n), node] = 1.0
             S = M.T @ sla.block_diag(Sx, Sy) @ M
             np.fill_diagonal(S, 0.0)
+            F, self.eigenvalues = laplacian_eigenmaps(S, self.d)
         else:
+            # H = blockdiag(L^x, L^y) + μ L_C, normalised by blockdiag(D^x, D^y)
             S = sla.block_diag(Sx, Sy)
-            S[pairs[:, 0], nx + pairs[:, 1]] += self.mu
-            S[nx + pairs[:, 1], pairs[:, 0]] += self.mu
             M = np.eye(n)
-        F, self.eigenvalues = laplacian_eigenmaps(S, self.d)
+            F, self.eigenvalues = laplacian_eigenmaps(
+                S, self.d, extra=self.mu * correspondence_laplacian(pairs, nx, ny))
         F = M @ F
         self.embedding_x, self.embedding_y = F[:nx], F[nx:]
         return self
