@@ -28,7 +28,7 @@ Choices the paper leaves open (documented here, tested in tests/test_coupled_pro
 * **Ridge.** ``B = Z Zᵀ + blockdiag(r_x I, r_y I)`` with ``r_v = ridge · tr(Z_v Z_vᵀ)/p_v``
   (relative to the mean per-direction variance). ``ridge = 0`` is the paper's constraint.
 * **Graph.** Symmetrised k-nearest-neighbour graph (i ~ i' when either is among the other's
-  k nearest neighbours), heat-kernel weights S = exp(−‖x_i − x_i'‖² / t) on the edges; the
+  k nearest neighbours; joined by minimum-spanning-tree edges if it is disconnected), heat-kernel weights S = exp(−‖x_i − x_i'‖² / t) on the edges; the
   default width t is the mean squared edge length of the k-NN graph; ``t=np.inf`` gives 0/1
   weights. The graph is built on the centred input data (before PCA).
 * **Signs.** Each eigenvector is signed so that its largest-magnitude entry is positive
@@ -110,12 +110,28 @@ def heat_width(d2: np.ndarray, mask: np.ndarray) -> float:
     return t if t > 0 else 1.0
 
 
-def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool = False):
+def _connect(d2: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """Add the edges of a Euclidean minimum spanning tree to the adjacency ``M`` when it
+    has several connected components (so every point is reachable; unchanged otherwise)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
+    if connected_components(csr_matrix(M), directed=False)[0] == 1:
+        return M
+    # tiny offset keeps zero distances (duplicate points) as edges of the sparse MST
+    T = minimum_spanning_tree(csr_matrix(np.sqrt(d2) + 1e-300 * (1 - np.eye(len(d2))))).toarray() > 0
+    return M | T | T.T
+
+
+def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool = False,
+                     connect: bool = True):
     """Symmetrised k-NN graph with heat-kernel weights.
 
     S_ii' = exp(−‖x_i − x_i'‖² / t) when i' is among the k nearest neighbours of i or
     vice versa, else 0; S_ii = 0. ``t=None``: mean squared edge length; ``t=np.inf``:
-    0/1 weights. Returns S (N, N) (and t with ``return_width``).
+    0/1 weights. With ``connect`` (default), a graph that falls into several components is
+    joined by the edges of the Euclidean minimum spanning tree (a k-NN graph of a closed
+    pose circle can break where consecutive images differ most). Returns S (N, N) (and t
+    with ``return_width``).
     """
     X = as_array(X, "X", ndim=2)
     n = X.shape[0]
@@ -124,6 +140,8 @@ def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool =
         raise ValueError(f"X: a neighbourhood graph needs at least 2 points, got {n}")
     d2 = pairwise_sq_dists(X)
     M = _knn_mask(d2, k)
+    if connect:
+        M = _connect(d2, M)
     if t is None:
         t = heat_width(d2, M)
     else:

@@ -160,3 +160,17 @@ def test_bad_input_raises_clear_errors():
         CoupledProjections(d=2).fit(X, Y, np.arange(5))
     with pytest.raises(ValueError, match="columns"):
         CoupledProjections(d=2).fit(X, Y, ok).transform_x(Y)
+
+
+def test_disconnected_knn_graph_is_joined_by_spanning_tree_edges():
+    from scipy.sparse.csgraph import connected_components
+    rng = np.random.default_rng(8)
+    X = np.r_[rng.standard_normal((10, 2)), rng.standard_normal((10, 2)) + 6.0]
+    S0 = knn_heat_weights(X, 3, connect=False)
+    S1 = knn_heat_weights(X, 3)
+    assert connected_components(S0 > 0)[0] == 2 and connected_components(S1 > 0)[0] == 1
+    added = (S1 > 0) & ~(S0 > 0)
+    assert added.sum() == 2  # exactly one bridging edge (both directions): the shortest one
+    i, j = np.argwhere(added)[0]
+    d = np.linalg.norm(X[:10, None] - X[None, 10:], axis=-1)
+    assert np.isclose(np.linalg.norm(X[i] - X[j]), d.min())
