@@ -52,7 +52,7 @@ import torch
 
 from models.gp_kernels import kernel_matrix, psi_stats, time_kernel
 
-from .numerics import cho_logdet, cholesky_jitter
+from .numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter
 
 __all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed_loss",
            "ViewPosterior", "view_posterior", "predict_moments", "kzz", "uncollapsed_elbo_analytic",
@@ -295,7 +295,16 @@ def collapsed_loss(model, guide, data, frozen=(), **kwargs) -> torch.Tensor:
     from models.mcgpds import hyperparams
     hp = hyperparams(data, frozen=frozen)
     mus, lams = variational_params(data, frozen=frozen)
-    return -collapsed_bound(data, hp, mus, lams)
+    try:
+        return -collapsed_bound(data, hp, mus, lams)
+    except NotPositiveDefiniteError:
+        # An L-BFGS line-search trial point so extreme that a kernel overflowed: report a
+        # huge finite loss (zero gradient) so the strong-Wolfe search shrinks the step
+        # instead of aborting the run. Never returned at an accepted point.
+        return torch.zeros((), dtype=torch.float64, requires_grad=True) + _FAILED_LOSS
+
+
+_FAILED_LOSS = 1e30
 
 
 # --------------------------------------------------------------------------- prediction

@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import math
 import time as _time
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -211,9 +212,10 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
         raise ValueError(f"private_prior: expected 'mcgpds' or 'gplvm', got {cfg.private_prior!r}")
     if cfg.output_layer not in ("cgpds", "linear"):
         raise ValueError(f"output_layer: expected 'cgpds' or 'linear', got {cfg.output_layer!r}")
-    bad = set(cfg.fixed) - {"alpha", "eps", "beta", "time"}
+    bad = set(cfg.fixed) - {"alpha", "eps", "beta", "time", "W", "kernel", "inducing"}
     if bad:
-        raise ValueError(f"fixed: unknown groups {sorted(bad)}; allowed alpha, eps, beta, time")
+        raise ValueError(f"fixed: unknown groups {sorted(bad)}; allowed alpha, eps, beta, time, W, kernel, "
+                         "inducing")
     init_views = vs if cfg.init_views is None else [as_tensor(Y, f"init_views[{k}]", ndim=2)
                                                      for k, Y in enumerate(cfg.init_views)]
     if cfg.init == "pca":
@@ -247,6 +249,11 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     else:
         invw = float(cfg.time_invwidth)
     fixed = set(cfg.fixed)
+    if "beta" not in fixed:
+        warnings.warn("McGPDS: learning β with the paper's collapsed bound can diverge — the bound "
+                      "fits y with h and with every w_j g_j separately, so when both fit well its β "
+                      "coefficient is positive and the bound grows without limit in β (the protocol "
+                      "keeps β fixed)", RuntimeWarning, stacklevel=2)
     alpha = cfg.alpha_init
     if not cfg.coupling:
         alpha, fixed = 1.0, fixed | {"alpha"}

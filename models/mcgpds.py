@@ -278,6 +278,7 @@ def mcgpds_model(data: McGPDSData):
             LA = cholesky_jitter(dense_A(data, v), f"A_{k}")
             Xk.append(pyro.sample(f"X_{k}", dist.MultivariateNormal((1 - v["alpha"]) * Xs, scale_tril=LA)))
     out["X_s"] = Xs
+    time_plate = pyro.plate("time", N, dim=-2)
     for k, v in enumerate(hp["views"]):
         D = data.out_dims[k]
         LH = cholesky_jitter(kzz(kind, v["Zh"], v["kh_var"], v["kh_ard"]), "K_ZZ of h")
@@ -309,7 +310,7 @@ def mcgpds_model(data: McGPDSData):
         mean = h + wg_sum
         beta = v["beta"]
         obs = None if data.views is None else data.views[k]
-        with pyro.plate("time", N, dim=-2), out_plate:
+        with time_plate, out_plate:
             y = pyro.sample(f"y_{k}", dist.Normal(mean, beta.rsqrt()), obs=obs)
         if obs is not None:
             pyro.factor(f"paper_terms_{k}", -0.5 * beta * trace
@@ -341,10 +342,12 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
     gen = torch.Generator().manual_seed(seed)
     init = default_init(len(times), out_dims, Q, M, J, mapping_kernel, times=times, generator=gen,
                         **init_kwargs)
-    data = McGPDSData(None, times, seq_ids, Q, M, J, mapping_kernel, out_dims=list(out_dims), init=init)
+    data = McGPDSData(None, times, seq_ids, Q, M, J, mapping_kernel,
+                      time_white=init_kwargs.get("time_white", True), time_bias=init_kwargs.get("time_bias", True),
+                      private_prior=init_kwargs.get("private_prior", "mcgpds"), out_dims=list(out_dims), init=init)
     pyro.set_rng_seed(seed)
     with poutine.block():
         tr = poutine.trace(mcgpds_model).get_trace(data)
-    res = {n: tr.nodes[n]["value"].detach() for n in tr.stochastic_nodes}
+    res = {n: tr.nodes[n]["value"].detach() for n in tr.stochastic_nodes if n in dims(data.V)}
     res["data"] = data
     return res
