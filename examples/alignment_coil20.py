@@ -173,7 +173,7 @@ def plot_pair_matrix(acc, path, frac):
         for (i, j), v in acc[name].items():
             M[i - 1, j - 1] = M[j - 1, i - 1] = v
         im = a.imshow(M, vmin=0, vmax=1, cmap="viridis")
-        a.set_title(f"{name}: match acc. ±1 ({int(round(100 * frac))}% known), mean {np.nanmean(M):.2f}")
+        a.set_title(f"{name}\nmatch acc. ±1 ({int(round(100 * frac))}% known), mean {np.nanmean(M):.2f}", fontsize=9)
         a.set_xticks(range(20), range(1, 21), fontsize=6)
         a.set_yticks(range(20), range(1, 21), fontsize=6)
     fig.colorbar(im, ax=ax)
