@@ -87,8 +87,8 @@ def recovery(latent: np.ndarray, signal: np.ndarray) -> float:
 
 
 def toy_config(quick: bool, **kw) -> McGPDSConfig:
-    base = dict(Q=2, M=2, J=1, mapping_kernel="linear", fixed=("eps", "beta", "time"), beta_init="snr",
-                w_init_scale=0.1, cycles=1, var_iters=50, model_iters=50,
+    base = dict(Q=2, M=2, J=1, mapping_kernel="linear", fixed=("eps", "time", "W"), beta_init="snr",
+                w_init_scale=1e-6, cycles=1, var_iters=50, model_iters=50,
                 joint_iters=150 if quick else 500, lbfgs_max_iter=50, tol=1e-9)
     base.update(kw)
     return McGPDSConfig(**base)
@@ -103,7 +103,7 @@ def run_toy1(seed: int, quick: bool, progress: bool, res: Results, out: Path):
     t0 = time.perf_counter()
     # MRD-style shared-only model: α = 0 and ε tiny -> X^(1) = X^(2) = X^(s)
     fs = fit_mcgpds(views, t, config=toy_config(quick, alpha_init=1e-4, eps_init=1e-6,
-                                                fixed=("alpha", "eps", "beta", "time")),
+                                                fixed=("alpha", "eps", "time", "W")),
                     seed=seed, progress=progress)
     res.time("shared-only (MRD-style)", "train", time.perf_counter() - t0)
     rec = {}

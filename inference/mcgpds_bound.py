@@ -460,7 +460,7 @@ def optimal_q_inducing(data, hp: dict, mus: list, lams: list):
         m = beta * H @ torch.linalg.solve(Sig, P1.mT @ Y)                # (M, D)
         cov = H @ torch.linalg.solve(Sig, H)
         cov = 0.5 * (cov + cov.mT)
-        q_v.append((m.mT.contiguous(), torch.linalg.cholesky(cov).expand(D, -1, -1).contiguous()))
+        q_v.append((m.mT.contiguous(), cholesky_jitter(cov, "optimal q(v) covariance").expand(D, -1, -1).contiguous()))
         ms, Ls = [], []
         for j in range(v["W"].shape[1]):
             kg_var = v["kg_var"][j] if v.get("kg_var") is not None else None
@@ -471,6 +471,6 @@ def optimal_q_inducing(data, hp: dict, mus: list, lams: list):
             mj = (beta * w)[:, None] * (G[None] @ torch.linalg.solve(Sg, (P1g.mT @ Y).mT[..., None]))[..., 0]
             cj = G[None] @ torch.linalg.solve(Sg, G[None].expand_as(Sg))
             ms.append(mj)
-            Ls.append(torch.linalg.cholesky(0.5 * (cj + cj.mT)))
+            Ls.append(cholesky_jitter(0.5 * (cj + cj.mT), "optimal q(u) covariance"))
         q_u.append((torch.stack(ms), torch.stack(Ls)))
     return q_v, q_u

@@ -249,7 +249,9 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     else:
         invw = float(cfg.time_invwidth)
     fixed = set(cfg.fixed)
-    if "beta" not in fixed:
+    if "W" in fixed:
+        fixed.add("g")      # g switched off: its kernel/inducing inputs have (almost) no gradient
+    if "beta" not in fixed and "W" not in fixed:
         warnings.warn("McGPDS: learning β with the paper's collapsed bound can diverge — the bound "
                       "fits y with h and with every w_j g_j separately, so when both fit well its β "
                       "coefficient is positive and the bound grows without limit in β (the protocol "

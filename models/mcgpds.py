@@ -55,7 +55,7 @@ __all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DI
            "param_group", "default_init", "PARAM_GROUPS", "block_mask"]
 
 #: parameter groups the ``fixed`` / ``frozen`` mechanism understands
-PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "variational")
+PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational")
 
 
 def dims(V: int = 2) -> dict:
@@ -74,7 +74,11 @@ DIMS = dims(2)
 
 
 def param_group(name: str) -> str:
-    """The group of a parameter name (``alpha_0`` → "alpha", ``t_invw_s`` → "time", ...)."""
+    """The group of a parameter name (``alpha_0`` → "alpha", ``t_invw_s`` → "time", ...).
+
+    "g" holds the kernel and inducing inputs of the g_j functions; fixing "W" at ≈ 0 (which
+    switches g off) should fix "g" too, else L-BFGS wanders along their flat directions.
+    """
     if name.startswith(("mu_", "lam_")):
         return "variational"
     if name.startswith("alpha_"):
@@ -85,7 +89,9 @@ def param_group(name: str) -> str:
         return "beta"
     if name.startswith("t_"):
         return "time"
-    if name.startswith(("Zh_", "Zg_")):
+    if name.startswith(("Zg_", "kg_")):
+        return "g"          # the g_j functions' kernel and inducing inputs
+    if name.startswith("Zh_"):
         return "inducing"
     if name.startswith("W_"):
         return "W"
