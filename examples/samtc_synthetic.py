@@ -55,7 +55,7 @@ DATA_SETS = {
     "complete": dict(n_shared=4, n_private=0, near=None),
 }
 N_POINTS = (240, 300, 180)
-QUICK_N_POINTS = (120, 150, 90)
+QUICK_N_POINTS = (100, 120, 80)
 
 
 def parser():
@@ -122,8 +122,8 @@ def run_seed(sim, seed, steps, restarts, progress, draws=100):
 def main(args):
     quick = args.quick
     seeds = [args.seed] if quick else seed_list(args)
-    steps = args.steps if args.steps is not None else (60 if quick else 250)
-    draws = 30 if quick else 100
+    steps = args.steps if args.steps is not None else (50 if quick else 250)
+    draws = 20 if quick else 100
     args.sets = args.sets or (["partial", "complete"] if quick else list(DATA_SETS))
     res = Results(EXPERIMENT, seeds, config={
         "data_sets": {n: {**BASE, **DATA_SETS[n], "n_points": QUICK_N_POINTS if quick else N_POINTS}

@@ -98,7 +98,7 @@ def test_minibatch_elbo_unbiased():
     g = delta_guide(v)
     full = ELBO().loss(M.model, g, tasks, h, K)
     pyro.set_rng_seed(0)
-    draws = np.array([ELBO().loss(M.model, g, tasks, h, K, subsample_size=6) for _ in range(250)])
+    draws = np.array([ELBO().loss(M.model, g, tasks, h, K, subsample_size=6) for _ in range(150)])
     se = draws.std() / np.sqrt(len(draws))
     assert draws.std() > 0
     assert abs(draws.mean() - full) < 4 * se
@@ -135,8 +135,8 @@ def easy_fit():
     sim = simulate_tasks(n_tasks=2, n_shared=2, n_private=(1, 1), n_points=(90, 75), d=3,
                          separation=6.0, near=3.0, seed=4)
     pyro.clear_param_store()
-    mf = fit_model(sim.tasks, sim.h, num_steps=120, seed=0)
-    return sim, mf, mf.derived(num_samples=40)
+    mf = fit_model(sim.tasks, sim.h, num_steps=80, seed=0)
+    return sim, mf, mf.derived(num_samples=25)
 
 
 def test_recovers_clusters_and_links(easy_fit):
