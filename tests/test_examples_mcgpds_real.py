@@ -1,0 +1,89 @@
+"""Smoke tests of the McGPDS real-data scripts: each runs with --quick --seeds 1 and writes
+its results JSON in the DESIGN.md schema (skipped when ../shared/data is absent)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+
+pytestmark = pytest.mark.skipif(not DATA.exists(), reason="../shared/data not present")
+
+
+def _run(script, tmp_path, *extra):
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--quick", "--seeds", "1",
+                           "--no-progress", "--out", str(tmp_path), *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "MPLBACKEND": "Agg"})
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def _load(tmp_path, experiment):
+    res = json.loads((tmp_path / f"{experiment}.json").read_text())
+    assert res["experiment"] == experiment
+    assert {"experiment", "seeds", "results", "timings_s", "config", "environment"} <= set(res)
+    for r in res["results"]:
+        assert r["values"] and all(v == v for v in r["values"])      # no NaN
+    return res
+
+
+def _methods(res, metric):
+    return {r["method"] for r in res["results"] if r["metric"] == metric}
+
+
+def test_human_pose_quick(tmp_path):
+    proc = _run("mcgpds_human_pose.py", tmp_path)
+    res = _load(tmp_path, "mcgpds_human_pose")
+    err = _methods(res, "mean_joint_error")
+    assert {"McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (generative)",
+            "NN in learned shared space (McGPDS)", "NN in Y space (raw)", "NN in Y space (standardised)",
+            "training mean"} <= err
+    assert {"McGPDS (paper-faithful)", "training mean"} <= _methods(res, "msll")
+    nn = next(r for r in res["results"] if r["method"] == "NN in Y space (raw)")
+    assert round(nn["mean"], 4) == 2.6523
+    assert "57 of 63" in res["config"]["msll_mask"]
+    assert (tmp_path / "mcgpds_human_pose.png").stat().st_size > 0
+    assert "mean ± std" in proc.stdout
+
+
+def test_cuave_quick(tmp_path):
+    proc = _run("mcgpds_cuave.py", tmp_path)
+    res = _load(tmp_path, "mcgpds_cuave")
+    assert {"McGPDS (paper-faithful)", "McGPDS (code-faithful)", "training mean"} <= _methods(res, "rmse")
+    mean = next(r for r in res["results"] if r["method"] == "training mean" and r["metric"] == "rmse")
+    assert round(mean["mean"], 3) == 1.106
+    assert "training mean" in proc.stdout
+    assert (tmp_path / "mcgpds_cuave.png").stat().st_size > 0
+
+
+def test_oil_quick(tmp_path):
+    _run("mcgpds_oil.py", tmp_path)
+    res = _load(tmp_path, "mcgpds_oil")
+    recs = [r for r in res["results"] if r["metric"] == "accuracy"]
+    assert any("McGPDS" in r["method"] for r in recs)
+    assert all("setting" in r and 0.0 <= r["mean"] <= 1.0 for r in recs)
+
+
+def test_bench_quick(tmp_path):
+    _run("bench_mcgpds.py", tmp_path)
+    res = _load(tmp_path, "bench_mcgpds")
+    assert "McGPDS" in res["timings_s"]
+    assert {"train", "predict"} <= set(res["timings_s"]["McGPDS"])
+    try:
+        import GPy  # noqa: F401
+        assert "GPy MRD" in res["timings_s"]
+    except ImportError:
+        assert "GPy MRD" not in res["timings_s"]
+
+
+def test_missing_data_dir_names_file(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "mcgpds_cuave.py"), "--quick",
+                           "--data-dir", str(tmp_path), "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "FileNotFoundError" in proc.stderr and "AudioVideoAlignedData1.mat" in proc.stderr
