@@ -34,7 +34,6 @@ partition taken label-free (consensus over the k_t grid) in every mode.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
