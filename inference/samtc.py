@@ -43,7 +43,7 @@ from . import metrics
 from . import samtc_steps as st
 from .spectral import kmeans, ncut
 
-__all__ = ["samtc", "ncut_snn", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
+__all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
            "select_setting", "validate_tasks"]
 
 
@@ -215,6 +215,10 @@ def _ncut_snn_grid(X, h, seed, S=None, order=None):
         own = st.neighbour_indicator(order, k, n, include_self=True)
         labs.append(_ncut_graph(st.weighted_snn(own), h, seed, S, X))
     return labs, ks
+
+
+#: public name of the grid helper (used by the examples): (labellings, k values)
+ncut_snn_grid = _ncut_snn_grid
 
 
 def kmeans_baseline(tasks, n_clusters, seed: int = 0, n_init: int = 10):
