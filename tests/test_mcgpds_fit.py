@@ -94,6 +94,8 @@ def test_prediction_options(fitted):
     # a smaller β adds predictive variance (β⁻¹ term + wider q(U))
     assert (p2.var > p1.var).all()
     py = predict_view(f, Y1s, ts, method="code", test_iters=5, latent_for_prediction="y_nn")
+    ps = predict_view(f, Y1s, ts, method="paper", test_iters=5, shared_reference="source_only")
+    assert ps.nn_index.shape == (len(ts),) and torch.isfinite(ps.mean).all()
     assert torch.equal(py.latent_mean, f.mu[1][py.nn_index_y])
     with pytest.raises(ValueError, match="columns"):
         predict_view(f, Y2s, ts)
