@@ -171,14 +171,19 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
         w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
         quad2 = (w * w).sum()
         mus_parts.append(Ls @ torch.linalg.solve_triangular(LBp.mT, w, upper=True))
-        sl = lam_g.clamp_min(0).sqrt().permute(0, 3, 1, 2)         # (V, Q, nb, n)
-        slA = sl[..., :, None] * A[:, None]                        # Λ^½ A   (V, Q, nb, n, n)
-        B = eye + slA * sl[..., None, :]
-        LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
-        T = torch.linalg.solve_triangular(LB, slA, upper=False)    # L_B⁻¹ Λ^½ A
-        sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)   # (V, Q, nb, n)
-        tr_minus_n = -(sl * sl * sdiag).sum()
-        kl = kl + 0.5 * (Q * cho_logdet(LBp).sum() + cho_logdet(LB).sum() + tr_minus_n + quad1 - quad2)
+        lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
+        if A.requires_grad:
+            sl = lam_p.sqrt()
+            slA = sl[..., :, None] * A[:, None]                    # Λ^½ A   (V, Q, nb, n, n)
+            B = eye + slA * sl[..., None, :]
+            LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
+            T = torch.linalg.solve_triangular(LB, slA, upper=False)    # L_B⁻¹ Λ^½ A
+            sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)   # (V, Q, nb, n)
+            logdetB = cho_logdet(LB)
+        else:   # A constant (α, ε, time kernels fixed): closed-form backward, ~2x cheaper
+            logdetB, sdiag = _PrivateCov.apply(A, lam_p)
+        tr_minus_n = -(lam_p * sdiag).sum()
+        kl = kl + 0.5 * (Q * cho_logdet(LBp).sum() + logdetB.sum() + tr_minus_n + quad1 - quad2)
         sd_parts.append(sdiag.permute(0, 2, 3, 1))                 # (V, nb, n, Q)
         if need_shared_var:
             Ws = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)
@@ -188,6 +193,35 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     if need_shared_var:
         out["s_s"] = blocks.unpack(ss_parts)
     return out
+
+
+class _PrivateCov(torch.autograd.Function):
+    """``(log|I + Λ^½ A Λ^½|, diag S)`` with ``S = (A⁻¹ + Λ)⁻¹`` for a constant ``A``.
+
+    A (V, nb, n, n), lam (V, Q, nb, n) -> (V, Q, nb), (V, Q, nb, n). Backward in closed form:
+    ``∂ log|B| / ∂λ_i = S_ii`` and ``∂ S_jj / ∂λ_i = −S_ij²``, so
+    ``∂L/∂λ = ḡ_ld · diag S − (S ∘ S) ḡ_diag`` — one batched product ``S = A − TᵀT`` instead of
+    differentiating through the Cholesky and the triangular solve.
+    """
+
+    @staticmethod
+    def forward(ctx, A, lam):
+        n = A.shape[-1]
+        sl = lam.sqrt()
+        slA = sl[..., :, None] * A[:, None]
+        B = torch.eye(n, dtype=A.dtype) + slA * sl[..., None, :]
+        LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
+        T = torch.linalg.solve_triangular(LB, slA, upper=False)
+        sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)
+        ctx.save_for_backward(A, T, sdiag)
+        return cho_logdet(LB), sdiag
+
+    @staticmethod
+    def backward(ctx, g_ld, g_sd):
+        A, T, sdiag = ctx.saved_tensors
+        S = A[:, None] - T.mT @ T
+        g_lam = g_ld[..., None] * sdiag - ((S * S) @ g_sd[..., None])[..., 0]
+        return None, g_lam
 
 
 # --------------------------------------------------------------------------- J-trick
