@@ -22,7 +22,7 @@ from pyro.distributions import constraints
 
 from inference.numerics import DTYPE, cholesky_jitter
 
-__all__ = ["variational_params", "mcgpds_guide", "guide", "q_latent_dense"]
+__all__ = ["variational_params", "mcgpds_guide", "guide", "q_latent_dense", "set_optimal_inducing"]
 
 
 def variational_params(data, frozen=()):
@@ -92,3 +92,24 @@ def mcgpds_guide(data):
 
 
 guide = mcgpds_guide
+
+
+def set_optimal_inducing(data):
+    """Write the optimal q(V), q(U) (given the current q(X) and hyperparameters) into the
+    parameter store — e.g. after a collapsed fit, before drawing posterior-predictive samples
+    with :func:`mcgpds_guide`."""
+    from inference.mcgpds_bound import optimal_q_inducing
+    from models.mcgpds import hyperparams
+    store = pyro.get_param_store()
+    with torch.no_grad():
+        hp = hyperparams(data)
+        mus, lams = variational_params(data)
+        q_v, q_u = optimal_q_inducing(data, hp, mus, lams)
+    for k in range(data.V):
+        for name, val, con in ((f"qv_m_{k}", q_v[k][0], constraints.real),
+                               (f"qv_L_{k}", q_v[k][1], constraints.lower_cholesky),
+                               (f"qu_m_{k}", q_u[k][0], constraints.real),
+                               (f"qu_L_{k}", q_u[k][1], constraints.lower_cholesky)):
+            if name in store:
+                del store[name]
+            pyro.param(name, val.detach().clone(), constraint=con)

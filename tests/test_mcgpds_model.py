@@ -105,3 +105,31 @@ def test_frozen_groups_do_not_move():
     after = {k: v.detach() for k, v in pyro.get_param_store().items()}
     assert torch.equal(before["W_0"], after["W_0"]) and torch.equal(before["beta_1"], after["beta_1"])
     assert not torch.equal(before["mu_0"], after["mu_0"])
+
+
+def test_posterior_predictive_after_collapsed_fit():
+    from guides.mcgpds import set_optimal_inducing
+    from inference import posterior_predictive
+    data = small_data()
+    fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=10), num_steps=1,
+        seed=0, progress=False)
+    set_optimal_inducing(data)
+    hp = hyperparams(data)
+    mus, lams = variational_params(data)
+    q_v, q_u = optimal_q_inducing(data, hp, mus, lams)
+    assert torch.allclose(pyro.param("qv_m_0"), q_v[0][0])
+    S = 200
+    idata = posterior_predictive(mcgpds_model, mcgpds_guide, data, num_samples=S, seed=0, dims=DIMS)
+    pp = idata.posterior_predictive["y_0"]
+    assert pp.dims == ("chain", "draw", "time", "output_0") and pp.shape == (1, S, 10, 3)
+    assert idata.log_likelihood["y_1"].shape == (1, S, 10, 2)
+    # Monte Carlo mean/variance of the draws match the analytic predictive moments under q
+    from inference.mcgpds_bound import latent_terms, predict_moments, view_posterior
+    lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
+    with torch.no_grad():
+        post = view_posterior(data.views[0], mus[0], lt["s_diag"][0], hp["views"][0], "rbfard")
+        mean, var = predict_moments(post, mus[0], lt["s_diag"][0])
+    m = torch.as_tensor(pp.mean(("chain", "draw")).values)
+    assert ((m - mean).abs() <= 4.5 * (var / S).sqrt() + 1e-6).float().mean() > 0.97
+    v = torch.as_tensor(pp.var(("chain", "draw")).values)
+    assert (v / var).mean().item() == pytest.approx(1.0, abs=0.2)
