@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
 from inference import Results
@@ -38,6 +39,8 @@ def parser():
                    help="kernel widths as multiples of the median distances (x, y)")
     p.add_argument("--lam", type=float, default=1e-2)
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--n-train", type=int, default=4649, help="training images (first of a random "
+                   "permutation; the batched run always predicts all test images)")
     return p
 
 
@@ -47,6 +50,8 @@ def main(args):
         raise ValueError("--device cuda: no CUDA device is available")
     data = load_usps_reconstruction(args.data_dir, seed=args.seed)
     X, Y, Xt, Yt = (torch.as_tensor(data[k]) for k in ("X_train", "Y_train", "X_test", "Y_test"))
+    perm = torch.as_tensor(np.random.default_rng(args.seed).permutation(X.shape[0]))
+    X, Y = X[perm[:args.n_train]], Y[perm[:args.n_train]]
     if args.quick:
         X, Y, Xt, Yt = X[:400], Y[:400], Xt[:200], Yt[:200]
         args.loop_points = min(args.loop_points, 20)

@@ -37,16 +37,20 @@ def parser():
     p.add_argument("--alpha-step", type=float, default=0.1)
     p.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
     p.add_argument("--max-iter", type=int, default=50)
+    p.add_argument("--n-train", type=int, default=4649, help="random subset of the training images "
+                   "(CPU budget; default all 4649)")
+    p.add_argument("--n-test", type=int, default=4649, help="random subset of the test images")
     return p
 
 
 def main(args):
     set_seed(args.seed)
     data = load_usps_reconstruction(args.data_dir, seed=args.seed)
-    if args.quick:
+    n_tr, n_te = (300, 100) if args.quick else (min(args.n_train, 4649), min(args.n_test, 4649))
+    if (n_tr, n_te) != (4649, 4649):
         rng = np.random.default_rng(args.seed)
-        tr = rng.choice(4649, 300, replace=False)
-        te = rng.choice(4649, 100, replace=False)
+        tr = np.sort(rng.choice(4649, n_tr, replace=False))
+        te = np.sort(rng.choice(4649, n_te, replace=False))
         for k in ("X_train", "Y_train", "images_train"):
             data[k] = data[k][tr]
         for k in ("X_test", "Y_test", "images_test"):

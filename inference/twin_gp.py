@@ -13,8 +13,9 @@ Objectives minimised over y for each test input x (all O(N²) per evaluation):
   M_α = (1−α)K_X + αK_Y, K_XY = (1−α)K_x + αK_y, K_α = (1−α)k_X(x,x) + αk_Y(y,y).
   The paper's L′ = (1/(β−1)) exp(−(1−β)/(2(1−α)) ℓ_α) has the same minimiser for every
   β ≠ 1 (``form="sm"`` optimises L′ itself, so β changes the path; ``form="log"``, the
-  default, optimises ℓ_α/(α(1−α)), which tends to L_KL/η_x + const as α → 0 and to
-  L_IKL − 1 + const as α → 1, so the scale stays O(1) across α).
+  default, optimises −log φ_α/(α(1−α)) = [ℓ_α − (1−α) log η_x]/(α(1−α)), which tends to
+  (L_KL + const)/η_x as α → 0 and to L_IKL − 1 + const as α → 1, so its scale stays O(1)
+  across α).
   ``form="det"`` (reference only) evaluates the O(N³) determinant form, the
   Sharma–Mittal divergence between N(0, K_{X∪x}) and N(0, K_{Y∪y}) itself
   (:func:`smtgp_det_objective`).
@@ -413,7 +414,7 @@ class TwinGP:
                        form: str = "log", ref: torch.Tensor | None = None):
         """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at y (b, d_y).
 
-        ``form`` (SMTGP only): "log" → ℓ_α/(α(1−α)); "sm" → the paper's L′ with β,
+        ``form`` (SMTGP only): "log" → −log φ_α/(α(1−α)); "sm" → the paper's L′ with β,
         rescaled per point by exp((1−β)/(2(1−α)) ℓ_α(ref)) (a positive constant, so the
         minimiser and the BFGS path up to scale are unchanged and nothing overflows).
         """
@@ -452,8 +453,10 @@ class TwinGP:
             ell = eta_xy.log() - a * eta_y.log()
             dell = deta_xy / eta_xy.unsqueeze(1) - (a / eta_y).unsqueeze(1) * deta_y
             if form == "log":
+                # −log φ_α = ℓ_α − (1−α) log η_x: subtracting the y-independent (1−α) log η_x
+                # keeps f O(1) as α → 0 or 1, so relative stopping tests stay meaningful
                 c = 1.0 / (a * (1 - a))
-                f, w = c * ell, c * dell
+                f, w = c * (ell - (1 - a) * ctx["eta_x"].log()), c * dell
             elif form == "sm":
                 if beta is None:
                     raise ValueError("form='sm' needs beta")
@@ -511,7 +514,7 @@ class TwinGP:
             if form == "sm":
                 with torch.no_grad():
                     fl, _ = self.value_and_grad(y0, ctx, form="log")
-                ref = fl * a * (1 - a)
+                ref = fl * a * (1 - a) + (1 - a) * ctx["eta_x"].log()  # ℓ_α(y0)
 
             def fg(y, idx, ctx=ctx, ref=ref):
                 sub = self._sub(ctx, idx)
@@ -570,8 +573,7 @@ def certainty(tgp: TwinGP, Xt, y, alpha: float) -> torch.Tensor:
     ctx = tgp.context(Xt, "SMTGP", a)
     y = tgp._check_y(y, ctx["B"])
     f, _ = tgp.value_and_grad(y, ctx, form="log")
-    ell = f * a * (1 - a)
-    return (1 - a) * ctx["eta_x"].log() - ell
+    return -f * a * (1 - a)
 
 
 def lemma41_log_bound(tgp: TwinGP, alpha: float) -> torch.Tensor:

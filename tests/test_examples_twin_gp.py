@@ -1,0 +1,68 @@
+"""Smoke tests: every twin-GP example runs with --quick and writes its results JSON."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inference.experiment import DEFAULT_DATA_DIR
+
+ROOT = Path(__file__).resolve().parent.parent
+HAVE_USPS = (DEFAULT_DATA_DIR / "usps" / "usps_9298.mat").exists()
+HAVE_POSER = (DEFAULT_DATA_DIR / "human_pose" / "ankurDataPoseSilhouette.mat").exists()
+TGP = {"KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN"}
+
+
+def _run(script, tmp_path, *extra):
+    env = dict(os.environ, MPLBACKEND="Agg")
+    subprocess.run([sys.executable, f"examples/{script}", "--quick", "--out", str(tmp_path), "--no-progress", *extra],
+                   cwd=ROOT, check=True, env=env, timeout=600)
+
+
+def _load(tmp_path, name):
+    d = json.loads((tmp_path / f"{name}.json").read_text())
+    assert d["experiment"] == name
+    return d
+
+
+def test_twin_gp_toy(tmp_path):
+    _run("twin_gp_toy.py", tmp_path)
+    d = _load(tmp_path, "twin_gp_toy")
+    assert {r["method"] for r in d["results"]} == TGP
+    assert {r["data_set"] for r in d["results"]} == {"toy1", "toy2"}
+    assert all(0 < r["mean"] < 1 for r in d["results"])
+    assert (tmp_path / "twin_gp_toy1.png").exists()
+
+
+@pytest.mark.skipif(not HAVE_USPS, reason="USPS data not available")
+def test_twin_gp_usps(tmp_path):
+    _run("twin_gp_usps.py", tmp_path)
+    d = _load(tmp_path, "twin_gp_usps")
+    assert {r["method"] for r in d["results"]} == TGP
+    assert all(r["metric"] == "mean_norm_error" for r in d["results"])
+
+
+@pytest.mark.skipif(not HAVE_POSER, reason="Poser data not available")
+def test_twin_gp_poser(tmp_path):
+    _run("twin_gp_poser.py", tmp_path)
+    d = _load(tmp_path, "twin_gp_poser")
+    assert {r["method"] for r in d["results"]} == TGP
+    assert all(r["metric"] == "mean_joint_error" for r in d["results"])
+
+
+@pytest.mark.skipif(not HAVE_USPS, reason="USPS data not available")
+def test_bench_twin_gp(tmp_path):
+    _run("bench_twin_gp.py", tmp_path)
+    d = _load(tmp_path, "bench_twin_gp")
+    methods = {r["method"] for r in d["results"] if r["metric"] == "seconds_per_test_point"}
+    assert methods == {"SMTGP batched", "SMTGP per-point loop", "KLTGP batched"}
+    assert d["config"]["loop_vs_batched_max_abs_diff"] < 1e-4
+
+
+def test_missing_data_names_the_file(tmp_path):
+    r = subprocess.run([sys.executable, "examples/twin_gp_poser.py", "--quick", "--out", str(tmp_path),
+                        "--data-dir", str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "ankurDataPoseSilhouette.mat" in r.stderr and "FileNotFoundError" in r.stderr

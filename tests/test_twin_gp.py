@@ -1,0 +1,246 @@
+"""Twin GPs: hand gradients, limits in α, β-independence, Lemma 4.1/4.2, O(N²) vs O(N³),
+batched vs per-point, SVI vs the deterministic reference, local model, bad input."""
+import math
+
+import numpy as np
+import pyro
+import pytest
+import torch
+from pyro.infer import Trace_ELBO
+
+from guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
+from inference import LBFGS, fit
+from inference.predictive import posterior_predictive
+from inference.twin_gp import (TwinGP, certainty, gpr_predict, lemma41_log_bound, minimize_batched,
+                               smtgp_det_objective, toy_data, wknn_predict)
+from inference.twin_gp_selection import kfold_indices, select_alpha_beta
+from models.twin_gp import DIMS, twin_gp_model
+
+D = torch.float64
+
+
+@pytest.fixture(scope="module")
+def toy():
+    X, Y, Xt, Yt = toy_data(1, seed=0)
+    return X[::3].contiguous(), Y[::3].contiguous(), Xt[::12].contiguous(), Yt[::12].contiguous()
+
+
+@pytest.fixture(scope="module")
+def multi():
+    """A 2-d → 3-d problem with a smooth map (multivariate outputs)."""
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(60, 2, generator=g, dtype=D) * 2 - 1
+    f = lambda x: torch.stack([torch.sin(2 * x[:, 0]), x[:, 0] * x[:, 1], torch.cos(x[:, 1])], 1)  # noqa: E731
+    Xt = torch.rand(9, 2, generator=g, dtype=D) * 2 - 1
+    return X, f(X) + 0.01 * torch.randn(60, 3, generator=g, dtype=D), Xt, f(Xt)
+
+
+@pytest.mark.parametrize("method,alpha", [("KLTGP", 0.5), ("IKLTGP", 0.5), ("SMTGP", 0.3), ("SMTGP", 0.9)])
+@pytest.mark.parametrize("neighbors", [None, 25])
+def test_hand_gradient_matches_autograd(multi, method, alpha, neighbors):
+    X, Y, Xt, _ = multi
+    m = TwinGP(X, Y, 0.7, 0.8, 1e-3)
+    ctx = m.context(Xt, method, alpha, neighbors=neighbors)
+    y = (m.predict(Xt, "KLTGP", neighbors=neighbors) + 0.05).requires_grad_(True)
+    for form, beta in (("log", None), ("sm", 0.5), ("sm", 1.5)):
+        if form == "sm" and method != "SMTGP":
+            continue
+        f, g = m.value_and_grad(y, ctx, beta=beta, form=form, ref=torch.zeros(Xt.shape[0], dtype=D))
+        (auto,) = torch.autograd.grad(f.sum(), y)
+        torch.testing.assert_close(g, auto, rtol=1e-8, atol=1e-10)
+
+
+def test_alpha_limits_give_kltgp_and_ikltgp(toy):
+    # the expansion η_xy(α) = η_x + α g(y) + O(α²) holds for α ≪ η_x ≥ λ, so the limits are
+    # approached once α (or 1 − α) is well below λ; the distance shrinks like α/λ
+    X, Y, Xt, _ = toy
+    m = TwinGP(X, Y, 0.15, 0.15, 1e-3)
+    kl = m.predict(Xt, "KLTGP", gtol=1e-10, max_iter=300)
+    ikl = m.predict(Xt, "IKLTGP", init=kl, gtol=1e-10, max_iter=300)
+    d0, d1 = [], []
+    for eps in (1e-3, 1e-5, 1e-7):
+        d0.append((m.predict(Xt, "SMTGP", alpha=eps, init=kl, gtol=1e-10, max_iter=300) - kl).abs().max().item())
+        d1.append((m.predict(Xt, "SMTGP", alpha=1 - eps, init=ikl, gtol=1e-10, max_iter=300) - ikl).abs().max().item())
+    assert d0[-1] < 1e-3 and d1[-1] < 1e-3, (d0, d1)
+    assert d0[0] > d0[1] > d0[-1] and d1[0] > d1[-1]
+    mid = m.predict(Xt, "SMTGP", alpha=0.5, init=kl, gtol=1e-10, max_iter=300)
+    assert (mid - kl).abs().max() > 1e-2 and (mid - ikl).abs().max() > 1e-2  # not trivially equal
+
+
+def test_minimiser_does_not_depend_on_beta(multi):
+    X, Y, Xt, _ = multi
+    m = TwinGP(X, Y, 0.7, 0.8, 1e-3)
+    init = m.predict(Xt, "KLTGP")
+    ref = m.predict(Xt, "SMTGP", alpha=0.4, init=init, form="log", gtol=1e-11, max_iter=500)
+    for beta in (0.99, 0.5, 1.5, 3.0):
+        y = m.predict(Xt, "SMTGP", alpha=0.4, beta=beta, init=init, form="sm", gtol=1e-12, max_iter=500)
+        assert (y - ref).abs().max() < 1e-5, beta
+
+
+def test_lemma_4_1_and_4_2(multi):
+    X, Y, Xt, _ = multi
+    m = TwinGP(X, Y, 0.7, 0.8, 1e-3)
+    for a in (0.2, 0.5, 0.8):
+        bound = lemma41_log_bound(m, a).item()
+        pred = m.predict(Xt, "SMTGP", alpha=a, gtol=1e-10, max_iter=300)
+        logphi = certainty(m, Xt, pred, a)
+        assert (logphi <= bound + 1e-9).all()
+        g = torch.Generator().manual_seed(0)
+        for _ in range(5):  # Lemma 4.2: the prediction maximises φ_α (locally)
+            other = pred + 0.05 * torch.randn(pred.shape, generator=g, dtype=D)
+            assert (certainty(m, Xt, other, a) <= logphi + 1e-10).all()
+            far = torch.randn(pred.shape, generator=g, dtype=D) * 3
+            assert (certainty(m, Xt, far, a) <= bound + 1e-9).all()
+
+
+def test_det_form_same_objective_and_minimiser(multi):
+    X, Y, Xt, _ = multi
+    X, Y, Xt = X[:25], Y[:25], Xt[:3]
+    m = TwinGP(X, Y, 0.7, 0.8, 1e-3)
+    a = 0.35
+    ctx = m.context(Xt, "SMTGP", a)
+    y1 = m.predict(Xt, "KLTGP")
+    y2 = y1 + 0.1
+    ell = lambda y: m.objective(y, ctx) * a * (1 - a)  # noqa: E731
+    det = lambda y: smtgp_det_objective(m, Xt, y, a)  # noqa: E731
+    # −log c_α = ½ ℓ_α + const(x): differences agree exactly
+    torch.testing.assert_close(det(y1) - det(y2), 0.5 * (ell(y1) - ell(y2)), rtol=1e-7, atol=1e-10)
+    fast = m.predict(Xt, "SMTGP", alpha=a, init=y1, gtol=1e-11, max_iter=500)
+    y = y1.clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([y], max_iter=300, tolerance_grad=1e-12, tolerance_change=1e-15,
+                            line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        v = smtgp_det_objective(m, Xt, y, a, beta=0.5).sum()
+        v.backward()
+        return v
+    opt.step(closure)
+    assert (y.detach() - fast).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("optimizer", ["bfgs", "gd"])
+def test_batched_equals_per_point_loop(multi, optimizer):
+    X, Y, Xt, _ = multi
+    m = TwinGP(X, Y, 0.7, 0.8, 1e-3)
+    init = m.predict(Xt, "KLTGP")
+    batched = m.predict(Xt, "SMTGP", alpha=0.5, beta=1.5, form="sm", init=init, optimizer=optimizer)
+    loop = torch.cat([m.predict(Xt[i:i + 1], "SMTGP", alpha=0.5, beta=1.5, form="sm", init=init[i:i + 1],
+                                optimizer=optimizer) for i in range(Xt.shape[0])])
+    # equal up to rounding: a single-row product and a batched GEMM round differently
+    torch.testing.assert_close(batched, loop, rtol=0, atol=1e-5)
+
+
+def test_optimizer_handles_quadratics_exactly():
+    # B independent quadratics with different curvatures: each point converges on its own
+    A = torch.tensor([1.0, 10.0, 100.0], dtype=D).view(3, 1)
+    c = torch.tensor([[1.0, -2.0], [0.5, 0.5], [-1.0, 3.0]], dtype=D)
+
+    def fg(y, idx):
+        return 0.5 * (A[idx] * (y - c[idx]) ** 2).sum(1), A[idx] * (y - c[idx])
+    y, info = minimize_batched(fg, torch.zeros(3, 2, dtype=D), gtol=1e-10)
+    torch.testing.assert_close(y, c, atol=1e-8, rtol=0)
+    assert info.converged.all()
+
+
+def test_svi_delta_guide_agrees_with_reference(toy):
+    X, Y, Xt, _ = toy
+    m = TwinGP(X, Y, 0.15, 0.15, 1e-3)
+    ref = m.reference_predict(Xt, "SMTGP", alpha=0.6)
+    res = fit(twin_gp_model, TwinGPDeltaGuide(), m, Xt, "SMTGP", 0.6, loss=Trace_ELBO().differentiable_loss,
+              optim=LBFGS(max_iter=200), num_steps=10, tol=1e-14, progress=False)
+    assert (res.params["twin_gp_y_loc"] - ref).abs().max() < 1e-4
+    batched = m.predict(Xt, "SMTGP", alpha=0.6, gtol=1e-10, max_iter=300)
+    assert (batched - ref).abs().max() < 1e-4
+    # the ELBO loss at the optimum is Σ L(y) (flat prior, point mass)
+    ctx = m.context(Xt, "SMTGP", 0.6)
+    assert res.final_loss == pytest.approx(m.objective(ref, ctx).sum().item(), rel=1e-8)
+
+
+def test_normal_guide_and_predictive(toy):
+    X, Y, Xt, _ = toy
+    m = TwinGP(X, Y, 0.15, 0.15, 1e-3)
+    pyro.clear_param_store()
+    guide = TwinGPNormalGuide()
+    res = fit(twin_gp_model, guide, m, Xt, "KLTGP", 0.5, optim=pyro.optim.Adam({"lr": 0.01}),
+              num_steps=300, progress=False)
+    scale = res.params["twin_gp_y_scale"]
+    assert torch.isfinite(scale).all() and (scale > 0).all() and (scale < 1).all()
+    idata = posterior_predictive(twin_gp_model, guide, m, Xt, "KLTGP", 0.5, num_samples=5, dims=DIMS,
+                                 log_likelihood=False)
+    assert idata.posterior["y"].shape == (1, 5, Xt.shape[0], 1)
+
+
+def test_local_model_with_all_neighbours_equals_global(multi):
+    X, Y, Xt, _ = multi
+    m = TwinGP(X, Y, 0.7, 0.8, 1e-3)
+    for method in ("KLTGP", "IKLTGP", "SMTGP"):
+        glob = m.predict(Xt, method, alpha=0.3)
+        loc = m.predict(Xt, method, alpha=0.3, neighbors=X.shape[0], batch_size=4)
+        torch.testing.assert_close(glob, loc, atol=1e-7, rtol=0)
+    loc = m.predict(Xt, "SMTGP", neighbors=20)
+    assert loc.shape == (Xt.shape[0], 3) and torch.isfinite(loc).all()
+
+
+def test_twin_gp_recovers_smooth_map(multi):
+    X, Y, Xt, Yt = multi
+    m = TwinGP(X, Y, 0.7, 0.8, 1e-3)
+    base = (Yt - Y.mean(0)).norm(dim=1).mean()
+    for method in ("KLTGP", "SMTGP"):
+        err = (m.predict(Xt, method) - Yt).norm(dim=1).mean()
+        assert err < 0.3 * base, method
+    assert (gpr_predict(X, Y, Xt, 0.7, 1e-3) - Yt).norm(dim=1).mean() < 0.3 * base
+    assert wknn_predict(X, Y, Xt, 3).shape == Yt.shape
+
+
+def test_toy_data_construction():
+    X, Y, Xt, Yt = toy_data(1, 0)
+    assert X.shape == (250, 1) and Xt.shape == (250, 1)
+    torch.testing.assert_close(Xt, Yt + 0.3 * torch.sin(2 * math.pi * Yt))
+    X2, Y2, Xt2, Yt2 = toy_data(2, 0)
+    assert X2.shape == (250, 1) and Xt2.shape == (500, 1)
+    assert Y2.min() < -0.9 and Y2.max() > 0.9 and Yt2.min() > -1 and Yt2.max() < 1
+    assert (X2 - (Y2 + 0.3 * torch.sin(2 * math.pi * Y2))).abs().max() < 0.05
+
+
+def test_selection_helpers(toy):
+    folds = kfold_indices(23, 5, 0)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(23))
+    X, Y, _, _ = toy
+    sel = select_alpha_beta(X, Y, 0.15, 0.15, 1e-3, lambda p, t: float((p - t).abs().mean()),
+                            alphas=(0.0, 0.5, 1.0), betas=(0.99, 1.5), k=2)
+    assert set(sel["scores"]) == {(0.0, None), (0.5, 0.99), (0.5, 1.5), (1.0, None)}
+    assert sel["best"] in sel["scores"]
+
+
+def test_bad_input(multi):
+    X, Y, Xt, _ = multi
+    with pytest.raises(ValueError, match="same number"):
+        TwinGP(X, Y[:-1], 1.0, 1.0)
+    Xn = X.clone()
+    Xn[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        TwinGP(Xn, Y, 1.0, 1.0)
+    m = TwinGP(X, Y, 0.7, 0.8, 1e-3)
+    with pytest.raises(ValueError, match="dimension"):
+        m.predict(torch.zeros(4, 3, dtype=D))
+    with pytest.raises(ValueError, match="alpha"):
+        m.predict(Xt, "SMTGP", alpha=1.2)
+    with pytest.raises(ValueError, match="beta"):
+        m.predict(Xt, "SMTGP", alpha=0.5, beta=1.0)
+    with pytest.raises(ValueError, match="method"):
+        m.predict(Xt, "TGP")
+    with pytest.raises(ValueError, match="rho_x"):
+        TwinGP(X, Y, -1.0, 1.0)
+    Xtn = Xt.clone()
+    Xtn[0, 0] = float("inf")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        m.predict(Xtn)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_matches_cpu(multi):
+    X, Y, Xt, _ = multi
+    cpu = TwinGP(X, Y, 0.7, 0.8, 1e-3).predict(Xt, "SMTGP")
+    gpu = TwinGP(X, Y, 0.7, 0.8, 1e-3, device="cuda").predict(Xt, "SMTGP")
+    torch.testing.assert_close(gpu.cpu(), cpu, atol=1e-6, rtol=0)
