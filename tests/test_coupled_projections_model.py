@@ -58,8 +58,8 @@ def test_svi_subspace_matches_eigen_solution():
     cp, w, beta = _small_problem()
     sigma = 1e-5  # the guide's spread s ≈ σ sets the Monte Carlo noise of the Q-gradient
     args = (w.zhat, w.omega, 2, beta, 1e-3 * beta, sigma)
-    res = fit(model, guide, *args, num_steps=800, seed=0, progress=False,
-              optim=pyro.optim.Adam({"lr": 0.03}))
+    res = fit(model, guide, *args, num_steps=600, seed=0, progress=False,
+              optim=pyro.optim.Adam({"lr": 0.05}))
     Q = orthonormal(res.params["Q_raw"]).numpy()
     init = orthonormal(torch.randn(Q.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
     angle_q = sla.subspace_angles(Q, w.Q_eig).max()
@@ -74,17 +74,17 @@ def test_svi_subspace_matches_eigen_solution():
 def test_posterior_latent_positions_to_arviz():
     cp, w, beta = _small_problem()
     args = (w.zhat, w.omega, 2, beta, 1e-3 * beta, 0.05)
-    fit(model, guide, *args, num_steps=300, seed=1, progress=False, optim=pyro.optim.Adam({"lr": 0.03}))
-    idata = posterior_predictive(model, guide, *args, num_samples=200, seed=0, dims=DIMS)
+    fit(model, guide, *args, num_steps=150, seed=1, progress=False, optim=pyro.optim.Adam({"lr": 0.05}))
+    idata = posterior_predictive(model, guide, *args, num_samples=100, seed=0, dims=DIMS)
     U = idata.posterior["U"]
-    assert U.dims == ("chain", "draw", "latent_dim", "point") and U.shape == (1, 200, 2, 50)
+    assert U.dims == ("chain", "draw", "latent_dim", "point") and U.shape == (1, 100, 2, 50)
     assert idata.observed_data["zhat"].dims == ("point", "feature")
     assert "zhat" in idata.log_likelihood and "zhat" in idata.posterior_predictive
     Q = orthonormal(pyro.param("Q_raw")).detach()
     s = float(pyro.param("s").detach())
     mean = U.mean(("chain", "draw")).values
-    assert np.allclose(mean, (w.zhat @ Q).T.numpy(), atol=4 * s / np.sqrt(200) * 2)
-    assert abs(float(U.std(("chain", "draw")).mean()) / s - 1) < 0.1
+    assert np.allclose(mean, (w.zhat @ Q).T.numpy(), atol=5 * s / np.sqrt(100))
+    assert abs(float(U.std(("chain", "draw")).mean()) / s - 1) < 0.1  # 100 draws × 100 values
 
 
 def test_model_accepts_another_guide():
