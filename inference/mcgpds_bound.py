@@ -182,6 +182,8 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
             logdetB = cho_logdet(LB)
         else:   # A constant (α, ε, time kernels fixed): closed-form backward, ~2x cheaper
             logdetB, sdiag = _PrivateCov.apply(A, lam_p)
+        # diag S = diag A − ‖·‖² cancels when λ is huge; keep it positive (ψ-statistics need s ≥ 0)
+        sdiag = sdiag.clamp_min(1e-12)
         tr_minus_n = -(lam_p * sdiag).sum()
         kl = kl + 0.5 * (Q * cho_logdet(LBp).sum() + logdetB.sum() + tr_minus_n + quad1 - quad2)
         sd_parts.append(sdiag.permute(0, 2, 3, 1))                 # (V, nb, n, Q)
