@@ -235,8 +235,8 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
     R ≡ 1 for every pair, with neighbours searched across the pooled tasks) and
     clustered jointly into H = max_t h_t clusters (completely related tasks share one
     label space); each task gets the restriction of the pooled partition. ``method``:
-    "ncut_snn" (grid over k like Ncut-SNN; label-chosen if ``labels`` given, else
-    consensus) or "kmeans". Returns a list of per-task labels (values in 0..H−1).
+    "ncut_snn" (grid over k like Ncut-SNN; with ``labels`` the setting of best mean
+    per-task accuracy, else the consensus setting) or "kmeans". Returns a list of per-task labels (values in 0..H−1).
     """
     tasks, hs = validate_tasks(tasks, n_clusters, labels)
     sizes = [X.shape[0] for X in tasks]
@@ -252,8 +252,13 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
             lab = ncut_snn(P, H, k=k, seed=seed)
         else:
             labs, _ = _ncut_snn_grid(P, H, seed)
-            y = None if labels is None else np.concatenate([np.asarray(l) for l in labels])
-            lab = labs[select_setting(labs, y)]
+            if labels is None:
+                lab = labs[select_setting(labs)]
+            else:  # label ids are per task: score each task on its own, average
+                cut = np.cumsum(sizes)[:-1]
+                score = [np.mean([metrics.clustering_accuracy(y, l) for y, l in zip(labels, np.split(g, cut))])
+                         for g in labs]
+                lab = labs[int(np.argmax(score))]
     else:
         raise ValueError(f"pooled_baseline: method must be 'ncut_snn' or 'kmeans', got {method!r}")
     return np.split(lab, np.cumsum(sizes)[:-1])
