@@ -9,8 +9,9 @@ absolute start angle is unknown). ``fea[i].reshape(32, 32)`` is upright.
 brief's suggestion of object 4 or 16 for 'block' does not match this copy of the data:
 rendered, object 4 is a ceramic cat figurine and object 16 a bottle. The wooden blocks
 are objects 2, 7 and 11 (checked by rendering every object, poses 0–63); the default
-'block' is **object 2** (:data:`BLOCK`), the wooden block whose images are closest in
-style to the paper's Fig. 3; 7 and 11 are the other wooden pieces.
+'block' is **object 2** (:data:`BLOCK`), the first of the wooden blocks (the paper does
+not give the index; its Fig. 3 could not be checked here); 7 and 11 are the other wooden
+pieces, and the all-pairs experiment covers every choice.
 """
 from __future__ import annotations
 
