@@ -5,9 +5,9 @@ and ``gnd`` (1440 × 1, object 1..20 in blocks of 72). Within an object, row j i
 at 5°·j on a turntable (rows are consecutive views; pose 71 is adjacent to pose 0; the
 absolute start angle is unknown). ``fea[i].reshape(32, 32)`` is upright.
 
-**Which objects the paper's 'duck' and 'block' are.** Object 1 is the rubber duck. The
-brief's suggestion of object 4 or 16 for 'block' does not match this copy of the data:
-rendered, object 4 is a ceramic cat figurine and object 16 a bottle. The wooden blocks
+**Which objects the paper's 'duck' and 'block' are.** Object 1 is the rubber duck.
+Objects 4 and 16 are not blocks in this copy of the data: rendered, object 4 is a ceramic
+cat figurine and object 16 a bottle. The wooden blocks
 are objects 2, 7 and 11 (checked by rendering every object, poses 0–63); the default
 'block' is **object 2** (:data:`BLOCK`), the first of the wooden blocks (the paper does
 not give the index; its Fig. 3 could not be checked here); 7 and 11 are the other wooden
