@@ -126,3 +126,13 @@ def test_same_seed_same_fit():
     a = fit_mcgpds([Y1, Y2], t, config=cfg, seed=3, progress=False)
     b = fit_mcgpds([Y1, Y2], t, config=cfg, seed=3, progress=False)
     assert torch.equal(a.mu_s, b.mu_s)
+
+
+def test_checkpoint_resume_reproduces_fit(tmp_path):
+    (Y1, Y2, t), _ = two_view_data(N=24, Ntest=2)
+    cfg = small_cfg(M=5, joint_iters=8, var_iters=4, model_iters=4, lbfgs_max_iter=4)
+    ck = tmp_path / "mcgpds.pt"
+    a = fit_mcgpds([Y1, Y2], t, config=cfg, seed=1, progress=False, checkpoint=ck)
+    assert any(p.name.startswith("mcgpds.pt.phase") for p in tmp_path.iterdir())
+    b = fit_mcgpds([Y1, Y2], t, config=cfg, seed=1, progress=False, checkpoint=ck)   # all phases resumed
+    assert torch.allclose(a.mu_s, b.mu_s) and a.bound == pytest.approx(b.bound)
