@@ -160,6 +160,10 @@ def test_bad_input_raises_clear_errors():
         CoupledProjections(d=2).fit(X, Y, np.arange(5))
     with pytest.raises(ValueError, match="columns"):
         CoupledProjections(d=2).fit(X, Y, ok).transform_x(Y)
+    with pytest.raises(ValueError, match="duplicated"):
+        CoupledProjections(d=2).fit(X, Y, np.r_[ok, ok[:1]])
+    with pytest.raises(ValueError, match="integer"):
+        CoupledProjections(d=2).fit(X, Y, ok + 0.5)
 
 
 def test_disconnected_knn_graph_is_joined_by_spanning_tree_edges():
