@@ -24,11 +24,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from pyro.infer import Trace_ELBO  # noqa: E402
 
-from guides.twin_gp import TwinGPDeltaGuide  # noqa: E402
+import pyro  # noqa: E402
+
+from guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide  # noqa: E402
 from inference import LBFGS, Results, fit  # noqa: E402
 from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
 from inference.metrics import mean_abs_error  # noqa: E402
-from inference.twin_gp import TwinGP, gpr_predict, toy_data, wknn_predict  # noqa: E402
+from inference.twin_gp import (TwinGP, certainty, gpr_predict, lemma41_log_bound, toy_data,  # noqa: E402
+                               wknn_predict)
 from inference.twin_gp_selection import ALPHAS, BETAS, kfold_indices, select_alpha_beta  # noqa: E402
 from models.twin_gp import twin_gp_model  # noqa: E402
 
@@ -106,6 +109,7 @@ def main(args):
                     diff = (fr.params["twin_gp_y_loc"] - ref).abs().max().item()
                     res.config[f"svi_vs_batched_max_abs_diff_{toy}"] = diff
                     res.time("SMTGP (SVI, Delta guide)", "train", fr.wall_time)
+                    _certainty_vs_spread(m, Xt, Yt, kl, sm, a, res, toy, seed, args)
         for name, v in vals.items():
             res.add(name, "mean_abs_error", v, data_set=toy)
     path = res.write(args.out)
@@ -113,6 +117,25 @@ def main(args):
     print("paper:", PAPER)
     print("wrote", path)
     return res
+
+
+def _certainty_vs_spread(m, Xt, Yt, kl, sm, a, res, toy, seed, args):
+    """Extension: a Gaussian guide's spread vs the paper's certainty φ_α (Lemma 4.2), and
+    φ_α vs the error (the paper proposes φ_α as a certainty, negatively correlated with it)."""
+    from scipy.stats import spearmanr
+    pyro.clear_param_store()
+    guide = TwinGPNormalGuide(init=sm, init_scale=0.01)
+    fr = fit(twin_gp_model, guide, m, Xt, "SMTGP", a, optim=pyro.optim.Adam({"lr": 0.005}),
+             num_steps=100 if args.quick else 1000, seed=seed, progress=not args.no_progress,
+             desc=f"Gaussian guide {toy}")
+    spread = fr.params["twin_gp_y_scale"][:, 0]
+    logphi = certainty(m, Xt, sm, a)
+    err = (sm - Yt).abs()[:, 0]
+    res.config[f"certainty_{toy}"] = {
+        "spearman_logphi_vs_abs_error": float(spearmanr(logphi.numpy(), err.numpy())[0]),
+        "spearman_guide_scale_vs_logphi": float(spearmanr(spread.numpy(), logphi.numpy())[0]),
+        "spearman_guide_scale_vs_abs_error": float(spearmanr(spread.numpy(), err.numpy())[0]),
+        "lemma41_log_bound": float(lemma41_log_bound(m, a)), "max_logphi": float(logphi.max())}
 
 
 def _plot(Xt, Yt, X, Y, preds, path, title):
