@@ -177,3 +177,15 @@ def test_bad_input(tasks, h, msg):
         M.model(tasks, h, 2)
     with pytest.raises(ValueError, match=msg):
         fit_model(tasks, h, num_steps=1)
+
+
+def test_infer_discrete_draws_match_compute_marginals(easy_fit):
+    """Joint posterior draws (infer_discrete) and exact marginals (compute_marginals) agree on q(y)."""
+    sim, mf, _ = easy_fit
+    smp = mf.discrete_samples(num_samples=30, seed=1)
+    probs = mf.cluster_probs(num_samples=10, seed=2)["y"]
+    for t in range(sim.T):
+        freq = np.stack([(smp["y"][t] == c).mean(0) for c in range(sim.h[t])], 1)     # (n_t, h_t)
+        assert np.abs(freq - probs[t]).max() < 0.35
+        assert np.mean(freq.argmax(1) == probs[t].argmax(1)) > 0.97
+        assert smp["a"][t].shape == (30, sim.h[t]) and smp["a"][t].max() <= mf.n_atoms
