@@ -131,7 +131,7 @@ def nmi(labels_true, labels_pred) -> float:
     denom = max(ht, hp)
     if denom == 0.0:
         return 1.0
-    return max(0.0, mi / denom)
+    return min(1.0, max(0.0, mi / denom))  # clip float round-off outside [0, 1]
 
 
 def match_accuracy(pred_partner, true_partner, tolerance: int = 0, period: int | None = None) -> float:
