@@ -8,7 +8,7 @@ quasi-posterior
     p(y_b | x_b, X, Y) ∝ 1 · exp(−L(y_b)),     b = 1..B independently,
 
 with a flat (improper) prior on each test output y_b ∈ R^{d_y} and L the KLTGP, IKLTGP or
-SMTGP objective of :mod:`inference.twin_gp` (SMTGP: ℓ_α/(α(1−α)) in the O(N²) form, or
+SMTGP objective of :mod:`inference.twin_gp` (SMTGP: −log φ_α/(α(1−α)) in the O(N²) form, or
 −log c_α from the full (N+1)×(N+1) determinants with ``form="det"``, the O(N³) form —
 both have the same minimiser; ``form="sm"`` is rejected here because the paper's L′ is
 only defined up to a per-point rescaling that the batched optimiser handles).
@@ -49,7 +49,10 @@ def twin_gp_model(tgp: TwinGP, Xt, method: str = "SMTGP", alpha: float = 0.5, fo
     if form not in ("log", "det"):
         raise ValueError(f"form: expected 'log' (O(N^2)) or 'det' (O(N^3)), got {form!r}")
     a, _ = validate_alpha_beta(alpha)
-    key = ("_model_ctx", id(Xt), tuple(Xt.shape), method, a)
+    # cache key: the tensor's identity and a checksum of its values (a recycled id with new
+    # values must not reuse a stale context)
+    key = ("_model_ctx", id(Xt), tuple(Xt.shape), float(Xt.detach().double().sum()),
+           float((Xt.detach().double() ** 2).sum()), method, a)
     cache = tgp.__dict__.setdefault("_model_cache", {})
     if key not in cache:
         cache.clear()
