@@ -333,13 +333,18 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                  method: str = "paper", test_iters: int | None = None, fixll: bool | None = None,
                  nn_index_y=None, beta_target_override: float | None = None,
                  latent_for_prediction: str = "shared_nn", seed: int = 0,
-                 progress: bool = False, shared_reference: str = "joint") -> Prediction:
+                 progress: bool = False, shared_reference: str = "joint",
+                 init_from: str | None = None) -> Prediction:
     """Generate view ``target`` for test frames of view ``source`` (see module docstring).
 
     ``shared_reference``: the training shared means the test shared means are matched
     against — "joint" (μ^(s) from all views, the paper/protocol) or "source_only" (μ^(s)
     recomputed from the source view alone, the same formula the test block uses; with two
-    views the joint means are ≈ 1.3× larger on human pose, which biases the NN step).
+    views the joint means are ≈ 1.3–2.3× larger on human pose, which biases the NN step).
+    ``init_from``: initial test private means — "shared" (training μ^(s) at the Y-space NN,
+    protocol §1.8 step 2; default for "code") or "private" (training μ^(source) at the Y-space
+    NN, the same space the test latents live in; default for "paper"/"generative": the shared
+    means are ≈ 1/(1−α) times larger than the private ones).
     """
     t0 = _time.perf_counter()
     data = fitted.data
@@ -377,7 +382,11 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     # --- 1. test latents of the source view (test block = its own time block)
     blocks = Blocks(torch.zeros(Ns, dtype=torch.long))
     vhp = hp["views"][source]
-    init_mu = fitted.mu_s[nn_y].clone()
+    if init_from is None:
+        init_from = "shared" if method == "code" else "private"
+    if init_from not in ("shared", "private"):
+        raise ValueError(f"init_from: expected 'shared' or 'private', got {init_from!r}")
+    init_mu = (fitted.mu_s if init_from == "shared" else fitted.mu[source])[nn_y].clone()
     init_lam = torch.full_like(init_mu, 0.2)
     res = fit(_noop, _noop, Ys, ts, blocks, hp["time_s"], vhp, kind, bool(fixll), init_mu, init_lam,
               loss=_test_loss, optim=LBFGS(max_iter=max(int(test_iters), 1)),
