@@ -342,9 +342,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     recomputed from the source view alone, the same formula the test block uses; with two
     views the joint means are ≈ 1.3–2.3× larger on human pose, which biases the NN step).
     ``init_from``: initial test private means — "shared" (training μ^(s) at the Y-space NN,
-    protocol §1.8 step 2; default for "code") or "private" (training μ^(source) at the Y-space
-    NN, the same space the test latents live in; default for "paper"/"generative": the shared
-    means are ≈ 1/(1−α) times larger than the private ones).
+    protocol §1.8 step 2; the default) or "private" (training μ^(source) at the Y-space NN, the
+    space the test latents live in — the shared means are ≈ 1/(1−α) times larger).
     """
     t0 = _time.perf_counter()
     data = fitted.data
@@ -383,7 +382,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     blocks = Blocks(torch.zeros(Ns, dtype=torch.long))
     vhp = hp["views"][source]
     if init_from is None:
-        init_from = "shared" if method == "code" else "private"
+        init_from = "shared"
     if init_from not in ("shared", "private"):
         raise ValueError(f"init_from: expected 'shared' or 'private', got {init_from!r}")
     init_mu = (fitted.mu_s if init_from == "shared" else fitted.mu[source])[nn_y].clone()
