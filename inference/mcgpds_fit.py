@@ -4,7 +4,7 @@ Usage::
 
     from inference.mcgpds_fit import McGPDSConfig, fit_mcgpds, predict_view
 
-    cfg = McGPDSConfig(Q=10, M=100, fixed=("alpha", "eps", "beta", "time"))
+    cfg = McGPDSConfig(Q=10, M=100, fixed=("alpha", "eps", "beta", "time", "W"))
     fitted = fit_mcgpds([Y1, Y2], times, seq_ends=[34, 57, 79, 240, 433, 513, 566], config=cfg)
     pred = predict_view(fitted, Y1_test, t_test, source=0, target=1, method="code",
                         test_iters=8, beta_target_override=100.0)
@@ -15,6 +15,12 @@ Every optimisation phase runs through :func:`inference.fit` with the collapsed b
 (:func:`inference.mcgpds_bound.collapsed_loss`) and :class:`inference.LBFGS`. The
 authors' SCG schedule (``cycles`` × [``var_iters`` variational-only, ``model_iters``
 model-only], then ``joint_iters`` joint) is rendered with L-BFGS iterations.
+
+About W and β: the paper's bound fits y with h and with every w_j g_j separately (no cross
+terms). With W learned, the predictive mean becomes ≈ h-fit + g-fit ≈ 2× the data once L-BFGS
+leaves the w = 0 saddle of the authors' 1e-6 init; with W and β both learned the bound is
+unbounded in β. Putting "W" in ``fixed`` keeps g switched off (h-only CGPDS, its kernel and
+inducing inputs fixed too, its O(βw²) terms skipped) — recommended.
 
 Prediction methods (spec §"Prediction", protocol §1.8 / §2.6):
 
@@ -67,7 +73,7 @@ class McGPDSConfig:
     time_white_var: float = 1e-2
     time_bias_var: float = 1.0
     time_invwidth: float | None = None      # None -> 100 / range(t of the last sequence)²
-    fixed: tuple = ("alpha", "eps", "beta", "time")
+    fixed: tuple = ("alpha", "eps", "beta", "time")   # protocol; add "W" (recommended, see module doc)
     cycles: int = 5
     var_iters: int = 50
     model_iters: int = 50
