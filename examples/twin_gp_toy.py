@@ -106,8 +106,18 @@ def main(args):
                              optim=LBFGS(max_iter=50), num_steps=3 if args.quick else 20, tol=1e-12, seed=seed,
                              progress=not args.no_progress, desc=f"SVI {toy}")
                     ref = m.predict(Xt, "SMTGP", alpha=a, init=kl, gtol=1e-9, max_iter=50 if args.quick else 500)
-                    diff = (fr.params["twin_gp_y_loc"] - ref).abs().max().item()
-                    res.config[f"svi_vs_batched_max_abs_diff_{toy}"] = diff
+                    # the objective is multimodal in y (S shape): the summed-loss L-BFGS of SVI and
+                    # the per-point batched BFGS may end in different basins for a few points;
+                    # report agreement on the points where both reach the same minimum
+                    d = (fr.params["twin_gp_y_loc"] - ref).abs().max(1).values
+                    ctx = m.context(Xt, "SMTGP", a)
+                    f_svi = m.objective(fr.params["twin_gp_y_loc"], ctx)
+                    f_ref = m.objective(ref, ctx)
+                    same = d < 1e-4
+                    res.config[f"svi_vs_batched_{toy}"] = {
+                        "max_abs_diff": float(d.max()), "fraction_within_1e-4": float(same.float().mean()),
+                        "max_abs_diff_same_basin": float(d[same].max()) if same.any() else None,
+                        "objective_sum_svi_minus_batched": float((f_svi - f_ref).sum())}
                     res.time("SMTGP (SVI, Delta guide)", "train", fr.wall_time)
                     _certainty_vs_spread(m, Xt, Yt, kl, sm, a, res, toy, seed, args)
         for name, v in vals.items():
