@@ -391,11 +391,14 @@ def view_posterior(Y, mu, s, hp, kind, beta=None) -> ViewPosterior:
     return ViewPosterior(kind, hp, beta, bh, torch.stack(bgs).mT, Ch, torch.stack(Cgs))
 
 
-def predict_moments(post: ViewPosterior, mu_star: torch.Tensor, s_star: torch.Tensor):
+def predict_moments(post: ViewPosterior, mu_star: torch.Tensor, s_star: torch.Tensor,
+                    components: str = "all"):
     """Predictive mean and variance (N*, D) at uncertain inputs ``N(mu_star, diag s_star)``.
 
     ``E[y_d] = ψ0* b_h + Σ_j w_dj ψ1* b_gj``; the variance adds, for h and each w_j g_j,
     ``ψ_0* − tr(C ψ2*) + bᵀ ψ2* b − (ψ1* b)²`` and finally ``β⁻¹`` (cgpdsPosteriorMeanVar).
+    ``components="h"`` drops the g terms: under the paper's bound h and each w_j g_j are
+    separate fits of y, so with W learned their sum double-counts the data.
     """
     hp, kind = post.hp, post.kind
     W = hp["W"]
@@ -404,7 +407,7 @@ def predict_moments(post: ViewPosterior, mu_star: torch.Tensor, s_star: torch.Te
     var = (psi0h - (P2h * post.Ch).sum((-1, -2)))[:, None] \
         + torch.einsum("md,nmp,pd->nd", post.bh, P2h, post.bh) - mean_h * mean_h
     mean = mean_h
-    for j in range(W.shape[1]):
+    for j in range(W.shape[1] if components == "all" else 0):
         kg_var = hp["kg_var"][j] if hp.get("kg_var") is not None else None
         psi0g, P1g, P2g = psi_stats(kind, mu_star, s_star, hp["Zg"][j], kg_var, hp["kg_ard"][j], per_point=True)
         w = W[:, j]

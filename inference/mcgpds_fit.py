@@ -340,7 +340,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                  nn_index_y=None, beta_target_override: float | None = None,
                  latent_for_prediction: str = "shared_nn", seed: int = 0,
                  progress: bool = False, shared_reference: str = "joint",
-                 init_from: str | None = None) -> Prediction:
+                 init_from: str | None = None, output_components: str = "all") -> Prediction:
     """Generate view ``target`` for test frames of view ``source`` (see module docstring).
 
     ``shared_reference``: the training shared means the test shared means are matched
@@ -350,12 +350,16 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     ``init_from``: initial test private means — "shared" (training μ^(s) at the Y-space NN,
     protocol §1.8 step 2; the default) or "private" (training μ^(source) at the Y-space NN, the
     space the test latents live in — the shared means are ≈ 1/(1−α) times larger).
+    ``output_components``: "all" (h + Σ_j w_j g_j, the paper) or "h" (h alone — with W learned
+    the paper's bound makes h and every w_j g_j separate fits of y, so their sum is ≈ 2× y).
     """
     t0 = _time.perf_counter()
     data = fitted.data
     V = data.V
     if method not in ("paper", "code", "generative"):
         raise ValueError(f"method: expected 'paper', 'code' or 'generative', got {method!r}")
+    if output_components not in ("all", "h"):
+        raise ValueError(f"output_components: expected 'all' or 'h', got {output_components!r}")
     if shared_reference not in ("joint", "source_only"):
         raise ValueError(f"shared_reference: expected 'joint' or 'source_only', got {shared_reference!r}")
     if latent_for_prediction not in ("shared_nn", "y_nn", "private_nn"):
@@ -432,6 +436,6 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                 idx = nn_s
             x_mean = fitted.mu[target][idx]
             x_var = fitted.s_diag[target][idx] if method == "paper" else torch.zeros_like(x_mean)
-        mean, var = predict_moments(post, x_mean, x_var)
+        mean, var = predict_moments(post, x_mean, x_var, components=output_components)
     return Prediction(mean.detach(), var.detach(), mu_s_t.detach(), nn_s, mu_t.detach(), s_t.detach(),
                       method, nn_y, x_mean.detach(), x_var.detach(), _time.perf_counter() - t0)

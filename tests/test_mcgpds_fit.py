@@ -136,3 +136,20 @@ def test_checkpoint_resume_reproduces_fit(tmp_path):
     assert any(p.name.startswith("mcgpds.pt.phase") for p in tmp_path.iterdir())
     b = fit_mcgpds([Y1, Y2], t, config=cfg, seed=1, progress=False, checkpoint=ck)   # all phases resumed
     assert torch.allclose(a.mu_s, b.mu_s) and a.bound == pytest.approx(b.bound)
+
+
+def test_learned_W_double_counts_and_h_only_prediction_fixes_it():
+    """With W learned, the paper's bound fits y with h and with w g separately, so the full
+    predictive mean at the training latents is ≈ 2× the data; the h part alone is ≈ 1×."""
+    from inference.mcgpds_bound import predict_moments, view_posterior
+    (Y1, Y2, t), _ = two_view_data()
+    f = fit_mcgpds([Y1, Y2], t, config=small_cfg(fixed=("alpha", "eps", "beta", "time"), w_init_scale=0.3),
+                   seed=0, progress=False)
+    hp = f.hyperparams()
+    Y = torch.as_tensor(Y2)
+    post = view_posterior(Y, f.mu[1], f.s_diag[1], hp["views"][1], "rbfard")
+    slope = {}
+    for comp in ("all", "h"):
+        m, _ = predict_moments(post, f.mu[1], torch.zeros_like(f.mu[1]), components=comp)
+        slope[comp] = float((m * Y).sum() / (Y * Y).sum())
+    assert slope["all"] > 1.6 and 0.8 < slope["h"] < 1.2, slope
