@@ -53,7 +53,7 @@ def main(args):
                                             "n_train": len(data["X_train"]), "n_test": len(data["X_test"]),
                                             "alphas": alphas, "betas": betas})
     run_real_experiment(data, mean_joint_error, "mean_joint_error", res,
-                        cv_subset=150 if args.quick else args.cv_subset, folds=3 if args.quick else 5,
+                        cv_subset=150 if args.quick else args.cv_subset, folds=2 if args.quick else 5,
                         rho_mult=(1.0,) if args.quick else (0.5, 1.0, 2.0),
                         lam_grid=(1e-2,) if args.quick else (1e-3, 1e-2),
                         alphas=alphas, betas=betas, neighbors=neighbors,
