@@ -19,7 +19,7 @@ def test_samtc_synthetic_quick(tmp_path):
     assert res["experiment"] == "samtc_synthetic" and len(res["seeds"]) == 1
     assert {r["method"] for r in res["results"]} == METHODS
     assert {r["metric"] for r in res["results"]} == {"accuracy", "nmi", "reusable_precision", "reusable_recall",
-                                                    "relatedness_abs_error"}
+                                                    "relatedness_abs_error", "relatedness_abs_error_effective"}
     assert all("task" in r and "data_set" in r for r in res["results"])
     assert {r["data_set"] for r in res["results"]} == {"partial", "complete"}
     # every method clusters every task; scores are valid

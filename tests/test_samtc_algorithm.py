@@ -79,6 +79,27 @@ def test_kmm_relatedness_in_unit_interval_and_asymmetric():
     assert abs(broad_to_narrow - narrow_to_broad) > 0.05   # asymmetric
 
 
+def test_kmm_relatedness_calibration_against_target_halves():
+    """calibrate=True: relatedness relative to KMM between two halves of the target."""
+    rng = np.random.default_rng(1)
+    A, A2 = rng.standard_normal((200, 4)), rng.standard_normal((200, 4))
+    far = rng.standard_normal((200, 4)) + 8.0
+    raw, beta, w = st.kmm_relatedness(A2, A)
+    cal, beta_c, w_c = st.kmm_relatedness(A2, A, calibrate=True)
+    np.testing.assert_array_equal(beta, beta_c)            # β itself is unchanged
+    # the self-calibration ceiling, computed by hand: halves of the target, same width
+    perm = np.random.default_rng(0).permutation(200)
+    r_self = st.kmm_relatedness(A[perm[:100]], A[perm[100:]], width=w)[0]
+    assert cal == pytest.approx(min(1.0, raw / r_self))
+    assert raw < 0.99 and cal > raw and cal >= 0.9         # identical distributions: ≈ 1 after calibration
+    half = st.kmm_relatedness(np.vstack([A2, far]), A, calibrate=True)[0]
+    unrelated = st.kmm_relatedness(far, A, calibrate=True)[0]
+    # a half-related source stays well below a related one (the half-size ceiling
+    # over-corrects mixtures: 0.71 here for truth 0.5 — documented in the README)
+    assert unrelated < 0.15 < 0.35 < half < 0.8 < cal
+    assert st.kmm_relatedness(np.zeros((0, 4)), A)[0] == 0.0   # empty subtask: nothing reused
+
+
 # ------------------------------------------------------------------ KDE / JS divergence
 
 def test_kde_logpdf_matches_gaussian_mixture_and_survives_high_dimension():
@@ -111,6 +132,51 @@ def test_js_identical_and_far_clusters():
     assert st.js_divergence(A, A2 + 50.0) == pytest.approx(math.log(2), abs=1e-6)
     mid = st.js_divergence(A, A2 + 2.0)
     assert 0.1 < mid < math.log(2) - 0.05
+
+
+def test_js_leave_one_out_separates_related_from_unrelated_clusters():
+    """The leave-one-out estimate: two samples of one distribution → 0, near classes → > 0.
+
+    With the point's own kernel in f_A (leave_one_out=False) the estimate saturates near
+    log 2 in 5-d even for two samples of one distribution (the reason for LOO)."""
+    rng = np.random.default_rng(2)
+    A, A2 = rng.standard_normal((60, 5)), rng.standard_normal((60, 5))
+    near = rng.standard_normal((60, 5)) + 2.5 / math.sqrt(5)   # 2.5 stds away (the trap distance)
+    assert st.js_divergence(A, A2) == 0.0                      # clipped: LOO bias is negative
+    assert st.js_divergence(A, near) > 0.1 * math.log(2)
+    assert st.js_divergence(A, A2, leave_one_out=False) > 0.5 * math.log(2)   # the saturated plug-in
+    # kde_logpdf(leave_one_out) = the average over the other points, by hand
+    h = st.silverman_bandwidths(A)
+    i = 7
+    ref = st.kde_logpdf(A[i:i + 1], np.delete(A, i, 0), h)[0]
+    assert st.kde_logpdf(A, A, h, leave_one_out=True)[i] == pytest.approx(ref, rel=1e-10)
+
+
+def test_mutual_nearest_pairs_absolute_threshold():
+    D = np.array([[0.0, 0.5, 0.6],
+                  [0.2, 0.4, 0.9],
+                  [0.7, 0.3, 0.8]])
+    assert st.mutual_nearest_pairs(D, max_value=0.1) == [(0, 0)]   # (2, 1) is mutual but not close
+    assert st.mutual_nearest_pairs(D, max_value=0.3) == [(0, 0), (2, 1)]
+    assert st.mutual_nearest_pairs(D + 1.0, max_value=0.5) == []    # nothing close: no pair
+
+
+def test_unrelated_private_clusters_are_not_paired():
+    """Target classes {A, P}, source {A, Q}; P and Q are each other's nearest (the trap)
+    but different classes: only (A, A) is kept with the JS test; both without it."""
+    rng = np.random.default_rng(3)
+    a, p = np.zeros(5), np.r_[8.0, np.zeros(4)]
+    q = p + np.r_[0.0, 2.5, 0, 0, 0]                          # 2.5 stds from P
+    Xt, yt = blobs([a, p], 60, 1.0, rng)
+    Xs, ys = blobs([a, q], 60, 1.0, rng)
+    D, _, _ = st.js_matrix(Xt, yt, Xs, ys)
+    assert st.mutual_nearest_pairs(D) == [(0, 0), (1, 1)]     # no threshold: the trap pair is kept
+    assert st.mutual_nearest_pairs(D, max_value=0.0) == [(0, 0)]
+    res = samtc([Xt, Xs], [2, 2], k_self=20, k_src=20, init_labels=[yt, ys])
+    assert res.pairs[0, 1] == [(0, 0)] and res.pairs[1, 0] == [(0, 0)]
+    np.testing.assert_array_equal(res.reusable[0, 1], ys == 0)   # exactly the shared class reused
+    old = samtc([Xt, Xs], [2, 2], k_self=20, k_src=20, init_labels=[yt, ys], js_tau=None)
+    assert old.reusable[0, 1].all()
 
 
 def test_mutual_nearest_pairs():
@@ -302,3 +368,23 @@ def test_bad_options_raise_value_error(partial_tasks):
         samtc(X, [3, 3, 3], k_self=10_000)
     with pytest.raises(ValueError, match="h_t = 1"):
         ncut_snn(X[0], 1)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reusable_instances_on_simulated_trap_regime(seed):
+    """Simulator with the negative-transfer trap (private classes 2.5 stds from another
+    task's private class): the JS-tested pairs keep the reusable instances (precision and
+    recall ≥ 0.8; without the absolute JS test precision is ~0.6) and the calibrated
+    effective relatedness R·ñ_s/n_s tracks R_true."""
+    from inference.samtc_simulate import relatedness_abs_error, reusable_scores, simulate_tasks
+    sim = simulate_tasks(n_tasks=3, n_shared=3, n_private=(2, 3, 2), near=2.5, d=5, sigma=1.0,
+                         separation=2.5, alpha=1.0, n_points=(120, 150, 90), seed=seed)
+    res = samtc(sim.tasks, sim.h, k_self=None, seed=seed)
+    p, r = reusable_scores(res.reusable, sim.reusable)
+    assert p >= 0.8 and r >= 0.8, (p, r)
+    R_eff = res.R.copy()
+    for (t, s), (_, zs) in res.subtasks.items():
+        R_eff[t, s] = res.R[t, s] * zs.mean()
+    assert relatedness_abs_error(R_eff, sim.R_true) < 0.2
+    old = samtc(sim.tasks, sim.h, k_self=None, seed=seed, js_tau=None, init_labels=res.init_labels)
+    assert reusable_scores(old.reusable, sim.reusable)[0] < p
