@@ -102,12 +102,13 @@ def run_set(ds, seeds, reduce_dim, progress=True):
 def _reusable_precision(res, ds):
     """Per (target t, source s): fraction of the reusable source instances (Z^s) whose true
     class also exists in the target task, and the same fraction over the whole source task
-    (what "reuse everything" would give). Scores the reusable-instance step on real data."""
+    (what "reuse everything" would give). Scores the reusable-instance step on real data.
+    NaN when Z^s is empty (no cluster pair passed the JS test: nothing is transferred)."""
     out = {}
     for (t, s), zs in res.reusable.items():
         names_s = np.asarray(ds.class_names[s])[ds.labels[s]]
         shared = np.isin(names_s, ds.class_names[t])
-        out[f"{t}<-{s}"] = [float(shared[zs].mean()), float(shared.mean())]
+        out[f"{t}<-{s}"] = [float(shared[zs].mean()) if zs.any() else float("nan"), float(shared.mean())]
     return out
 
 

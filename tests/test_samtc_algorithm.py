@@ -388,3 +388,17 @@ def test_reusable_instances_on_simulated_trap_regime(seed):
     assert relatedness_abs_error(R_eff, sim.R_true) < 0.2
     old = samtc(sim.tasks, sim.h, k_self=None, seed=seed, js_tau=None, init_labels=res.init_labels)
     assert reusable_scores(old.reusable, sim.reusable)[0] < p
+
+
+def test_weighted_snn_symmetric_edges_contain_mutual_ones():
+    """edges="symmetric" (an option measured against the spec's mutual rule) keeps every
+    mutual-kNN edge with the same weight and adds the one-sided ones."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((30, 3))
+    order = st.neighbour_order(st.similarity(X, X), exclude_self=True, max_k=5)
+    own = st.neighbour_indicator(order, 5, 30, include_self=True)
+    Wm = st.weighted_snn(own).toarray()
+    Ws = st.weighted_snn(own, edges="symmetric").toarray()
+    assert np.all(Ws[Wm > 0] == Wm[Wm > 0]) and (Ws > 0).sum() > (Wm > 0).sum()
+    with pytest.raises(ValueError):
+        st.weighted_snn(own, edges="both")
