@@ -125,7 +125,8 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
     quick = bool(args.quick)
     ov = overrides(args)
     if ov.get("Q") and dataset != "pose" and "init_dims" not in ov:
-        ov["init_dims"] = (ov["Q"] - ov["Q"] * 3 // 10, ov["Q"] * 3 // 10)   # video : MFCC as 7 : 3
+        q2 = max(1, round(0.3 * ov["Q"]))                                   # video : MFCC as 7 : 3
+        ov["init_dims"] = (ov["Q"] - q2, q2)
     test_iters = 2 if quick else getattr(args, "test_iters", None)
     variants = list(variants if variants is not None else ["tandem", "independent", "gplvm", "linear"])
     mask = data.Y2.std(axis=0) > 0               # constant training coordinates are not scored
