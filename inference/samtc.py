@@ -278,7 +278,8 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
 def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
           select: str = "label-free", labels=None, reduce_dim: int | None = None, seed: int = 0,
           kmm_B: float = 10.0, kmm_eps: float = 0.5, init_labels=None,
-          js_tau: float | None = 0.0, calibrate_R: bool = True, edges: str = "mutual") -> SAMTCResult:
+          js_tau: float | None = 0.0, calibrate_R: bool = True, edges: str = "mutual",
+          pairing: str = "mutual") -> SAMTCResult:
     """Self-adapted multi-task clustering of T tasks (see the module docstring).
 
     tasks: list of (n_t, d) arrays (dense or scipy.sparse, one feature space);
@@ -296,7 +297,16 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     nothing (Z^s = ∅, R = 0). calibrate_R: relatedness relative to the KMM support
     reached by two halves of the target subtask itself
     (:func:`inference.samtc_steps.kmm_relatedness`, ``calibrate``).
+    edges: "mutual" (spec) or "symmetric" own-task kNN edges of W^t (measured: worse).
+    pairing: "mutual" (mutual-nearest pairs under the JS test; default) or "close" (every
+    target/source cluster pair with D̂_JS ≤ js_tau·log 2 — a split class keeps both
+    halves; measured on the simulator's trap regime: accuracy 0.940 vs 0.932, neutral on
+    text with the label-free choice, −0.003 with the label choice; see the README).
     """
+    if pairing not in ("mutual", "close"):
+        raise ValueError(f"pairing: expected 'mutual' or 'close', got {pairing!r}")
+    if pairing == "close" and js_tau is None:
+        raise ValueError("pairing='close' needs a JS threshold (js_tau)")
     if variant not in ("full", "nr", "ns"):
         raise ValueError(f"variant: expected 'full', 'nr' or 'ns', got {variant!r}")
     if select not in ("labels", "label-free"):
@@ -340,12 +350,15 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
                 h_tilde[t, s] = hs[s]
             else:
                 D, ct, cs = st.js_matrix(Y[t], init[t], Y[s], init[s])
-                pr = st.mutual_nearest_pairs(D, None if js_tau is None else js_tau * np.log(2.0))
+                if pairing == "close":  # every pair under the threshold
+                    pr = [(int(i), int(j)) for i, j in zip(*np.nonzero(D <= js_tau * np.log(2.0)))]
+                else:
+                    pr = st.mutual_nearest_pairs(D, None if js_tau is None else js_tau * np.log(2.0))
                 jsd[t, s] = D
                 pairs[t, s] = [(int(ct[i]), int(cs[j])) for i, j in pr]
                 zt = np.isin(init[t], [p[0] for p in pairs[t, s]])
                 zs = np.isin(init[s], [p[1] for p in pairs[t, s]])
-                h_tilde[t, s] = len(pairs[t, s])
+                h_tilde[t, s] = max(1, len({p[1] for p in pairs[t, s]}))
             subtasks[t, s] = (zt, zs)
             reusable[t, s] = zs
             # step 2: relatedness by kernel mean matching

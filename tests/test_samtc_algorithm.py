@@ -402,3 +402,19 @@ def test_weighted_snn_symmetric_edges_contain_mutual_ones():
     assert np.all(Ws[Wm > 0] == Wm[Wm > 0]) and (Ws > 0).sum() > (Wm > 0).sum()
     with pytest.raises(ValueError):
         st.weighted_snn(own, edges="both")
+
+
+def test_close_pairing_keeps_both_halves_of_a_split_class():
+    """pairing="close": a target class split in two clusters pairs both halves with the
+    one matching source cluster (mutual-nearest pairing keeps only one half)."""
+    rng = np.random.default_rng(5)
+    a, b = np.zeros(3), np.r_[10.0, 0, 0]
+    Xt, _ = blobs([a, b], 60, 1.0, rng)
+    yt = np.r_[np.zeros(30, int), np.ones(30, int), np.full(60, 2)]   # class a split in clusters 0, 1
+    Xs, ys = blobs([a, b + np.r_[0, 30.0, 0]], 60, 1.0, rng)         # source: a and a far class
+    res = samtc([Xt, Xs], [3, 2], k_self=10, k_src=10, init_labels=[yt, ys], pairing="close")
+    assert sorted(res.pairs[0, 1]) == [(0, 0), (1, 0)]
+    mut = samtc([Xt, Xs], [3, 2], k_self=10, k_src=10, init_labels=[yt, ys])
+    assert len(mut.pairs[0, 1]) == 1
+    with pytest.raises(ValueError):
+        samtc([Xt, Xs], [3, 2], pairing="close", js_tau=None)
