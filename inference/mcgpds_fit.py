@@ -53,7 +53,7 @@ from models.gp_kernels import time_kernel
 
 from .mcgpds_bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
     view_bound, view_posterior
-from .numerics import DTYPE
+from .numerics import DTYPE, NotPositiveDefiniteError
 from .svi import LBFGS, fit
 from .validation import as_tensor
 
@@ -324,10 +324,13 @@ def _nn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 def _test_loss(model, guide, Ystar, tstar, blocks, time_s, vhp, kind, fixll, init_mu, init_lam):
     mu = pyro.param("test_mu", lambda: init_mu.clone())
     lam = pyro.param("test_lam", lambda: init_lam.clone(), constraint=torch.distributions.constraints.positive)
-    lt = latent_terms(tstar, blocks, time_s, [vhp], [mu], [lam])
-    F = -lt["kl"]
-    if not fixll:
-        F = F + view_bound(Ystar, mu, lt["s_diag"][0], vhp, kind)
+    try:
+        lt = latent_terms(tstar, blocks, time_s, [vhp], [mu], [lam])
+        F = -lt["kl"]
+        if not fixll:
+            F = F + view_bound(Ystar, mu, lt["s_diag"][0], vhp, kind)
+    except NotPositiveDefiniteError:   # extreme line-search trial point: see collapsed_loss
+        return torch.zeros((), dtype=DTYPE, requires_grad=True) + 1e30
     return -F
 
 
