@@ -61,6 +61,17 @@ def test_bench_twin_gp(tmp_path):
     assert d["config"]["loop_vs_batched_max_abs_diff"] < 1e-4
 
 
+def test_bench_twin_gp_capped_iterations(tmp_path):
+    # the bounded-time variant (issue setting at full size): same cap and start for batch and loop
+    _run("bench_twin_gp.py", tmp_path, "--max-iter", "2", "--init", "ridge", "--loop-points", "5")
+    d = _load(tmp_path, "bench_twin_gp")
+    c = d["config"]
+    assert c["max_iter"] == 2 and c["init"] == "ridge"
+    assert max(c["iterations_per_point"].values()) <= 2
+    assert c["loop_vs_batched_max_abs_diff"] < 1e-6
+    assert c["speedup_batched_vs_loop_wall"] > 0 and c["smtgp_over_kltgp_wall"] > 0
+
+
 def test_missing_data_names_the_file(tmp_path):
     r = subprocess.run([sys.executable, "examples/twin_gp_poser.py", "--quick", "--out", str(tmp_path),
                         "--data-dir", str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True)
