@@ -35,13 +35,13 @@ from pyro import poutine
 from pyro.infer import TraceEnum_ELBO, infer_discrete
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import cdist
-from sklearn.cluster import KMeans
 
 from guides.samtc import SAMTCGuide
 from models import samtc as samtc_model
 from models.samtc import MAX_PLATE_NESTING, check_tasks
 
 from .numerics import DTYPE
+from .spectral import kmeans
 from .svi import fit
 
 __all__ = ["ModelFit", "fit_model", "initial_values", "standardize"]
@@ -55,7 +55,7 @@ def standardize(tasks, h, seed: int = 0):
     hyperparameters (tau = 0.25, sigma ≈ 1) meaningful for any data scale.
     """
     Xs, hs = check_tasks(tasks, h)
-    km = [KMeans(n_clusters=hs[t], n_init=10, random_state=seed).fit(X.numpy()) for t, X in enumerate(Xs)]
+    km = [_kmeans(X.numpy(), hs[t], seed) for t, X in enumerate(Xs)]
     ss = sum(k.inertia_ for k in km)
     n = sum(len(X) for X in Xs)
     d = Xs[0].shape[1]
@@ -79,7 +79,7 @@ def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n
     Xs = [torch.as_tensor(X, dtype=DTYPE) for X in tasks_std]
     T, d = len(Xs), Xs[0].shape[1]
     if km is None:
-        km = [KMeans(n_clusters=h[t], n_init=10, random_state=seed).fit(X.numpy()) for t, X in enumerate(Xs)]
+        km = [_kmeans(X.numpy(), h[t], seed) for t, X in enumerate(Xs)]
     else:  # km fitted on raw data: map its labels to standardised centres
         km = [_Centres(X.numpy(), k.labels_, h[t]) for t, (X, k) in enumerate(zip(Xs, km))]
     C = [k.cluster_centers_ for k in km]
@@ -115,10 +115,19 @@ def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n
 
 
 class _Centres:
-    def __init__(self, X, labels, h):
+    """Cluster labels and centres of one task (``labels_``, ``cluster_centers_``, ``inertia_``)."""
+
+    def __init__(self, X, labels, h, inertia=float("nan")):
         self.labels_ = np.asarray(labels)
         self.cluster_centers_ = np.stack([X[self.labels_ == c].mean(0) if (self.labels_ == c).any()
                                           else X[c % len(X)] for c in range(h)])
+        self.inertia_ = float(inertia)
+
+
+def _kmeans(X, h, seed) -> _Centres:
+    """k-means of one task with the project's own k-means++ (best of 10 restarts)."""
+    labels, inertia = kmeans(X, h, seed=seed, n_init=10)
+    return _Centres(X, labels, h, inertia)
 
 
 @dataclass
