@@ -14,7 +14,13 @@ time measures the other jobs) on CPU, wall seconds on CUDA; wall times go to
 "timings_s". Defaults: the USPS CV selection (ρ = 2 × / 0.5 × median distance, λ = 1e-2,
 best interior α = 0.1, β = 0.99).
 
-    nice python examples/bench_twin_gp.py --out results                # full (minutes)
+Defaults are the issue's setting: all 4649 training images (A_Y, M_α⁻¹ are 173 MB each, so the
+loop's matrix-vector products are memory-bound), all 4649 test images batched, the loop on 100,
+default torch threads. ``--max-iter 3 --init ridge`` caps every point at the same work (per-
+iteration batching gain in ~3 minutes); the default (≤ 50 iterations, from KLTGP) takes ~10.
+
+    nice python examples/bench_twin_gp.py --out results                # full (~10 min)
+    nice python examples/bench_twin_gp.py --out results --max-iter 3 --init ridge
     python examples/bench_twin_gp.py --quick --out /tmp/tgp
 """
 from __future__ import annotations
