@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mcgpds_human_pose import add_common_options, print_table, run_two_view  # noqa: E402
+from mcgpds_human_pose import add_common_options, run_and_report  # noqa: E402
 
 from inference.experiment import base_parser  # noqa: E402
 
@@ -74,16 +74,8 @@ def parser():
 def main(args):
     from inference.datasets.cuave import load_cuave
     data = load_cuave(args.data_dir)
-    variants = [v for v in args.variants.split(",") if v]
-    if args.quick:
-        variants = []        # smoke size: the protocol fit and its three predictors only
     code_kwargs = dict(test_iters=10, fixll=True, beta_target_override=None, latent_for_prediction="y_nn")
-    res, keep = run_two_view(data, args, EXPERIMENT, "cuave", "rmse", code_kwargs, variants, PAPER)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    res.write(out)
-    plot_mfcc(data, keep, out)
-    print_table(res, PAPER)
+    res = run_and_report(args, data, EXPERIMENT, "cuave", "rmse", code_kwargs, plot_mfcc, PAPER)
     base = res.get("training mean", "rmse")["mean"]
     base_ll = res.get("training mean", "msll")["mean"]
     print(f"\ntraining-mean baseline: RMSE {base:.3f}, MSLL {base_ll:.3f}")

@@ -300,20 +300,26 @@ def parser():
     return add_common_options(base_parser(__doc__.split("\n")[0], real_data=True, default_seeds=5))
 
 
-def main(args):
-    from inference.datasets.human_pose import load_human_pose
-    data = load_human_pose(args.data_dir)
+def run_and_report(args, data, experiment: str, dataset: str, metric: str, code_kwargs: dict, plot, paper):
+    """The body every real-data McGPDS script shares: fit and score every seed
+    (:func:`run_two_view`), write ``<out>/<experiment>.json`` and the plot, print the table."""
     variants = [v for v in args.variants.split(",") if v]
     if args.quick:
-        variants = []        # smoke size: the protocol fit and its three predictors only
-    code_kwargs = dict(test_iters=8, fixll=True, beta_target_override=100.0, latent_for_prediction="shared_nn")
-    res, keep = run_two_view(data, args, EXPERIMENT, "pose", "mean_joint_error", code_kwargs, variants, PAPER)
+        variants = []        # smoke size: the protocol fit and its predictors only
+    res, keep = run_two_view(data, args, experiment, dataset, metric, code_kwargs, variants, paper)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res.write(out)
-    plot_pose(data, keep, out)
-    print_table(res, PAPER)
+    plot(data, keep, out)
+    print_table(res, paper)
     return res
+
+
+def main(args):
+    from inference.datasets.human_pose import load_human_pose
+    data = load_human_pose(args.data_dir)
+    code_kwargs = dict(test_iters=8, fixll=True, beta_target_override=100.0, latent_for_prediction="shared_nn")
+    return run_and_report(args, data, EXPERIMENT, "pose", "mean_joint_error", code_kwargs, plot_pose, PAPER)
 
 
 if __name__ == "__main__":
