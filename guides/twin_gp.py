@@ -32,29 +32,28 @@ class TwinGPDeltaGuide:
         self.init = init
         self.prefix = prefix
 
+    def _loc(self, tgp, Xt) -> torch.Tensor:
+        """The ``y_loc`` parameter (B, d_y), created at ``init`` (KLTGP's prediction by default)."""
+        if self.init is None:
+            self.init = kltgp_init(tgp, Xt)
+        return pyro.param(f"{self.prefix}_y_loc", lambda: self.init.detach().clone())
+
     def __call__(self, tgp, Xt, method="SMTGP", alpha=0.5, form="log"):
-        init = self.init
-        if init is None:
-            init = self.init = kltgp_init(tgp, Xt)
-        loc = pyro.param(f"{self.prefix}_y_loc", lambda: init.detach().clone())
+        loc = self._loc(tgp, Xt)
         with pyro.plate("test", loc.shape[0]):
             return pyro.sample("y", dist.Delta(loc, event_dim=1))
 
 
-class TwinGPNormalGuide:
+class TwinGPNormalGuide(TwinGPDeltaGuide):
     """Gaussian q(y_b) = N(y_loc_b, diag(y_scale_b²)), loc initialised at KLTGP's prediction."""
 
     def __init__(self, init: torch.Tensor | None = None, init_scale: float = 0.01, prefix: str = "twin_gp"):
-        self.init = init
+        super().__init__(init, prefix)
         self.init_scale = init_scale
-        self.prefix = prefix
 
     def __call__(self, tgp, Xt, method="SMTGP", alpha=0.5, form="log"):
-        init = self.init
-        if init is None:
-            init = self.init = kltgp_init(tgp, Xt)
-        loc = pyro.param(f"{self.prefix}_y_loc", lambda: init.detach().clone())
-        scale = pyro.param(f"{self.prefix}_y_scale", lambda: torch.full_like(init, self.init_scale),
+        loc = self._loc(tgp, Xt)
+        scale = pyro.param(f"{self.prefix}_y_scale", lambda: torch.full_like(loc.detach(), self.init_scale),
                            constraint=constraints.positive)
         with pyro.plate("test", loc.shape[0]):
             return pyro.sample("y", dist.Normal(loc, scale).to_event(1))
