@@ -28,11 +28,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mcgpds_human_pose import add_common_options, run_and_report  # noqa: E402
+from mcgpds_human_pose import PLOT_METHODS, add_common_options, plot_traces, run_and_report  # noqa: E402
 
 from inference.experiment import base_parser  # noqa: E402
 
@@ -43,28 +41,9 @@ PAPER = {"McGPDS": (1.19, 1.94), "MRD with dynamics": (1.24, 3.45), "NN in Y spa
 
 def plot_mfcc(data, keep: dict, out: Path) -> Path:
     """Predicted vs true MFCC trajectories (coefficients 1–3, original units), ±2σ."""
-    names = [n for n in ("McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (generative)",
-                         "McGPDS (tandem)", "GPy MRD") if n in keep]
-    fig, axes = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True)
-    tt = np.arange(data.n_test)
-    for c, ax in enumerate(axes):
-        ax.plot(tt, data.Y2_test[:, c], "k-", lw=2, label="true")
-        ax.axhline(data.bias2[c], color="gray", ls=":", label="training mean")
-        for n in names:
-            mean, var = keep[n]
-            ln, = ax.plot(tt, mean[:, c], lw=1, label=n)
-            if var is not None:
-                sd = np.sqrt(var[:, c])
-                ax.fill_between(tt, mean[:, c] - 2 * sd, mean[:, c] + 2 * sd, color=ln.get_color(), alpha=0.12)
-        ax.set_ylabel(f"MFCC {c + 1}")
-    axes[0].legend(fontsize=7, ncol=3)
-    axes[-1].set_xlabel("test frame")
-    fig.suptitle("CUAVE: predicted vs true MFCC (seed 0, ±2σ)")
-    fig.tight_layout()
-    path = out / f"{EXPERIMENT}.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return plot_traces(data, keep, PLOT_METHODS, [(c, f"MFCC {c + 1}") for c in range(3)],
+                       "CUAVE: predicted vs true MFCC (seed 0, ±2σ)", out / f"{EXPERIMENT}.png",
+                       show_training_mean=True)
 
 
 def parser():

@@ -158,6 +158,17 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
         if ll is not None:
             acc.setdefault((name, "msll"), []).append(ll)
 
+    def predict_and_score(name, fitted, s, **kw):
+        """Predict the target view with ``predict_view(**kw)``, time it, score it, keep seed 0's."""
+        t0 = time.perf_counter()
+        pred = predict_view(fitted, data.m1_test, data.t_test, seed=s, **kw)
+        res.time(name, "predict", time.perf_counter() - t0)
+        err, ll, mean, var = score(data, _np(pred.mean), _np(pred.var), metric, mask)
+        put(name, err, ll)
+        if s == seeds[0]:
+            keep[name] = (mean, var)
+        return pred
+
     code_kw = dict(code_kwargs)
     code_kw.setdefault("nn_index_y", idx_raw)
     if quick:
@@ -177,13 +188,7 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
         # (inference.mcgpds_fit, "Findings about the paper's bound").
         predictors += [(name[:-1] + ", h only)", dict(kw, output_components="h")) for name, kw in predictors]
         for name, kw in predictors:
-            t0 = time.perf_counter()
-            pred = predict_view(fitted, data.m1_test, data.t_test, seed=s, **kw)
-            res.time(name, "predict", time.perf_counter() - t0)
-            err, ll, mean, var = score(data, _np(pred.mean), _np(pred.var), metric, mask)
-            put(name, err, ll)
-            if s == seeds[0]:
-                keep[name] = (mean, var)
+            pred = predict_and_score(name, fitted, s, **kw)
             if kw["method"] == "code" and "output_components" not in kw:
                 nnx = data.Y2[_np(pred.nn_index).astype(int)]
                 put("NN in learned shared space (McGPDS)", err_fn(nnx, data.Y2_test), None)
@@ -207,13 +212,7 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
             f_v = fit_mcgpds(data.views, data.t, seq_ends=data.seq_ends, config=cfg_v, seed=s,
                              progress=not args.no_progress)
             res.time(name, "train", time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            pred = predict_view(f_v, data.m1_test, data.t_test, seed=s, **pk)
-            res.time(name, "predict", time.perf_counter() - t0)
-            err, ll, mean, var = score(data, _np(pred.mean), _np(pred.var), metric, mask)
-            put(name, err, ll)
-            if s == seeds[0]:
-                keep[name] = (mean, var)
+            predict_and_score(name, f_v, s, **pk)
             if v == "tandem":   # the tandem fit also with the paper-faithful NN predictor
                 pred = predict_view(f_v, data.m1_test, data.t_test, seed=s, method="paper", test_iters=test_iters)
                 err, ll, _, _ = score(data, _np(pred.mean), _np(pred.var), metric, mask)
@@ -257,15 +256,20 @@ def print_table(res: Results, paper: dict | None = None) -> None:
             f"{k}: {v[0]}" + (f" / MSLL {v[1]}" if v[1] is not None else "") for k, v in paper.items()))
 
 
-def plot_pose(data, keep: dict, out: Path) -> Path:
-    """Predicted vs true trajectories of a few pose coordinates (original units), ±2σ."""
-    names = [n for n in ("McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (generative)",
-                         "McGPDS (tandem)") if n in keep]
-    coords = [(7, "joint 3 y"), (31, "joint 11 y"), (52, "joint 18 y")]
+def plot_traces(data, keep: dict, names: list, coords: list, title: str, out: Path,
+                show_training_mean: bool = False) -> Path:
+    """Predicted vs true trajectories of target columns (original units), ±2σ bands.
+
+    ``keep``: method → (mean (N*, D), var (N*, D) or None); ``names``: methods to draw (those
+    missing from ``keep`` are skipped); ``coords``: [(column, axis label)]. Writes the PNG file
+    ``out`` and returns it."""
+    names = [n for n in names if n in keep]
     fig, axes = plt.subplots(len(coords), 1, figsize=(10, 2.6 * len(coords)), sharex=True)
     tt = np.arange(data.n_test)
     for ax, (c, lab) in zip(axes, coords):
         ax.plot(tt, data.Y2_test[:, c], "k-", lw=2, label="true")
+        if show_training_mean:
+            ax.axhline(data.bias2[c], color="gray", ls=":", label="training mean")
         for n in names:
             mean, var = keep[n]
             ln, = ax.plot(tt, mean[:, c], lw=1, label=n)
@@ -275,12 +279,22 @@ def plot_pose(data, keep: dict, out: Path) -> Path:
         ax.set_ylabel(lab)
     axes[0].legend(fontsize=7, ncol=3)
     axes[-1].set_xlabel("test frame")
-    fig.suptitle("Human pose: predicted vs true coordinates (seed 0, ±2σ)")
+    fig.suptitle(title)
     fig.tight_layout()
-    path = out / f"{EXPERIMENT}.png"
-    fig.savefig(path, dpi=90)
+    fig.savefig(out, dpi=90)
     plt.close(fig)
-    return path
+    return out
+
+
+#: methods drawn in the trajectory plots of the real-data scripts
+PLOT_METHODS = ["McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (generative)", "McGPDS (tandem)",
+                "GPy MRD"]
+
+
+def plot_pose(data, keep: dict, out: Path) -> Path:
+    """Predicted vs true trajectories of a few pose coordinates (original units), ±2σ."""
+    return plot_traces(data, keep, PLOT_METHODS[:4], [(7, "joint 3 y"), (31, "joint 11 y"), (52, "joint 18 y")],
+                       "Human pose: predicted vs true coordinates (seed 0, ±2σ)", out / f"{EXPERIMENT}.png")
 
 
 def add_common_options(p):
