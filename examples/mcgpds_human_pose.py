@@ -113,6 +113,32 @@ def _np(x):
     return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
 
 
+def cached_fit(data, cfg, seed: int, cache_dir, tag: str, progress: bool):
+    """``fit_mcgpds`` on the data's training views, or the saved fit of the same
+    (dataset, config, seed) from ``cache_dir`` (``--fit-cache``). Returns (fitted, train seconds,
+    loaded?). The training time of a loaded fit is the one measured when it was fitted."""
+    import hashlib
+    import json
+    from inference.mcgpds_fit import fit_mcgpds, load_fitted, save_fitted
+    path = None
+    if cache_dir is not None:
+        key = json.dumps({"cfg": cfg.to_dict(), "n": int(data.n_train), "d": [int(v.shape[1]) for v in data.views],
+                          "tag": tag}, sort_keys=True, default=str)
+        h = hashlib.sha1(key.encode()).hexdigest()[:12]
+        path = Path(cache_dir) / f"{tag}_seed{seed}_{h}.pt"
+        if path.exists():
+            f = load_fitted(path)
+            return f, f.wall_time, True
+    t0 = time.perf_counter()
+    f = fit_mcgpds(data.views, data.t, seq_ends=data.seq_ends, config=cfg, seed=seed, progress=progress)
+    wall = time.perf_counter() - t0
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f.wall_time = wall
+        save_fitted(f, path)
+    return f, wall, False
+
+
 def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kwargs: dict,
                  variants=None, paper=None):
     """Fit McGPDS variants for every seed, score them beside the baselines, return Results.
@@ -120,8 +146,9 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
     ``code_kwargs``: the keyword arguments of ``predict_view`` for the code-faithful predictor.
     ``variants``: names of the extra fits to run ("tandem", "independent", "gplvm", "linear").
     """
-    from inference.mcgpds_fit import fit_mcgpds, predict_view
+    from inference.mcgpds_fit import predict_view
     seeds = seed_list(args)
+    cache = getattr(args, "fit_cache", None)
     quick = bool(args.quick)
     ov = overrides(args)
     if ov.get("Q") and dataset != "pose" and "init_dims" not in ov:
@@ -176,10 +203,10 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
     for s in seeds:
         set_seed(s)
         cfg = protocol_config(dataset, quick, s, data, **ov)
-        t0 = time.perf_counter()
-        fitted = fit_mcgpds(data.views, data.t, seq_ends=data.seq_ends, config=cfg, seed=s,
-                            progress=not args.no_progress)
-        res.time("McGPDS (protocol fit)", "train", time.perf_counter() - t0)
+        fitted, wall, loaded = cached_fit(data, cfg, s, cache, f"{dataset}_protocol", not args.no_progress)
+        res.time("McGPDS (protocol fit)", "train", wall)
+        if loaded:
+            res.config.setdefault("fits loaded from --fit-cache", []).append(f"protocol seed {s}")
         predictors = [("McGPDS (paper-faithful)", dict(method="paper", test_iters=test_iters)),
                       ("McGPDS (code-faithful)", dict(method="code", **code_kw)),
                       ("McGPDS (generative)", dict(method="generative", test_iters=test_iters))]
@@ -208,10 +235,10 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
             else:
                 raise ValueError(f"unknown variant {v!r}")
             set_seed(s)
-            t0 = time.perf_counter()
-            f_v = fit_mcgpds(data.views, data.t, seq_ends=data.seq_ends, config=cfg_v, seed=s,
-                             progress=not args.no_progress)
-            res.time(name, "train", time.perf_counter() - t0)
+            f_v, wall, loaded = cached_fit(data, cfg_v, s, cache, f"{dataset}_{v}", not args.no_progress)
+            res.time(name, "train", wall)
+            if loaded:
+                res.config.setdefault("fits loaded from --fit-cache", []).append(f"{v} seed {s}")
             predict_and_score(name, f_v, s, **pk)
             if v == "tandem":   # the tandem fit also with the paper-faithful NN predictor
                 pred = predict_view(f_v, data.m1_test, data.t_test, seed=s, method="paper", test_iters=test_iters)
@@ -301,6 +328,9 @@ def add_common_options(p):
     p.add_argument("--variants", default="tandem,independent,gplvm,linear",
                    help="extra fits per seed (comma list of tandem,independent,gplvm,linear; '' for none)")
     p.add_argument("--gpy", action="store_true", help="also fit GPy MRD (seed 0; needs GPy)")
+    p.add_argument("--fit-cache", default=None,
+                   help="folder of saved fits: a fit of the same (dataset, config, seed) is loaded instead of "
+                        "refitted, new fits are saved there (predictor studies without refitting)")
     p.add_argument("--gpy-q", type=int, default=5, help="latent dimension of GPy MRD")
     g = p.add_argument_group("reduced runs (default: the protocol's values)")
     for k in OVERRIDES:

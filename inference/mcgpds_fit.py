@@ -58,7 +58,7 @@ from .svi import LBFGS, fit
 from .validation import as_tensor
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
-           "constant_hyperparams", "pca_init"]
+           "constant_hyperparams", "pca_init", "save_fitted", "load_fitted"]
 
 
 @dataclass
@@ -312,6 +312,35 @@ def fit_cgpds(view, times, seq_ends=None, sequence_ids=None, config: McGPDSConfi
               seed: int = 0, progress: bool = True, checkpoint=None) -> McGPDSFitted:
     """Single-view CGPDS (V = 1: one private latent coupled to the shared dynamics)."""
     return fit_mcgpds([view], times, seq_ends, sequence_ids, config, seed, progress, checkpoint)
+
+
+def save_fitted(fitted: McGPDSFitted, path) -> None:
+    """Write a trained model to ``path`` (``torch.save`` of plain tensors/values only — no
+    project classes are pickled, so a saved fit survives refactors of the bound code)."""
+    d = fitted.data
+    torch.save({"format": 1, "config": fitted.config.to_dict(),
+                "views": [Y.detach() for Y in d.views], "times": d.times, "seq_ids": d.seq_ids,
+                "Q": d.Q, "M": d.M, "J": d.J, "mapping_kernel": d.mapping_kernel, "time_white": d.time_white,
+                "time_bias": d.time_bias, "private_prior": d.private_prior, "fixed": sorted(d.fixed),
+                "init": {k: torch.as_tensor(v).detach() if torch.is_tensor(v) else v for k, v in d.init.items()},
+                "params": {k: v.detach() if torch.is_tensor(v) else v for k, v in fitted.params.items()},
+                "mu_s": fitted.mu_s, "s_s": fitted.s_s, "mu": fitted.mu, "s_diag": fitted.s_diag,
+                "losses": np.asarray(fitted.losses), "wall_time": fitted.wall_time, "bound": fitted.bound},
+               str(path))
+
+
+def load_fitted(path) -> McGPDSFitted:
+    """Read a model written by :func:`save_fitted`."""
+    z = torch.load(str(path), weights_only=False)
+    cfg_d = dict(z["config"])
+    cfg_d["init_views"] = None                 # only used for the initialisation
+    for k in ("fixed", "init_dims"):
+        if isinstance(cfg_d.get(k), list):
+            cfg_d[k] = tuple(cfg_d[k])
+    data = McGPDSData(z["views"], z["times"], z["seq_ids"], z["Q"], z["M"], z["J"], z["mapping_kernel"],
+                      z["time_white"], z["time_bias"], z["private_prior"], frozenset(z["fixed"]), z["init"])
+    return McGPDSFitted(McGPDSConfig(**cfg_d), data, z["params"], z["mu_s"], z["s_s"], z["mu"], z["s_diag"],
+                        np.asarray(z["losses"]), float(z["wall_time"]), float(z["bound"]))
 
 
 # ------------------------------------------------------------------ prediction
