@@ -46,7 +46,7 @@ from .numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
 from .validation import as_tensor, check_int_range, check_real_range, check_same_rows
 
 __all__ = ["TwinGP", "METHODS", "rbf", "ridge_predict", "gpr_predict", "wknn_predict",
-           "minimize_batched", "smtgp_det_objective", "certainty", "lemma41_log_bound",
+           "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic", "kernel_knn_predict", "certainty", "lemma41_log_bound",
            "validate_alpha_beta", "toy_data"]
 
 METHODS = ("KLTGP", "IKLTGP", "SMTGP")
@@ -100,6 +100,38 @@ def wknn_predict(X, Y, Xt, k: int) -> torch.Tensor:
     dist, idx = d.topk(k, dim=1, largest=False)
     w = 1.0 / dist.clamp_min(1e-12)
     w = w / w.sum(1, keepdim=True)
+    return (w.unsqueeze(-1) * Y[idx]).sum(1)
+
+
+def _centre(K: torch.Tensor) -> torch.Tensor:
+    """H K H with H = I − 11ᵀ/n (double centring)."""
+    return K - K.mean(0, keepdim=True) - K.mean(1, keepdim=True) + K.mean()
+
+
+def kernel_alignment(KA: torch.Tensor, KB: torch.Tensor) -> float:
+    """Centred kernel–target alignment ⟨HK_AH, HK_BH⟩_F / (‖HK_AH‖_F ‖HK_BH‖_F) ∈ [−1, 1]
+    (Cortes et al.'s centred KTA) for two (n, n) kernel matrices."""
+    A, B = _centre(KA), _centre(KB)
+    return float((A * B).sum() / (A.norm() * B.norm()).clamp_min(1e-300))
+
+
+def hsic(KA: torch.Tensor, KB: torch.Tensor) -> float:
+    """Biased HSIC estimate tr(K_A H K_B H)/(n − 1)² (Gretton et al.)."""
+    n = KA.shape[0]
+    return float((_centre(KA) * KB).sum() / (n - 1) ** 2)
+
+
+def kernel_knn_predict(X, Y, Xt, k: int, rho: float) -> torch.Tensor:
+    """Kernel-weighted k-NN regression (baselines "KTA-kNN"/"HSIC-kNN"): the k nearest
+    training outputs weighted by the input kernel exp(−‖x − x_i‖²/(2ρ²)) (normalised in log
+    space, so far test points still get finite weights). ρ is the width chosen by kernel
+    alignment with the output kernel (:func:`inference.twin_gp_selection.select_alignment_knn`).
+    """
+    X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
+    k = check_int_range(k, "k", 1, X.shape[0])
+    rho = check_real_range(rho, "rho", 0.0, low_open=True)
+    dist, idx = torch.cdist(Xt, X).topk(k, dim=1, largest=False)
+    w = torch.softmax(-dist ** 2 / (2.0 * rho * rho), dim=1)
     return (w.unsqueeze(-1) * Y[idx]).sum(1)
 
 

@@ -20,7 +20,8 @@ import torch
 from .twin_gp import TwinGP
 from .validation import as_tensor, check_int_range, check_same_rows
 
-__all__ = ["kfold_indices", "median_distance", "select_kltgp", "select_alpha_beta", "ALPHAS", "BETAS"]
+__all__ = ["kfold_indices", "median_distance", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
+           "select_alignment_knn", "run_real_experiment", "ALPHAS", "BETAS"]
 
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(21))
 BETAS = (0.99, 0.5, 1.5)
@@ -120,24 +121,58 @@ def select_wknn(X, Y, ks, metric, k: int = 5, seed: int = 0) -> dict:
     return {"best": min(scores, key=lambda key: np.mean(scores[key])), "scores": scores}
 
 
+def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: str = "kta", k: int = 5,
+                         seed: int = 0) -> dict:
+    """The kernel-alignment k-NN baselines ("KTA-kNN", "HSIC-kNN" of the twin-GP papers).
+
+    1. Input-kernel width: ρ_x ∈ ``rho_grid`` maximising the alignment between the Gaussian
+       input kernel on X and the Gaussian output kernel (width ``rho_y``) on Y — centred
+       kernel–target alignment (``criterion="kta"``) or HSIC (``"hsic"``) — on all of (X, Y)
+       (unsupervised in the test sense: no held-out error is used).
+    2. k ∈ ``ks`` by k-fold CV of :func:`~inference.twin_gp.kernel_knn_predict` with that ρ_x.
+
+    Returns ``{"best": (ρ_x, k), "alignment": {ρ: value}, "scores": {k: [per-fold values]}}``.
+    """
+    from .twin_gp import hsic, kernel_alignment, kernel_knn_predict, rbf
+    if criterion not in ("kta", "hsic"):
+        raise ValueError(f"criterion: expected 'kta' or 'hsic', got {criterion!r}")
+    X = as_tensor(X, "X", ndim=2)
+    Y = as_tensor(Y, "Y", ndim=2)
+    check_same_rows({"X": X, "Y": Y}, "samples (rows)")
+    KY = rbf(Y, Y, rho_y)
+    crit = kernel_alignment if criterion == "kta" else hsic
+    align = {float(r): crit(rbf(X, X, r), KY) for r in rho_grid}
+    rho = max(align, key=align.get)
+    scores: dict = {}
+    for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
+        for kk in ks:
+            kk = min(kk, Xtr.shape[0])
+            scores.setdefault(kk, []).append(metric(kernel_knn_predict(Xtr, Ytr, Xva, kk, rho), Yva))
+    return {"best": (rho, min(scores, key=lambda key: np.mean(scores[key]))), "alignment": align, "scores": scores}
+
+
 def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset: int, folds: int = 5,
-                        rho_mult=(0.5, 1.0, 2.0), lam_grid=(1e-3, 1e-2), alphas=None, betas=BETAS,
-                        wknn_ks=(1, 3, 5, 10, 20), neighbors: int | None = None, max_iter: int = 50,
-                        seed: int = 0, log=print) -> dict:
+                        rho_mult=(0.5, 1.0, 2.0), rho_mult_y=None, lam_grid=(1e-3, 1e-2), alphas=None,
+                        betas=BETAS, wknn_ks=(1, 3, 5, 10, 20), neighbors: int | None = None, max_iter: int = 50,
+                        seed: int = 0, test_folds: int = 5, log=print) -> dict:
     """The paper's protocol on a real data set, recording into ``res`` (a Results).
 
     1. CV (``folds``-fold, on a random ``cv_subset`` of the training set) of KLTGP's
-       (ρ_x, ρ_y, λ): ρ on ``rho_mult`` × the median pairwise distance of each side.
+       (ρ_x, ρ_y, λ): ρ_x on ``rho_mult`` × the median pairwise input distance, ρ_y on
+       ``rho_mult_y`` (default ``rho_mult``) × the median output distance.
     2. CV of SMTGP's (α, β) with those widths (α = 0/1: KLTGP/IKLTGP).
-    3. CV of the baselines (GPR: ρ_x grid × σ² ∈ ``lam_grid``; WKNN: k ∈ ``wknn_ks``).
+    3. CV of the baselines (GPR: ρ_x grid × σ² ∈ ``lam_grid``; WKNN: k ∈ ``wknn_ks``;
+       KTA-kNN / HSIC-kNN: input width by alignment with the output kernel of width ρ_y
+       over ``rho_mult`` × median and a wider range, then k by CV).
     4. Test: every method trained on the full training set (``neighbors``: local model
        with that many nearest training points per test point), predicting all test points
        batched. Records the CV scores of the selected settings (``split="cv"``, one value
-       per fold) and the test score (``split="test"``).
+       per fold), the test score (``split="test"``) and the test score on ``test_folds``
+       disjoint random parts of the test set (``split="test_folds"``: mean ± std over parts).
     Returns the predictions and selected settings.
     """
     import time
-    from .twin_gp import TwinGP, gpr_predict, wknn_predict
+    from .twin_gp import TwinGP, gpr_predict, kernel_knn_predict, wknn_predict
     alphas = ALPHAS if alphas is None else alphas
     rng = np.random.default_rng(seed)
     Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in
@@ -146,7 +181,8 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     Xs, Ys = Xtr[sub], Ytr[sub]
     mx, my = median_distance(Xtr), median_distance(Ytr)
     t0 = time.perf_counter()
-    kl_sel = select_kltgp(Xs, Ys, [mx * r for r in rho_mult], [my * r for r in rho_mult], lam_grid, metric,
+    rho_mult_y = rho_mult if rho_mult_y is None else rho_mult_y
+    kl_sel = select_kltgp(Xs, Ys, [mx * r for r in rho_mult], [my * r for r in rho_mult_y], lam_grid, metric,
                           k=folds, seed=seed, max_iter=max_iter)
     rx, ry, lam = kl_sel["best"]
     log(f"KLTGP CV: rho_x={rx:.4g} ({rx / mx:.2g} x median), rho_y={ry:.4g} ({ry / my:.2g} x median), "
@@ -160,9 +196,14 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     log(f"SMTGP CV: alpha={a}, beta={b} (best interior alpha={a_in}, beta={b_in})  [{time.perf_counter() - t0:.0f}s]")
     g_sel = select_gpr(Xs, Ys, [mx * r for r in rho_mult], lam_grid, metric, k=folds, seed=seed)
     w_sel = select_wknn(Xs, Ys, wknn_ks, metric, k=folds, seed=seed)
+    al_grid = sorted({mx * r for r in (*rho_mult, 0.25, 0.5, 1.0, 2.0, 4.0)})
+    al_sel = {name: select_alignment_knn(Xs, Ys, al_grid, ry, wknn_ks, metric, criterion=crit, k=folds, seed=seed)
+              for name, crit in (("KTA-kNN", "kta"), ("HSIC-kNN", "hsic"))}
     res.config.update({"median_dist_x": mx, "median_dist_y": my, "rho_x": rx, "rho_y": ry, "lambda": lam,
                        "alpha": a, "beta": b, "alpha_interior": a_in, "beta_interior": b_in,
                        "gpr": {"rho": g_sel["best"][0], "noise": g_sel["best"][1]}, "wknn_k": w_sel["best"],
+                       "alignment_knn": {n: {"rho": v["best"][0], "rho_over_median": v["best"][0] / mx,
+                                             "k": v["best"][1]} for n, v in al_sel.items()},
                        "cv_subset": int(len(sub)), "folds": folds, "neighbors": neighbors, "max_iter": max_iter,
                        "cv_alpha_beta": {f"{k[0]}/{k[1]}": float(np.mean(v)) for k, v in ab["scores"].items()}})
     res.add("KLTGP", metric_name, kl_sel["scores"][(rx, ry, lam)], split="cv")
@@ -170,6 +211,8 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     res.add("SMTGP", metric_name, ab["scores"][(a, b)], split="cv")
     res.add("GPR", metric_name, g_sel["scores"][g_sel["best"]], split="cv")
     res.add("WKNN", metric_name, w_sel["scores"][w_sel["best"]], split="cv")
+    for name, v in al_sel.items():
+        res.add(name, metric_name, v["scores"][v["best"][1]], split="cv")
     # test: full training set
     preds = {}
     m = TwinGP(Xtr, Ytr, rx, ry, lam)
@@ -194,6 +237,13 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     log(f"SMTGP test: {metric(preds['SMTGP'], Yte):.4f}  [{time.perf_counter() - t0:.0f}s]")
     preds["GPR"] = gpr_predict(Xtr, Ytr, Xte, *g_sel["best"])
     preds["WKNN"] = wknn_predict(Xtr, Ytr, Xte, w_sel["best"])
+    for name, v in al_sel.items():
+        preds[name] = kernel_knn_predict(Xtr, Ytr, Xte, v["best"][1], v["best"][0])
+    parts = kfold_indices(Xte.shape[0], min(test_folds, Xte.shape[0]), seed) if test_folds > 1 else []
     for name, p in preds.items():
         res.add(name, metric_name, metric(p, Yte), split="test")
+        if parts:
+            res.add(name, metric_name, [metric(p[torch.as_tensor(f)], Yte[torch.as_tensor(f)]) for f in parts],
+                    split="test_folds")
+        log(f"{name} test: {metric(p, Yte):.4f}")
     return {"preds": preds, "settings": res.config, "model": m}

@@ -11,9 +11,10 @@ from pyro.infer import Trace_ELBO
 from guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
 from inference import LBFGS, fit
 from inference.predictive import posterior_predictive
-from inference.twin_gp import (TwinGP, certainty, gpr_predict, lemma41_log_bound, minimize_batched,
-                               smtgp_det_objective, toy_data, wknn_predict)
-from inference.twin_gp_selection import kfold_indices, select_alpha_beta
+from inference.twin_gp import (TwinGP, certainty, gpr_predict, hsic, kernel_alignment, kernel_knn_predict,
+                               lemma41_log_bound, minimize_batched, rbf, smtgp_det_objective, toy_data,
+                               wknn_predict)
+from inference.twin_gp_selection import kfold_indices, select_alignment_knn, select_alpha_beta
 from models.twin_gp import DIMS, twin_gp_model
 
 D = torch.float64
@@ -214,6 +215,35 @@ def test_selection_helpers(toy):
                             alphas=(0.0, 0.5, 1.0), betas=(0.99, 1.5), k=2)
     assert set(sel["scores"]) == {(0.0, None), (0.5, 0.99), (0.5, 1.5), (1.0, None)}
     assert sel["best"] in sel["scores"]
+
+
+def test_alignment_knn_baselines(multi):
+    # hand values on 2 points: K = [[1, a], [a, 1]] → HKH = (1 − a)/2 [[1, −1], [−1, 1]]
+    a, b = 0.3, 0.8
+    KA = torch.tensor([[1, a], [a, 1]], dtype=D)
+    KB = torch.tensor([[1, b], [b, 1]], dtype=D)
+    assert hsic(KA, KB) == pytest.approx((1 - a) * (1 - b), rel=1e-12)
+    assert kernel_alignment(KA, KB) == pytest.approx(1.0, rel=1e-12)  # both ∝ the same centred matrix
+    X, Y, Xt, Yt = multi
+    K = rbf(X, X, 0.5)
+    assert kernel_alignment(K, 3.0 * K) == pytest.approx(1.0, rel=1e-12)
+    assert -1.0 <= kernel_alignment(K, rbf(Y, Y, 0.5)) <= 1.0
+    # k = 1 is nearest neighbour; a huge width with k = N is the training mean; a tiny width
+    # is (finite) nearest neighbour again, not 0/0
+    nn = Y[torch.cdist(Xt, X).argmin(1)]
+    assert torch.allclose(kernel_knn_predict(X, Y, Xt, 1, 0.3), nn)
+    assert torch.allclose(kernel_knn_predict(X, Y, Xt, len(X), 1e6), Y.mean(0).expand_as(Yt), atol=1e-9)
+    assert torch.allclose(kernel_knn_predict(X, Y, Xt, 5, 1e-4), nn)
+    err = lambda p, t: float((p - t).norm(dim=1).mean())  # noqa: E731
+    for crit in ("kta", "hsic"):
+        sel = select_alignment_knn(X, Y, [0.05, 0.5, 5.0], 0.5, (1, 3, 5), err, criterion=crit, k=3)
+        rho, kk = sel["best"]
+        assert rho == max(sel["alignment"], key=sel["alignment"].get) and kk in (1, 3, 5)
+        # the smooth map: a moderate width aligns better than a degenerate one (K ≈ I or K ≈ 11ᵀ)
+        assert sel["alignment"][0.5] > max(sel["alignment"][0.05], sel["alignment"][5.0])
+        assert err(kernel_knn_predict(X, Y, Xt, kk, rho), Yt) < err(Y.mean(0).expand_as(Yt), Yt)
+    with pytest.raises(ValueError, match="criterion"):
+        select_alignment_knn(X, Y, [0.5], 0.5, (1,), err, criterion="nope")
 
 
 def test_bad_input(multi):
