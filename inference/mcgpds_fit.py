@@ -58,7 +58,8 @@ from .svi import LBFGS, fit
 from .validation import as_tensor
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
-           "constant_hyperparams", "pca_init", "save_fitted", "load_fitted"]
+           "constant_hyperparams", "pca_init", "save_fitted", "load_fitted", "holdout_folds", "holdout_predictions",
+           "calibrated_extra_var"]
 
 
 @dataclass
@@ -350,6 +351,12 @@ def _nn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     return d2.argmin(1)
 
 
+def _knn(A: torch.Tensor, B: torch.Tensor, k: int) -> torch.Tensor:
+    """(N_A, k) indices into B of the k squared-Euclidean nearest neighbours of every row of A."""
+    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+    return d2.topk(k, dim=1, largest=False).indices
+
+
 def _test_loss(model, guide, Ystar, tstar, blocks, time_s, vhp, kind, fixll, init_mu, init_lam):
     mu = pyro.param("test_mu", lambda: init_mu.clone())
     lam = pyro.param("test_lam", lambda: init_lam.clone(), constraint=torch.distributions.constraints.positive)
@@ -372,7 +379,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                  nn_index_y=None, beta_target_override: float | None = None,
                  latent_for_prediction: str = "shared_nn", seed: int = 0,
                  progress: bool = False, shared_reference: str = "joint",
-                 init_from: str | None = None, output_components: str = "all") -> Prediction:
+                 init_from: str | None = None, output_components: str = "all",
+                 k_neighbours: int = 1, candidates=None, extra_var=None) -> Prediction:
     """Generate view ``target`` for test frames of view ``source`` (see module docstring).
 
     ``shared_reference``: the training shared means the test shared means are matched
@@ -384,6 +392,17 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     space the test latents live in — the shared means are ≈ 1/(1−α) times larger).
     ``output_components``: "all" (h + Σ_j w_j g_j, the paper) or "h" (h alone — with W learned
     the paper's bound makes h and every w_j g_j separate fits of y, so their sum is ≈ 2× y).
+
+    Tandem extensions (not in the paper or the authors' code; defaults reproduce them):
+
+    * ``k_neighbours`` = k > 1 (NN predictors): the target view is predicted at the target
+      latents of the k nearest training frames (shared-space NN; with ``"y_nn"`` the columns of
+      a (N*, k) ``nn_index_y``) and the k Gaussian predictives are merged into one Gaussian by
+      moment matching: mean = average of the means, var = average of (var + mean²) − mean².
+    * ``candidates``: (K,) training-frame indices the NN searches may return (default all;
+      used by :func:`holdout_predictions` to hold sequences out).
+    * ``extra_var``: scalar or (D_t,) variance added to the predictive variance (model units),
+      e.g. the held-out calibration of :func:`calibrated_extra_var`.
     """
     t0 = _time.perf_counter()
     data = fitted.data
@@ -414,12 +433,25 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
         test_iters = 10 if method == "code" else 100
     hp = constant_hyperparams(fitted)
     kind = data.mapping_kernel
-    if nn_index_y is None:
-        nn_y = _nn(Ys, data.views[source])
+    k_nb = int(k_neighbours)
+    if k_nb < 1:
+        raise ValueError(f"k_neighbours: expected an integer >= 1, got {k_neighbours}")
+    if candidates is None:
+        cand = torch.arange(data.N)
     else:
-        nn_y = torch.as_tensor(np.asarray(nn_index_y)).long().reshape(-1)
-        if nn_y.numel() != Ns:
-            raise ValueError(f"nn_index_y: expected {Ns} indices, got {nn_y.numel()}")
+        cand = torch.as_tensor(np.asarray(candidates)).long().reshape(-1)
+        if cand.numel() < k_nb or int(cand.min()) < 0 or int(cand.max()) >= data.N:
+            raise ValueError(f"candidates: expected at least k_neighbours={k_nb} training indices in [0, {data.N})")
+    if nn_index_y is None:
+        nn_y_all = cand[_knn(Ys, data.views[source][cand], k_nb)]
+    else:
+        nn_y_all = torch.as_tensor(np.asarray(nn_index_y)).long()
+        if nn_y_all.ndim == 1:
+            nn_y_all = nn_y_all[:, None]
+        if nn_y_all.ndim != 2 or nn_y_all.shape[0] != Ns:
+            raise ValueError(f"nn_index_y: expected {Ns} indices (or a ({Ns}, k) array), got shape "
+                             f"{tuple(nn_y_all.shape)}")
+    nn_y = nn_y_all[:, 0]
     # --- 1. test latents of the source view (test block = its own time block)
     blocks = Blocks(torch.zeros(Ns, dtype=torch.long))
     vhp = hp["views"][source]
@@ -444,7 +476,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
             lam_src = fitted.params[f"lam_{source}"]
             ref = latent_terms(data.times, data.blocks, hp["time_s"], [vhp], [fitted.mu[source]],
                                [lam_src])["mu_s"]
-        nn_s = _nn(mu_s_t, ref)
+        nn_s_all = cand[_knn(mu_s_t, ref[cand], k_nb)]                  # (N*, k)
+        nn_s = nn_s_all[:, 0]
         tv = hp["views"][target]
         post = view_posterior(data.views[target], fitted.mu[target], fitted.s_diag[target], tv, kind,
                               beta=beta_target_override)
@@ -461,13 +494,86 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
             x_var = x_var.expand_as(x_mean).clone()
         else:
             if latent_for_prediction == "y_nn":
-                idx = nn_y
+                idx = nn_y_all
+                if idx.shape[1] < k_nb:
+                    raise ValueError(f"k_neighbours={k_nb} with latent_for_prediction='y_nn' needs a "
+                                     f"(N*, {k_nb}) nn_index_y, got {tuple(idx.shape)}")
+                idx = idx[:, :k_nb]
             elif latent_for_prediction == "private_nn":
-                idx = _nn(mu_t, fitted.mu[source])
+                idx = cand[_knn(mu_t, fitted.mu[source][cand], k_nb)]
             else:
-                idx = nn_s
-            x_mean = fitted.mu[target][idx]
+                idx = nn_s_all
+            x_mean = fitted.mu[target][idx]                                 # (N*, k, Q)
             x_var = fitted.s_diag[target][idx] if method == "paper" else torch.zeros_like(x_mean)
-        mean, var = predict_moments(post, x_mean, x_var, components=output_components)
+        if x_mean.ndim == 3 and x_mean.shape[1] == 1:
+            x_mean, x_var = x_mean[:, 0], x_var[:, 0]
+        if x_mean.ndim == 3:       # k-NN mixture, moment matched
+            kq = x_mean.shape[1]
+            m_k, v_k = predict_moments(post, x_mean.reshape(-1, x_mean.shape[-1]),
+                                       x_var.reshape(-1, x_var.shape[-1]), components=output_components)
+            m_k, v_k = m_k.reshape(Ns, kq, -1), v_k.reshape(Ns, kq, -1)
+            mean = m_k.mean(1)
+            var = (v_k + m_k * m_k).mean(1) - mean * mean
+            x_mean, x_var = x_mean[:, 0], x_var[:, 0]
+        else:
+            mean, var = predict_moments(post, x_mean, x_var, components=output_components)
+        if extra_var is not None:
+            var = var + torch.as_tensor(np.asarray(extra_var), dtype=var.dtype)
     return Prediction(mean.detach(), var.detach(), mu_s_t.detach(), nn_s, mu_t.detach(), s_t.detach(),
                       method, nn_y, x_mean.detach(), x_var.detach(), _time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ held-out calibration (tandem)
+def holdout_folds(fitted: McGPDSFitted, n_chunks: int = 5) -> list[torch.Tensor]:
+    """Folds of training rows for held-out checks: one per sequence when there are several
+    (human pose: 7), else ``n_chunks`` contiguous chunks of the single sequence (CUAVE)."""
+    seq = fitted.data.seq_ids
+    labels = list(dict.fromkeys(seq.tolist()))
+    if len(labels) > 1:
+        return [torch.nonzero(seq == u).reshape(-1) for u in labels]
+    if n_chunks < 2:
+        raise ValueError(f"n_chunks: expected >= 2 for a single training sequence, got {n_chunks}")
+    return [c for c in torch.arange(fitted.data.N).tensor_split(int(n_chunks)) if c.numel()]
+
+
+def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, folds=None,
+                        nn_features=None, n_chunks: int = 5, **predict_kwargs):
+    """Held-out predictions of the TRAINING target view (tandem calibration; no test data).
+
+    For every fold (:func:`holdout_folds`) its source-view frames are treated as a test block
+    (times shifted to start at 0) and predicted with ``predict_view(**predict_kwargs)``, every
+    nearest-neighbour search (the Y-space NN on ``nn_features`` (N, F) — default the source
+    view — and the shared/private-space NN) restricted to the frames of the other folds. The
+    trained model itself has seen every frame; only the NN look-ups are held out, which is where
+    the predictor's error comes from. Returns ``(mean, var)``, (N, D_target) in model units, in
+    training-row order.
+    """
+    data = fitted.data
+    folds = holdout_folds(fitted, n_chunks) if folds is None else [torch.as_tensor(f).long() for f in folds]
+    Ysrc = data.views[source]
+    feats = Ysrc if nn_features is None else as_tensor(nn_features, "nn_features", ndim=2)
+    if feats.shape[0] != data.N:
+        raise ValueError(f"nn_features: expected {data.N} rows (training frames), got {feats.shape[0]}")
+    k = int(predict_kwargs.get("k_neighbours", 1))
+    kq = k if predict_kwargs.get("latent_for_prediction") == "y_nn" else 1
+    D = data.out_dims[target]
+    mean = torch.zeros(data.N, D, dtype=DTYPE)
+    var = torch.zeros(data.N, D, dtype=DTYPE)
+    for held in folds:
+        keep = torch.ones(data.N, dtype=torch.bool)
+        keep[held] = False
+        cand = torch.nonzero(keep).reshape(-1)
+        pk = dict(predict_kwargs)
+        pk["nn_index_y"] = cand[_knn(feats[held], feats[cand], kq)]
+        pk["candidates"] = cand
+        th = data.times[held]
+        pred = predict_view(fitted, Ysrc[held], th - th[0], source, target, **pk)
+        mean[held], var[held] = pred.mean, pred.var
+    return mean, var
+
+
+def calibrated_extra_var(mean, var, Y) -> torch.Tensor:
+    """Per-output variance to add so that held-out predictive variances match held-out squared
+    errors on average: ``δ_d = max(0, mean_n (y_nd − m_nd)² − mean_n v_nd)`` (D,), model units."""
+    m, v, y = (as_tensor(a, nm, ndim=2) for a, nm in ((mean, "mean"), (var, "var"), (Y, "Y")))
+    return ((y - m) ** 2 - v).mean(0).clamp_min(0.0)
