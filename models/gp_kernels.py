@@ -15,9 +15,9 @@ inducing inputs ``Z`` (M, Q):
 * ``Psi1[n, m] = ⟨κ(x_n, z_m)⟩``                    (N, M)
 * ``Psi2 = Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩``               (M, M)  (or per point: (N, M, M))
 
-For the RBF ψ2 the (N, M, M) tensor is formed through the expansion
-``(μ − z̄)² = μ² − μ(z + z') + (z + z')²/4`` so that the only (N, M, M) work is one batched
-product ``Σ_q c_nq z_mq z_m'q`` and one ``exp`` (no (N, M, M, Q) tensor).
+For the RBF ψ1 and ψ2 the squared distances are expanded, ``(μ − z̄)² = μ² − 2μz̄ + z̄²``,
+so that the only (N, M) / (N, M(M+1)/2) work is one matrix product and one ``exp``
+(no (N, M, Q) or (N, M, M, Q) tensor); ψ2 is summed over the pairs m ≤ m' only.
 """
 from __future__ import annotations
 
@@ -77,68 +77,83 @@ def psi_rbf(mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, variance: torch.
     ``Psi2[m,m'] = σ⁴ Σ_n Π_q (1 + 2a_q s_nq)^{-½}
                    exp(−a_q (z_mq − z_m'q)²/4 − a_q (μ_nq − z̄_q)² / (1 + 2 a_q s_nq))``,
     ``z̄ = (z_m + z_m')/2``.
+
+    Both exponents are expanded so that their (N, M) / (N, pairs) parts are single matrix
+    products (``(μ − z)² = μ² − 2μz + z²``, no (N, M, Q) tensor): with ``c1 = a/(1 + a s)``,
+    ``log Psi1 = log σ² − ½ Σ log(1 + a s) − ½ Σ c1 μ² + [c1 μ, −½ c1] · [z, z²]``, and
+    with ``c = a/(1 + 2 a s)``, ``Psi2`` needs ``Σ_n exp(g_n + [2 c μ, −c]_n · [z̄, z̄²]_p)``,
+    ``g_n = −Σ_q c μ² − ½ Σ_q log(1 + 2 a s)``, only over the M(M+1)/2 pairs p = (m ≤ m')
+    (ψ2 is symmetric) — see :class:`_PairExpSum`.
     """
     N = mu.shape[0]
-    # Psi1: (N, M, Q) is small (N·M·Q)
+    Z2 = Z * Z
+    # Psi1 (N, M): one (N, 2Q) x (2Q, M) product
     d1 = 1.0 + ard * s                                              # (N, Q)
-    diff = mu[:, None, :] - Z[None, :, :]                            # (N, M, Q)
-    log1 = -0.5 * (ard * diff * diff / d1[:, None, :]).sum(-1) - 0.5 * d1.log().sum(-1, keepdim=True)
+    c1 = ard / d1
+    g1 = -0.5 * (c1 * mu * mu).sum(-1) - 0.5 * d1.log().sum(-1)      # (N,)
+    log1 = torch.addmm(g1[:, None], torch.cat([c1 * mu, -0.5 * c1], 1), torch.cat([Z, Z2], 1).T)
     Psi1 = variance * torch.exp(log1)
-    # Psi2 through the expansion described in the module docstring
     d2 = 1.0 + 2.0 * ard * s                                         # (N, Q)
     c = ard / d2                                                     # (N, Q)
     g = -(c * mu * mu).sum(-1) - 0.5 * d2.log().sum(-1)              # (N,)
-    e = (c * mu) @ Z.T - 0.25 * (c @ (Z * Z).T)                      # (N, M)
     zs = Z * ard.sqrt()
     dz2 = ((zs * zs).sum(-1)[:, None] + (zs * zs).sum(-1)[None, :] - 2.0 * zs @ zs.T).clamp_min(0.0)
     pref = (variance * variance) * torch.exp(-0.25 * dz2)            # (M, M)
     if per_point:
+        e = (c * mu) @ Z.T - 0.25 * (c @ Z2.T)                       # (N, M)
         cross = torch.einsum("nq,mq,pq->nmp", c, Z, Z)               # (N, M, M)
         expo = g[:, None, None] + e[:, :, None] + e[:, None, :] - 0.5 * cross
         return variance.expand(N), Psi1, pref * torch.exp(expo)
-    return N * variance, Psi1, pref * _Psi2Sum.apply(g, e, c, Z)
+    M = Z.shape[0]
+    im, ip, full = _pairs(M, Z.device)
+    zbar = 0.5 * (Z[im] + Z[ip])                                     # (P, Q)
+    Fn = torch.cat([2.0 * c * mu, -c], 1)                            # (N, 2Q)
+    Fp = torch.cat([zbar, zbar * zbar], 1)                           # (P, 2Q)
+    S = _PairExpSum.apply(g, Fn, Fp)[full].reshape(M, M)             # symmetric (M, M)
+    return N * variance, Psi1, pref * S
 
 
-class _Psi2Sum(torch.autograd.Function):
-    """``S[m,p] = Σ_n exp(g_n + e_nm + e_np − ½ Σ_q c_nq z_mq z_pq)`` (M, M), in chunks of n.
+_PAIRS: dict = {}
 
-    Hand-written backward (with ``H = sym(∂L/∂S)``, ``R_nmp = H_mp E_nmp``,
-    ``T_nmq = Σ_p R_nmp z_pq``): ``∂g_n = Σ_mp R_nmp``, ``∂e_nm = 2 Σ_p R_nmp``,
-    ``∂c_nq = −½ Σ_m z_mq T_nmq``, ``∂z_mq = −Σ_n c_nq T_nmq`` — two batched products and one
-    ``exp`` per chunk instead of autograd's dozen (N, M, M) temporaries.
+
+def _pairs(M: int, device):
+    """Index vectors of the pairs m ≤ m' (row-major) and, for every (m, m'), its pair index."""
+    key = (M, str(device))
+    if key not in _PAIRS:
+        im, ip = torch.triu_indices(M, M, device=device)
+        full = torch.empty(M, M, dtype=torch.long, device=device)
+        p = torch.arange(im.numel(), device=device)
+        full[im, ip] = p
+        full[ip, im] = p
+        _PAIRS[key] = (im, ip, full.reshape(-1))
+    return _PAIRS[key]
+
+
+class _PairExpSum(torch.autograd.Function):
+    """``s_p = Σ_n exp(g_n + F_n · G_p)`` for g (N,), F (N, K), G (P, K) -> (P,).
+
+    The (P, N) table ``E = exp(G Fᵀ + g)`` is one matrix product and one ``exp``; it is kept
+    for the backward (P·N floats: 23 MB for N = 566, M = 100), which is then two matrix
+    products: with ``R = E ∘ ḡ_s``, ``∂g = Σ_p R_p``, ``∂F = Rᵀ G``, ``∂G = R F``.
+    Hand-written because autograd would keep the same table plus the exponent and redo the
+    broadcasts; this is the single largest cost of the collapsed bound (ψ2 over pairs).
     """
-    CHUNK = 48
 
     @staticmethod
-    def _E(g, e, c, Z):
-        cross = (c[:, None, :] * Z[None]) @ Z.T                      # (n, M, M)
-        return torch.exp(g[:, None, None] + e[:, :, None] + e[:, None, :] - 0.5 * cross)
+    def forward(ctx, g, F, G):
+        E = torch.addmm(g[None, :], G, F.mT).exp_()                 # (P, N)
+        ctx.save_for_backward(E, F, G)
+        return E.sum(1)
 
     @staticmethod
-    def forward(ctx, g, e, c, Z):
-        ctx.save_for_backward(g, e, c, Z)
-        S = Z.new_zeros(Z.shape[0], Z.shape[0])
-        for i in range(0, g.shape[0], _Psi2Sum.CHUNK):
-            sl = slice(i, i + _Psi2Sum.CHUNK)
-            S += _Psi2Sum._E(g[sl], e[sl], c[sl], Z).sum(0)
-        return S
-
-    @staticmethod
-    def backward(ctx, G):
-        g, e, c, Z = ctx.saved_tensors
-        H = 0.5 * (G + G.mT)
-        dg, de, dc = torch.empty_like(g), torch.empty_like(e), torch.empty_like(c)
-        dZ = torch.zeros_like(Z)
-        for i in range(0, g.shape[0], _Psi2Sum.CHUNK):
-            sl = slice(i, i + _Psi2Sum.CHUNK)
-            R = _Psi2Sum._E(g[sl], e[sl], c[sl], Z) * H
-            rs = R.sum(-1)                                            # (n, M)
-            dg[sl] = rs.sum(-1)
-            de[sl] = 2.0 * rs
-            T = R @ Z                                                 # (n, M, Q)
-            dc[sl] = -0.5 * (T * Z).sum(1)
-            dZ -= (c[sl][:, None, :] * T).sum(0)
-        return dg, de, dc, dZ
+    def backward(ctx, gs):
+        E, F, G = ctx.saved_tensors
+        R = E * gs[:, None]
+        dg = R.sum(0) if ctx.needs_input_grad[0] else None
+        # (K, ·) products then transposed: faster in MKL than (N, K) = Rᵀ G for these skinny shapes
+        dF = (G.mT @ R).mT if ctx.needs_input_grad[1] else None
+        dG = (F.mT @ R.mT).mT if ctx.needs_input_grad[2] else None
+        return dg, dF, dG
 
 
 def psi_linear(mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, ard: torch.Tensor,

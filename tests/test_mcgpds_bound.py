@@ -256,3 +256,55 @@ def test_private_cov_closed_form_backward_matches_autograd_path():
     assert kl_c.item() == pytest.approx(kl_a.item(), rel=1e-12)
     for a, b in zip(gc, ga):
         assert torch.allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_private_cov_inverse_form_matches_b_form_and_gradcheck():
+    """Well-conditioned constant A: (A⁻¹ + Λ)⁻¹ form = the B_q form (values and gradients)."""
+    from inference.mcgpds_bound import _PrivateCov, _PrivateCovInv
+    g = torch.Generator().manual_seed(11)
+    n = 6
+    X = torch.randn(2, 2, n, n, dtype=D64, generator=g)
+    A = X @ X.mT / n + 0.3 * torch.eye(n, dtype=D64)
+    Ainv = torch.cholesky_inverse(torch.linalg.cholesky(A))
+    lam = (torch.rand(2, 3, 2, n, dtype=D64, generator=g) + 0.05).requires_grad_()
+    ldB, sdB = _PrivateCov.apply(A, lam)
+    ldP, sdP = _PrivateCovInv.apply(Ainv, lam)
+    ldA = torch.logdet(A)
+    assert torch.allclose(ldB, ldA[:, None] + ldP, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(sdB, sdP, rtol=1e-11, atol=1e-13)
+    w1, w2 = torch.randn(ldB.shape, dtype=D64, generator=g), torch.randn(sdB.shape, dtype=D64, generator=g)
+    gB = torch.autograd.grad((ldB * w1).sum() + (sdB * w2).sum(), lam)[0]
+    gP = torch.autograd.grad((ldP * w1).sum() + (sdP * w2).sum(), lam)[0]
+    assert torch.allclose(gB, gP, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda l: torch.cat([o.flatten() for o in _PrivateCovInv.apply(Ainv, l)]),
+                                    (lam,))
+
+
+def test_cached_prior_factors_follow_hyperparameter_values():
+    """The constant-prior cache on Blocks must not return factors of other α / time values."""
+    data, hp, mus, lams = tiny_problem()
+    det = lambda d: {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
+    views = [dict(det(v), time=det(v["time"])) for v in hp["views"]]
+    ts = det(hp["time_s"])
+    kl1 = latent_terms(data.times, data.blocks, ts, views, mus, lams)["kl"].item()
+    assert latent_terms(data.times, data.blocks, ts, views, mus, lams)["kl"].item() == kl1   # cached
+    views2 = [dict(v, alpha=v["alpha"] * 0.5) for v in views]
+    kl2 = latent_terms(data.times, data.blocks, ts, views2, mus, lams)["kl"].item()
+    fresh = Blocks(data.seq_ids)
+    assert kl2 == pytest.approx(latent_terms(data.times, fresh, ts, views2, mus, lams)["kl"].item(), rel=1e-12)
+    assert kl2 != pytest.approx(kl1, rel=1e-6)
+
+
+def test_psi2_pair_sum_gradcheck_with_constant_inputs():
+    """ψ2 over pairs m ≤ m': gradients when only some inputs require grad (Z fixed / μ, s fixed)."""
+    g = torch.Generator().manual_seed(12)
+    N, M, Q = 5, 4, 3
+    mu, s = torch.randn(N, Q, dtype=D64, generator=g), torch.rand(N, Q, dtype=D64, generator=g) + 0.1
+    Z, var, ard = torch.randn(M, Q, dtype=D64, generator=g), torch.tensor(0.9, dtype=D64), \
+        torch.rand(Q, dtype=D64, generator=g) + 0.2
+    P2 = psi_rbf(mu, s, Z, var, ard)[2]
+    assert torch.allclose(P2, P2.mT, atol=0)                                       # exactly symmetric
+    assert torch.allclose(P2, psi_rbf(mu, s, Z, var, ard, per_point=True)[2].sum(0), rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(lambda m_, s_: psi_rbf(m_, s_, Z, var, ard)[2],
+                                    (mu.clone().requires_grad_(), s.clone().requires_grad_()))
+    assert torch.autograd.gradcheck(lambda z: psi_rbf(mu, s, z, var, ard)[2], (Z.clone().requires_grad_(),))
