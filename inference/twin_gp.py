@@ -268,21 +268,22 @@ def _mv(V: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
 
 
 def _kvec(y: torch.Tensor, Yt: torch.Tensor, rho: float) -> torch.Tensor:
-    """K_y (b, n): shared training outputs Yt (n, d) or per-point neighbours (b, n, d)."""
+    """K_y (b, n): shared training outputs Yt (n, d) or per-point neighbours (b, n, d).
+
+    Shared case fused into one ``addmm`` and in-place passes (this runs once per objective
+    evaluation on a (b, n) array): ‖y‖² + ‖Y_i‖² − 2 yᵀY_i, clamped at 0, → exp(−·/(2ρ²))."""
     if Yt.dim() == 2:
-        return rbf(y, Yt, rho)
+        sq = torch.addmm((y * y).sum(1, keepdim=True), y, Yt.T, alpha=-2.0)
+        sq.add_((Yt * Yt).sum(1)).clamp_min_(0.0)
+        return sq.mul_(-1.0 / (2.0 * rho * rho)).exp_()
     sq = ((y.unsqueeze(1) - Yt) ** 2).sum(-1)
     return torch.exp(-sq / (2.0 * rho * rho))
 
 
-def _grad_y(w: torch.Tensor, K: torch.Tensor, y: torch.Tensor, Yt: torch.Tensor, rho: float) -> torch.Tensor:
-    """Σ_i w_i ∂K_i/∂y with ∂K_i/∂y = −K_i (y − Y_i)/ρ²  →  (b, d)."""
-    wk = w * K
-    if Yt.dim() == 2:
-        s = wk @ Yt
-    else:
-        s = torch.bmm(wk.unsqueeze(1), Yt).squeeze(1)
-    return -(wk.sum(1, keepdim=True) * y - s) / (rho * rho)
+def _rowdot(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Row-wise dot products Σ_n A[b, n] B[b, n] → (b,), as one batched product (no (b, n)
+    temporary)."""
+    return torch.bmm(A.unsqueeze(1), B.unsqueeze(2)).view(-1)
 
 
 class TwinGP:
@@ -449,6 +450,12 @@ class TwinGP:
         ``form`` (SMTGP only): "log" → −log φ_α/(α(1−α)); "sm" → the paper's L′ with β,
         rescaled per point by exp((1−β)/(2(1−α)) ℓ_α(ref)) (a positive constant, so the
         minimiser and the BFGS path up to scale are unchanged and nothing overflows).
+
+        Cost: one (b, n) × (n, n or 2n) product Z = K_y [A_Y | ·]; everything else is a
+        few passes over (b, n) arrays. ∂f/∂K_y = w is a per-row combination Σ_k c_k V_k of
+        the vectors V_k ∈ {u_x, a_x, v_x, A_Y K_y, C K_y, M_α⁻¹K_y}, so Σ_i w_i K_i (the
+        first half of ∂f/∂y) is Σ_k c_k (V_k·K_y) from the row dots the value already
+        needs; only Σ_i w_i K_i Y_i forms w (then ∂f/∂y = −(Σ w_i K_i y − Σ w_i K_i Y_i)/ρ²).
         """
         method, a = ctx["method"], ctx["alpha"]
         rho = self.rho_y
@@ -457,48 +464,60 @@ class TwinGP:
         n = Ky.shape[1]
         Z = _mv(Ky, W)  # one (b, n) × (n, n or 2n) product
         AKy = Z[:, :n]
-        eta_y = self.kyy - (Ky * AKy).sum(1)
-        floor_y = eta_y <= self.lam_y
+        qA = _rowdot(Ky, AKy)  # K_yᵀA_Y K_y
+        eta_y = self.kyy - qA
+        # ∂η_y/∂K_y = g_y A_Y K_y with g_y = −2, or 0 where η_y is clamped at its λ floor
+        gy = torch.where(eta_y <= self.lam_y, 0.0, -2.0).to(Ky.dtype)
         eta_y = eta_y.clamp_min(self.lam_y)
-        # ∂η_y/∂K_y = −2 A_Y K_y (zero where clamped at the λ floor)
-        deta_y = torch.where(floor_y.unsqueeze(1), torch.zeros_like(AKy), -2.0 * AKy)
         if method == "KLTGP":
             ex = ctx["eta_x"]
-            f = self.kyy - 2.0 * (ctx["ux"] * Ky).sum(1) - ex * eta_y.log()
-            w = -2.0 * ctx["ux"] - (ex / eta_y).unsqueeze(1) * deta_y
+            uK = _rowdot(ctx["ux"], Ky)
+            f = self.kyy - 2.0 * uK - ex * eta_y.log()
+            # w = −2 u_x − (η_x/η_y) ∂η_y/∂K_y
+            terms = ((ctx["ux"], torch.full_like(f, -2.0), uK), (AKy, -(ex / eta_y) * gy, qA))
         elif method == "IKLTGP":
             CKy = Z[:, n:]
-            num = self.kxx - 2.0 * (ctx["ax"] * Ky).sum(1) + (Ky * CKy).sum(1)
+            aK, qC = _rowdot(ctx["ax"], Ky), _rowdot(Ky, CKy)
+            num = self.kxx - 2.0 * aK + qC
             f = num / eta_y + eta_y.log()
-            w = (-2.0 * ctx["ax"] + 2.0 * CKy) / eta_y.unsqueeze(1) \
-                + ((1.0 - num / eta_y) / eta_y).unsqueeze(1) * deta_y
+            # w = (−2 a_x + 2 C K_y)/η_y + (1 − num/η_y)/η_y · ∂η_y/∂K_y
+            terms = ((ctx["ax"], -2.0 / eta_y, aK), (CKy, 2.0 / eta_y, qC),
+                     (AKy, (1.0 - num / eta_y) / eta_y * gy, qA))
         else:
             MKy = Z[:, n:]
+            vK, qM = _rowdot(ctx["vx"], Ky), _rowdot(Ky, MKy)
             Ka = (1 - a) * self.kxx + a * self.kyy
-            eta_xy = Ka - (1 - a) ** 2 * ctx["sx"] - 2 * a * (1 - a) * (ctx["vx"] * Ky).sum(1) \
-                - a * a * (Ky * MKy).sum(1)
+            eta_xy = Ka - (1 - a) ** 2 * ctx["sx"] - 2 * a * (1 - a) * vK - a * a * qM
             floor_xy = (1 - a) * self.lam_x + a * self.lam_y
-            clamped = eta_xy <= floor_xy
+            gxy = torch.where(eta_xy <= floor_xy, 0.0, 1.0).to(Ky.dtype)  # 0 where clamped
             eta_xy = eta_xy.clamp_min(floor_xy)
-            deta_xy = -2 * a * (1 - a) * ctx["vx"] - 2 * a * a * MKy
-            deta_xy = torch.where(clamped.unsqueeze(1), torch.zeros_like(deta_xy), deta_xy)
             ell = eta_xy.log() - a * eta_y.log()
-            dell = deta_xy / eta_xy.unsqueeze(1) - (a / eta_y).unsqueeze(1) * deta_y
+            # dℓ/dK_y = g_xy(−2α(1−α) v_x − 2α² M_α⁻¹K_y)/η_xy − (α/η_y) ∂η_y/∂K_y, scaled by s
             if form == "log":
                 # −log φ_α = ℓ_α − (1−α) log η_x: subtracting the y-independent (1−α) log η_x
                 # keeps f O(1) as α → 0 or 1, so relative stopping tests stay meaningful
                 c = 1.0 / (a * (1 - a))
-                f, w = c * (ell - (1 - a) * ctx["eta_x"].log()), c * dell
+                f, sc = c * (ell - (1 - a) * ctx["eta_x"].log()), torch.full_like(ell, c)
             elif form == "sm":
                 if beta is None:
                     raise ValueError("form='sm' needs beta")
                 cc = (1 - beta) / (2 * (1 - a))
                 ell0 = ell.detach() if ref is None else ref
                 Lp = torch.exp(-cc * (ell - ell0)) / (beta - 1)
-                f, w = Lp, (-cc * Lp).unsqueeze(1) * dell
+                f, sc = Lp, -cc * Lp
             else:
                 raise ValueError(f"form: expected 'log' or 'sm', got {form!r}")
-        return f, _grad_y(w, Ky, y, Yt, rho)
+            cx = sc * gxy / eta_xy
+            terms = ((ctx["vx"], -2 * a * (1 - a) * cx, vK), (MKy, -2 * a * a * cx, qM),
+                     (AKy, -(a / eta_y) * gy * sc, qA))
+        # Σ_i w_i K_i from the row dots; w itself (one pass per term) only for Σ_i w_i K_i Y_i
+        wK = sum(c * q for _, c, q in terms)
+        w = None
+        for V, c, _ in terms:
+            w = V * c.unsqueeze(1) if w is None else w.addcmul_(V, c.unsqueeze(1))
+        w.mul_(Ky)
+        s = w @ Yt if Yt.dim() == 2 else torch.bmm(w.unsqueeze(1), Yt).squeeze(1)
+        return f, -(wK.unsqueeze(1) * y - s) / (rho * rho)
 
     def objective(self, y: torch.Tensor, ctx: dict, beta: float | None = None, form: str = "log") -> torch.Tensor:
         """The objective as a differentiable function of y (autograd path; same formulas)."""
@@ -554,7 +573,7 @@ class TwinGP:
                                            ref=None if ref is None else ref[idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
-                                       ftol=ftol, max_step=self.rho_y if max_step is None else max_step)
+                                           ftol=ftol, max_step=self.rho_y if max_step is None else max_step)
             outs.append(y)
             infos.append(info)
         y = torch.cat(outs)

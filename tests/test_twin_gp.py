@@ -14,6 +14,7 @@ from inference.predictive import posterior_predictive
 from inference.twin_gp import (TwinGP, certainty, gpr_predict, hsic, kernel_alignment, kernel_knn_predict,
                                lemma41_log_bound, minimize_batched, rbf, smtgp_det_objective, toy_data,
                                wknn_predict)
+from inference.twin_gp import _kvec
 from inference.twin_gp_selection import kfold_indices, select_alignment_knn, select_alpha_beta
 from models.twin_gp import DIMS, twin_gp_model
 
@@ -277,3 +278,70 @@ def test_cuda_matches_cpu(multi):
     cpu = TwinGP(X, Y, 0.7, 0.8, 1e-3).predict(Xt, "SMTGP")
     gpu = TwinGP(X, Y, 0.7, 0.8, 1e-3, device="cuda").predict(Xt, "SMTGP")
     torch.testing.assert_close(gpu.cpu(), cpu, atol=1e-6, rtol=0)
+
+
+def _unfused_value_and_grad(tgp, y, ctx, beta=None, form="log", ref=None):
+    """The straightforward (pre-fusion) formulas of TwinGP.value_and_grad: per-term (b, n)
+    arrays, torch.where on the λ floors, explicit w·K_y for the gradient. K_y is the same
+    tensor (A_Y amplifies its rounding by cond(K_Y) ~ 1/λ; _kvec vs rbf is tested apart)."""
+    method, a, rho = ctx["method"], ctx["alpha"], tgp.rho_y
+    Yt, W = ctx["Yt"], ctx["W"]
+    Ky = _kvec(y, Yt, rho)
+    Z = Ky @ W if Yt.dim() == 2 else torch.bmm(Ky.unsqueeze(1), W).squeeze(1)
+    n = Ky.shape[1]
+    AKy = Z[:, :n]
+    eta_y = tgp.kyy - (Ky * AKy).sum(1)
+    floor_y = eta_y <= tgp.lam_y
+    eta_y = eta_y.clamp_min(tgp.lam_y)
+    deta_y = torch.where(floor_y.unsqueeze(1), torch.zeros_like(AKy), -2.0 * AKy)
+    if method == "KLTGP":
+        ex = ctx["eta_x"]
+        f = tgp.kyy - 2.0 * (ctx["ux"] * Ky).sum(1) - ex * eta_y.log()
+        w = -2.0 * ctx["ux"] - (ex / eta_y).unsqueeze(1) * deta_y
+    elif method == "IKLTGP":
+        CKy = Z[:, n:]
+        num = tgp.kxx - 2.0 * (ctx["ax"] * Ky).sum(1) + (Ky * CKy).sum(1)
+        f = num / eta_y + eta_y.log()
+        w = (-2.0 * ctx["ax"] + 2.0 * CKy) / eta_y.unsqueeze(1) + ((1.0 - num / eta_y) / eta_y).unsqueeze(1) * deta_y
+    else:
+        MKy = Z[:, n:]
+        Ka = (1 - a) * tgp.kxx + a * tgp.kyy
+        eta_xy = Ka - (1 - a) ** 2 * ctx["sx"] - 2 * a * (1 - a) * (ctx["vx"] * Ky).sum(1) - a * a * (Ky * MKy).sum(1)
+        floor_xy = (1 - a) * tgp.lam_x + a * tgp.lam_y
+        clamped = eta_xy <= floor_xy
+        eta_xy = eta_xy.clamp_min(floor_xy)
+        deta_xy = -2 * a * (1 - a) * ctx["vx"] - 2 * a * a * MKy
+        deta_xy = torch.where(clamped.unsqueeze(1), torch.zeros_like(deta_xy), deta_xy)
+        ell = eta_xy.log() - a * eta_y.log()
+        dell = deta_xy / eta_xy.unsqueeze(1) - (a / eta_y).unsqueeze(1) * deta_y
+        if form == "log":
+            c = 1.0 / (a * (1 - a))
+            f, w = c * (ell - (1 - a) * ctx["eta_x"].log()), c * dell
+        else:
+            cc = (1 - beta) / (2 * (1 - a))
+            Lp = torch.exp(-cc * (ell - (ell.detach() if ref is None else ref))) / (beta - 1)
+            f, w = Lp, (-cc * Lp).unsqueeze(1) * dell
+    wk = w * Ky
+    s = wk @ Yt if Yt.dim() == 2 else torch.bmm(wk.unsqueeze(1), Yt).squeeze(1)
+    return f, -(wk.sum(1, keepdim=True) * y - s) / (rho * rho)
+
+
+@pytest.mark.parametrize("method,alpha,form", [("KLTGP", 0.5, "log"), ("IKLTGP", 0.5, "log"),
+                                               ("SMTGP", 0.3, "log"), ("SMTGP", 0.3, "sm")])
+@pytest.mark.parametrize("neighbors", [None, 25])
+def test_fused_objective_equals_unfused_formulas(multi, method, alpha, form, neighbors):
+    # the fused evaluation (row dots, per-row coefficients, Σ w_i K_i from the value's dots)
+    # must be the same function as the term-by-term formulas, including at the λ floors
+    X, Y, Xt, _ = multi
+    m = TwinGP(X, Y, 0.6, 0.4, 1e-3)
+    ctx = m.context(Xt, method, alpha, neighbors=neighbors)
+    g = torch.Generator().manual_seed(5)
+    y = torch.cat([Y[:4] + 0.05 * torch.randn(4, 3, generator=g, dtype=D),  # near training outputs
+                   Y[10:11], 0.3 * torch.randn(3, 3, generator=g, dtype=D), 10.0 + Y[:1]])  # on a Y_i, far
+    ref = torch.linspace(-1.0, 1.0, len(y), dtype=D) if form == "sm" else None
+    f1, g1 = m.value_and_grad(y, ctx, beta=0.5, form=form, ref=ref)
+    f0, g0 = _unfused_value_and_grad(m, y, ctx, beta=0.5, form=form, ref=ref)
+    assert torch.allclose(f1, f0, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(g1, g0, rtol=1e-10, atol=1e-10)
+    # the fused kernel vector is rbf() up to rounding
+    assert torch.allclose(_kvec(y, Y, 0.4), rbf(y, Y, 0.4), rtol=0, atol=1e-14)
