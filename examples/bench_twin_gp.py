@@ -11,7 +11,11 @@ for "SMTGP batched", "SMTGP per-point loop", "KLTGP batched" (+ the speed-up and
 "config"), and checks that loop and batch give the same predictions. Times are CPU
 seconds of this process (time.process_time; robust on a shared machine, where wall
 time measures the other jobs) on CPU, wall seconds on CUDA; wall times go to
-"timings_s". Defaults: the USPS CV selection (ρ = 2 × / 0.5 × median distance, λ = 1e-2,
+"timings_s". The JSON also decomposes the speed-up: point-evaluations per point (rows of
+objective calls; batch and loop evaluate the same iterates) and seconds per
+point-evaluation, and measures the machine's ceiling for the batching gain
+("gemm_vs_gemv_ceiling": one (B, N)×(N, 2N) product per point vs one (1, N)×(N, 2N)
+product, on the real matrix). Defaults: the USPS CV selection (ρ = 2 × / 0.5 × median distance, λ = 1e-2,
 best interior α = 0.1, β = 0.99).
 
 Defaults are the issue's setting: all 4649 training images (A_Y, M_α⁻¹ are 173 MB each, so the
@@ -79,13 +83,26 @@ def main(args):
     dev = torch.device(args.device)
     m = TwinGP(X, Y, rx, ry, args.lam, device=dev)
     Xt_d = Xt.to(dev)
-    m.matrices(("AX", "AY", "Minv"), alpha=args.alpha)  # shared factorisations, not timed
+    s = m.matrices(("AX", "AY", "Minv"), alpha=args.alpha)  # shared factorisations, not timed
     sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
     clock = time.perf_counter if dev.type == "cuda" else time.process_time
     walls = {}
+    # count objective calls and point-evaluations (rows per call) per phase: batch and loop
+    # evaluate the same points at the same iterates, so the speed-up is the ratio of the
+    # costs of one point-evaluation
+    phase, counts = ["setup"], {}
+    vg = m.value_and_grad
+
+    def counted(y, ctx, **kw):
+        c = counts.setdefault(phase[0], [0, 0])
+        c[0] += 1
+        c[1] += int(y.shape[0])
+        return vg(y, ctx, **kw)
+    m.value_and_grad = counted
 
     # KLTGP, batched, from ridge regression
     init0 = ridge_predict(m.X, m.Y, Xt_d)
+    phase[0] = "KLTGP batched"
     sync()
     t0, w0 = clock(), time.perf_counter()
     kl, info_kl = m.predict(Xt_d, "KLTGP", init=init0, return_info=True, max_iter=args.max_iter)
@@ -95,6 +112,7 @@ def main(args):
           f"{walls['KLTGP batched']:.1f} s wall", flush=True)
     y0 = kl if args.init == "kltgp" else init0
     # SMTGP, batched, from the KLTGP prediction
+    phase[0] = "SMTGP batched"
     t0, w0 = clock(), time.perf_counter()
     sm, info_sm = m.predict(Xt_d, "SMTGP", alpha=args.alpha, beta=args.beta, init=y0, form="sm",
                             return_info=True, max_iter=args.max_iter)
@@ -103,6 +121,7 @@ def main(args):
     print(f"SMTGP batched: {t_sm:.1f} s, {walls['SMTGP batched']:.1f} s wall", flush=True)
     # SMTGP, per-point loop on a subset
     n_loop = min(args.loop_points, Xt.shape[0])
+    phase[0] = "SMTGP per-point loop"
     t0, w0 = clock(), time.perf_counter()
     loop = [m.predict(Xt_d[i:i + 1], "SMTGP", alpha=args.alpha, beta=args.beta, init=y0[i:i + 1], form="sm",
                       max_iter=args.max_iter)
@@ -112,6 +131,9 @@ def main(args):
     loop = torch.cat(loop)
     diff = (loop - sm[:n_loop]).abs().max().item()
     B = Xt.shape[0]
+    ceiling = _gemm_vs_gemv(s[("AY_Minv", args.alpha)], m.Y, ry, sync, clock, B, reps=3 if args.quick else 20)
+    print(f"hardware ceiling (one (B,N)x(N,2N) product per point vs one (1,N)x(N,2N) product): "
+          f"{ceiling['ratio']:.1f}x ({ceiling['clock']}), {ceiling['ratio_wall']:.1f}x wall", flush=True)
     res.add("SMTGP batched", "seconds_per_test_point", t_sm / B)
     res.add("SMTGP per-point loop", "seconds_per_test_point", t_loop / n_loop)
     res.add("KLTGP batched", "seconds_per_test_point", t_kl / B)
@@ -133,14 +155,47 @@ def main(args):
                        "iterations_per_point": {"KLTGP": float(info_kl.n_iter.float().mean()),
                                                 "SMTGP": float(info_sm.n_iter.float().mean())},
                        "batched_evaluations": {"KLTGP": info_kl.n_eval, "SMTGP": info_sm.n_eval},
+                       "objective_calls": {k: v[0] for k, v in counts.items()},
+                       "point_evaluations_per_point": {"KLTGP batched": counts["KLTGP batched"][1] / B,
+                                                       "SMTGP batched": counts["SMTGP batched"][1] / B,
+                                                       "SMTGP per-point loop": counts["SMTGP per-point loop"][1] / n_loop},
+                       "seconds_per_point_evaluation": {
+                           "SMTGP batched": t_sm / counts["SMTGP batched"][1],
+                           "SMTGP per-point loop": t_loop / counts["SMTGP per-point loop"][1],
+                           "KLTGP batched": t_kl / counts["KLTGP batched"][1]},
+                       "gemm_vs_gemv_ceiling": ceiling,
                        "loop_vs_batched_max_abs_diff": diff})
     path = res.write(args.out)
     print(res.table())
     print({k: res.config[k] for k in ("speedup_batched_vs_loop", "speedup_batched_vs_loop_wall",
                                       "smtgp_over_kltgp", "smtgp_over_kltgp_wall",
-                                      "smtgp_over_kltgp_per_evaluation", "loop_vs_batched_max_abs_diff")})
+                                      "smtgp_over_kltgp_per_evaluation", "loop_vs_batched_max_abs_diff",
+                                      "iterations_per_point", "point_evaluations_per_point",
+                                      "seconds_per_point_evaluation", "gemm_vs_gemv_ceiling")})
     print("wrote", path)
     return res
+
+
+def _gemm_vs_gemv(W, Yt, rho_y, sync, clock, B, reps=20):
+    """The machine's ceiling for the batching gain of this method: seconds per point of the
+    evaluation's one product, K_y (B, N) × [A_Y | M_α⁻¹] (N, 2N) for B points at once (compute-
+    bound) vs (1, N) × (N, 2N) for one point (memory-bound: reads the 2N² matrix), on the real
+    matrix. An implementation whose per-point-evaluation cost is this product can gain at most
+    this ratio over the loop (the loop's other per-point work only lowers it)."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    Y = Yt[torch.randint(0, Yt.shape[0], (B,), generator=g).to(Yt.device)]
+    K = torch.exp(-torch.cdist(Y + 0.1 * rho_y, Yt) ** 2 / (2 * rho_y ** 2))
+    out = {}
+    for name, rows, n in (("batched", K, 1), ("single", K[:1], reps)):
+        sync()
+        t0, w0 = clock(), time.perf_counter()
+        for _ in range(n):
+            rows @ W
+        sync()
+        out[name] = ((clock() - t0) / (n * rows.shape[0]), (time.perf_counter() - w0) / (n * rows.shape[0]))
+    return {"seconds_per_point_batched": out["batched"][0], "seconds_per_point_single": out["single"][0],
+            "ratio": out["single"][0] / out["batched"][0], "ratio_wall": out["single"][1] / out["batched"][1],
+            "clock": "process_time" if clock is time.process_time else "wall"}
 
 
 if __name__ == "__main__":

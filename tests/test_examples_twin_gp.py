@@ -60,7 +60,13 @@ def test_bench_twin_gp(tmp_path):
     d = _load(tmp_path, "bench_twin_gp")
     methods = {r["method"] for r in d["results"] if r["metric"] == "seconds_per_test_point"}
     assert methods == {"SMTGP batched", "SMTGP per-point loop", "KLTGP batched"}
-    assert d["config"]["loop_vs_batched_max_abs_diff"] < 1e-4
+    c = d["config"]
+    assert c["loop_vs_batched_max_abs_diff"] < 1e-4
+    # the cost decomposition: point-evaluations per point (batch and loop evaluate the same
+    # iterates) and the machine's GEMM-vs-GEMV ceiling
+    assert set(c["point_evaluations_per_point"]) == methods
+    assert all(v >= 1 for v in c["point_evaluations_per_point"].values())
+    assert c["gemm_vs_gemv_ceiling"]["ratio"] > 0
 
 
 def test_bench_twin_gp_capped_iterations(tmp_path):
