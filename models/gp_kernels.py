@@ -132,27 +132,33 @@ def _pairs(M: int, device):
 class _PairExpSum(torch.autograd.Function):
     """``s_p = Σ_n exp(g_n + F_n · G_p)`` for g (N,), F (N, K), G (P, K) -> (P,).
 
-    The (P, N) table ``E = exp(G Fᵀ + g)`` is one matrix product and one ``exp``; it is kept
-    for the backward (P·N floats: 23 MB for N = 566, M = 100), which is then two matrix
-    products: with ``R = E ∘ ḡ_s``, ``∂g = Σ_p R_p``, ``∂F = Rᵀ G``, ``∂G = R F``.
+    The (P, N) table ``E = exp([G, 1] [F, g]ᵀ)`` is one matrix product (g rides along as an
+    extra column, so no broadcast copy) and one in-place ``exp``; it is kept for the
+    backward (P·N floats: 23 MB for N = 566, M = 100), which is then two matrix products:
+    with ``R = E ∘ ḡ_s``, ``[∂F, ∂g] = Rᵀ [G, 1]`` and ``∂G = R F``.
     Hand-written because autograd would keep the same table plus the exponent and redo the
     broadcasts; this is the single largest cost of the collapsed bound (ψ2 over pairs).
     """
 
     @staticmethod
     def forward(ctx, g, F, G):
-        E = torch.addmm(g[None, :], G, F.mT).exp_()                 # (P, N)
-        ctx.save_for_backward(E, F, G)
+        Fa = torch.cat([F, g[:, None]], 1)                           # (N, K+1)
+        Ga = torch.cat([G, G.new_ones(G.shape[0], 1)], 1)            # (P, K+1)
+        E = (Ga @ Fa.mT).exp_()                                      # (P, N)
+        ctx.save_for_backward(E, F, Ga)
         return E.sum(1)
 
     @staticmethod
     def backward(ctx, gs):
-        E, F, G = ctx.saved_tensors
+        E, F, Ga = ctx.saved_tensors
         R = E * gs[:, None]
-        dg = R.sum(0) if ctx.needs_input_grad[0] else None
-        # (K, ·) products then transposed: faster in MKL than (N, K) = Rᵀ G for these skinny shapes
-        dF = (G.mT @ R).mT if ctx.needs_input_grad[1] else None
-        dG = (F.mT @ R.mT).mT if ctx.needs_input_grad[2] else None
+        dg = dF = dG = None
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            # (K+1, N) product then transposed: faster in MKL than (N, K+1) = Rᵀ Ga
+            dFa = (Ga.mT @ R).mT
+            dF, dg = dFa[:, :-1], dFa[:, -1]
+        if ctx.needs_input_grad[2]:
+            dG = (F.mT @ R.mT).mT
         return dg, dF, dG
 
 
