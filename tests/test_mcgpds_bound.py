@@ -308,3 +308,26 @@ def test_psi2_pair_sum_gradcheck_with_constant_inputs():
     assert torch.autograd.gradcheck(lambda m_, s_: psi_rbf(m_, s_, Z, var, ard)[2],
                                     (mu.clone().requires_grad_(), s.clone().requires_grad_()))
     assert torch.autograd.gradcheck(lambda z: psi_rbf(mu, s, z, var, ard)[2], (Z.clone().requires_grad_(),))
+
+
+def test_latent_terms_memo_only_reuses_identical_constant_inputs():
+    """Model-only phases reuse the constant KL; any change of μ or λ recomputes it."""
+    data, hp, mus, lams = tiny_problem()
+    det = lambda d: {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
+    views = [dict(det(v), time=det(v["time"])) for v in hp["views"]]
+    ts = det(hp["time_s"])
+    mus = [m.detach().clone() for m in mus]
+    lams = [l.detach().clone() for l in lams]
+    a = latent_terms(data.times, data.blocks, ts, views, mus, lams)
+    b = latent_terms(data.times, data.blocks, ts, views, mus, lams)
+    assert b["kl"].item() == a["kl"].item()
+    mus2 = [m.clone() for m in mus]
+    mus2[0][0, 0] += 1e-3
+    c = latent_terms(data.times, data.blocks, ts, views, mus2, lams)
+    fresh = latent_terms(data.times, Blocks(data.seq_ids), ts, views, mus2, lams)
+    assert c["kl"].item() == pytest.approx(fresh["kl"].item(), rel=1e-13)
+    assert c["kl"].item() != a["kl"].item()
+    # with gradients required nothing is reused
+    lg = [l.clone().requires_grad_() for l in lams]
+    d = latent_terms(data.times, data.blocks, ts, views, mus, lg)
+    assert d["kl"].requires_grad and d["kl"].item() == pytest.approx(a["kl"].item(), rel=1e-13)
