@@ -47,6 +47,12 @@ def test_human_pose_quick(tmp_path):
     nn = next(r for r in res["results"] if r["method"] == "NN in Y space (raw)")
     assert round(nn["mean"], 4) == 2.6523
     assert "57 of 63" in res["config"]["msll_mask"]
+    # tandem predictors: held-out selected row, chosen among the candidates by held-out error
+    sel = res["config"]["tandem selection (by held-out training error)"][0]
+    assert {"McGPDS (tandem: held-out selected, calibrated)",
+            f"McGPDS (tandem candidate: {sel['selected']})"} <= err & _methods(res, "msll")
+    assert min(sel["holdout_error"].values()) == sel["holdout_error"][sel["selected"]]
+    assert len(_methods(res, "heldout_train_mean_joint_error")) == len(sel["holdout_error"])
     assert (tmp_path / "mcgpds_human_pose.png").stat().st_size > 0
     assert "mean ± std" in proc.stdout
 
@@ -57,6 +63,7 @@ def test_cuave_quick(tmp_path):
     assert {"McGPDS (paper-faithful)", "McGPDS (code-faithful)", "training mean"} <= _methods(res, "rmse")
     mean = next(r for r in res["results"] if r["method"] == "training mean" and r["metric"] == "rmse")
     assert round(mean["mean"], 3) == 1.106
+    assert "McGPDS (tandem: held-out selected, calibrated)" in _methods(res, "msll")
     assert "training mean" in proc.stdout
     assert (tmp_path / "mcgpds_cuave.png").stat().st_size > 0
 
