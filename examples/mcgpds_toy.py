@@ -13,14 +13,27 @@ for McGPDS the shared signal is looked for in μ^(s), the private ones in the vi
 private latents; the MRD-style shared-only model (α fixed to 0 and ε tiny, so
 X^(1) = X^(2) = X^(s): one latent space for both views) has only μ^(s).
 
-Toy 2: shared sin(2π t); private signals white Gaussian noise with variance 0.1 (view 1)
-and 0.1 → 1.0 (view 2), projected as above. α, W, kernels learned; ε and the time kernels
-fixed. The learned α^(2) must rise with the private noise variance.
+Toy 2: shared sin(2π t); private signals white Gaussian noise p_k with variance 0.1
+(view 1) and 0.1 → 1.0 (view 2). The learned α^(2) must rise with the private variance.
+Default design "mix" follows the model's own story (X^(k) = (1−α_k) X̂ + α_k X̃: a view's
+latent is the shared signal plus its private signal): x^(k) = sin(2πt) + p_k, projected to
+15 dims by a random U(0, 1) row, + N(0, 0.1²) noise; Q = 1, private prior "gplvm"
+(K_t^(k) = I: white private dynamics, the matched prior for white-noise private signals).
+Design "blocks" builds the views like toy 1 ([private 10, shared 5], Q = 2).
+
+Why the earlier setting (blocks, Q = 2, RBF private time kernels) saturated at α ≈ 1 (see
+README "Toy experiments"): (1) a private prior A_k = α² K_t^(k) + (1−α)² ε I whose time kernel
+is RBF (ℓ = 0.2) + 0.01 white can carry only α²·0.01 of white variance, so a white-noise
+private signal pushes α to its maximum, where the views decouple; (2) with the blocks design
+the shared and private signals sit in different latent columns that share one α per view:
+the shared column wants α → 0, the private one α → 1, and the fit ends at one of the two ends
+(bimodal, seed dependent); the private variance only rescales the private column.
 
 Usage::
 
-    python examples/mcgpds_toy.py --out results          # full (10 noise levels)
+    python examples/mcgpds_toy.py --seeds 5 --out results          # full (10 noise levels)
     python examples/mcgpds_toy.py --quick --out /tmp/x   # < 60 s
+    python examples/mcgpds_toy.py --toy 2 --toy2-design blocks --toy2-prior mcgpds --toy2-Q 2  # old setting
 """
 from __future__ import annotations
 
@@ -57,16 +70,30 @@ def toy1_data(seed: int, N: int = 100, noise: float = 0.1):
     return views, t, sig
 
 
-def toy2_data(seed: int, var2: float, N: int = 100, var1: float = 0.1, noise: float = 0.1):
+def toy2_data(seed: int, var2: float, N: int = 100, var1: float = 0.1, noise: float = 0.1,
+              design: str = "mix"):
+    """Views (N, 15) × 2 and times (N,) for toy 2.
+
+    The private signals are ``p_k = sqrt(var_k) · z_k`` with z_k ~ N(0, I) drawn from ``seed``
+    (the same z_k at every var2, so one seed is one controlled sweep).
+    ``design="mix"``: view k = (sin(2πt) + p_k) b_kᵀ + noise, b_k ~ U(0, 1)^15 (one latent
+    signal per view: shared plus private, the model's story). ``design="blocks"``: view k =
+    [p_k P_k, sin(2πt) S_k] + noise with P_k ~ U(0, 1)^10, S_k ~ U(0, 1)^5 (toy 1's layout).
+    """
+    if design not in ("mix", "blocks"):
+        raise ValueError(f"design: expected 'mix' or 'blocks', got {design!r}")
     rng = np.random.default_rng(seed)
     t = np.linspace(-1, 1, N)
     shared = np.sin(2 * np.pi * t)
     views = []
     for v in (var1, var2):
         priv = np.sqrt(v) * rng.standard_normal(N)
-        P = rng.uniform(0, 1, (1, 10))
-        S = rng.uniform(0, 1, (1, 5))
-        Y = np.hstack([priv[:, None] @ P, shared[:, None] @ S])
+        if design == "mix":
+            Y = (shared + priv)[:, None] @ rng.uniform(0, 1, (1, 15))
+        else:
+            P = rng.uniform(0, 1, (1, 10))
+            S = rng.uniform(0, 1, (1, 5))
+            Y = np.hstack([priv[:, None] @ P, shared[:, None] @ S])
         views.append(Y + noise * rng.standard_normal(Y.shape))
     return views, t
 
@@ -132,33 +159,75 @@ def run_toy1(seed: int, quick: bool, progress: bool, res: Results, out: Path):
     return rec, fm
 
 
-def run_toy2(seed: int, quick: bool, progress: bool, res: Results, out: Path):
-    levels = [0.1, 0.5, 1.0] if quick else [round(0.1 * i, 1) for i in range(1, 11)]
+def toy2_config(quick: bool, args=None) -> McGPDSConfig:
+    """Toy 2 fit: linear kernels, M = Q (exact), W fixed ≈ 0 (g off), ε and time kernels fixed;
+    α, β, the linear kernels' ARD weights and the latents learned."""
+    Q = 1 if args is None else args.toy2_Q
+    prior = "gplvm" if args is None else args.toy2_prior
+    return toy_config(quick, Q=Q, M=Q, private_prior=prior)
+
+
+def toy2_levels(quick: bool) -> list[float]:
+    return [0.1, 0.5, 1.0] if quick else [round(0.1 * i, 1) for i in range(1, 11)]
+
+
+def spearman(x, y) -> float:
+    """Spearman rank correlation ρ = Pearson correlation of the ranks (ties averaged)."""
+    from scipy.stats import rankdata
+    rx, ry = rankdata(x), rankdata(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def run_toy2(seed: int, quick: bool, progress: bool, args=None):
+    """α^(1), α^(2) learned at every private variance level of view 2 (one seed)."""
+    design = "mix" if args is None else args.toy2_design
+    levels = toy2_levels(quick)
     alphas = []
     for v in levels:
-        views, t = toy2_data(seed, v)
-        f = fit_mcgpds(_center(views), t, config=toy_config(quick), seed=seed, progress=progress)
+        views, t = toy2_data(seed, v, design=design)
+        f = fit_mcgpds(_center(views), t, config=toy2_config(quick, args), seed=seed, progress=progress)
         alphas.append(f.alpha())
-    a2 = [a[1] for a in alphas]
-    res.add("McGPDS", "alpha_2", a2, data_set="toy2", private_var_2=levels)
-    res.add("McGPDS", "alpha_1", [a[0] for a in alphas], data_set="toy2", private_var_2=levels)
-    monotone = bool(np.all(np.diff(a2) > 0))
-    res.add("McGPDS", "alpha_2_monotone", float(monotone), data_set="toy2")
+    return levels, alphas
+
+
+def report_toy2(per_seed: dict, res: Results, out: Path, design: str):
+    """Records: per level α^(1), α^(2) over seeds; per seed Spearman ρ(var, α^(2)) and strict
+    monotonicity; ρ of the seed-mean curve. Plot: mean ± std over seeds."""
+    seeds = sorted(per_seed)
+    levels = per_seed[seeds[0]][0]
+    a2 = np.array([[a[1] for a in per_seed[s][1]] for s in seeds])      # (S, L)
+    a1 = np.array([[a[0] for a in per_seed[s][1]] for s in seeds])
+    for j, v in enumerate(levels):
+        res.add("McGPDS", "alpha_2", a2[:, j].tolist(), data_set="toy2", private_var_2=v, design=design)
+        res.add("McGPDS", "alpha_1", a1[:, j].tolist(), data_set="toy2", private_var_2=v, design=design)
+    rho = [spearman(levels, a2[i]) for i in range(len(seeds))]
+    res.add("McGPDS", "alpha_2_spearman", rho, data_set="toy2", design=design)
+    res.add("McGPDS", "alpha_2_monotone", [float(np.all(np.diff(a2[i]) > 0)) for i in range(len(seeds))],
+            data_set="toy2", design=design)
+    res.add("McGPDS", "alpha_2_mean_spearman", spearman(levels, a2.mean(0)), data_set="toy2", design=design)
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(levels, a2, "o-", label="α^(2)")
-    ax.plot(levels, [a[0] for a in alphas], "s--", label="α^(1)")
+    ax.errorbar(levels, a2.mean(0), yerr=a2.std(0), marker="o", capsize=3, label="α^(2)")
+    ax.errorbar(levels, a1.mean(0), yerr=a1.std(0), marker="s", ls="--", capsize=3, label="α^(1) (var 0.1)")
     ax.set_xlabel("private noise variance in view 2")
-    ax.set_ylabel("learned α")
+    ax.set_ylabel(f"learned α (mean ± std, {len(seeds)} seeds)")
+    ax.set_ylim(0, 1.05)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / f"mcgpds_toy2_seed{seed}.png", dpi=90)
+    fig.savefig(out / "mcgpds_toy2.png", dpi=90)
     plt.close(fig)
-    return levels, alphas
+    return levels, a2, rho
 
 
 def parser():
     p = base_parser("McGPDS toy experiments (shared/private recovery; α vs private noise)")
     p.add_argument("--toy", choices=["1", "2", "both"], default="both")
+    p.add_argument("--toy2-design", choices=["mix", "blocks"], default="mix",
+                   help="toy 2 views: 'mix' = (shared + private) projected (model story), 'blocks' = toy 1 layout")
+    p.add_argument("--toy2-prior", choices=["gplvm", "mcgpds"], default="gplvm",
+                   help="private prior K_t^(k): 'gplvm' = I (white), 'mcgpds' = RBF + white + bias")
+    p.add_argument("--toy2-Q", type=int, default=1, help="latent dimension for toy 2")
     return p
 
 
@@ -166,9 +235,12 @@ def main(args):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = seed_list(args)
-    res = Results(EXPERIMENT, seeds, config={"quick": args.quick, "toy1": toy_config(args.quick).to_dict(),
-                                             "toy2_levels": "0.1..1.0" if not args.quick else [0.1, 0.5, 1.0]})
+    res = Results(EXPERIMENT, seeds, config={
+        "quick": args.quick, "toy1": toy_config(args.quick).to_dict(),
+        "toy2": {**toy2_config(args.quick, args).to_dict(), "design": args.toy2_design,
+                 "levels": toy2_levels(args.quick)}})
     progress = not args.no_progress
+    toy2 = {}
     for seed in seeds:
         set_seed(seed)
         if args.toy in ("1", "both"):
@@ -177,10 +249,19 @@ def main(args):
                   + ", ".join(f"{k} {a:.3f}/{b:.3f}" for k, (a, b) in rec.items())
                   + f"; alpha = {[round(a, 3) for a in fm.alpha()]}")
         if args.toy in ("2", "both"):
-            levels, alphas = run_toy2(seed, args.quick, progress, res, out)
+            t0 = time.perf_counter()
+            toy2[seed] = run_toy2(seed, args.quick, progress, args)
+            res.time("McGPDS", "toy2 sweep", time.perf_counter() - t0)
+            levels, alphas = toy2[seed]
             print(f"[toy2 seed {seed}] private var 2 -> alpha_2: "
-                  + ", ".join(f"{v}: {a[1]:.4f}" for v, a in zip(levels, alphas)))
-    print(res.table(["data_set", "signal"]) if hasattr(res, "table") else "")
+                  + ", ".join(f"{v}: {a[1]:.4f}" for v, a in zip(levels, alphas))
+                  + f"  (Spearman {spearman(levels, [a[1] for a in alphas]):.3f})", flush=True)
+    if toy2:
+        levels, a2, rho = report_toy2(toy2, res, out, args.toy2_design)
+        print(f"[toy2] alpha_2 mean ± std over {len(toy2)} seeds: "
+              + ", ".join(f"{v}: {m:.3f}±{sd:.3f}" for v, m, sd in zip(levels, a2.mean(0), a2.std(0)))
+              + f"; Spearman per seed {np.round(rho, 3).tolist()}")
+    print(res.table(["data_set", "signal", "private_var_2"]))
     res.write(out)
     return res
 
