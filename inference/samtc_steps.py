@@ -21,7 +21,7 @@ from scipy.special import logsumexp
 __all__ = ["reduce_dimension", "similarity", "neighbour_order", "silverman_bandwidths",
            "kde_logpdf", "js_divergence", "js_matrix", "mutual_nearest_pairs",
            "median_distance", "gaussian_kernel", "kmm_frank_wolfe", "kmm_objective",
-           "kmm_relatedness", "neighbour_indicator", "weighted_snn", "k_grid"]
+           "kmm_relatedness", "neighbour_indicator", "snn_graph", "weighted_snn", "k_grid"]
 
 
 # ---------------------------------------------------------------------------------
@@ -398,12 +398,14 @@ def _kmm_support(Zs, Zt, width, B, eps, support_tol, max_iter):
 # ---------------------------------------------------------------------------------
 
 def neighbour_indicator(order, k: int, n_cols: int, rows=None, n_rows=None, col_index=None,
-                        include_self: bool = False):
+                        include_self: bool = False, self_cols=None):
     """Sparse 0/1 matrix A (n_rows × n_cols) with A[i, j] = 1 iff j ∈ N(i).
 
     order: (len(rows), ≥k) neighbour lists (indices into ``col_index`` if given, else
     columns); rows: which rows of A they fill (default all); include_self: also set
-    A[i, i] = 1 (own-task lists, so that N_t(x) = {x} ∪ kNN(x)).
+    A[i, i] = 1 (own-task lists, so that N_t(x) = {x} ∪ kNN(x)) — or A[rows[i],
+    self_cols[i]] = 1 when the row's own column is not its row number (a source
+    instance's own column in its source block).
     """
     order = np.asarray(order)[:, :k]
     m = order.shape[0]
@@ -414,10 +416,59 @@ def neighbour_indicator(order, k: int, n_cols: int, rows=None, n_rows=None, col_
     c = cols.ravel()
     if include_self:
         r = np.concatenate([r, rows])
-        c = np.concatenate([c, rows])
+        c = np.concatenate([c, rows if self_cols is None else np.asarray(self_cols)])
     A = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(n_rows, n_cols))
     A.data[:] = 1.0  # duplicates (self already in the list) count once
     return A
+
+
+def snn_graph(knn, blocks, weights, node_weights=None, edges: str = "mutual"):
+    """Block-weighted shared-nearest-neighbour graph over N nodes.
+
+    knn: sparse (N × N) 0/1 k-NN relation (knn[u, v] = 1 iff v is in u's neighbour
+    list; the diagonal is ignored); blocks: sparse (N × m_b) indicators of the
+    neighbourhoods N_b(u) inside block b of the data (a task, or a source subtask);
+    weights: w_b ≥ 0 per block; node_weights: ω_u ≥ 0 per node (None → 1). For every
+    edge (u, v) — mutual k-NN (``edges="mutual"``: knn[u, v] = knn[v, u] = 1) or
+    one-sided (``"symmetric"``) —
+
+        W(u, v) = ω_u ω_v · Σ_b w_b |N_b(u) ∩ N_b(v)| / Σ_b w_b |N_b(u) ∪ N_b(v)|,
+
+    |A ∪ B| = |A| + |B| − |A ∩ B|; W = 0 for other pairs and on the diagonal.
+    Returns a sparse symmetric (N × N) matrix (entries in [0, max ω²]).
+    """
+    knn = sp.csr_matrix(knn, dtype=np.float64)
+    n = knn.shape[0]
+    knn = knn - sp.diags(knn.diagonal())
+    knn.eliminate_zeros()
+    if edges == "mutual":
+        E = knn.multiply(knn.T).tocoo()
+    elif edges == "symmetric":
+        E = ((knn + knn.T) > 0).astype(np.float64).tocoo()
+    else:
+        raise ValueError(f"edges: expected 'mutual' or 'symmetric', got {edges!r}")
+    i, j = E.row, E.col
+    num = np.zeros(i.size)
+    den = np.zeros(i.size)
+    for A, w in zip(blocks, weights):
+        if w == 0:
+            continue
+        # |N_b(u) ∩ N_b(v)| for all pairs: a dense 0/1 product (BLAS, float32 is exact
+        # for counts < 2^24) is far faster than the sparse one when k is a sizeable
+        # fraction of n, as in the paper's grid
+        Ad = A.toarray().astype(np.float32) if sp.issparse(A) else np.asarray(A, dtype=np.float32)
+        size = Ad.sum(1, dtype=np.float64)
+        P = Ad @ Ad.T
+        inter = P[i, j].astype(np.float64)
+        num += w * inter
+        den += w * (size[i] + size[j] - inter)
+    vals = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+    if node_weights is not None:
+        om = np.asarray(node_weights, dtype=np.float64)
+        vals = vals * om[i] * om[j]
+    W = sp.csr_matrix((vals, (i, j)), shape=(n, n))
+    W.eliminate_zeros()
+    return 0.5 * (W + W.T)
 
 
 def weighted_snn(own, sources=(), R=(), edges: str = "mutual"):
@@ -430,39 +481,14 @@ def weighted_snn(own, sources=(), R=(), edges: str = "mutual"):
 
         W(x_i, x_j) = Σ_s R_s |N_s(x_i) ∩ N_s(x_j)| / Σ_s R_s |N_s(x_i) ∪ N_s(x_j)|,
 
-    |A ∪ B| = |A| + |B| − |A ∩ B|; W = 0 for other pairs and on the diagonal.
-    ``edges``: "mutual" (spec: x_i ∈ kNN_t(x_j) and x_j ∈ kNN_t(x_i)) or "symmetric"
-    (either one; an option measured against the spec's rule, see the SAMTC README).
+    W = 0 for other pairs and on the diagonal. This is :func:`snn_graph` on the target's
+    own nodes only (the spec's step 3 read literally: transfer re-weights the target's
+    own mutual-kNN edges; SAMTC's default graph adds source nodes, see
+    :func:`inference.samtc.transfer_graph`). ``edges``: "mutual" (spec) or "symmetric".
     Returns a sparse symmetric (n_t × n_t) matrix with entries in [0, 1].
     """
     own = sp.csr_matrix(own)
-    n = own.shape[0]
-    knn = own - sp.diags(own.diagonal())
-    knn.eliminate_zeros()
-    if edges == "mutual":
-        mutual = knn.multiply(knn.T).tocoo()
-    elif edges == "symmetric":
-        mutual = ((knn + knn.T) > 0).astype(np.float64).tocoo()
-    else:
-        raise ValueError(f"edges: expected 'mutual' or 'symmetric', got {edges!r}")
-    i, j = mutual.row, mutual.col
-    num = np.zeros(i.size)
-    den = np.zeros(i.size)
-    for A, w in [(own, 1.0), *zip(sources, R)]:
-        if w == 0:
-            continue
-        # |N_s(x_i) ∩ N_s(x_j)| for all pairs: a dense 0/1 product (BLAS, float32 is exact
-        # for counts < 2^24) is far faster than the sparse one when k is a sizeable
-        # fraction of n, as in the paper's grid
-        Ad = A.toarray().astype(np.float32) if sp.issparse(A) else np.asarray(A, dtype=np.float32)
-        size = Ad.sum(1, dtype=np.float64)
-        P = Ad @ Ad.T
-        inter = P[i, j].astype(np.float64)
-        num += w * inter
-        den += w * (size[i] + size[j] - inter)
-    vals = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
-    W = sp.csr_matrix((vals, (i, j)), shape=(n, n))
-    return 0.5 * (W + W.T)
+    return snn_graph(own, [own, *sources], [1.0, *R], edges=edges)
 
 
 def k_grid(n: int, h: int, own: bool):
