@@ -137,7 +137,8 @@ def main(args):
     res = Results(EXPERIMENT, seeds, config={
         "data_sets": {n: {**BASE, **DATA_SETS[n], "n_points": QUICK_N_POINTS if quick else N_POINTS}
                       for n in args.sets},
-        "samtc": "inference.samtc.samtc defaults (paper grid 3x3, KMM B=10, eps=0.5), init = label-free Ncut-SNN",
+        "samtc": "inference.samtc.samtc defaults (transfer='augment': source-subtask instances as nodes of the "
+                 "target graph, weight R/(T-1); paper grid 3x3, KMM B=10, eps=0.5), init = label-free Ncut-SNN",
         "model": {"steps": steps, "restarts": args.restarts, "tau": 0.25, "widen": 3.0,
                   "optim": "ClippedAdam lr 0.05 (decayed x0.1)", "loss": "TraceEnum_ELBO(max_plate_nesting=1)",
                   "reusable_threshold": 0.5, "posterior_draws": draws},
@@ -190,6 +191,11 @@ def main(args):
         res.config.setdefault("model_details", {})[name] = extras_all
         print_set(res, name, T, len(seeds))
     res.config["claims"] = claims(res, args.sets)
+    for name, c in res.config["claims"].items():
+        for k, v in c.items():
+            if k.endswith("per seed"):
+                print(f"{name}: {k}: {v['mean']:+.4f} ± {v['std']:.4f} (std; se {v['se']:.4f}), "
+                      f"wins/ties/losses {v['wins']}/{v['ties']}/{v['losses']}")
     plot_data(args.sets, seeds[0], quick, args.out)
     plot_R(summary, args.out)
     path = res.write(args.out)
@@ -200,6 +206,12 @@ def main(args):
 def mean_acc(res, method, name, T, selection):
     return float(np.mean([res.get(method, "accuracy", task=t, data_set=name, selection=selection)["mean"]
                           for t in range(T)]))
+
+
+def seed_acc(res, method, name, T, selection):
+    """Per-seed accuracy averaged over the T tasks, (n_seeds,)."""
+    return np.mean([res.get(method, "accuracy", task=t, data_set=name, selection=selection)["values"]
+                    for t in range(T)], axis=0)
 
 
 def _sel(m, selection):
@@ -217,6 +229,13 @@ def claims(res, sets):
         c = {"mean_accuracy_label_free": acc,
              "samtc_beats_ncut_snn": acc["SAMTC"] > acc["Ncut-SNN"],
              "samtc_beats_pooled": acc["SAMTC"] > max(acc["pooled Ncut-SNN"], acc["pooled k-means"])}
+        # seed noise: per-seed (task-mean) accuracy differences, paired over seeds
+        for other in ("Ncut-SNN", "pooled Ncut-SNN", "pooled k-means"):
+            d = seed_acc(res, "SAMTC", name, T, "label-free") - seed_acc(res, other, name, T, _sel(other, "label-free"))
+            c[f"SAMTC - {other} per seed"] = {"mean": float(d.mean()), "std": float(d.std(ddof=1)) if d.size > 1 else 0.0,
+                                             "se": float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0,
+                                             "wins": int((d > 0).sum()), "ties": int((d == 0).sum()),
+                                             "losses": int((d < 0).sum())}
         for m in ("SAMTC", MODEL):
             sel = "n/a" if m == MODEL else "label-free"
             p = res.get(m, "reusable_precision", data_set=name, selection=sel)["mean"]
