@@ -11,8 +11,7 @@ What this script does (documented choices):
 * The points are i.i.d., so every point is its own "sequence" (the time kernel is then
   block-diagonal with 1×1 blocks: a GPLVM-style prior, no fake dynamics); t = 0 for all.
   The time kernels' bias term is switched off: with 1×1 blocks it only adds a constant to
-  every point's prior variance, but in the test block of the held-out evaluation (one
-  block, see below) it would couple all test points.
+  every point's prior variance (kept simple: prior variance var + white).
 * Views are standardised per dimension (0 → 1), Q = 5 (2 in --quick), M = 50, ARD RBF
   mapping kernels, α, ε, β, time kernels fixed (protocol), W fixed at ≈ 0 (g switched off:
   the paper's bound fits y with h and with w·g separately, see README; it also halves the
@@ -23,17 +22,18 @@ What this script does (documented choices):
   LOO neighbour's latent has seen its own label — this measures how well the latent space
   separates the classes, not held-out prediction), in the latent space of a single-view
   CGPDS fitted on the 12-d data only (no labels), and in the 12-d data space.
-* Evaluation 2 ("heldout", n_train < 1000): ``--n-test`` points outside the training subset.
-  Their shared latents are inferred from the 12-d view alone (``predict_view``, paper
-  method: likelihood kept, ``--test-iters`` L-BFGS iterations; each test point gets its
-  own far-apart time stamp, so the test points are independent a priori); label = label
-  of the nearest training point in the shared space (training μ⁽ˢ⁾ from both views,
-  "joint", or recomputed from the 12-d view alone, "source only"). Baselines: 1-NN in the
-  12-d data space, standardised and raw, and in the label-free CGPDS latent space.
+* Evaluation 2 ("heldout", n_train < 1000, ``--n-test`` > 0): points outside the training
+  subset. Their view-1 private latents are inferred from the 12-d data alone with the trained
+  mapping fixed (:func:`heldout_latents`: training q(v) kept, ``--test-iters`` L-BFGS
+  iterations from the latent of the Y-space nearest neighbour); label = label of the nearest
+  training point in that latent space (with 1×1 time blocks this is the NN in the shared
+  space recomputed from the 12-d view). Baselines: 1-NN in the 12-d data space, standardised
+  and raw, and the same held-out inference in the label-free CGPDS.
 Metric "accuracy", records qualified by "setting" = n_train and "evaluation" = loo/heldout.
 """
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -82,20 +82,71 @@ def parser():
     p.add_argument("--var-iters", type=int, default=50)
     p.add_argument("--model-iters", type=int, default=50)
     p.add_argument("--joint-iters", type=int, default=300)
-    p.add_argument("--n-test", type=int, default=0,
-                   help="held-out test points (n_train < 1000); 0 = LOO only (see the module doc)")
+    p.add_argument("--n-test", type=int, default=200, help="held-out test points (n_train < 1000); 0 = LOO only")
     p.add_argument("--test-iters", type=int, default=100, help="L-BFGS iterations for the test latents")
     return p
 
 
-def _heldout_shared(fitted, Xt, n_iters, seed, shared_reference):
-    """Test shared means from view 0 alone and the NN index among training shared means."""
-    from inference.mcgpds_fit import predict_view
-    ts = 1e3 * np.arange(Xt.shape[0], dtype=np.float64)        # far apart: independent test points
-    target = 1 if fitted.data.V > 1 else 0
-    pred = predict_view(fitted, Xt, ts, source=0, target=target, method="paper", test_iters=n_iters,
-                        seed=seed, shared_reference=shared_reference)
-    return _np(pred.nn_index)
+def heldout_latents(fitted, Yt, iters: int, seed: int = 0):
+    """Private latents of view 0 for i.i.d. test points, with the trained mapping **fixed**.
+
+    Maximises, over q(x*_n) = N(μ*_n, diag s*_n), the test points' ELBO under the training
+    posterior q(v_d) = N(m_d, S) of view 0's h (the collapsed optimum of the training bound):
+    ``Σ_nd E log N(y*_nd | k(x*_n, Z) K⁻¹ v_d, β⁻¹) − Σ_n KL(q(x*_n) ‖ N(0, p))``, with
+    ``E SSE = ‖Y*‖² − 2 tr(Y*ᵀ Ψ1 K⁻¹ Mᵀ) + tr(K⁻¹(MᵀM + D S)K⁻¹ Ψ2) + D (ψ0 − tr(K⁻¹ Ψ2))`` and
+    ``p = (1−α)² k_s + α² k_0 + (1−α)² ε`` the marginal prior variance of a 1×1-block private
+    latent (k = time-kernel value at lag 0). Why not ``predict_view``: its test objective is
+    the collapsed bound of the test points *alone*, which re-optimises q(v) on them, so the
+    test latents are free to take any embedding that explains the test data (on oil,
+    100 iterations of it brought held-out 1-NN accuracy from 0.87 to 0.15–0.23, below chance).
+    Returns μ* (N*, Q).
+    """
+    import pyro
+    import torch
+    from inference.mcgpds_bound import kzz, optimal_q_inducing
+    from inference.mcgpds_fit import constant_hyperparams
+    from inference.svi import LBFGS, fit
+    from inference.numerics import DTYPE, cholesky_jitter
+    from models.gp_kernels import psi_stats
+    hp = constant_hyperparams(fitted)
+    kind = fitted.data.mapping_kernel
+    v = hp["views"][0]
+    lams = [fitted.params[f"lam_{k}"] for k in range(fitted.data.V)]
+    with torch.no_grad():
+        (m, Lv), = optimal_q_inducing(fitted.data, hp, fitted.mu, lams)[0][:1]
+        K = kzz(kind, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        LK = cholesky_jitter(K, "K_ZZ of h")
+        Amat = torch.cholesky_solve(m.mT, LK)                                  # K⁻¹ Mᵀ (M, D)
+        S = Lv[0] @ Lv[0].mT
+        Kinv = torch.cholesky_inverse(LK)
+        Bmat = Kinv @ (m.mT @ m + m.shape[0] * S) @ Kinv
+
+        def lag0(th):
+            if th is None:
+                return 1.0
+            return float(th["var"]) + sum(float(th[k]) for k in ("white", "bias") if th.get(k) is not None)
+        a, eps = float(v["alpha"]), float(v["eps"])
+        pvar = (1 - a) ** 2 * lag0(hp["time_s"]) + a * a * lag0(v["time"]) + (1 - a) ** 2 * eps
+    Y = torch.as_tensor(np.asarray(Yt), dtype=DTYPE)
+    N, D = Y.shape
+    beta = v["beta"]
+    nn = np.argmin(((np.asarray(Yt)[:, None, :] - _np(fitted.views[0])[None]) ** 2).sum(-1), axis=1)
+    init_mu = fitted.mu[0][torch.as_tensor(nn)].clone()
+    init_s = torch.full_like(init_mu, 0.1 * pvar)
+
+    def loss(*_args, **_kw):
+        mu = pyro.param("ho_mu", lambda: init_mu.clone())
+        s = pyro.param("ho_s", lambda: init_s.clone(), constraint=torch.distributions.constraints.positive)
+        psi0, P1, P2 = psi_stats(kind, mu, s, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        sse = (Y * Y).sum() - 2 * (Y * (P1 @ Amat)).sum() + (Bmat * P2).sum() \
+            + D * (psi0 - (Kinv * P2).sum())
+        ll = -0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log() - 0.5 * beta * sse
+        kl = 0.5 * ((s + mu * mu) / pvar - 1.0 - (s / pvar).log()).sum()
+        return -(ll - kl)
+
+    res = fit(lambda *a, **k: None, lambda *a, **k: None, loss=loss, optim=LBFGS(max_iter=max(int(iters), 1)),
+              num_steps=1, seed=seed, progress=False, desc="oil held-out latents")
+    return _np(res.params["ho_mu"])
 
 
 def _results(seeds, config, acc, timings) -> Results:
@@ -130,7 +181,7 @@ def main(args):
         "time": "every point its own sequence, t = 0 (i.i.d. data)", "scaling": "per-dimension standardisation",
         "evaluation": {"loo": "leave-one-out 1-NN on the training subset",
                        "heldout": f"1-NN of {n_test} held-out points (n_train < 1000), test latents from the "
-                                  f"12-d view ({test_iters} L-BFGS iterations, paper method)"},
+                                  f"12-d view with the trained mapping fixed ({test_iters} L-BFGS iterations)"},
         "quick": bool(args.quick), "data_dir": str(args.data_dir)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,11 +214,12 @@ def main(args):
                 Xt_raw, lab_t = data.X[test], data.labels[test]
                 Xt = (Xt_raw - bx) / sx
                 t0 = time.perf_counter()
-                for name, fm, ref in [(M_MC + ", joint μ(s)", f, "joint"),
-                                      (M_MC + ", source-only μ(s)", f, "source_only"),
-                                      (M_CG, f1, "joint")]:
-                    idx = _heldout_shared(fm, Xt, test_iters, s, ref)
-                    acc.setdefault((name, "heldout", n), []).append(float(np.mean(lab[idx] == lab_t)))
+                for name, fm in [(M_MC, f), (M_CG, f1)]:
+                    mu_t = heldout_latents(fm, Xt, test_iters, s)
+                    # 1×1 blocks: the source-only shared mean is a fixed multiple of μ^(0), so
+                    # NN in μ^(0) is NN in the shared space recomputed from view 1 alone
+                    acc.setdefault((name, "heldout", n), []).append(
+                        nn_accuracy(mu_t, _np(fm.mu[0]), lab_t, lab))
                 timings.append((M_MC, "predict", time.perf_counter() - t0))
                 acc.setdefault((M_XS, "heldout", n), []).append(nn_accuracy(Xt, views[0], lab_t, lab))
                 acc.setdefault((M_XR, "heldout", n), []).append(nn_accuracy(Xt_raw, X, lab_t, lab))
