@@ -65,10 +65,11 @@ class Blocks:
 
     ``seq_ids`` (N,) integer labels; rows with the same label form one sequence (in
     row order). Blocks whose sizes are within a padding-cost ``ratio`` are put in one
-    group of shape (n_blocks, n_max).
+    group of shape (n_blocks, n_max). ``ratio`` 1.2 (was 1.6): on human pose 1.6 padded the
+    161-frame sequence to 193 and 34 to 53, and the KL cost 60 ms instead of 43.
     """
 
-    def __init__(self, seq_ids: torch.Tensor, ratio: float = 1.6):
+    def __init__(self, seq_ids: torch.Tensor, ratio: float = 1.2):
         seq_ids = torch.as_tensor(seq_ids).long().reshape(-1)
         self.N = int(seq_ids.numel())
         labels, seen = [], set()
