@@ -15,15 +15,17 @@ time measures the other jobs) on CPU, wall seconds on CUDA; wall times go to
 objective calls; batch and loop evaluate the same iterates) and seconds per
 point-evaluation, and measures the machine's ceiling for the batching gain
 ("gemm_vs_gemv_ceiling": one (B, N)×(N, 2N) product per point vs one (1, N)×(N, 2N)
-product, on the real matrix). Defaults: the USPS CV selection (ρ = 2 × / 0.5 × median distance, λ = 1e-2,
-best interior α = 0.1, β = 0.99).
+product, on the real matrix). Defaults: the USPS CV selection of the 2000/2000 run (ρ = 2 × /
+0.5 × median distance, λ = 1e-2, best interior α = 0.1, β = 0.99; the full-size run selected
+the same ρ's with λ = 1e-3).
 
 Defaults are the issue's setting: all 4649 training images (A_Y, M_α⁻¹ are 173 MB each, so the
 loop's matrix-vector products are memory-bound), all 4649 test images batched, the loop on 100,
-default torch threads. ``--max-iter 3 --init ridge`` caps every point at the same work (per-
-iteration batching gain in ~3 minutes); the default (≤ 50 iterations, from KLTGP) takes ~10.
+torch threads as set by OMP_NUM_THREADS. ``--max-iter 3 --init ridge`` caps every point at the
+same work (per-iteration batching gain); the default (≤ 50 iterations, from KLTGP) takes ≈ 5 min
+CPU on one thread (≈ 15 min wall on the shared machine).
 
-    nice python examples/bench_twin_gp.py --out results                # full (~10 min)
+    OMP_NUM_THREADS=1 nice python examples/bench_twin_gp.py --out results   # full
     nice python examples/bench_twin_gp.py --out results --max-iter 3 --init ridge
     python examples/bench_twin_gp.py --quick --out /tmp/tgp
 """

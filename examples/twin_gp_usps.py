@@ -14,7 +14,8 @@ whole test set and as mean ± std over 5 disjoint parts of it (split "test_folds
 The test predictions use all 4649 training images and predict all 4649 test images in
 one batched tensor program (--neighbors K for the local model).
 
-    nice python examples/twin_gp_usps.py --out results          # full (tens of minutes on 2 cores)
+    OMP_NUM_THREADS=1 nice python examples/twin_gp_usps.py --out results --cv-subset 500
+        # full size (4649/4649): 638 s CPU, 1970 s wall on the shared machine
     python examples/twin_gp_usps.py --quick --out /tmp/tgp       # smoke test (subsets)
 """
 from __future__ import annotations
