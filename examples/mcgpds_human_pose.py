@@ -18,6 +18,12 @@ Methods (per seed unless marked):
 * "independent CGPDS": α fixed to 1 (no shared space), private-latent NN.
 * ablations "McGPDS, GPLVM private prior", "McGPDS, linear output layer" (paper-faithful
   predictor).
+* tandem predictors (beyond the paper; ``TANDEM_POSE``, skipped with --no-tandem-predictors):
+  "McGPDS (tandem candidate: …)" rows — the code-faithful pipeline with the model's own β⁽²⁾,
+  standardised-Y NN init and k-NN mixtures in the shared space, variances calibrated on
+  leave-one-sequence-out predictions of the TRAINING poses (metric "heldout_train_…" is that
+  held-out error); "McGPDS (tandem: held-out selected, calibrated)" is the candidate with the
+  lowest held-out training error (no test data involved in any choice).
 * baselines (deterministic, one value): "NN in Y space (raw)", "NN in Y space
   (standardised)", "training mean" (Gaussian predictive), and "GPy MRD" (Q = 5, M = 100;
   seed 0 only, when GPy is installed).
@@ -32,6 +38,9 @@ Usage::
 
     python examples/mcgpds_human_pose.py                 # 5 seeds, full protocol
     python examples/mcgpds_human_pose.py --quick --seeds 1
+    # the 5-seed run of the README (reduced schedule; --fit-cache saves/reloads the fits)
+    python examples/mcgpds_human_pose.py --seeds 5 --cycles 5 --var-iters 20 --model-iters 20 \
+        --joint-iters 400 --variants "" --fit-cache results/mcgpds_fitcache --out results/mcgpds_acc/pose_final
 """
 from __future__ import annotations
 

@@ -32,6 +32,9 @@ Prediction methods (spec §"Prediction", protocol §1.8 / §2.6):
   0.2, ``fixll=True`` (test objective = −KL only), ``test_iters`` iterations (8 pose /
   10 CUAVE), optional β override, prediction at the training private mean with zero input
   variance; ``latent_for_prediction="y_nn"`` reproduces CUAVE's "option 2".
+* tandem extensions (``predict_view`` keywords ``k_neighbours``, ``candidates``, ``extra_var``;
+  :func:`holdout_predictions`, :func:`calibrated_extra_var`): k-NN moment-matched mixtures and
+  predictive variances calibrated on held-out (leave-one-sequence-out) training predictions.
 * ``"generative"`` — no NN step: ``X*^(t) | X*^(s) ~ N((1−α_t) μ*^(s), (1−α_t)² S*^(s) + diag A_t)``
   pushed through the ψ-statistics (uncertain-input predictive).
 """
