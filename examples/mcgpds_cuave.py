@@ -41,7 +41,8 @@ PAPER = {"McGPDS": (1.19, 1.94), "MRD with dynamics": (1.24, 3.45), "NN in Y spa
 
 def plot_mfcc(data, keep: dict, out: Path) -> Path:
     """Predicted vs true MFCC trajectories (coefficients 1–3, original units), ±2σ."""
-    return plot_traces(data, keep, PLOT_METHODS, [(c, f"MFCC {c + 1}") for c in range(3)],
+    names = PLOT_METHODS + ["McGPDS (code-faithful, h only)"]
+    return plot_traces(data, keep, names, [(c, f"MFCC {c + 1}") for c in range(3)],
                        "CUAVE: predicted vs true MFCC (seed 0, ±2σ)", out / f"{EXPERIMENT}.png",
                        show_training_mean=True)
 

@@ -408,7 +408,9 @@ PLOT_METHODS = ["McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (ge
 
 def plot_pose(data, keep: dict, out: Path) -> Path:
     """Predicted vs true trajectories of a few pose coordinates (original units), ±2σ."""
-    return plot_traces(data, keep, PLOT_METHODS[:4], [(7, "joint 3 y"), (31, "joint 11 y"), (52, "joint 18 y")],
+    names = ["McGPDS (code-faithful)", "McGPDS (code-faithful, h only)",
+             "McGPDS (tandem: held-out selected, calibrated)", "McGPDS (tandem)"]
+    return plot_traces(data, keep, names, [(7, "joint 3 y"), (31, "joint 11 y"), (52, "joint 18 y")],
                        "Human pose: predicted vs true coordinates (seed 0, ±2σ)", out / f"{EXPERIMENT}.png")
 
 
