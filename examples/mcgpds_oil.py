@@ -84,6 +84,9 @@ def parser():
     p.add_argument("--joint-iters", type=int, default=300)
     p.add_argument("--n-test", type=int, default=200, help="held-out test points (n_train < 1000); 0 = LOO only")
     p.add_argument("--test-iters", type=int, default=100, help="L-BFGS iterations for the test latents")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="no fitting: merge these mcgpds_oil.json files (e.g. runs over different sizes) into "
+                        "--out and plot Fig. 9")
     return p
 
 
@@ -149,6 +152,49 @@ def heldout_latents(fitted, Yt, iters: int, seed: int = 0):
     return _np(res.params["ho_mu"])
 
 
+def plot_fig9(acc: dict, out: Path, label_kind: str) -> None:
+    """Fig. 9: accuracy (mean ± std over seeds) against training-set size, one panel per evaluation."""
+    evs = sorted({k[1] for k in acc})
+    fig, axes = plt.subplots(1, len(evs), figsize=(6 * len(evs), 4), squeeze=False)
+    for ax, ev in zip(axes[0], evs):
+        for name in dict.fromkeys(k[0] for k in acc if k[1] == ev):
+            ns = sorted(n for (m, e, n) in acc if m == name and e == ev)
+            mu = [np.mean(acc[(name, ev, n)]) for n in ns]
+            sd = [np.std(acc[(name, ev, n)]) for n in ns]
+            ax.errorbar(ns, mu, yerr=sd, marker="o", capsize=3, label=name)
+        ax.set_xlabel("training-set size")
+        ax.set_ylabel("1-NN accuracy")
+        ax.set_title(f"Oil flow, {ev} (labels: {label_kind})", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / f"{EXPERIMENT}.png", dpi=90)
+    plt.close(fig)
+
+
+def merge(paths, out: Path) -> Results:
+    """Merge result JSONs of runs over different sizes (later files win for a repeated
+    (method, evaluation, size)); write the merged JSON and the Fig. 9 plot to ``out``."""
+    import json
+    acc, seeds, configs, label_kind = {}, None, [], "?"
+    for p in paths:
+        d = json.loads(Path(p).read_text())
+        if d.get("experiment") != EXPERIMENT:
+            raise ValueError(f"{p}: not a {EXPERIMENT} result file")
+        seeds = seeds or d["seeds"]
+        configs.append({"file": str(p), **d.get("config", {})})
+        label_kind = d.get("config", {}).get("label_kind", label_kind)
+        for r in d["results"]:
+            if r["metric"] == "accuracy":
+                acc[(r["method"], r["evaluation"], int(r["setting"]))] = r["values"]
+    acc = dict(sorted(acc.items(), key=lambda kv: (kv[0][1], kv[0][2])))
+    res = _results(seeds, {"merged_from": configs}, acc, [])
+    out.mkdir(parents=True, exist_ok=True)
+    res.write(out)
+    plot_fig9(acc, out, label_kind)
+    print(res.table(("setting", "evaluation")))
+    return res
+
+
 def _results(seeds, config, acc, timings) -> Results:
     res = Results(EXPERIMENT, seeds, config=config)
     for (name, ev, n), vals in acc.items():
@@ -159,6 +205,8 @@ def _results(seeds, config, acc, timings) -> Results:
 
 
 def main(args):
+    if args.merge:
+        return merge(args.merge, Path(args.out))
     from inference.datasets.oil import load_oil
     from inference.mcgpds_fit import McGPDSConfig, fit_cgpds, fit_mcgpds
     data = load_oil(args.data_dir)
@@ -227,21 +275,7 @@ def main(args):
                                                    if k[2] == n), flush=True)
         res = _results(seeds, config, acc, timings)
         res.write(out)            # after every size: a crash later keeps the finished sizes
-    evs = sorted({k[1] for k in acc})
-    fig, axes = plt.subplots(1, len(evs), figsize=(6 * len(evs), 4), squeeze=False)
-    for ax, ev in zip(axes[0], evs):
-        for name in dict.fromkeys(k[0] for k in acc if k[1] == ev):
-            ns = sorted(n for (m, e, n) in acc if m == name and e == ev)
-            mu = [np.mean(acc[(name, ev, n)]) for n in ns]
-            sd = [np.std(acc[(name, ev, n)]) for n in ns]
-            ax.errorbar(ns, mu, yerr=sd, marker="o", capsize=3, label=name)
-        ax.set_xlabel("training-set size")
-        ax.set_ylabel("1-NN accuracy")
-        ax.set_title(f"Oil flow, {ev} (labels: {data.label_kind})", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / f"{EXPERIMENT}.png", dpi=90)
-    plt.close(fig)
+    plot_fig9(acc, out, data.label_kind)
     print(res.table(("setting", "evaluation")))
     return res
 
