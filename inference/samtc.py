@@ -451,7 +451,8 @@ def _node_weights(variant, R_ts, n_s, n_tasks):
       0.933 on ``partial`` — the Frank–Wolfe KMM solution is sparse (support 0.75–0.9
       even for one distribution, 35–75 % of Z^s here), so it drops most reusable
       instances. β stays what R is computed from;
-    * no edges between source nodes (they only bridge target points): 0.941 / 0.978 / 0.947.
+    * no edges between source nodes (they only bridge target points; with ω = R):
+      0.941 / 0.978 / 0.947.
     """
     w = 1.0 if variant == "ns" else float(R_ts)
     return np.full(n_s, w / max(n_tasks - 1, 1))
@@ -497,7 +498,8 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
       the spec gives source lists only to x ∈ Z^t; with source nodes in the graph the
       mutual k-NN rule already keeps a point of a class the source lacks away from them,
       and Z^t, cut from the initial partition, misses the points of badly initialised
-      clusters — simulator ``partial``, 10 seeds: 0.954 vs 0.947 with Z^t only);
+      clusters — simulator ``partial``, 10 seeds, measured with ω = R: 0.954 vs 0.947 with
+      Z^t only);
       N_s(z) = {z} ∪ (k_s − 1)-NN of z in Z^s for a node z of s (∅ for nodes of other
       sources).
 
