@@ -449,7 +449,7 @@ def _node_weights(variant, R_ts, n_s, n_tasks):
     * ω_z = R^(t)_s·min(1, ñ_t/ñ_s)·[/(T − 1)]: 0.944 / 0.976 / 0.968 [0.942 / 0.983 / 0.966];
     * ω_z = R^(t)_s·min(1, β_z) with the KMM weights (only the KMM support enters):
       0.933 on ``partial`` — the Frank–Wolfe KMM solution is sparse (support 0.75–0.9
-      even for one distribution, 35–75 % of Z^s here), so it drops most reusable
+      even for one distribution, 35–77 % of Z^s here), so it drops most reusable
       instances. β stays what R is computed from;
     * no edges between source nodes (they only bridge target points; with ω = R):
       0.941 / 0.978 / 0.947.
@@ -510,8 +510,8 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
         W(u, v) = ω_u ω_v Σ_b w_b |N_b(u) ∩ N_b(v)| / Σ_b w_b |N_b(u) ∪ N_b(v)|,
 
     block weights w_t = 1, w_s = R^(t)_s; ω = 1 on target points. On target–target
-    edges this is exactly the spec's relatedness-weighted SNN (the transfer
-    re-weights the target's own edges); the source nodes add what that re-weighting
+    edges this has the form of the spec's relatedness-weighted SNN (the transfer
+    re-weights the target's own edges; ``transfer="reweight"`` is exactly the spec's); the source nodes add what that re-weighting
     cannot — paths through reusable source instances, so that a target point whose own
     neighbours are ambiguous is pulled towards the cluster that the matching source
     instances form. R = 0 for every source (or no part) → the Ncut-SNN graph exactly.
