@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mcgpds_human_pose import protocol_config, score  # noqa: E402
+from mcgpds_human_pose import TANDEM_POSE, calibrated_predictor, protocol_config, score  # noqa: E402
 
 from inference import metrics  # noqa: E402
 from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
@@ -51,6 +51,10 @@ FAST_FIXED = ("alpha", "eps", "beta", "time", "W")
 #: the predictor (protocol §1.8 with the h-only output, README "Findings about the paper's bound")
 PREDICTOR = dict(method="code", test_iters=8, fixll=True, beta_target_override=100.0,
                  latent_for_prediction="shared_nn", output_components="h")
+#: the tandem predictor fixed in advance (README "Tandem predictors"): the same pipeline with the
+#: standardised-Y NN init, the model's own β⁽²⁾ and held-out calibrated variances (k = 1)
+TANDEM = next(c for c in TANDEM_POSE if c[0] == "std-Y init, 1-NN, model β")
+TANDEM_NAME = "McGPDS (tandem: std-Y init, model β, calibrated)"
 
 
 def _np(x):
@@ -106,6 +110,7 @@ def main(args):
     res.add("training mean", "mean_joint_error", err_mean)
     res.add("training mean", "msll", ll_mean)
     errs, lls, tot, cpu = [], [], [], []
+    t_errs, t_lls, t_tot, t_cpu = [], [], [], []
     for s in seeds:
         set_seed(s)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -118,18 +123,34 @@ def main(args):
         res.time("McGPDS", "predict", t2 - t1)
         err, ll, _, _ = score(data, _np(pred.mean), _np(pred.var), "mean_joint_error", mask)
         errs.append(err), lls.append(ll), tot.append(t2 - t0), cpu.append(c2 - c0)
+        label, kw, feat = TANDEM
+        kw = dict(kw, test_iters=pred_kw["test_iters"])
+        cal = calibrated_predictor(fitted, data, "mean_joint_error", mask, label, kw, feat)
+        t3, c3 = time.perf_counter(), time.process_time()
+        res.time(TANDEM_NAME, "predict", t3 - t2)
+        terr, tll, _, _ = score(data, _np(cal["pred"].mean), _np(cal["pred"].var), "mean_joint_error", mask)
+        t_errs.append(terr), t_lls.append(tll), t_tot.append(t1 - t0 + t3 - t2), t_cpu.append(c1 - c0 + c3 - c2)
         print(f"seed {s}: train {t1 - t0:.1f} s wall / {c1 - c0:.1f} s CPU ({len(fitted.losses)} L-BFGS steps), "
-              f"predict {t2 - t1:.1f} s wall / {c2 - c1:.1f} s CPU, error {err:.3f}, MSLL {ll:.3f}")
+              f"predict {t2 - t1:.1f} s wall / {c2 - c1:.1f} s CPU, error {err:.3f}, MSLL {ll:.3f}; "
+              f"tandem predictor (incl. held-out calibration) {t3 - t2:.1f} s wall / {c3 - c2:.1f} s CPU, "
+              f"error {terr:.3f}, MSLL {tll:.3f}")
     for k in ("train", "predict"):
         res.time("McGPDS", k, res.timings["McGPDS"][k] / len(seeds), accumulate=False)
     res.add("McGPDS", "mean_joint_error", errs)
     res.add("McGPDS", "msll", lls)
     res.add("McGPDS", "wall_time_s", tot)
     res.add("McGPDS", "cpu_time_s", cpu)
+    res.time(TANDEM_NAME, "predict", res.timings[TANDEM_NAME]["predict"] / len(seeds), accumulate=False)
+    res.add(TANDEM_NAME, "mean_joint_error", t_errs)
+    res.add(TANDEM_NAME, "msll", t_lls)
+    res.add(TANDEM_NAME, "wall_time_s", t_tot)
+    res.add(TANDEM_NAME, "cpu_time_s", t_cpu)
     t_mc = float(np.mean(tot))
     print(f"McGPDS (Q={cfg.Q}, M={cfg.M}, {cfg.cycles}x({cfg.var_iters}+{cfg.model_iters})+{cfg.joint_iters} "
           f"L-BFGS, fixed {','.join(cfg.fixed)}, code-faithful h-only predictor): train+predict {t_mc:.1f} s wall / {np.mean(cpu):.1f} s CPU, "
           f"mean joint error {np.mean(errs):.3f}, MSLL {np.mean(lls):.3f}")
+    print(f"{TANDEM_NAME}, same fits: train+predict {np.mean(t_tot):.1f} s wall / {np.mean(t_cpu):.1f} s CPU, "
+          f"mean joint error {np.mean(t_errs):.3f}, MSLL {np.mean(t_lls):.3f}")
     print(f"baselines: NN in Y space (raw) {err_nn:.3f}; training mean {err_mean:.3f} (MSLL {ll_mean:.3f}); "
           "paper McGPDS 2.37 / 2.60")
     if args.skip_gpy:
