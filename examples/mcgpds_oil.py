@@ -98,10 +98,11 @@ def heldout_latents(fitted, Yt, iters: int, seed: int = 0):
     ``Σ_nd E log N(y*_nd | k(x*_n, Z) K⁻¹ v_d, β⁻¹) − Σ_n KL(q(x*_n) ‖ N(0, p))``, with
     ``E SSE = ‖Y*‖² − 2 tr(Y*ᵀ Ψ1 K⁻¹ Mᵀ) + tr(K⁻¹(MᵀM + D S)K⁻¹ Ψ2) + D (ψ0 − tr(K⁻¹ Ψ2))`` and
     ``p = (1−α)² k_s + α² k_0 + (1−α)² ε`` the marginal prior variance of a 1×1-block private
-    latent (k = time-kernel value at lag 0). Why not ``predict_view``: its test objective is
-    the collapsed bound of the test points *alone*, which re-optimises q(v) on them, so the
-    test latents are free to take any embedding that explains the test data (on oil,
-    100 iterations of it brought held-out 1-NN accuracy from 0.87 to 0.15–0.23, below chance).
+    latent (k = time-kernel value at lag 0). Each test point is independent (its own 1×1 time
+    block, like the training points); ``predict_view`` puts all test frames in one time block.
+    Before commit 7850bfa ``predict_view``'s paper method used the collapsed bound of the test
+    points *alone*, which re-optimises q(v) on them; on oil, 100 iterations of it brought
+    held-out 1-NN accuracy from 0.87 to 0.15–0.23, below chance.
     Returns μ* (N*, Q).
     """
     import pyro
