@@ -152,13 +152,24 @@ def kde_logpdf(X, Y, h, leave_one_out: bool = False):
     return logsumexp(-0.5 * d2, axis=1) + const
 
 
-def js_divergence(A, B, floor=None, leave_one_out: bool = True):
+def _pair_bandwidths(A, B, floor, bandwidth):
+    if bandwidth == "separate":
+        return silverman_bandwidths(A, floor), silverman_bandwidths(B, floor)
+    if bandwidth == "pooled":
+        h = silverman_bandwidths(np.vstack([A, B]), floor)
+        return h, h
+    raise ValueError(f"bandwidth: expected 'separate' or 'pooled', got {bandwidth!r}")
+
+
+def js_divergence(A, B, floor=None, leave_one_out: bool = True, bandwidth: str = "separate",
+                  clip: bool = True):
     """Jensen–Shannon divergence between the distributions of samples A and B (in nats).
 
     D_JS = ½ D(P‖M) + ½ D(Q‖M), M = ½(P+Q); each KL by a sample average of log density
     ratios, D̂(P‖M) = (1/|A|) Σ_{x∈A} log[2 f_A(x) / (f_A(x) + f_B(x))], f = Gaussian KDE
-    with Silverman bandwidths (each cluster its own). Each term lies in [0, log 2] by
-    construction, so D̂_JS ∈ [0, log 2]: 0 for identical samples, → log 2 for far ones.
+    with Silverman bandwidths. With ``clip`` the estimate is clipped to [0, log 2]: 0 for
+    identical samples, → log 2 for far ones; ``clip=False`` returns the signed plug-in
+    estimate (≤ log 2; < 0 when the sampling noise exceeds the divergence).
 
     Rebuilt (``leave_one_out=True``, default): f_A at A's own points is the
     leave-one-out KDE. With the point's own kernel included, f_A(x) ≫ f_B(x) at Silverman
@@ -167,38 +178,64 @@ def js_divergence(A, B, floor=None, leave_one_out: bool = True):
     for two halves of one class, 0.82–0.89 for matching classes, 0.91–1.0 for the
     negative-transfer traps), so no threshold could separate related from unrelated
     clusters. Leave-one-out is the standard consistent plug-in estimate.
+
+    Rebuilt (``bandwidth``): "separate" — each cluster's KDE has its own Silverman
+    bandwidths (the spec read literally); "pooled" — both KDEs use ONE bandwidth vector,
+    Silverman's rule on the pooled sample A ∪ B (a sample of M). With separate
+    bandwidths the log-ratio compares two kernels of different widths: in a 10-d LSA
+    space a cluster with wider bandwidths has a larger cross density f_B(x) at A's points
+    than A's own leave-one-out density, the estimate goes negative and is clipped to 0
+    for unrelated clusters (measured on the text sets: most entries of the JS matrices
+    are exactly 0, and the mutual-nearest pairs are decided by ties). With one common
+    kernel, f_A(x) (leave-one-out) and f_B(x) have the same expectation when A and B come
+    from one distribution. The signed estimate is still biased downwards by the noise of
+    the leave-one-out KDE (each summand is ≤ log 2 but unbounded below; measured for two
+    samples of N(0, I_10), n = 80–100: −2.8 to −5.1·log 2), so it ranks cluster pairs
+    rather than measuring a divergence. Measured on the text sets and the simulator (see
+    :func:`inference.samtc.samtc`, ``js_bandwidth``): better class precision of the
+    pairs, no better accuracy — "separate" stays the default.
     """
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
-    hA, hB = silverman_bandwidths(A, floor), silverman_bandwidths(B, floor)
+    hA, hB = _pair_bandwidths(A, B, floor, bandwidth)
     return _js_from_logs(kde_logpdf(A, A, hA, leave_one_out), kde_logpdf(A, B, hB),
-                         kde_logpdf(B, B, hB, leave_one_out), kde_logpdf(B, A, hA))
+                         kde_logpdf(B, B, hB, leave_one_out), kde_logpdf(B, A, hA), clip)
 
 
-def _js_from_logs(fa_a, fb_a, fb_b, fa_b):
+def _js_from_logs(fa_a, fb_a, fb_b, fa_b, clip=True):
     log2 = math.log(2.0)
     kl_p = np.mean(log2 + fa_a - np.logaddexp(fa_a, fb_a))
     kl_q = np.mean(log2 + fb_b - np.logaddexp(fb_b, fa_b))
-    return float(np.clip(0.5 * (kl_p + kl_q), 0.0, log2))
+    v = 0.5 * (kl_p + kl_q)
+    return float(np.clip(v, 0.0, log2)) if clip else float(min(v, log2))
 
 
-def js_matrix(Yt, lab_t, Ys, lab_s, floor=None, leave_one_out: bool = True):
+def js_matrix(Yt, lab_t, Ys, lab_s, floor=None, leave_one_out: bool = True,
+              bandwidth: str = "separate", clip: bool = True):
     """h_t × h_s matrix of D̂_JS between every target cluster and every source cluster.
 
     Yt (n_t, r), Ys (n_s, r): reduced representations; lab_t, lab_s: cluster labels
-    (0..h−1; clusters are the sorted unique labels). Returns (D, target ids, source ids).
+    (0..h−1; clusters are the sorted unique labels); bandwidth / clip as in
+    :func:`js_divergence` ("pooled": one Silverman bandwidth per cluster pair, from the
+    pooled pair). Returns (D, target ids, source ids).
     """
     ct, cs = np.unique(lab_t), np.unique(lab_s)
     At = [Yt[lab_t == c] for c in ct]
     As = [Ys[lab_s == c] for c in cs]
-    ht = [silverman_bandwidths(a, floor) for a in At]
-    hs = [silverman_bandwidths(a, floor) for a in As]
-    self_t = [kde_logpdf(a, a, h, leave_one_out) for a, h in zip(At, ht)]
-    self_s = [kde_logpdf(a, a, h, leave_one_out) for a, h in zip(As, hs)]
     D = np.zeros((len(ct), len(cs)))
-    for i, (a, h_a) in enumerate(zip(At, ht)):
-        for j, (b, h_b) in enumerate(zip(As, hs)):
-            D[i, j] = _js_from_logs(self_t[i], kde_logpdf(a, b, h_b), self_s[j], kde_logpdf(b, a, h_a))
+    if bandwidth == "separate":
+        ht = [silverman_bandwidths(a, floor) for a in At]
+        hs = [silverman_bandwidths(a, floor) for a in As]
+        self_t = [kde_logpdf(a, a, h, leave_one_out) for a, h in zip(At, ht)]
+        self_s = [kde_logpdf(a, a, h, leave_one_out) for a, h in zip(As, hs)]
+        for i, (a, h_a) in enumerate(zip(At, ht)):
+            for j, (b, h_b) in enumerate(zip(As, hs)):
+                D[i, j] = _js_from_logs(self_t[i], kde_logpdf(a, b, h_b), self_s[j],
+                                        kde_logpdf(b, a, h_a), clip)
+        return D, ct, cs
+    for i, a in enumerate(At):
+        for j, b in enumerate(As):
+            D[i, j] = js_divergence(a, b, floor, leave_one_out, bandwidth, clip)
     return D, ct, cs
 
 
