@@ -6,7 +6,10 @@ the protocol's learned W) on the 566-frame human-pose protocol split with a docu
 schedule (default 3 × [20 variational + 20 model] L-BFGS iterations, no joint phase — see
 "Schedule" below) and predicts the 158 test poses from the silhouettes with the
 code-faithful predictor, h only (authors' demo: Y-space NN init, 8 KL-only test iterations,
-β⁽²⁾ := 100; ``output_components="h"`` because the paper's bound double-counts h + w·g).
+β⁽²⁾ := 100; ``output_components="h"`` because the paper's bound double-counts h + w·g), and
+from the same fit with the tandem predictor fixed in advance (standardised-Y NN init, the
+model's own β⁽²⁾, leave-one-sequence-out variance calibration; README "Tandem predictors"),
+timed with its held-out calibration.
 Then, unless ``--skip-gpy`` or GPy is absent, fits GPy's MRD (Q = 5, M = 100, the peer of
 the data README: 706 s train + 20 s predict, error 2.865 on the authors' machine) on the
 same scaled views and prints the time ratio. The nearest-neighbour-in-Y and training-mean
@@ -23,8 +26,9 @@ Times: wall (``time.perf_counter``) in ``timings_s``; CPU (``time.process_time``
 records "cpu_time_s". Run with ``OMP_NUM_THREADS=1`` on a shared machine (torch and numpy
 with 2 threads under load are far slower); ``--threads`` sets torch's thread count.
 
-Writes ``bench_mcgpds.json`` with ``timings_s`` keys "McGPDS" and "GPy MRD" and records
-"mean_joint_error", "msll", "wall_time_s" and "cpu_time_s" (train + predict) per method.
+Writes ``bench_mcgpds.json`` with ``timings_s`` keys "McGPDS" and "GPy MRD" (plus the tandem
+predictor's prediction time) and records "mean_joint_error", "msll", "wall_time_s" and
+"cpu_time_s" (train + predict) per method.
 """
 from __future__ import annotations
 
