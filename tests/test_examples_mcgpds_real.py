@@ -94,3 +94,30 @@ def test_missing_data_dir_names_file(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "FileNotFoundError" in proc.stderr and "AudioVideoAlignedData1.mat" in proc.stderr
+
+
+def test_oil_heldout_latents_recover_training_latents():
+    """``heldout_latents`` (trained mapping and q(v) fixed) on copies of the training points
+    returns latents whose nearest training latent is the point's own (> 95 %)."""
+    import numpy as np
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from mcgpds_oil import heldout_latents
+    finally:
+        sys.path.pop(0)
+    from inference.datasets.cuave import per_dim_scale
+    from inference.datasets.oil import load_oil
+    from inference.mcgpds_fit import McGPDSConfig, fit_mcgpds
+    d = load_oil()
+    sub = np.random.default_rng(0).permutation(d.n)[:100]
+    X, L = d.X[sub], d.onehot[sub]
+    bx, sx = per_dim_scale(X)
+    bl, sl = per_dim_scale(L)
+    views = [(X - bx) / sx, (L - bl) / sl]
+    f = fit_mcgpds(views, np.zeros(100), seq_ends=list(range(1, 101)), progress=False,
+                   config=McGPDSConfig(Q=3, M=20, fixed=("alpha", "eps", "beta", "time", "W"), time_bias=False,
+                                       cycles=1, var_iters=30, model_iters=30, joint_iters=100))
+    mu = np.asarray(heldout_latents(f, views[0], 100, 0))
+    tr = f.mu[0].numpy()
+    own = ((mu[:, None] - tr[None]) ** 2).sum(-1).argmin(1) == np.arange(100)
+    assert own.mean() > 0.95, own.mean()
