@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import random
 import time
+import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -165,8 +167,31 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             return value
 
         def step() -> float:
-            # LBFGS.step returns the loss at the start of the step (its first closure call)
-            return float(torch_opt.step(closure).detach())
+            # LBFGS.step returns the loss at the start of the step (its first closure call).
+            # torch's strong-Wolfe zoom can end with a one-point bracket and raise IndexError
+            # (seen on McGPDS bounds whose trial points hit the 1e30 not-PD guard). That is a
+            # failed line search, not a bug in the model: undo the partial step, drop the
+            # curvature history (the next step starts along the steepest-descent direction)
+            # and report the starting loss; a second failure in a row is raised.
+            before = [p.detach().clone() for p in params]
+            try:
+                out = float(torch_opt.step(closure).detach())
+                line_search_failures[0] = 0
+                return out
+            except IndexError as err:
+                if line_search_failures[0] >= 1 or "_strong_wolfe" not in _traceback_functions(err):
+                    raise
+                line_search_failures[0] += 1
+                warnings.warn(f"{desc}: L-BFGS line search failed (torch strong-Wolfe bracket "
+                              "collapsed); step undone, curvature history reset", RuntimeWarning)
+                with torch.no_grad():
+                    for p, b in zip(params, before):
+                        p.copy_(b)
+                torch_opt.state.clear()
+                with torch.no_grad():
+                    return float(loss_fn().detach())
+
+        line_search_failures = [0]
 
         def optim_state():
             return torch_opt.state_dict()
@@ -219,3 +244,8 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
     params = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
     return FitResult(np.asarray(losses), wall, len(losses), converged, params,
                      resumed_from=start_step if state is not None else None)
+
+
+def _traceback_functions(err: BaseException) -> set:
+    """Names of the functions on ``err``'s traceback (to recognise torch's line search)."""
+    return {frame.name for frame in traceback.extract_tb(err.__traceback__)}

@@ -65,6 +65,45 @@ def test_lbfgs_with_custom_deterministic_loss(y):
     assert res.params["s"].item() == pytest.approx(sd, rel=1e-7)
 
 
+def _neg_elbo(model, guide, y):
+    m = pyro.param("m", torch.tensor(0.0, dtype=y.dtype))
+    s = pyro.param("s", torch.tensor(1.0, dtype=y.dtype), constraint=constraints.positive)
+    ell = (-0.5 * math.log(2 * math.pi) - ((y - m) ** 2 + s ** 2) / 2).sum()
+    kl = torch.distributions.kl_divergence(dist.Normal(m, s), dist.Normal(torch.tensor(PRIOR_MU, dtype=y.dtype), PRIOR_SD))
+    return -(ell - kl)
+
+
+def test_lbfgs_recovers_from_a_collapsed_line_search(y, monkeypatch):
+    """torch's strong-Wolfe search can raise IndexError on a one-point bracket: the driver undoes
+    the step, resets the curvature history, warns, and still reaches the optimum; a second
+    failure in a row is raised."""
+    import torch.optim.lbfgs as tl
+    real = tl._strong_wolfe
+    calls = {"n": 0}
+
+    def _strong_wolfe(*a, **kw):      # same name as torch's, so the driver recognises it
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise IndexError("list index out of range")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(tl, "_strong_wolfe", _strong_wolfe)
+    mean, sd = exact_posterior(y)
+    with pytest.warns(RuntimeWarning, match="line search failed"):
+        res = fit(conjugate_model, conjugate_guide, y, loss=_neg_elbo, optim=LBFGS(max_iter=5), num_steps=8,
+                  progress=False)
+    assert res.params["m"].item() == pytest.approx(mean, abs=1e-8)
+    assert np.isfinite(res.losses).all()
+
+    def failing():
+        def _strong_wolfe(*a, **kw):  # noqa: F811 — fails every time
+            raise IndexError("list index out of range")
+        return _strong_wolfe
+    monkeypatch.setattr(tl, "_strong_wolfe", failing())
+    with pytest.raises(IndexError), pytest.warns(RuntimeWarning):
+        fit(conjugate_model, conjugate_guide, y, loss=_neg_elbo, optim=LBFGS(), num_steps=5, progress=False)
+
+
 def test_lbfgs_with_pyro_elbo_on_delta_guide(y):
     """L-BFGS on Trace_ELBO's differentiable loss with a point-mass guide gives the MAP."""
     def map_guide(y):
