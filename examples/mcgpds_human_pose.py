@@ -108,14 +108,17 @@ def tandem_config(dataset: str, quick: bool, seed: int, data=None, **over):
     return protocol_config(dataset, quick, seed, data, **kw)
 
 
-def score(data, mean_scaled, var_scaled, metric: str, mask):
-    """(error, msll) in original units; ``var_scaled`` may be None (point predictors)."""
+def score(data, mean_scaled, var_scaled, metric: str, mask=None, truth=None):
+    """(error, msll, mean, var) in original units against ``truth`` (default: the test target
+    view ``data.Y2_test``; the held-out check passes the training view ``data.Y2``);
+    ``var_scaled`` may be None (point predictors)."""
+    truth = data.Y2_test if truth is None else truth
     mean = data.unscale_mean(mean_scaled)
-    err = M.mean_joint_error(mean, data.Y2_test) if metric == "mean_joint_error" else M.rmse(mean, data.Y2_test)
+    err = M.mean_joint_error(mean, truth) if metric == "mean_joint_error" else M.rmse(mean, truth)
     if var_scaled is None:
         return err, None, mean, None
     var = data.unscale_var(np.broadcast_to(np.asarray(var_scaled), mean.shape))
-    return err, M.msll(mean, var, data.Y2_test, mask=mask), mean, var
+    return err, M.msll(mean, var, truth, mask=mask), mean, var
 
 
 def _np(x):
@@ -182,22 +185,12 @@ def calibrated_predictor(fitted, data, metric: str, mask, label: str, kw: dict, 
     k = int(kw.get("k_neighbours", 1))
     kq = k if kw.get("latent_for_prediction") == "y_nn" else 1
     hm, hv = holdout_predictions(fitted, nn_features=ftr, **kw)
-    herr, _, _, _ = score_train(data, _np(hm), None, metric)
+    herr, _, _, _ = score(data, _np(hm), None, metric, truth=data.Y2)
     delta = calibrated_extra_var(hm, hv, fitted.views[1])
     pred = predict_view(fitted, data.m1_test, data.t_test, nn_index_y=knn_rows(fte, ftr, kq), extra_var=delta, **kw)
-    _, hll, _, _ = score_train(data, _np(hm), _np(hv + delta), metric, mask)
+    _, hll, _, _ = score(data, _np(hm), _np(hv + delta), metric, mask, truth=data.Y2)
     return dict(label=label, kw=kw, feat=feat, holdout_error=herr, holdout_msll=hll,
                 delta=_np(delta), pred=pred)
-
-
-def score_train(data, mean_scaled, var_scaled, metric: str, mask=None):
-    """Like :func:`score` on the TRAINING target view (held-out predictions)."""
-    mean = data.unscale_mean(mean_scaled)
-    err = M.mean_joint_error(mean, data.Y2) if metric == "mean_joint_error" else M.rmse(mean, data.Y2)
-    if var_scaled is None:
-        return err, None, mean, None
-    var = data.unscale_var(np.broadcast_to(np.asarray(var_scaled), mean.shape))
-    return err, M.msll(mean, var, data.Y2, mask=mask), mean, var
 
 
 def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kwargs: dict,
