@@ -9,10 +9,12 @@ likewise. ``--neighbors 800`` predicts with the paper's local model (each test p
 its 800 nearest training points, batched over test points with gathered kernel blocks);
 the default is the global model on all 1927 training frames.
 
-    nice python examples/twin_gp_poser.py --out results [--neighbors 800]
+    nice python examples/twin_gp_poser.py --out results [--neighbors 800] [--checkpoint DIR]
     python examples/twin_gp_poser.py --quick --out /tmp/tgp
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np  # noqa: E402
 
@@ -31,6 +33,9 @@ def parser():
     p.add_argument("--alpha-step", type=float, default=0.1)
     p.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
     p.add_argument("--max-iter", type=int, default=50)
+    p.add_argument("--checkpoint", type=Path, default=None,
+                   help="folder for the finished stages (CV selection, each twin-GP test prediction); "
+                        "starting the same command again resumes after the last finished stage")
     return p
 
 
@@ -57,7 +62,8 @@ def main(args):
                         rho_mult=(1.0,) if args.quick else (0.5, 1.0, 2.0),
                         lam_grid=(1e-2,) if args.quick else (1e-3, 1e-2),
                         alphas=alphas, betas=betas, neighbors=neighbors,
-                        max_iter=10 if args.quick else args.max_iter, seed=args.seed)
+                        max_iter=10 if args.quick else args.max_iter, seed=args.seed,
+                        checkpoint=args.checkpoint, progress=not args.no_progress)
     path = res.write(args.out)
     print(res.table(("split",)))
     print("wrote", path)

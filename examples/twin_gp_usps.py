@@ -15,12 +15,14 @@ The test predictions use all 4649 training images and predict all 4649 test imag
 one batched tensor program (--neighbors K for the local model).
 
     OMP_NUM_THREADS=1 nice python examples/twin_gp_usps.py --out results --cv-subset 500
-        # full size (4649/4649): 638 s CPU, 1970 s wall on the shared machine
+        # full size (4649/4649): 638 s CPU, 1970 s wall on the shared machine;
+        # add --checkpoint DIR to save each finished stage and resume an interrupted run
     python examples/twin_gp_usps.py --quick --out /tmp/tgp       # smoke test (subsets)
 """
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import matplotlib
 
@@ -44,6 +46,9 @@ def parser():
     p.add_argument("--alpha-step", type=float, default=0.1)
     p.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
     p.add_argument("--max-iter", type=int, default=50)
+    p.add_argument("--checkpoint", type=Path, default=None,
+                   help="folder for the finished stages (CV selection, each twin-GP test prediction); "
+                        "starting the same command again resumes after the last finished stage")
     p.add_argument("--n-train", type=int, default=4649, help="random subset of the training images "
                    "(CPU budget; default all 4649)")
     p.add_argument("--n-test", type=int, default=4649, help="random subset of the test images")
@@ -80,7 +85,8 @@ def main(args):
                               rho_mult_y=(1.0,) if args.quick else tuple(args.rho_mult_y),
                               lam_grid=(1e-2,) if args.quick else (1e-3, 1e-2),
                               alphas=alphas, betas=betas, neighbors=args.neighbors,
-                              max_iter=10 if args.quick else args.max_iter, seed=args.seed)
+                              max_iter=10 if args.quick else args.max_iter, seed=args.seed,
+                              checkpoint=args.checkpoint, progress=not args.no_progress)
     res.config.update({"total_wall_s": time.perf_counter() - t0, "total_cpu_s": time.process_time() - c0,
                        "threads": torch.get_num_threads()})
     args.out.mkdir(parents=True, exist_ok=True)

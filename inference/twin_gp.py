@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+from tqdm.auto import tqdm
 
 from .numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
 from .validation import as_tensor, check_int_range, check_real_range, check_same_rows
@@ -153,7 +154,7 @@ class OptInfo:
 
 def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: int = 50,
                      gtol: float = 1e-6, ftol: float = 1e-10, max_ls: int = 20,
-                     c1: float = 1e-4, max_step: float | None = None) -> tuple[torch.Tensor, OptInfo]:
+                     c1: float = 1e-4, max_step: float | None = None, progress=None) -> tuple[torch.Tensor, OptInfo]:
     """Minimise B independent objectives at once; ``fg(y, idx) -> (f (b,), g (b, d))``.
 
     ``idx`` (long, (b,)) says which points the rows of ``y`` (b, d) belong to. Each point
@@ -164,7 +165,8 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     therefore do not depend on the other points in the batch. ``max_step`` caps the length
     of a trial step ‖t p‖ (a trust radius in y units; :meth:`TwinGP.predict` uses ρ_y,
     the distance over which K_y changes, so a step cannot jump over the narrow basins
-    that the λ floor creates around training outputs).
+    that the λ floor creates around training outputs). ``progress``: an optional tqdm bar,
+    advanced by one for each point that stops.
     """
     if optimizer not in ("bfgs", "gd"):
         raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")
@@ -182,8 +184,12 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     n_iter = torch.zeros(B, dtype=torch.long, device=dev)
     converged = g.abs().amax(1) <= gtol
     active = ~converged
+    n_active = B
     for _ in range(max_iter):
         idx = active.nonzero().squeeze(1)
+        if progress is not None:
+            progress.update(n_active - idx.numel())
+            n_active = idx.numel()
         if idx.numel() == 0:
             break
         yi, fi, gi = y[idx], f[idx], g[idx]
@@ -252,6 +258,8 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
         done = moved & (small_g | small_f)
         converged[idx[done | tiny]] = True
         active[idx[done | pending | tiny]] = False
+    if progress is not None:
+        progress.update(n_active)  # points still running at the iteration cap
     info = OptInfo(n_iter, n_eval, f, g.abs().amax(1), converged, time.perf_counter() - t0)
     return y, info
 
@@ -534,13 +542,16 @@ class TwinGP:
     def predict(self, Xt, method: str = "SMTGP", alpha: float = 0.5, beta: float = 0.99,
                 init=None, optimizer: str = "bfgs", form: str = "log", max_iter: int = 50,
                 gtol: float = 1e-6, ftol: float = 1e-10, neighbors: int | None = None,
-                batch_size: int | None = None, max_step: float | None = None, return_info: bool = False):
+                batch_size: int | None = None, max_step: float | None = None, return_info: bool = False,
+                progress: bool = False):
         """Batched prediction for all test inputs ``Xt`` (B, d_x) → (B, d_y).
 
         ``init`` defaults to ridge regression for KLTGP and to the KLTGP prediction for
         IKLTGP/SMTGP (the paper's procedure). ``batch_size`` splits the test points into
         chunks (memory); the default is all at once (one chunk of 64 for the local model).
         ``max_step`` (default ρ_y) is the trust radius of one step in output units.
+        ``progress=True`` shows a tqdm bar of the test points whose optimisation has stopped
+        (the KLTGP starting point of IKLTGP/SMTGP gets its own bar).
         """
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
@@ -552,11 +563,12 @@ class TwinGP:
             if method != "KLTGP":
                 init = self.predict(Xt, "KLTGP", init=init, optimizer=optimizer, max_iter=max_iter,
                                     gtol=gtol, ftol=ftol, neighbors=neighbors, batch_size=batch_size,
-                                    max_step=max_step)
+                                    max_step=max_step, progress=progress)
         init = self._check_y(init, B, "init")
         if batch_size is None:
             batch_size = B if neighbors is None else 64
         outs, infos = [], []
+        bar = tqdm(total=B, desc=f"{method} predict", unit="pt", leave=False) if progress else None
         for start in range(0, B, batch_size):
             sl = slice(start, min(B, start + batch_size))
             ctx = self.context(Xt[sl], method, a, neighbors=neighbors)
@@ -573,9 +585,12 @@ class TwinGP:
                                            ref=None if ref is None else ref[idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
-                                           ftol=ftol, max_step=self.rho_y if max_step is None else max_step)
+                                           ftol=ftol, max_step=self.rho_y if max_step is None else max_step,
+                                           progress=bar)
             outs.append(y)
             infos.append(info)
+        if bar is not None:
+            bar.close()
         y = torch.cat(outs)
         if not return_info:
             return y

@@ -12,7 +12,10 @@ say which); every fold is a fresh :class:`~inference.twin_gp.TwinGP` on the othe
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
+import os
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,7 +24,7 @@ from .twin_gp import TwinGP
 from .validation import as_tensor, check_int_range, check_same_rows
 
 __all__ = ["kfold_indices", "median_distance", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
-           "select_alignment_knn", "run_real_experiment", "ALPHAS", "BETAS"]
+           "select_alignment_knn", "run_real_experiment", "StageCheckpoint", "data_hash", "ALPHAS", "BETAS"]
 
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(21))
 BETAS = (0.99, 0.5, 1.5)
@@ -151,10 +154,59 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
     return {"best": (rho, min(scores, key=lambda key: np.mean(scores[key]))), "alignment": align, "scores": scores}
 
 
+class StageCheckpoint:
+    """Results of the finished stages of a long run, kept in ``folder/state.pt`` so that an
+    interrupted run resumes after its last finished stage.
+
+    ``fingerprint`` (a dict of plain values: settings and a hash of the data) must equal the
+    stored one; a folder written by a different run raises ``ValueError`` naming the keys
+    that differ, rather than silently mixing results. Each :meth:`save` rewrites the file
+    atomically (temporary file + ``os.replace``), so a kill mid-write leaves the previous
+    state intact. ``folder=None`` turns checkpointing off (every stage is computed).
+    """
+
+    def __init__(self, folder, fingerprint: dict):
+        self.path = None if folder is None else Path(folder) / "state.pt"
+        self.fingerprint = fingerprint
+        self.stages: dict = {}
+        if self.path is not None and self.path.exists():
+            state = torch.load(self.path, weights_only=False)
+            old = state.get("fingerprint", {})
+            if old != fingerprint:
+                keys = sorted(k for k in set(old) | set(fingerprint) if old.get(k) != fingerprint.get(k))
+                raise ValueError(f"checkpoint {self.path} was written by a different run (differs in: "
+                                 f"{', '.join(keys)}); use another checkpoint folder or delete this one")
+            self.stages = state["stages"]
+
+    def __contains__(self, stage: str) -> bool:
+        return stage in self.stages
+
+    def __getitem__(self, stage: str):
+        return self.stages[stage]
+
+    def save(self, stage: str, value) -> None:
+        self.stages[stage] = value
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        torch.save({"fingerprint": self.fingerprint, "stages": self.stages}, tmp)
+        os.replace(tmp, self.path)
+
+
+def data_hash(*arrays) -> str:
+    """SHA-1 of the float64 bytes of the given arrays (identifies a data split)."""
+    h = hashlib.sha1()
+    for a in arrays:
+        h.update(np.ascontiguousarray(torch.as_tensor(a, dtype=torch.float64).numpy()).tobytes())
+    return h.hexdigest()
+
+
 def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset: int, folds: int = 5,
                         rho_mult=(0.5, 1.0, 2.0), rho_mult_y=None, lam_grid=(1e-3, 1e-2), alphas=None,
                         betas=BETAS, wknn_ks=(1, 3, 5, 10, 20), neighbors: int | None = None, max_iter: int = 50,
-                        seed: int = 0, test_folds: int = 5, log=print) -> dict:
+                        seed: int = 0, test_folds: int = 5, log=print, checkpoint=None,
+                        progress: bool = False) -> dict:
     """The paper's protocol on a real data set, recording into ``res`` (a Results).
 
     1. CV (``folds``-fold, on a random ``cv_subset`` of the training set) of KLTGP's
@@ -169,6 +221,11 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
        batched. Records the CV scores of the selected settings (``split="cv"``, one value
        per fold), the test score (``split="test"``) and the test score on ``test_folds``
        disjoint random parts of the test set (``split="test_folds"``: mean ± std over parts).
+    ``checkpoint``: a folder; the CV selection and each twin-GP test prediction are saved
+    there as they finish (:class:`StageCheckpoint`) and reused when the same run is started
+    again, so an interrupted run resumes after its last finished stage (times recorded in
+    ``res`` are those of the run that computed the stage). ``progress``: tqdm bars over
+    the test points of each twin-GP prediction.
     Returns the predictions and selected settings.
     """
     import time
@@ -179,26 +236,40 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
                           ("X_train", "Y_train", "X_test", "Y_test"))
     sub = torch.as_tensor(np.sort(rng.choice(Xtr.shape[0], min(cv_subset, Xtr.shape[0]), replace=False)))
     Xs, Ys = Xtr[sub], Ytr[sub]
-    mx, my = median_distance(Xtr), median_distance(Ytr)
-    t0 = time.perf_counter()
     rho_mult_y = rho_mult if rho_mult_y is None else rho_mult_y
-    kl_sel = select_kltgp(Xs, Ys, [mx * r for r in rho_mult], [my * r for r in rho_mult_y], lam_grid, metric,
-                          k=folds, seed=seed, max_iter=max_iter)
-    rx, ry, lam = kl_sel["best"]
-    log(f"KLTGP CV: rho_x={rx:.4g} ({rx / mx:.2g} x median), rho_y={ry:.4g} ({ry / my:.2g} x median), "
-        f"lambda={lam:g}  [{time.perf_counter() - t0:.0f}s]")
-    t0 = time.perf_counter()
-    ab = select_alpha_beta(Xs, Ys, rx, ry, lam, metric, alphas=alphas, betas=betas, k=folds, seed=seed,
-                           max_iter=max_iter)
+    ckpt = StageCheckpoint(checkpoint, {
+        "data": data_hash(Xtr, Ytr, Xte, Yte), "metric": metric_name, "cv_subset": int(cv_subset),
+        "folds": int(folds), "rho_mult": [float(r) for r in rho_mult], "rho_mult_y": [float(r) for r in rho_mult_y],
+        "lam_grid": [float(v) for v in lam_grid], "alphas": [float(v) for v in alphas],
+        "betas": [float(v) for v in betas], "wknn_ks": [int(k) for k in wknn_ks], "neighbors": neighbors,
+        "max_iter": int(max_iter), "seed": int(seed), "test_folds": int(test_folds)})
+    mx, my = median_distance(Xtr), median_distance(Ytr)
+    if "selection" in ckpt:
+        kl_sel, ab, g_sel, w_sel, al_sel = (ckpt["selection"][k] for k in ("kl", "ab", "gpr", "wknn", "align"))
+        rx, ry, lam = kl_sel["best"]
+        log(f"CV selection loaded from {ckpt.path}")
+    else:
+        t0 = time.perf_counter()
+        kl_sel = select_kltgp(Xs, Ys, [mx * r for r in rho_mult], [my * r for r in rho_mult_y], lam_grid, metric,
+                              k=folds, seed=seed, max_iter=max_iter)
+        rx, ry, lam = kl_sel["best"]
+        log(f"KLTGP CV: rho_x={rx:.4g} ({rx / mx:.2g} x median), rho_y={ry:.4g} ({ry / my:.2g} x median), "
+            f"lambda={lam:g}  [{time.perf_counter() - t0:.0f}s]")
+        t0 = time.perf_counter()
+        ab = select_alpha_beta(Xs, Ys, rx, ry, lam, metric, alphas=alphas, betas=betas, k=folds, seed=seed,
+                               max_iter=max_iter)
+        log(f"SMTGP CV: alpha={ab['best'][0]}, beta={ab['best'][1]}  [{time.perf_counter() - t0:.0f}s]")
+        g_sel = select_gpr(Xs, Ys, [mx * r for r in rho_mult], lam_grid, metric, k=folds, seed=seed)
+        w_sel = select_wknn(Xs, Ys, wknn_ks, metric, k=folds, seed=seed)
+        al_grid = sorted({mx * r for r in (*rho_mult, 0.25, 0.5, 1.0, 2.0, 4.0)})
+        al_sel = {name: select_alignment_knn(Xs, Ys, al_grid, ry, wknn_ks, metric, criterion=crit, k=folds,
+                                             seed=seed)
+                  for name, crit in (("KTA-kNN", "kta"), ("HSIC-kNN", "hsic"))}
+        ckpt.save("selection", {"kl": kl_sel, "ab": ab, "gpr": g_sel, "wknn": w_sel, "align": al_sel})
     a, b = ab["best"]
     interior = {key: v for key, v in ab["scores"].items() if 0 < key[0] < 1}
     a_in, b_in = min(interior, key=lambda key: np.mean(interior[key])) if interior else (0.5, 0.99)
-    log(f"SMTGP CV: alpha={a}, beta={b} (best interior alpha={a_in}, beta={b_in})  [{time.perf_counter() - t0:.0f}s]")
-    g_sel = select_gpr(Xs, Ys, [mx * r for r in rho_mult], lam_grid, metric, k=folds, seed=seed)
-    w_sel = select_wknn(Xs, Ys, wknn_ks, metric, k=folds, seed=seed)
-    al_grid = sorted({mx * r for r in (*rho_mult, 0.25, 0.5, 1.0, 2.0, 4.0)})
-    al_sel = {name: select_alignment_knn(Xs, Ys, al_grid, ry, wknn_ks, metric, criterion=crit, k=folds, seed=seed)
-              for name, crit in (("KTA-kNN", "kta"), ("HSIC-kNN", "hsic"))}
+    log(f"SMTGP: alpha={a}, beta={b} (best interior alpha={a_in}, beta={b_in})")
     res.config.update({"median_dist_x": mx, "median_dist_y": my, "rho_x": rx, "rho_y": ry, "lambda": lam,
                        "alpha": a, "beta": b, "alpha_interior": a_in, "beta_interior": b_in,
                        "gpr": {"rho": g_sel["best"][0], "noise": g_sel["best"][1]}, "wknn_k": w_sel["best"],
@@ -216,25 +287,35 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     # test: full training set
     preds = {}
     m = TwinGP(Xtr, Ytr, rx, ry, lam)
-    t0 = time.perf_counter()
-    preds["KLTGP"], info = m.predict(Xte, "KLTGP", max_iter=max_iter, neighbors=neighbors, return_info=True)
-    res.time("KLTGP", "predict", time.perf_counter() - t0)
-    log(f"KLTGP test: {metric(preds['KLTGP'], Yte):.4f}  [{time.perf_counter() - t0:.0f}s, "
-        f"{info.n_iter.float().mean():.1f} it/pt]")
-    t0 = time.perf_counter()
-    preds["IKLTGP"] = m.predict(Xte, "IKLTGP", init=preds["KLTGP"], max_iter=max_iter, neighbors=neighbors)
-    res.time("IKLTGP", "predict", time.perf_counter() - t0)
-    log(f"IKLTGP test: {metric(preds['IKLTGP'], Yte):.4f}  [{time.perf_counter() - t0:.0f}s]")
-    t0 = time.perf_counter()
-    if a == 0.0:
-        preds["SMTGP"] = preds["KLTGP"]
-    elif a == 1.0:
-        preds["SMTGP"] = preds["IKLTGP"]
+    resumed = []
+
+    def twin_predict(name, predict):
+        """One twin-GP test prediction: from the checkpoint if it holds it, else computed
+        (timed) and saved."""
+        stage = f"predict {name}"
+        if stage in ckpt:
+            preds[name], seconds = ckpt[stage]
+            resumed.append(name)
+            log(f"{name} test: {metric(preds[name], Yte):.4f}  [loaded from {ckpt.path}]")
+        else:
+            t0 = time.perf_counter()
+            preds[name] = predict()
+            seconds = time.perf_counter() - t0
+            ckpt.save(stage, (preds[name], seconds))
+            log(f"{name} test: {metric(preds[name], Yte):.4f}  [{seconds:.0f}s]")
+        res.time(name, "predict", seconds)
+
+    opts = dict(max_iter=max_iter, neighbors=neighbors, progress=progress)
+    twin_predict("KLTGP", lambda: m.predict(Xte, "KLTGP", **opts))
+    twin_predict("IKLTGP", lambda: m.predict(Xte, "IKLTGP", init=preds["KLTGP"], **opts))
+    if a in (0.0, 1.0):  # the endpoints are KLTGP's and IKLTGP's minimisers
+        preds["SMTGP"] = preds["KLTGP" if a == 0.0 else "IKLTGP"]
+        res.time("SMTGP", "predict", 0.0)
     else:
-        preds["SMTGP"] = m.predict(Xte, "SMTGP", alpha=a, beta=b, init=preds["KLTGP"], form="sm",
-                                   max_iter=max_iter, neighbors=neighbors)
-    res.time("SMTGP", "predict", time.perf_counter() - t0)
-    log(f"SMTGP test: {metric(preds['SMTGP'], Yte):.4f}  [{time.perf_counter() - t0:.0f}s]")
+        twin_predict("SMTGP", lambda: m.predict(Xte, "SMTGP", alpha=a, beta=b, init=preds["KLTGP"], form="sm",
+                                                **opts))
+    if resumed:
+        res.config["resumed_from_checkpoint"] = resumed
     preds["GPR"] = gpr_predict(Xtr, Ytr, Xte, *g_sel["best"])
     preds["WKNN"] = wknn_predict(Xtr, Ytr, Xte, w_sel["best"])
     for name, v in al_sel.items():

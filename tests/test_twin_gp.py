@@ -345,3 +345,38 @@ def test_fused_objective_equals_unfused_formulas(multi, method, alpha, form, nei
     assert torch.allclose(g1, g0, rtol=1e-10, atol=1e-10)
     # the fused kernel vector is rbf() up to rounding
     assert torch.allclose(_kvec(y, Y, 0.4), rbf(y, Y, 0.4), rtol=0, atol=1e-14)
+
+
+def _tiny_experiment(multi, res, checkpoint, cv_subset=40):
+    from inference.metrics import mean_norm_error
+    from inference.twin_gp_selection import run_real_experiment
+    X, Y, Xt, Yt = multi
+    data = {"X_train": X, "Y_train": Y, "X_test": Xt, "Y_test": Yt}
+    return run_real_experiment(data, mean_norm_error, "mean_norm_error", res, cv_subset=cv_subset, folds=2,
+                               rho_mult=(1.0,), lam_grid=(1e-2,), alphas=(0.0, 0.5, 1.0), betas=(0.99,),
+                               wknn_ks=(1, 3), max_iter=10, test_folds=2, log=lambda *a: None,
+                               checkpoint=checkpoint)
+
+
+def test_real_experiment_resumes_from_checkpoint(multi, tmp_path, monkeypatch):
+    from inference import Results
+    first = _tiny_experiment(multi, Results("t", [0], {}), tmp_path)
+    assert (tmp_path / "state.pt").exists()
+    # a second start must take every twin-GP stage from the checkpoint: predicting fails
+    monkeypatch.setattr(TwinGP, "predict", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    res = Results("t", [0], {})
+    again = _tiny_experiment(multi, res, tmp_path)
+    for name, p in first["preds"].items():
+        assert torch.equal(again["preds"][name], p), name
+    assert set(res.config["resumed_from_checkpoint"]) >= {"KLTGP", "IKLTGP"}
+    # a folder written by a different run is refused, naming what differs
+    with pytest.raises(ValueError, match="cv_subset"):
+        _tiny_experiment(multi, Results("t", [0], {}), tmp_path, cv_subset=30)
+
+
+def test_progress_bar_does_not_change_predictions(multi):
+    X, Y, Xt, _ = multi
+    m = TwinGP(X, Y, 1.0, 1.0, 1e-3)
+    quiet = m.predict(Xt, "SMTGP", alpha=0.3)
+    shown = m.predict(Xt, "SMTGP", alpha=0.3, progress=True)
+    assert torch.equal(quiet, shown)
