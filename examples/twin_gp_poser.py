@@ -14,28 +14,20 @@ the default is the global model on all 1927 training frames.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np  # noqa: E402
 
 from inference import Results  # noqa: E402
 from inference.datasets.poser import load_poser  # noqa: E402
 from inference.experiment import base_parser, set_seed  # noqa: E402
 from inference.metrics import mean_joint_error  # noqa: E402
-from inference.twin_gp_selection import run_real_experiment  # noqa: E402
+from inference.twin_gp_selection import add_protocol_args, run_real_experiment  # noqa: E402
 
 EXPERIMENT = "twin_gp_poser"
 
 
 def parser():
     p = base_parser(__doc__.splitlines()[0], real_data=True)
-    p.add_argument("--cv-subset", type=int, default=1000, help="training frames used for CV")
-    p.add_argument("--alpha-step", type=float, default=0.1)
-    p.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
-    p.add_argument("--max-iter", type=int, default=50)
-    p.add_argument("--checkpoint", type=Path, default=None,
-                   help="folder for the finished stages (CV selection, each twin-GP test prediction); "
-                        "starting the same command again resumes after the last finished stage")
+    add_protocol_args(p, unit="frames")
     return p
 
 

@@ -22,7 +22,6 @@ one batched tensor program (--neighbors K for the local model).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import matplotlib
 
@@ -35,20 +34,14 @@ from inference import Results  # noqa: E402
 from inference.datasets.usps import centre_mask, load_usps_reconstruction  # noqa: E402
 from inference.experiment import base_parser, set_seed  # noqa: E402
 from inference.metrics import mean_norm_error  # noqa: E402
-from inference.twin_gp_selection import run_real_experiment  # noqa: E402
+from inference.twin_gp_selection import add_protocol_args, run_real_experiment  # noqa: E402
 
 EXPERIMENT = "twin_gp_usps"
 
 
 def parser():
     p = base_parser(__doc__.splitlines()[0], real_data=True)
-    p.add_argument("--cv-subset", type=int, default=1000, help="training images used for CV")
-    p.add_argument("--alpha-step", type=float, default=0.1)
-    p.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
-    p.add_argument("--max-iter", type=int, default=50)
-    p.add_argument("--checkpoint", type=Path, default=None,
-                   help="folder for the finished stages (CV selection, each twin-GP test prediction); "
-                        "starting the same command again resumes after the last finished stage")
+    add_protocol_args(p, unit="images")
     p.add_argument("--n-train", type=int, default=4649, help="random subset of the training images "
                    "(CPU budget; default all 4649)")
     p.add_argument("--n-test", type=int, default=4649, help="random subset of the test images")

@@ -24,7 +24,8 @@ from .twin_gp import TwinGP
 from .validation import as_tensor, check_int_range, check_same_rows
 
 __all__ = ["kfold_indices", "median_distance", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
-           "select_alignment_knn", "run_real_experiment", "StageCheckpoint", "data_hash", "ALPHAS", "BETAS"]
+           "select_alignment_knn", "run_real_experiment", "add_protocol_args", "StageCheckpoint", "data_hash",
+           "ALPHAS", "BETAS"]
 
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(21))
 BETAS = (0.99, 0.5, 1.5)
@@ -200,6 +201,19 @@ def data_hash(*arrays) -> str:
     for a in arrays:
         h.update(np.ascontiguousarray(torch.as_tensor(a, dtype=torch.float64).numpy()).tobytes())
     return h.hexdigest()
+
+
+def add_protocol_args(parser, unit: str = "points"):
+    """The command-line options of :func:`run_real_experiment` shared by the real-data
+    examples: --cv-subset, --alpha-step, --neighbors, --max-iter, --checkpoint."""
+    parser.add_argument("--cv-subset", type=int, default=1000, help=f"training {unit} used for CV")
+    parser.add_argument("--alpha-step", type=float, default=0.1, help="alpha grid step (0.05: the full grid)")
+    parser.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
+    parser.add_argument("--max-iter", type=int, default=50, help="BFGS iterations per test point at most")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="folder for the finished stages (CV selection, each twin-GP test prediction); "
+                             "starting the same command again resumes after the last finished stage")
+    return parser
 
 
 def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset: int, folds: int = 5,
