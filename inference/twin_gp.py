@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
+from .numerics import DTYPE, cho_inverse, cho_logdet, cho_solve, cholesky_jitter
 from .validation import as_tensor, check_int_range, check_real_range, check_same_rows
 
 __all__ = ["TwinGP", "METHODS", "rbf", "ridge_predict", "gpr_predict", "wknn_predict",
@@ -54,9 +54,17 @@ METHODS = ("KLTGP", "IKLTGP", "SMTGP")
 
 
 def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
-    """exp(−‖a−b‖²/(2ρ²)) for rows of A (..., n, d) and B (..., m, d) → (..., n, m)."""
-    sq = (A * A).sum(-1).unsqueeze(-1) + (B * B).sum(-1).unsqueeze(-2) - 2.0 * A @ B.transpose(-1, -2)
-    return torch.exp(-sq.clamp_min(0.0) / (2.0 * rho * rho))
+    """exp(−‖a−b‖²/(2ρ²)) for rows of A (..., n, d) and B (..., m, d) → (..., n, m).
+
+    ‖a‖² + ‖b‖² − 2aᵀb from one matrix product; without autograd every later pass works
+    in place on that product's output (the local model builds (64, 800, 800) blocks, where
+    each temporary costs as much as the product)."""
+    nA, nB = (A * A).sum(-1).unsqueeze(-1), (B * B).sum(-1).unsqueeze(-2)
+    AB = A @ B.transpose(-1, -2)
+    if torch.is_grad_enabled() and (A.requires_grad or B.requires_grad):
+        return torch.exp(-(nA + nB - 2.0 * AB).clamp_min(0.0) / (2.0 * rho * rho))
+    sq = AB.mul_(-2.0).add_(nA).add_(nB).clamp_min_(0.0)
+    return sq.mul_(-1.0 / (2.0 * rho * rho)).exp_()
 
 
 def validate_alpha_beta(alpha, beta=None) -> tuple[float, float | None]:
@@ -154,7 +162,8 @@ class OptInfo:
 
 def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: int = 50,
                      gtol: float = 1e-6, ftol: float = 1e-10, max_ls: int = 20,
-                     c1: float = 1e-4, max_step: float | None = None, progress=None) -> tuple[torch.Tensor, OptInfo]:
+                     c1: float = 1e-4, max_step: float | None = None, progress=None,
+                     on_active=None) -> tuple[torch.Tensor, OptInfo]:
     """Minimise B independent objectives at once; ``fg(y, idx) -> (f (b,), g (b, d))``.
 
     ``idx`` (long, (b,)) says which points the rows of ``y`` (b, d) belong to. Each point
@@ -166,7 +175,10 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     of a trial step ‖t p‖ (a trust radius in y units; :meth:`TwinGP.predict` uses ρ_y,
     the distance over which K_y changes, so a step cannot jump over the narrow basins
     that the λ floor creates around training outputs). ``progress``: an optional tqdm bar,
-    advanced by one for each point that stops.
+    advanced by one for each point that stops. ``on_active(idx)``, if given, is called at
+    the start of every iteration with the points still running; every ``fg`` call of that
+    iteration asks for a subset of them (lets the caller compact per-point data once per
+    iteration instead of on every evaluation).
     """
     if optimizer not in ("bfgs", "gd"):
         raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")
@@ -192,6 +204,8 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
             n_active = idx.numel()
         if idx.numel() == 0:
             break
+        if on_active is not None:
+            on_active(idx)
         yi, fi, gi = y[idx], f[idx], g[idx]
         if optimizer == "bfgs":
             p = -(H[idx] @ gi.unsqueeze(-1)).squeeze(-1)
@@ -268,11 +282,39 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
 # the twin GP
 # ---------------------------------------------------------------------------------------
 
-def _mv(V: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
-    """Rows of V (b, n) times a symmetric A: shared (n, m) → V A; per point (b, n, m) → bmm."""
+def _mv(V: torch.Tensor, A: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows of V (b, n) times a symmetric A: shared (n, m) → V A; per point (b, n, m) → bmm.
+
+    ``rows`` (b,): row r of V belongs to matrix A[rows[r]] of a larger stack (B', n, m);
+    the product then runs over the whole stack with zero rows elsewhere (the row cache of
+    :meth:`TwinGP.predict` keeps B' ≤ 2b), which is cheaper than gathering A[rows]: a copy
+    of a per-point matrix costs several times the matrix-vector product it feeds."""
     if A.dim() == 2:
         return V @ A
-    return torch.bmm(V.unsqueeze(1), A).squeeze(1)
+    if rows is None:
+        return torch.bmm(V.unsqueeze(1), A).squeeze(1)
+    full = V.new_zeros(A.shape[0], V.shape[1])
+    full[rows] = V
+    return torch.bmm(full.unsqueeze(1), A).squeeze(1)[rows]
+
+
+class _RowCache:
+    """The local model's per-point matrices W (B, n, m) for a shrinking set of active test
+    points: re-gathered (one copy of the surviving rows) only when the active set has fallen
+    to half of the rows held, so all the copying of a run is at most B rows in all."""
+
+    def __init__(self, W: torch.Tensor):
+        self.W = W
+        self.idx = torch.arange(W.shape[0], device=W.device)
+
+    def shrink_to(self, active: torch.Tensor) -> None:
+        if 2 * active.numel() <= self.idx.numel():
+            self.W = self.W[self.positions(active)]
+            self.idx = active
+
+    def positions(self, idx: torch.Tensor) -> torch.Tensor:
+        """Where the (sorted) points ``idx`` sit among the rows held."""
+        return torch.searchsorted(self.idx, idx)
 
 
 def _kvec(y: torch.Tensor, Yt: torch.Tensor, rho: float) -> torch.Tensor:
@@ -333,9 +375,9 @@ class TwinGP:
             s["LX"] = cholesky_jitter(s["KX"], "K_X (input kernel matrix)")
             s["LY"] = cholesky_jitter(s["KY"], "K_Y (output kernel matrix)")
         if "AX" in need and "AX" not in s:
-            s["AX"] = cho_solve(s["LX"], self._eye(self.N))
+            s["AX"] = cho_inverse(s["LX"])
         if "AY" in need and "AY" not in s:
-            s["AY"] = cho_solve(s["LY"], self._eye(self.N))
+            s["AY"] = cho_inverse(s["LY"])
         if "C" in need and "C" not in s:
             AY = self.matrices(("AY",))["AY"]
             s["C"] = AY @ s["KX"] @ AY
@@ -347,7 +389,7 @@ class TwinGP:
                     del s[k]  # keep one α at a time (N² memory each)
                 M = (1 - alpha) * s["KX"] + alpha * s["KY"]
                 Lm = cholesky_jitter(M, "M_alpha = (1-alpha) K_X + alpha K_Y")
-                Minv = cho_solve(Lm, self._eye(self.N))
+                Minv = cho_inverse(Lm)
                 AY = self.matrices(("AY",))["AY"]
                 s[key] = Minv
                 s[("AY_Minv", float(alpha))] = torch.cat([AY, Minv], 1)
@@ -400,6 +442,7 @@ class TwinGP:
                 Minv = s[("Minv", a)]
             else:
                 ctx["W"] = None
+            ux = _mv(Kx, AX)
         else:
             k = check_int_range(neighbors, "neighbors", 2, self.N)
             idx = torch.cdist(Xt, self.X).topk(k, dim=1, largest=False).indices  # (B, k)
@@ -407,21 +450,19 @@ class TwinGP:
             eye = self._eye(k)
             KX = rbf(Xn, Xn, self.rho_x) + self.lam_x * eye
             KY = rbf(Yn, Yn, self.rho_y) + self.lam_y * eye
-            AX = cho_solve(cholesky_jitter(KX, "local K_X"), eye.expand_as(KX))
             Kx = torch.exp(-((Xt.unsqueeze(1) - Xn) ** 2).sum(-1) / (2 * self.rho_x ** 2))
+            # u_x = A_X K_x by a solve: the local A_X is used for nothing else
+            ux = cho_solve(cholesky_jitter(KX, "local K_X"), Kx.unsqueeze(-1)).squeeze(-1)
             ctx["Yt"] = Yn
             ctx["nn_index"] = idx
-            if method != "KLTGP":
-                AY = cho_solve(cholesky_jitter(KY, "local K_Y"), eye.expand_as(KY))
+            AY = cho_inverse(cholesky_jitter(KY, "local K_Y"))
             if method == "IKLTGP":
                 ctx["W"] = torch.cat([AY, AY @ KX @ AY], 2)
             elif method == "SMTGP":
-                Lm = cholesky_jitter((1 - a) * KX + a * KY, "local M_alpha")
-                Minv = cho_solve(Lm, eye.expand_as(KX))
+                Minv = cho_inverse(cholesky_jitter((1 - a) * KX + a * KY, "local M_alpha"))
                 ctx["W"] = torch.cat([AY, Minv], 2)
             else:
-                ctx["W"] = AY = cho_solve(cholesky_jitter(KY, "local K_Y"), eye.expand_as(KY))
-        ux = _mv(Kx, AX)
+                ctx["W"] = AY
         ctx["Kx"] = Kx
         ctx["ux"] = ux
         ctx["eta_x"] = (self.kxx - (Kx * ux).sum(1)).clamp_min(self.lam_x)
@@ -437,12 +478,15 @@ class TwinGP:
         return ctx
 
     @staticmethod
-    def _sub(ctx: dict, idx: torch.Tensor) -> dict:
-        """Restrict a context to the test points ``idx``."""
+    def _sub(ctx: dict, idx: torch.Tensor, rows: "_RowCache | None" = None) -> dict:
+        """Restrict a context to the test points ``idx``; with ``rows``, the local model's
+        per-point matrices W come from that cache (compacted, not gathered per call)."""
         out = {}
         B = ctx["B"]
         for k, v in ctx.items():
-            if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == B and not (
+            if rows is not None and k == "W":
+                out["W"], out["W_rows"] = rows.W, rows.positions(idx)
+            elif isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == B and not (
                     k in ("Yt", "W") and v.dim() == 2):
                 out[k] = v[idx]
             else:
@@ -470,7 +514,7 @@ class TwinGP:
         Yt, W = ctx["Yt"], ctx["W"]
         Ky = _kvec(y, Yt, rho)
         n = Ky.shape[1]
-        Z = _mv(Ky, W)  # one (b, n) × (n, n or 2n) product
+        Z = _mv(Ky, W, ctx.get("W_rows"))  # one (b, n) × (n, n or 2n) product
         AKy = Z[:, :n]
         qA = _rowdot(Ky, AKy)  # K_yᵀA_Y K_y
         eta_y = self.kyy - qA
@@ -579,14 +623,16 @@ class TwinGP:
                     fl, _ = self.value_and_grad(y0, ctx, form="log")
                 ref = fl * a * (1 - a) + (1 - a) * ctx["eta_x"].log()  # ℓ_α(y0)
 
-            def fg(y, idx, ctx=ctx, ref=ref):
-                sub = self._sub(ctx, idx)
+            rows = _RowCache(ctx["W"]) if ctx["W"] is not None and ctx["W"].dim() == 3 else None
+
+            def fg(y, idx, ctx=ctx, ref=ref, rows=rows):
+                sub = self._sub(ctx, idx, rows)
                 return self.value_and_grad(y, sub, beta=b, form=form,
                                            ref=None if ref is None else ref[idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
                                            ftol=ftol, max_step=self.rho_y if max_step is None else max_step,
-                                           progress=bar)
+                                           progress=bar, on_active=None if rows is None else rows.shrink_to)
             outs.append(y)
             infos.append(info)
         if bar is not None:

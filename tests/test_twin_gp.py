@@ -54,17 +54,20 @@ def test_hand_gradient_matches_autograd(multi, method, alpha, neighbors):
 
 def test_alpha_limits_give_kltgp_and_ikltgp(toy):
     # the expansion η_xy(α) = η_x + α g(y) + O(α²) holds for α ≪ η_x ≥ λ, so the limits are
-    # approached once α (or 1 − α) is well below λ; the distance shrinks like α/λ
+    # approached once α (or 1 − α) is well below λ; the distance shrinks like α/λ. Towards
+    # α → 1 rounding takes over below 1 − α ≈ 1e-5: M_α = (1−α)K_X + αK_Y carries K_X at
+    # relative size 1 − α, so at 1 − α = 1e-7 the predictions move by ~1e-4–1e-3 with the
+    # BLAS summation order (thread count); the test asks for the best distance of the sweep
     X, Y, Xt, _ = toy
     m = TwinGP(X, Y, 0.15, 0.15, 1e-3)
     kl = m.predict(Xt, "KLTGP", gtol=1e-10, max_iter=300)
     ikl = m.predict(Xt, "IKLTGP", init=kl, gtol=1e-10, max_iter=300)
     d0, d1 = [], []
-    for eps in (1e-3, 1e-5, 1e-7):
+    for eps in (1e-3, 1e-5, 1e-6, 1e-7):
         d0.append((m.predict(Xt, "SMTGP", alpha=eps, init=kl, gtol=1e-10, max_iter=300) - kl).abs().max().item())
         d1.append((m.predict(Xt, "SMTGP", alpha=1 - eps, init=ikl, gtol=1e-10, max_iter=300) - ikl).abs().max().item())
-    assert d0[-1] < 1e-3 and d1[-1] < 1e-3, (d0, d1)
-    assert d0[0] > d0[1] > d0[-1] and d1[0] > d1[-1]
+    assert d0[-1] < 1e-3 and min(d1) < 2e-4, (d0, d1)
+    assert d0[0] > d0[1] > d0[-1] and d1[0] > 3 * min(d1)
     mid = m.predict(Xt, "SMTGP", alpha=0.5, init=kl, gtol=1e-10, max_iter=300)
     assert (mid - kl).abs().max() > 1e-2 and (mid - ikl).abs().max() > 1e-2  # not trivially equal
 
