@@ -24,7 +24,7 @@ from .twin_gp import TwinGP
 from .validation import as_tensor, check_int_range, check_same_rows
 
 __all__ = ["kfold_indices", "median_distance", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
-           "select_alignment_knn", "run_real_experiment", "add_protocol_args", "StageCheckpoint", "data_hash",
+           "select_alignment_knn", "run_real_experiment", "paired_differences", "add_protocol_args", "StageCheckpoint", "data_hash",
            "ALPHAS", "BETAS"]
 
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(21))
@@ -203,6 +203,25 @@ def data_hash(*arrays) -> str:
     return h.hexdigest()
 
 
+def paired_differences(preds: dict, Y, metric, methods, baselines) -> dict:
+    """Per-test-point paired comparison of each of ``methods`` with each of ``baselines``:
+    d_n = metric(method, point n) − metric(baseline, point n); returns
+    ``{"A - B": {"mean", "se", "wins", "losses"}}`` (se = std(d)/√N; wins: d_n < 0, i.e.
+    the method's error is lower). The test-set means of two methods can differ by less
+    than the spread of the per-point errors; this says whether the difference is beyond it."""
+    Y = torch.as_tensor(Y)
+    per_point = {name: np.array([metric(p[i:i + 1], Y[i:i + 1]) for i in range(Y.shape[0])])
+                 for name, p in preds.items() if name in (*methods, *baselines)}
+    out = {}
+    for a in methods:
+        for b in baselines:
+            if a in per_point and b in per_point:
+                d = per_point[a] - per_point[b]
+                out[f"{a} - {b}"] = {"mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(d.size)),
+                                     "wins": int((d < 0).sum()), "losses": int((d > 0).sum())}
+    return out
+
+
 def add_protocol_args(parser, unit: str = "points"):
     """The command-line options of :func:`run_real_experiment` shared by the real-data
     examples: --cv-subset, --alpha-step, --neighbors, --max-iter, --checkpoint."""
@@ -334,6 +353,8 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     preds["WKNN"] = wknn_predict(Xtr, Ytr, Xte, w_sel["best"])
     for name, v in al_sel.items():
         preds[name] = kernel_knn_predict(Xtr, Ytr, Xte, v["best"][1], v["best"][0])
+    res.config["paired_test_differences"] = paired_differences(preds, Yte, metric, ("KLTGP", "SMTGP"),
+                                                               ("GPR", "WKNN", "KTA-kNN", "HSIC-kNN", "IKLTGP"))
     parts = kfold_indices(Xte.shape[0], min(test_folds, Xte.shape[0]), seed) if test_folds > 1 else []
     for name, p in preds.items():
         res.add(name, metric_name, metric(p, Yte), split="test")

@@ -383,3 +383,17 @@ def test_progress_bar_does_not_change_predictions(multi):
     quiet = m.predict(Xt, "SMTGP", alpha=0.3)
     shown = m.predict(Xt, "SMTGP", alpha=0.3, progress=True)
     assert torch.equal(quiet, shown)
+
+
+def test_paired_differences_hand_values():
+    from inference.metrics import mean_norm_error
+    from inference.twin_gp_selection import paired_differences
+    Y = torch.zeros(4, 2, dtype=D)
+    a = torch.tensor([[1.0, 0], [0, 1], [0, 0], [3, 4]], dtype=D)   # errors 1, 1, 0, 5
+    b = torch.tensor([[2.0, 0], [0, 0], [0, 0], [0, 6]], dtype=D)   # errors 2, 0, 0, 6
+    out = paired_differences({"A": a, "B": b}, Y, mean_norm_error, ("A",), ("B", "missing"))
+    d = np.array([-1.0, 1.0, 0.0, -1.0])
+    assert set(out) == {"A - B"}
+    assert out["A - B"]["mean"] == pytest.approx(d.mean())
+    assert out["A - B"]["se"] == pytest.approx(d.std(ddof=1) / 2)
+    assert (out["A - B"]["wins"], out["A - B"]["losses"]) == (2, 1)
