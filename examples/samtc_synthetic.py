@@ -25,6 +25,7 @@ R̂ is already a whole-task fraction: both metrics coincide).
 
     python examples/samtc_synthetic.py --out results             # 3 data sets, 10 seeds
     python examples/samtc_synthetic.py --quick --out /tmp/q       # 1 seed, small tasks, 2 sets (< 60 s)
+    python examples/samtc_synthetic.py --sets partial --seeds 30 --no-generative --out results/x  # algorithm + baselines only
 
 Writes ``OUT/samtc_synthetic.json``, ``OUT/samtc_synthetic_data.png`` (2-D PCA scatter
 coloured by class, marker by task) and ``OUT/samtc_synthetic_R.png`` (R_true vs the
@@ -67,6 +68,10 @@ def parser():
                    help="data sets (default: all three; --quick: partial and complete)")
     p.add_argument("--steps", type=int, default=None, help="SVI steps of the generative model (default 250; quick 80)")
     p.add_argument("--restarts", type=int, default=1, help="restarts of the generative model (best ELBO)")
+    p.add_argument("--source-rows", choices=["all", "subtask"], default="all",
+                   help="samtc(source_rows=...) for SAMTC and its ablations (default all)")
+    p.add_argument("--no-generative", action="store_true",
+                   help="skip the Pyro generative model (the slow part); the algorithm and baselines only")
     return p
 
 
@@ -74,8 +79,8 @@ def simulate(name, seed, quick):
     return simulate_tasks(**BASE, **DATA_SETS[name], n_points=QUICK_N_POINTS if quick else N_POINTS, seed=seed)
 
 
-def run_seed(sim, seed, steps, restarts, progress, draws=100):
-    """All methods on one simulated problem.
+def run_seed(sim, seed, steps, restarts, progress, draws=100, generative=True, source_rows="all"):
+    """All methods on one simulated problem (``generative=False``: without the Pyro model).
 
     Returns ({(method, selection): per-task labels}, {method: (reusable dict, R)}, timings, extras).
     """
@@ -97,7 +102,8 @@ def run_seed(sim, seed, steps, restarts, progress, draws=100):
     tick("Ncut-SNN", t0)
     for variant, name in [("full", "SAMTC"), ("nr", "SAMTC-nr"), ("ns", "SAMTC-ns")]:
         t0 = time.perf_counter()
-        res = samtc(X, H, variant=variant, select="label-free", seed=seed, init_labels=init)
+        res = samtc(X, H, variant=variant, select="label-free", seed=seed, init_labels=init,
+                    source_rows=source_rows)
         tick(name, t0)
         labs[name, "label-free"] = res.labels
         labs[name, "labels"] = [res.grid[t][select_setting([g["labels"] for g in res.grid[t]], Y[t])]["labels"]
@@ -117,6 +123,8 @@ def run_seed(sim, seed, steps, restarts, progress, draws=100):
     labs["pooled Ncut-SNN", "label-free"] = pooled_baseline(X, H, method="ncut_snn", seed=seed)
     tick("pooled Ncut-SNN", t0)
 
+    if not generative:
+        return labs, transfer, timing, {}
     t0 = time.perf_counter()
     mf = fit_model(X, H, num_steps=steps, restarts=restarts, seed=seed, progress=progress)
     labs[MODEL, "n/a"] = mf.labels(num_samples=10, seed=seed)
@@ -134,6 +142,8 @@ def main(args):
     steps = args.steps if args.steps is not None else (50 if quick else 250)
     draws = 20 if quick else 100
     args.sets = args.sets or (["partial", "complete"] if quick else list(DATA_SETS))
+    generative = not getattr(args, "no_generative", False)
+    methods = METHODS if generative else [m for m in METHODS if m != MODEL]
     res = Results(EXPERIMENT, seeds, config={
         "data_sets": {n: {**BASE, **DATA_SETS[n], "n_points": QUICK_N_POINTS if quick else N_POINTS}
                       for n in args.sets},
@@ -142,7 +152,8 @@ def main(args):
         "model": {"steps": steps, "restarts": args.restarts, "tau": 0.25, "widen": 3.0,
                   "optim": "ClippedAdam lr 0.05 (decayed x0.1)", "loss": "TraceEnum_ELBO(max_plate_nesting=1)",
                   "reusable_threshold": 0.5, "posterior_draws": draws},
-        "data_seed": "= method seed (a fresh simulated problem per seed)"})
+        "data_seed": "= method seed (a fresh simulated problem per seed)",
+        "generative_model": generative, "source_rows": getattr(args, "source_rows", "all")})
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {}
     for name in args.sets:
@@ -152,7 +163,8 @@ def main(args):
         for seed in seeds:
             sim = simulate(name, seed, quick)
             sims.append(sim)
-            labs, transfer, timing, extras = run_seed(sim, seed, steps, args.restarts, not args.no_progress, draws)
+            labs, transfer, timing, extras = run_seed(sim, seed, steps, args.restarts, not args.no_progress, draws,
+                                                      generative, getattr(args, "source_rows", "all"))
             for k, v in labs.items():
                 per.setdefault(k, []).append((sim, v))
             for m, (reus, R, R_eff) in transfer.items():
@@ -189,8 +201,8 @@ def main(args):
         res.config.setdefault("R_mean", {})[name] = {"R_true": np.mean(R_true, 0).tolist(),
                                                      **{m: np.mean(d["R"], 0).tolist() for m, d in tr.items()}}
         res.config.setdefault("model_details", {})[name] = extras_all
-        print_set(res, name, T, len(seeds))
-    res.config["claims"] = claims(res, args.sets)
+        print_set(res, name, T, len(seeds), methods)
+    res.config["claims"] = claims(res, args.sets, methods)
     for name, c in res.config["claims"].items():
         for k, v in c.items():
             if k.endswith("per seed"):
@@ -218,14 +230,14 @@ def _sel(m, selection):
     return selection if m in GRID_TUNED else "n/a"
 
 
-def claims(res, sets):
+def claims(res, sets, methods=METHODS):
     """Targets of the task: on ``partial``, SAMTC (label-free) beats Ncut-SNN and the pooled
     baselines on mean accuracy; reusable-instance precision/recall >= 0.8."""
     out = {}
     for name in sets:
         T = len([r for r in res.records if r["method"] == "k-means" and r["metric"] == "accuracy"
                  and r["data_set"] == name])
-        acc = {m: mean_acc(res, m, name, T, _sel(m, "label-free")) for m in METHODS}
+        acc = {m: mean_acc(res, m, name, T, _sel(m, "label-free")) for m in methods}
         c = {"mean_accuracy_label_free": acc,
              "samtc_beats_ncut_snn": acc["SAMTC"] > acc["Ncut-SNN"],
              "samtc_beats_pooled": acc["SAMTC"] > max(acc["pooled Ncut-SNN"], acc["pooled k-means"])}
@@ -236,7 +248,7 @@ def claims(res, sets):
                                              "se": float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0,
                                              "wins": int((d > 0).sum()), "ties": int((d == 0).sum()),
                                              "losses": int((d < 0).sum())}
-        for m in ("SAMTC", MODEL):
+        for m in [m for m in ("SAMTC", MODEL) if m in methods]:
             sel = "n/a" if m == MODEL else "label-free"
             p = res.get(m, "reusable_precision", data_set=name, selection=sel)["mean"]
             r = res.get(m, "reusable_recall", data_set=name, selection=sel)["mean"]
@@ -245,12 +257,12 @@ def claims(res, sets):
     return out
 
 
-def print_set(res, name, T, n_seeds):
+def print_set(res, name, T, n_seeds, methods=METHODS):
     for selection in ("label-free", "labels"):
         print(f"\n{name}: accuracy / NMI per task, mean ± std over {n_seeds} seeds "
               f"(grid-tuned methods: setting chosen {selection})")
         rows = [["method"] + [f"task {t}" for t in range(T)] + ["mean acc"]]
-        for m in METHODS:
+        for m in methods:
             sel = _sel(m, selection)
             row = [m]
             for t in range(T):
@@ -263,7 +275,7 @@ def print_set(res, name, T, n_seeds):
         for r in rows:
             print("  ".join(c.ljust(x) for c, x in zip(r, w)))
     print(f"\n{name}: transfer quality (mean ± std over seeds)")
-    for m in ("SAMTC", "SAMTC-nr", "SAMTC-ns", MODEL):
+    for m in [m for m in ("SAMTC", "SAMTC-nr", "SAMTC-ns", MODEL) if m in methods]:
         sel = "n/a" if m == MODEL else "label-free"
         vals = [res.get(m, k, data_set=name, selection=sel) for k in
                 ("reusable_precision", "reusable_recall", "relatedness_abs_error",
@@ -298,10 +310,11 @@ def plot_data(sets, seed, quick, out_dir):
 
 def plot_R(summary, out_dir):
     names = list(summary)
-    cols = ["R_true", "SAMTC", MODEL]
-    fig, axes = plt.subplots(len(names), 3, figsize=(10, 3.2 * len(names)), squeeze=False, layout="constrained")
+    cols = ["R_true", "SAMTC"] + ([MODEL] if MODEL in summary[names[0]]["R_mean"] else [])
+    fig, axes = plt.subplots(len(names), len(cols), figsize=(3.4 * len(cols), 3.2 * len(names)), squeeze=False,
+                             layout="constrained")
     for i, name in enumerate(names):
-        mats = [summary[name]["R_true_mean"], summary[name]["R_mean"]["SAMTC"], summary[name]["R_mean"][MODEL]]
+        mats = [summary[name]["R_true_mean"]] + [summary[name]["R_mean"][c] for c in cols[1:]]
         for j, (c, Mx) in enumerate(zip(cols, mats)):
             ax = axes[i, j]
             im = ax.imshow(Mx, vmin=0, vmax=1, cmap="viridis")

@@ -10,6 +10,7 @@ label-chosen grid setting (``selection="labels"``) and a label-free one (consens
     python examples/samtc_text.py --out results            # all six sets, 10 seeds
     python examples/samtc_text.py --sets NG-p1 WebKB-c --seeds 3
     python examples/samtc_text.py --quick                  # one small set, 1 seed (< 60 s)
+    python examples/samtc_text.py --sets NG-p1 --source-rows subtask   # measured step-3 option
 
 Writes ``OUT/samtc_text.json`` and ``OUT/samtc_text_<set>.png`` (bar charts).
 """
@@ -44,10 +45,13 @@ def parser():
     p.add_argument("--per-class", type=int, default=None,
                    help="documents per class and task (default: the set's own cap)")
     p.add_argument("--reduce-dim", type=int, default=10, help="LSA dimensions for the KDE/KMM steps")
+    p.add_argument("--source-rows", choices=["all", "subtask"], default="all",
+                   help="samtc(source_rows=...): which target points link to the transferred source "
+                        "instances (default all; 'subtask' = only Z^t, the spec's rows)")
     return p
 
 
-def run_set(ds, seeds, reduce_dim, progress=True):
+def run_set(ds, seeds, reduce_dim, progress=True, source_rows="all"):
     """All methods on one multi-task set; returns {(method, selection): [per-seed list of per-task labels]}."""
     X, Y, H = ds.tasks, ds.labels, ds.n_clusters
     out = {}
@@ -73,7 +77,7 @@ def run_set(ds, seeds, reduce_dim, progress=True):
         for variant, name in [("full", "SAMTC"), ("nr", "SAMTC-nr"), ("ns", "SAMTC-ns")]:
             t0 = time.perf_counter()
             res = samtc(X, H, variant=variant, select="label-free", reduce_dim=reduce_dim, seed=seed,
-                        init_labels=init)
+                        init_labels=init, source_rows=source_rows)
             timing[name] = timing.get(name, 0) + time.perf_counter() - t0
             put((name, "label-free"), res.labels)
             put((name, "labels"), [[g["labels"] for g in res.grid[t]][select_setting([g["labels"] for g in res.grid[t]], Y[t])]
@@ -164,6 +168,7 @@ def main(args):
     per_class = args.per_class if args.per_class is not None else (QUICK_PER_CLASS if args.quick else None)
     seeds = seed_list(args) if not args.quick else [args.seed]
     res = Results(EXPERIMENT, seeds, config={"sets": sets, "per_class": per_class, "reduce_dim": args.reduce_dim,
+                                             "source_rows": getattr(args, "source_rows", "all"),
                                              "grid": "paper grid 3 (k_t) x 3 (k_s)",
                                              "kmm": {"B": 10.0, "eps": 0.5, "support_tol": 0.01},
                                              "data_seed": 0})
@@ -174,7 +179,8 @@ def main(args):
         t0 = time.perf_counter()
         ds = tx.load_set(name, data_dir=args.data_dir, per_class=per_class)
         load_s = time.perf_counter() - t0
-        labs, timing, extra = run_set(ds, seeds, args.reduce_dim, progress=not args.no_progress)
+        labs, timing, extra = run_set(ds, seeds, args.reduce_dim, progress=not args.no_progress,
+                                      source_rows=getattr(args, "source_rows", "all"))
         for (method, selection), per_seed in labs.items():
             for t in range(len(ds.tasks)):
                 y = ds.labels[t]

@@ -34,3 +34,20 @@ def test_samtc_synthetic_quick(tmp_path):
     for f in ("samtc_synthetic_data.png", "samtc_synthetic_R.png"):
         assert (tmp_path / f).stat().st_size > 0
     assert "transfer quality" in proc.stdout
+
+
+def test_samtc_synthetic_quick_without_generative_model(tmp_path):
+    """--no-generative: the algorithm and the baselines only (no Pyro fit); the paired
+    per-seed claims are still written."""
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "samtc_synthetic.py"), "--quick", "--sets", "partial",
+                           "--no-generative", "--out", str(tmp_path), "--no-progress"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})
+    assert proc.returncode == 0, f"samtc_synthetic.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    res = json.loads((tmp_path / "samtc_synthetic.json").read_text())
+    assert {r["method"] for r in res["results"]} == METHODS - {"SAMTC generative (Pyro)"}
+    assert res["config"]["generative_model"] is False
+    c = res["config"]["claims"]["partial"]
+    assert set(c["mean_accuracy_label_free"]) == METHODS - {"SAMTC generative (Pyro)"}
+    assert c["SAMTC - Ncut-SNN per seed"]["wins"] + c["SAMTC - Ncut-SNN per seed"]["ties"] \
+        + c["SAMTC - Ncut-SNN per seed"]["losses"] == 1
+    assert (tmp_path / "samtc_synthetic_R.png").stat().st_size > 0

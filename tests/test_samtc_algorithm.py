@@ -527,3 +527,43 @@ def test_ablation_node_weights():
         samtc(X, [3, 3, 3], transfer="pool", **kw)
     with pytest.raises(ValueError, match="js_bandwidth"):
         samtc(X, [3, 3, 3], js_bandwidth="wide", **kw)
+
+
+def test_source_rows_subtask_keeps_points_outside_zt_off_the_source_nodes(monkeypatch):
+    """source_rows='subtask' (the spec's rows: source lists only for x ∈ Z^t): no target
+    point outside Z^t gets an edge to a transferred source node, while the points of Z^t
+    still do (the transfer itself is kept); the default 'all' lets points of the private
+    class that borders the shared one link to the source nodes (the step-3 artefact that
+    costs the simulator's private classes accuracy, see the README)."""
+    import inference.samtc as sm
+    rng = np.random.default_rng(3)
+    # target: a small shared class A next to a large private class B; source: A and a far class C
+    A = 0.5 * rng.standard_normal((15, 3))
+    B = np.r_[2.2, 0, 0] + 0.5 * rng.standard_normal((80, 3))
+    Xt, yt = np.vstack([A, B]), np.r_[np.zeros(15, int), np.ones(80, int)]
+    Xs = np.vstack([0.5 * rng.standard_normal((80, 3)), np.r_[0, 30.0, 0] + 0.5 * rng.standard_normal((40, 3))])
+    ys = np.r_[np.zeros(80, int), np.ones(40, int)]
+    graphs = {}
+    orig = sm.transfer_graph
+
+    def spy(*a, **kw):
+        W = orig(*a, **kw)
+        graphs.setdefault(spy.mode, []).append(W)
+        return W
+
+    monkeypatch.setattr(sm, "transfer_graph", spy)
+    links = {}
+    for mode in ("all", "subtask"):
+        spy.mode = mode
+        res = samtc([Xt, Xs], [2, 2], k_self=20, k_src=[10, 20], init_labels=[yt, ys], seed=0, js_tau=None,
+                    source_rows=mode)
+        zt = res.subtasks[0, 1][0]
+        assert res.pairs[0, 1] == [(0, 0)] and zt.sum() == 15 and res.transferred[0, 1].sum() == 80
+        W = graphs[mode][0].tocsr()                 # target 0's graph: 95 target points, then 80 nodes
+        assert W.shape == (175, 175)
+        to_src = np.asarray(W[:95, 95:].sum(1)).ravel()
+        links[mode] = (to_src[~zt] > 0).sum(), (to_src[zt] > 0).sum()
+    assert links["subtask"][0] == 0 and links["subtask"][1] >= 10, links
+    assert links["all"][0] > 0, links
+    with pytest.raises(ValueError, match="source_rows"):
+        samtc([Xt, Xs], [2, 2], source_rows="some")
