@@ -215,7 +215,7 @@ def paired_differences(preds: dict, Y, metric, methods, baselines) -> dict:
     out = {}
     for a in methods:
         for b in baselines:
-            if a in per_point and b in per_point:
+            if a != b and a in per_point and b in per_point:
                 d = per_point[a] - per_point[b]
                 out[f"{a} - {b}"] = {"mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(d.size)),
                                      "wins": int((d < 0).sum()), "losses": int((d > 0).sum())}
@@ -357,7 +357,8 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     for name, v in al_sel.items():
         preds[name] = kernel_knn_predict(Xtr, Ytr, Xte, v["best"][1], v["best"][0])
     res.config["paired_test_differences"] = paired_differences(preds, Yte, metric, ("KLTGP", "SMTGP"),
-                                                               ("GPR", "WKNN", "KTA-kNN", "HSIC-kNN", "IKLTGP"))
+                                                               ("GPR", "WKNN", "KTA-kNN", "HSIC-kNN", "IKLTGP",
+                                                                "KLTGP"))
     parts = kfold_indices(Xte.shape[0], min(test_folds, Xte.shape[0]), seed) if test_folds > 1 else []
     for name, p in preds.items():
         res.add(name, metric_name, metric(p, Yte), split="test")
