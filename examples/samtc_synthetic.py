@@ -70,6 +70,10 @@ def parser():
     p.add_argument("--restarts", type=int, default=1, help="restarts of the generative model (best ELBO)")
     p.add_argument("--source-rows", choices=["all", "subtask"], default="all",
                    help="samtc(source_rows=...) for SAMTC and its ablations (default all)")
+    p.add_argument("--node-reach", choices=["k", "paired"], default="k",
+                   help="samtc(node_reach=...): target neighbourhood of a transferred source instance "
+                        "(default k: its k_t+1 nearest target points; 'paired': at most the size of the "
+                        "target cluster its source cluster is paired with)")
     p.add_argument("--no-generative", action="store_true",
                    help="skip the Pyro generative model (the slow part); the algorithm and baselines only")
     return p
@@ -79,7 +83,7 @@ def simulate(name, seed, quick):
     return simulate_tasks(**BASE, **DATA_SETS[name], n_points=QUICK_N_POINTS if quick else N_POINTS, seed=seed)
 
 
-def run_seed(sim, seed, steps, restarts, progress, draws=100, generative=True, source_rows="all"):
+def run_seed(sim, seed, steps, restarts, progress, draws=100, generative=True, source_rows="all", node_reach="k"):
     """All methods on one simulated problem (``generative=False``: without the Pyro model).
 
     Returns ({(method, selection): per-task labels}, {method: (reusable dict, R)}, timings, extras).
@@ -103,7 +107,7 @@ def run_seed(sim, seed, steps, restarts, progress, draws=100, generative=True, s
     for variant, name in [("full", "SAMTC"), ("nr", "SAMTC-nr"), ("ns", "SAMTC-ns")]:
         t0 = time.perf_counter()
         res = samtc(X, H, variant=variant, select="label-free", seed=seed, init_labels=init,
-                    source_rows=source_rows)
+                    source_rows=source_rows, node_reach=node_reach)
         tick(name, t0)
         labs[name, "label-free"] = res.labels
         labs[name, "labels"] = [res.grid[t][select_setting([g["labels"] for g in res.grid[t]], Y[t])]["labels"]
@@ -153,7 +157,8 @@ def main(args):
                   "optim": "ClippedAdam lr 0.05 (decayed x0.1)", "loss": "TraceEnum_ELBO(max_plate_nesting=1)",
                   "reusable_threshold": 0.5, "posterior_draws": draws},
         "data_seed": "= method seed (a fresh simulated problem per seed)",
-        "generative_model": generative, "source_rows": getattr(args, "source_rows", "all")})
+        "generative_model": generative, "source_rows": getattr(args, "source_rows", "all"),
+        "node_reach": getattr(args, "node_reach", "k")})
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {}
     for name in args.sets:
@@ -164,7 +169,8 @@ def main(args):
             sim = simulate(name, seed, quick)
             sims.append(sim)
             labs, transfer, timing, extras = run_seed(sim, seed, steps, args.restarts, not args.no_progress, draws,
-                                                      generative, getattr(args, "source_rows", "all"))
+                                                      generative, getattr(args, "source_rows", "all"),
+                                                      getattr(args, "node_reach", "k"))
             for k, v in labs.items():
                 per.setdefault(k, []).append((sim, v))
             for m, (reus, R, R_eff) in transfer.items():

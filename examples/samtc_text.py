@@ -48,10 +48,14 @@ def parser():
     p.add_argument("--source-rows", choices=["all", "subtask"], default="all",
                    help="samtc(source_rows=...): which target points link to the transferred source "
                         "instances (default all; 'subtask' = only Z^t, the spec's rows)")
+    p.add_argument("--node-reach", choices=["k", "paired"], default="k",
+                   help="samtc(node_reach=...): target neighbourhood of a transferred source instance "
+                        "(default k: its k_t+1 nearest target points; 'paired': at most the size of the "
+                        "target cluster its source cluster is paired with)")
     return p
 
 
-def run_set(ds, seeds, reduce_dim, progress=True, source_rows="all"):
+def run_set(ds, seeds, reduce_dim, progress=True, source_rows="all", node_reach="k"):
     """All methods on one multi-task set; returns {(method, selection): [per-seed list of per-task labels]}."""
     X, Y, H = ds.tasks, ds.labels, ds.n_clusters
     out = {}
@@ -77,7 +81,7 @@ def run_set(ds, seeds, reduce_dim, progress=True, source_rows="all"):
         for variant, name in [("full", "SAMTC"), ("nr", "SAMTC-nr"), ("ns", "SAMTC-ns")]:
             t0 = time.perf_counter()
             res = samtc(X, H, variant=variant, select="label-free", reduce_dim=reduce_dim, seed=seed,
-                        init_labels=init, source_rows=source_rows)
+                        init_labels=init, source_rows=source_rows, node_reach=node_reach)
             timing[name] = timing.get(name, 0) + time.perf_counter() - t0
             put((name, "label-free"), res.labels)
             put((name, "labels"), [[g["labels"] for g in res.grid[t]][select_setting([g["labels"] for g in res.grid[t]], Y[t])]
@@ -169,6 +173,7 @@ def main(args):
     seeds = seed_list(args) if not args.quick else [args.seed]
     res = Results(EXPERIMENT, seeds, config={"sets": sets, "per_class": per_class, "reduce_dim": args.reduce_dim,
                                              "source_rows": getattr(args, "source_rows", "all"),
+                                             "node_reach": getattr(args, "node_reach", "k"),
                                              "grid": "paper grid 3 (k_t) x 3 (k_s)",
                                              "kmm": {"B": 10.0, "eps": 0.5, "support_tol": 0.01},
                                              "data_seed": 0})
@@ -180,7 +185,8 @@ def main(args):
         ds = tx.load_set(name, data_dir=args.data_dir, per_class=per_class)
         load_s = time.perf_counter() - t0
         labs, timing, extra = run_set(ds, seeds, args.reduce_dim, progress=not args.no_progress,
-                                      source_rows=getattr(args, "source_rows", "all"))
+                                      source_rows=getattr(args, "source_rows", "all"),
+                                      node_reach=getattr(args, "node_reach", "k"))
         for (method, selection), per_seed in labs.items():
             for t in range(len(ds.tasks)):
                 y = ds.labels[t]

@@ -529,12 +529,13 @@ def test_ablation_node_weights():
         samtc(X, [3, 3, 3], js_bandwidth="wide", **kw)
 
 
-def test_source_rows_subtask_keeps_points_outside_zt_off_the_source_nodes(monkeypatch):
+def test_source_rows_subtask_and_paired_reach_keep_private_points_off_the_source_nodes(monkeypatch):
     """source_rows='subtask' (the spec's rows: source lists only for x ∈ Z^t): no target
     point outside Z^t gets an edge to a transferred source node, while the points of Z^t
     still do (the transfer itself is kept); the default 'all' lets points of the private
     class that borders the shared one link to the source nodes (the step-3 artefact that
-    costs the simulator's private classes accuracy, see the README)."""
+    costs the simulator's private classes accuracy, see the README); node_reach='paired'
+    reduces the spill by capping the nodes' target neighbourhoods instead."""
     import inference.samtc as sm
     rng = np.random.default_rng(3)
     # target: a small shared class A next to a large private class B; source: A and a far class C
@@ -553,10 +554,11 @@ def test_source_rows_subtask_keeps_points_outside_zt_off_the_source_nodes(monkey
 
     monkeypatch.setattr(sm, "transfer_graph", spy)
     links = {}
-    for mode in ("all", "subtask"):
+    for mode in ("all", "subtask", "paired"):
         spy.mode = mode
+        opt = {"node_reach": "paired"} if mode == "paired" else {"source_rows": mode}
         res = samtc([Xt, Xs], [2, 2], k_self=20, k_src=[10, 20], init_labels=[yt, ys], seed=0, js_tau=None,
-                    source_rows=mode)
+                    **opt)
         zt = res.subtasks[0, 1][0]
         assert res.pairs[0, 1] == [(0, 0)] and zt.sum() == 15 and res.transferred[0, 1].sum() == 80
         W = graphs[mode][0].tocsr()                 # target 0's graph: 95 target points, then 80 nodes
@@ -565,5 +567,13 @@ def test_source_rows_subtask_keeps_points_outside_zt_off_the_source_nodes(monkey
         links[mode] = (to_src[~zt] > 0).sum(), (to_src[zt] > 0).sum()
     assert links["subtask"][0] == 0 and links["subtask"][1] >= 10, links
     assert links["all"][0] > 0, links
+    # node_reach='paired': a node of the source's class A reaches at most |A| = 15 target
+    # points (not k_t + 1 = 21): fewer B points link to the nodes, A keeps all its links,
+    # and no node has more than 15 target edges (with the default some node has more)
+    assert links["paired"][0] < links["all"][0] and links["paired"][1] == 15, links
+    deg = {m: np.asarray((graphs[m][0][95:, :95] > 0).sum(1)).ravel() for m in ("all", "paired")}
+    assert deg["paired"].max() <= 15 < deg["all"].max(), (deg["paired"].max(), deg["all"].max())
     with pytest.raises(ValueError, match="source_rows"):
         samtc([Xt, Xs], [2, 2], source_rows="some")
+    with pytest.raises(ValueError, match="node_reach"):
+        samtc([Xt, Xs], [2, 2], node_reach="far")
