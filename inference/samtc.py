@@ -343,8 +343,8 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     ``source_rows``). Simulator, 30 seeds, label-free (Ncut-SNN 0.9299 / 0.9604 /
     0.9400): "paired" 0.9532 / 0.9686 / 0.9642 (wins/ties/losses vs Ncut-SNN 17/1/12,
     18/2/10, 25/2/3) vs "k" 0.9504 / 0.9666 / 0.9638 (16/0/14, 14/2/14, 22/3/5) — paired
-    "paired" − "k" +0.0028 (se 0.0031) / +0.0021 (0.0017) / +0.0004 (0.0016), within
-    seed noise; text (examples/samtc_text.py, six sets × 10 runs, SAMTC − Ncut-SNN over
+    "paired" − "k" +0.0028 (se 0.0031) / +0.0021 (0.0017) / +0.0004 (0.0016); 100 seeds
+    +0.0024 (0.0014) / +0.0022 (0.0008) / +0.0026 (0.0021) — small but consistent; text (examples/samtc_text.py, six sets × 10 runs, SAMTC − Ncut-SNN over
     the 21 tasks): +0.0019 label-free / +0.0088 label-chosen vs "k" +0.0017 / +0.0098
     (best-or-second 9/21 and 11/21 vs 9/21 and 12/21). Not better on both: not the default.
     source_rows: which target points get source neighbour lists N_s(x) — hence mutual
