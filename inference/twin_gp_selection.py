@@ -222,10 +222,11 @@ def paired_differences(preds: dict, Y, metric, methods, baselines) -> dict:
     return out
 
 
-def add_protocol_args(parser, unit: str = "points"):
+def add_protocol_args(parser, unit: str = "points", cv_subset: int = 1000):
     """The command-line options of :func:`run_real_experiment` shared by the real-data
-    examples: --cv-subset, --alpha-step, --neighbors, --max-iter, --checkpoint."""
-    parser.add_argument("--cv-subset", type=int, default=1000, help=f"training {unit} used for CV")
+    examples: --cv-subset (default ``cv_subset``), --alpha-step, --neighbors, --max-iter,
+    --checkpoint."""
+    parser.add_argument("--cv-subset", type=int, default=cv_subset, help=f"training {unit} used for CV")
     parser.add_argument("--alpha-step", type=float, default=0.1, help="alpha grid step (0.05: the full grid)")
     parser.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
     parser.add_argument("--max-iter", type=int, default=50, help="BFGS iterations per test point at most")
