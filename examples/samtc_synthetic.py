@@ -44,7 +44,8 @@ import numpy as np  # noqa: E402
 from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
 from inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from inference.results import Results  # noqa: E402
-from inference.samtc import _ncut_snn_grid, pooled_baseline, kmeans_baseline, samtc, select_setting  # noqa: E402
+from inference.samtc import (_ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
+                             select_setting)
 from inference.samtc_model_fit import fit_model  # noqa: E402
 from inference.samtc_simulate import relatedness_abs_error, reusable_scores, simulate_tasks  # noqa: E402
 
@@ -68,12 +69,7 @@ def parser():
                    help="data sets (default: all three; --quick: partial and complete)")
     p.add_argument("--steps", type=int, default=None, help="SVI steps of the generative model (default 250; quick 80)")
     p.add_argument("--restarts", type=int, default=1, help="restarts of the generative model (best ELBO)")
-    p.add_argument("--source-rows", choices=["all", "subtask"], default="all",
-                   help="samtc(source_rows=...) for SAMTC and its ablations (default all)")
-    p.add_argument("--node-reach", choices=["k", "paired"], default="k",
-                   help="samtc(node_reach=...): target neighbourhood of a transferred source instance "
-                        "(default k: its k_t+1 nearest target points; 'paired': at most the size of the "
-                        "target cluster its source cluster is paired with)")
+    add_step3_args(p)
     p.add_argument("--no-generative", action="store_true",
                    help="skip the Pyro generative model (the slow part); the algorithm and baselines only")
     return p
@@ -146,7 +142,7 @@ def main(args):
     steps = args.steps if args.steps is not None else (50 if quick else 250)
     draws = 20 if quick else 100
     args.sets = args.sets or (["partial", "complete"] if quick else list(DATA_SETS))
-    generative = not getattr(args, "no_generative", False)
+    generative = not args.no_generative
     methods = METHODS if generative else [m for m in METHODS if m != MODEL]
     res = Results(EXPERIMENT, seeds, config={
         "data_sets": {n: {**BASE, **DATA_SETS[n], "n_points": QUICK_N_POINTS if quick else N_POINTS}
@@ -157,8 +153,8 @@ def main(args):
                   "optim": "ClippedAdam lr 0.05 (decayed x0.1)", "loss": "TraceEnum_ELBO(max_plate_nesting=1)",
                   "reusable_threshold": 0.5, "posterior_draws": draws},
         "data_seed": "= method seed (a fresh simulated problem per seed)",
-        "generative_model": generative, "source_rows": getattr(args, "source_rows", "all"),
-        "node_reach": getattr(args, "node_reach", "k")})
+        "generative_model": generative, "source_rows": args.source_rows,
+        "node_reach": args.node_reach})
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {}
     for name in args.sets:
@@ -169,8 +165,8 @@ def main(args):
             sim = simulate(name, seed, quick)
             sims.append(sim)
             labs, transfer, timing, extras = run_seed(sim, seed, steps, args.restarts, not args.no_progress, draws,
-                                                      generative, getattr(args, "source_rows", "all"),
-                                                      getattr(args, "node_reach", "k"))
+                                                      generative, args.source_rows,
+                                                      args.node_reach)
             for k, v in labs.items():
                 per.setdefault(k, []).append((sim, v))
             for m, (reus, R, R_eff) in transfer.items():

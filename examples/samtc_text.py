@@ -29,7 +29,7 @@ from inference.datasets import text as tx  # noqa: E402
 from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
 from inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from inference.results import Results  # noqa: E402
-from inference.samtc import (_ncut_snn_grid, kmeans_baseline, pooled_baseline, samtc,  # noqa: E402
+from inference.samtc import (_ncut_snn_grid, add_step3_args, kmeans_baseline, pooled_baseline, samtc,  # noqa: E402
                              select_setting)
 
 EXPERIMENT = "samtc_text"
@@ -45,13 +45,7 @@ def parser():
     p.add_argument("--per-class", type=int, default=None,
                    help="documents per class and task (default: the set's own cap)")
     p.add_argument("--reduce-dim", type=int, default=10, help="LSA dimensions for the KDE/KMM steps")
-    p.add_argument("--source-rows", choices=["all", "subtask"], default="all",
-                   help="samtc(source_rows=...): which target points link to the transferred source "
-                        "instances (default all; 'subtask' = only Z^t, the spec's rows)")
-    p.add_argument("--node-reach", choices=["k", "paired"], default="k",
-                   help="samtc(node_reach=...): target neighbourhood of a transferred source instance "
-                        "(default k: its k_t+1 nearest target points; 'paired': at most the size of the "
-                        "target cluster its source cluster is paired with)")
+    add_step3_args(p)
     return p
 
 
@@ -172,8 +166,8 @@ def main(args):
     per_class = args.per_class if args.per_class is not None else (QUICK_PER_CLASS if args.quick else None)
     seeds = seed_list(args) if not args.quick else [args.seed]
     res = Results(EXPERIMENT, seeds, config={"sets": sets, "per_class": per_class, "reduce_dim": args.reduce_dim,
-                                             "source_rows": getattr(args, "source_rows", "all"),
-                                             "node_reach": getattr(args, "node_reach", "k"),
+                                             "source_rows": args.source_rows,
+                                             "node_reach": args.node_reach,
                                              "grid": "paper grid 3 (k_t) x 3 (k_s)",
                                              "kmm": {"B": 10.0, "eps": 0.5, "support_tol": 0.01},
                                              "data_seed": 0})
@@ -185,8 +179,8 @@ def main(args):
         ds = tx.load_set(name, data_dir=args.data_dir, per_class=per_class)
         load_s = time.perf_counter() - t0
         labs, timing, extra = run_set(ds, seeds, args.reduce_dim, progress=not args.no_progress,
-                                      source_rows=getattr(args, "source_rows", "all"),
-                                      node_reach=getattr(args, "node_reach", "k"))
+                                      source_rows=args.source_rows,
+                                      node_reach=args.node_reach)
         for (method, selection), per_seed in labs.items():
             for t in range(len(ds.tasks)):
                 y = ds.labels[t]

@@ -62,7 +62,24 @@ from . import samtc_steps as st
 from .spectral import kmeans, ncut
 
 __all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
-           "select_setting", "validate_tasks"]
+           "select_setting", "validate_tasks", "add_step3_args", "SOURCE_ROWS", "NODE_REACH"]
+
+# the values of samtc()'s step-3 options (first = default; see its docstring)
+SOURCE_ROWS = ("all", "subtask")
+NODE_REACH = ("k", "paired")
+
+
+def add_step3_args(parser):
+    """--source-rows and --node-reach: :func:`samtc`'s measured step-3 options, shared by the
+    examples (defaults = samtc's defaults)."""
+    parser.add_argument("--source-rows", choices=SOURCE_ROWS, default=SOURCE_ROWS[0],
+                        help="samtc(source_rows=...): which target points link to the transferred source "
+                             "instances (default all; 'subtask' = only Z^t, the spec's rows)")
+    parser.add_argument("--node-reach", choices=NODE_REACH, default=NODE_REACH[0],
+                        help="samtc(node_reach=...): target neighbourhood of a transferred source instance "
+                             "(default k: its k_t+1 nearest target points; 'paired': at most the size of the "
+                             "target cluster its source cluster is paired with)")
+    return parser
 
 
 @dataclass
@@ -381,9 +398,9 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     to the initial partition's (0.935), consensus over SAMTC's grid ∪ Ncut-SNN's grid
     (0.946 partial / 0.970 no-trap / 0.962 complete).
     """
-    if node_reach not in ("k", "paired"):
+    if node_reach not in NODE_REACH:
         raise ValueError(f"node_reach: expected 'k' or 'paired', got {node_reach!r}")
-    if source_rows not in ("all", "subtask"):
+    if source_rows not in SOURCE_ROWS:
         raise ValueError(f"source_rows: expected 'all' or 'subtask', got {source_rows!r}")
     if js_bandwidth not in ("pooled", "separate"):
         raise ValueError(f"js_bandwidth: expected 'pooled' or 'separate', got {js_bandwidth!r}")
