@@ -38,12 +38,12 @@ import time
 
 import numpy as np
 
-from inference.alignment_baselines import HamAlignment, ProcrustesAlignment
-from inference.coupled_projections import CoupledProjections, nearest_partner
-from inference.datasets.coil20 import BLOCK, DUCK, N_POSES, POSE_STEP_DEG, load_coil20
-from inference.experiment import base_parser, seed_list
-from inference.metrics import circular_pose_error_deg, match_accuracy
-from inference.results import Results
+from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
+from tandem.inference.coupled_projections.solver import CoupledProjections, nearest_partner
+from tandem.inference.datasets.coil20 import BLOCK, DUCK, N_POSES, POSE_STEP_DEG, load_coil20
+from tandem.inference.experiments.cli import base_parser, seed_list
+from tandem.inference.metrics import circular_pose_error_deg, match_accuracy
+from tandem.inference.experiments.results import Results
 
 EXPERIMENT = "alignment_coil20"
 METHODS = ("coupled projections", "Ham", "Procrustes")
@@ -136,8 +136,8 @@ def plot_fig3(X, Y, frac, seed, args, path, labels=("duck", "block")):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from inference.alignment_baselines import laplacian_eigenmaps
-    from inference.coupled_projections import knn_heat_weights
+    from tandem.inference.coupled_projections.baselines import laplacian_eigenmaps
+    from tandem.inference.coupled_projections.solver import knn_heat_weights
     _, fitted = evaluate_pair(X, Y, frac, seed, args)
     rng = np.random.default_rng(seed)
     known = np.sort(rng.choice(N_POSES, max(int(round(frac * N_POSES)), args.d), replace=False))

@@ -10,7 +10,7 @@ Two synthetic pairs of data sets with a known correspondence (index i ↔ i):
 latent space (candidates: every point of the other view). Metrics (mean ± std over seeds):
 ``match_accuracy`` (exact partner), ``partner_latent_error`` (distance, in the true latent
 coordinates, between the matched and the true partner — (u, v) for the S-curve, the angle
-(cos τ, sin τ) for the curve, via inference.metrics.mean_norm_error), and
+(cos τ, sin τ) for the curve, via tandem.inference.metrics.mean_norm_error), and
 ``oos_match_accuracy`` (25 % of the points removed from training in both views, mapped
 afterwards by the linear maps / the Nyström extension, matched among all points).
 
@@ -36,12 +36,12 @@ import time
 
 import numpy as np
 
-from inference.alignment_baselines import HamAlignment, ProcrustesAlignment
-from inference.coupled_projections import CoupledProjections, nearest_partner
-from inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
-from inference.experiment import base_parser, seed_list
-from inference.metrics import match_accuracy, mean_norm_error
-from inference.results import Results
+from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
+from tandem.inference.coupled_projections.solver import CoupledProjections, nearest_partner
+from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
+from tandem.inference.experiments.cli import base_parser, seed_list
+from tandem.inference.metrics import match_accuracy, mean_norm_error
+from tandem.inference.experiments.results import Results
 
 EXPERIMENT = "alignment_scurve"
 METHODS = ("coupled projections", "Ham", "Procrustes")
@@ -129,9 +129,9 @@ def run_svi(args, res, seed):
     """Fit the whitened GMRF model by SVI; compare with the eigen-solution; ArviZ export."""
     import pyro
     import scipy.linalg as sla
-    from guides.coupled_projections import guide
-    from inference import fit, posterior_predictive
-    from models.coupled_projections import DIMS, model, orthonormal, whiten
+    from tandem.guides.coupled_projections import guide
+    from tandem.inference import fit, posterior_predictive
+    from tandem.models.coupled_projections import DIMS, model, orthonormal, whiten
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

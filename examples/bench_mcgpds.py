@@ -41,11 +41,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mcgpds_human_pose import TANDEM_POSE, calibrated_predictor, protocol_config, score  # noqa: E402
 
-from inference import metrics  # noqa: E402
-from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
-from inference.mcgpds_baselines import (fit_gpy_mrd, gpy_available, nn_y_space,  # noqa: E402
+from tandem.inference import metrics  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.mcgpds.baselines import (fit_gpy_mrd, gpy_available, nn_y_space,  # noqa: E402
                                         training_mean_predictor)
-from inference.results import Results  # noqa: E402
+from tandem.inference.experiments.results import Results  # noqa: E402
 
 EXPERIMENT = "bench_mcgpds"
 #: the benchmark's short schedule (L-BFGS iterations), see the module docstring
@@ -83,8 +83,8 @@ def parser():
 def main(args):
     import torch
 
-    from inference.datasets.human_pose import load_human_pose
-    from inference.mcgpds_fit import fit_mcgpds, predict_view
+    from tandem.inference.datasets.human_pose import load_human_pose
+    from tandem.inference.mcgpds.fit import fit_mcgpds, predict_view
     torch.set_num_threads(max(1, int(args.threads)))
     data = load_human_pose(args.data_dir)
     seeds = seed_list(args)

@@ -36,12 +36,12 @@ import time
 import numpy as np
 import torch
 
-from inference import Results
-from inference.datasets.usps import load_usps_reconstruction
-from inference.experiment import base_parser, set_seed
-from inference.metrics import mean_norm_error
-from inference.twin_gp import TwinGP, ridge_predict
-from inference.twin_gp_selection import median_distance
+from tandem.inference import Results
+from tandem.inference.datasets.usps import load_usps_reconstruction
+from tandem.inference.experiments.cli import base_parser, set_seed
+from tandem.inference.metrics import mean_norm_error
+from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict
+from tandem.inference.twin_gp.selection import median_distance
 
 EXPERIMENT = "bench_twin_gp"
 

@@ -53,11 +53,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from inference import metrics as M  # noqa: E402
-from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
-from inference.mcgpds_baselines import (fit_gpy_mrd, gpy_available, nn_y_space,  # noqa: E402
+from tandem.inference import metrics as M  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.mcgpds.baselines import (fit_gpy_mrd, gpy_available, nn_y_space,  # noqa: E402
                                         training_mean_predictor)
-from inference.results import Results  # noqa: E402
+from tandem.inference.experiments.results import Results  # noqa: E402
 
 EXPERIMENT = "mcgpds_human_pose"
 
@@ -71,7 +71,7 @@ PAPER = {"McGPDS": (2.37, 2.60), "MRD with dynamics": (2.65, 3.01), "NN in Y spa
 
 def protocol_config(dataset: str, quick: bool, seed: int, data=None, **over):
     """McGPDSConfig of the authors' protocol (§1.6–1.7 pose, §2.4–2.5 CUAVE)."""
-    from inference.mcgpds_fit import McGPDSConfig
+    from tandem.inference.mcgpds.fit import McGPDSConfig
     kw = dict(Q=10, M=100, J=1, fixed=("alpha", "eps", "beta", "time"), var_iters=50, model_iters=50,
               alpha_init=0.5, eps_init=1e-3, w_init_scale=1e-6, lam_init=0.5)
     if dataset == "pose":
@@ -131,7 +131,7 @@ def cached_fit(data, cfg, seed: int, cache_dir, tag: str, progress: bool):
     loaded?). The training time of a loaded fit is the one measured when it was fitted."""
     import hashlib
     import json
-    from inference.mcgpds_fit import fit_mcgpds, load_fitted, save_fitted
+    from tandem.inference.mcgpds.fit import fit_mcgpds, load_fitted, save_fitted
     path = None
     if cache_dir is not None:
         key = json.dumps({"cfg": cfg.to_dict(), "n": int(data.n_train), "d": [int(v.shape[1]) for v in data.views],
@@ -154,7 +154,7 @@ def cached_fit(data, cfg, seed: int, cache_dir, tag: str, progress: bool):
 def nn_features(data, name: str):
     """(train, test) view-1 features for the Y-space NN: "raw" (protocol) or "std" (per-column
     standardised with training statistics)."""
-    from inference.mcgpds_baselines import standardise_columns
+    from tandem.inference.mcgpds.baselines import standardise_columns
     if name == "raw":
         return np.asarray(data.Y1, dtype=float), np.asarray(data.Y1_test, dtype=float)
     if name == "std":
@@ -173,14 +173,14 @@ def calibrated_predictor(fitted, data, metric: str, mask, label: str, kw: dict, 
 
     ``kw``: ``predict_view`` keywords (incl. ``k_neighbours``); ``feat``: Y-space NN features.
     Leave-one-sequence-out (pose) / leave-one-chunk-out (CUAVE) predictions of the training
-    target view (:func:`inference.mcgpds_fit.holdout_predictions`) give the held-out error
+    target view (:func:`tandem.inference.mcgpds.fit.holdout_predictions`) give the held-out error
     (used to choose among candidates) and the per-output variance ``δ`` that makes the mean
     held-out predictive variance equal the mean held-out squared error
-    (:func:`inference.mcgpds_fit.calibrated_extra_var`). Returns dict with the held-out error,
+    (:func:`tandem.inference.mcgpds.fit.calibrated_extra_var`). Returns dict with the held-out error,
     ``δ`` and the test prediction with ``δ`` added (model units).
     """
     import torch
-    from inference.mcgpds_fit import calibrated_extra_var, holdout_predictions, predict_view
+    from tandem.inference.mcgpds.fit import calibrated_extra_var, holdout_predictions, predict_view
     ftr, fte = nn_features(data, feat)
     k = int(kw.get("k_neighbours", 1))
     kq = k if kw.get("latent_for_prediction") == "y_nn" else 1
@@ -204,7 +204,7 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
     with the lowest held-out training error is also reported as "McGPDS (tandem: held-out
     selected, calibrated)" (chosen without the test data).
     """
-    from inference.mcgpds_fit import predict_view
+    from tandem.inference.mcgpds.fit import predict_view
     seeds = seed_list(args)
     cache = getattr(args, "fit_cache", None)
     quick = bool(args.quick)
@@ -271,7 +271,7 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
                       ("McGPDS (generative)", dict(method="generative", test_iters=test_iters))]
         # With W learned (the protocol) the paper's bound fits y with h and with w·g separately,
         # so h + w·g double-counts the signal; the h-only predictor is the consistent one
-        # (inference.mcgpds_fit, "Findings about the paper's bound").
+        # (tandem.inference.mcgpds.fit, "Findings about the paper's bound").
         predictors += [(name[:-1] + ", h only)", dict(kw, output_components="h")) for name, kw in predictors]
         for name, kw in predictors:
             pred = predict_and_score(name, fitted, s, **kw)
@@ -457,7 +457,7 @@ def run_and_report(args, data, experiment: str, dataset: str, metric: str, code_
 
 
 def main(args):
-    from inference.datasets.human_pose import load_human_pose
+    from tandem.inference.datasets.human_pose import load_human_pose
     data = load_human_pose(args.data_dir)
     code_kwargs = dict(test_iters=8, fixll=True, beta_target_override=100.0, latent_for_prediction="shared_nn")
     return run_and_report(args, data, EXPERIMENT, "pose", "mean_joint_error", code_kwargs, plot_pose, PAPER,

@@ -43,9 +43,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from inference.datasets.cuave import per_dim_scale  # noqa: E402
-from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
-from inference.results import Results  # noqa: E402
+from tandem.inference.datasets.cuave import per_dim_scale  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.experiments.results import Results  # noqa: E402
 
 EXPERIMENT = "mcgpds_oil"
 M_MC = "McGPDS latent space (labels as view 2)"
@@ -107,11 +107,11 @@ def heldout_latents(fitted, Yt, iters: int, seed: int = 0):
     """
     import pyro
     import torch
-    from inference.mcgpds_bound import kzz, optimal_q_inducing
-    from inference.mcgpds_fit import constant_hyperparams
-    from inference.svi import LBFGS, fit
-    from inference.numerics import DTYPE, cholesky_jitter
-    from models.gp_kernels import psi_stats
+    from tandem.inference.mcgpds.bound import kzz, optimal_q_inducing
+    from tandem.inference.mcgpds.fit import constant_hyperparams
+    from tandem.inference.svi import LBFGS, fit
+    from tandem.inference.numerics import DTYPE, cholesky_jitter
+    from tandem.models.gp_kernels import psi_stats
     hp = constant_hyperparams(fitted)
     kind = fitted.data.mapping_kernel
     v = hp["views"][0]
@@ -208,8 +208,8 @@ def _results(seeds, config, acc, timings) -> Results:
 def main(args):
     if args.merge:
         return merge(args.merge, Path(args.out))
-    from inference.datasets.oil import load_oil
-    from inference.mcgpds_fit import McGPDSConfig, fit_cgpds, fit_mcgpds
+    from tandem.inference.datasets.oil import load_oil
+    from tandem.inference.mcgpds.fit import McGPDSConfig, fit_cgpds, fit_mcgpds
     data = load_oil(args.data_dir)
     seeds = seed_list(args)
     sizes = [int(s) for s in args.sizes.split(",")]

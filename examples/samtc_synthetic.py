@@ -15,7 +15,7 @@ consensus — ``selection="label-free"`` — and by the labels as in the paper �
 ``selection="labels"``), Ncut-SNN and k-means on each task alone, the pooled baselines
 "pooled Ncut-SNN" / "pooled k-means" (all tasks clustered jointly into max h_t clusters),
 and "SAMTC generative (Pyro)" (models/samtc.py fitted with TraceEnum_ELBO through
-inference.fit). Metrics: per task accuracy and NMI; reusable-instance precision and recall
+tandem.inference.fit). Metrics: per task accuracy and NMI; reusable-instance precision and recall
 against the simulator's truth ("reusable_precision", "reusable_recall", pooled over all
 ordered target/source pairs) and mean |R − R_true| off the diagonal
 ("relatedness_abs_error") for the algorithm and the model. The algorithm's R is the
@@ -41,13 +41,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
-from inference.metrics import clustering_accuracy, nmi  # noqa: E402
-from inference.results import Results  # noqa: E402
-from inference.samtc import (_ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
+from tandem.inference.experiments.results import Results  # noqa: E402
+from tandem.inference.samtc.algorithm import (_ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
                              select_setting)
-from inference.samtc_model_fit import fit_model  # noqa: E402
-from inference.samtc_simulate import relatedness_abs_error, reusable_scores, simulate_tasks  # noqa: E402
+from tandem.inference.samtc.model_fit import fit_model  # noqa: E402
+from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks  # noqa: E402
 
 EXPERIMENT = "samtc_synthetic"
 MODEL = "SAMTC generative (Pyro)"
@@ -147,7 +147,7 @@ def main(args):
     res = Results(EXPERIMENT, seeds, config={
         "data_sets": {n: {**BASE, **DATA_SETS[n], "n_points": QUICK_N_POINTS if quick else N_POINTS}
                       for n in args.sets},
-        "samtc": "inference.samtc.samtc defaults (transfer='augment': source-subtask instances as nodes of the "
+        "samtc": "tandem.inference.samtc.algorithm.samtc defaults (transfer='augment': source-subtask instances as nodes of the "
                  "target graph, weight R/(T-1); paper grid 3x3, KMM B=10, eps=0.5), init = label-free Ncut-SNN",
         "model": {"steps": steps, "restarts": args.restarts, "tau": 0.25, "widen": 3.0,
                   "optim": "ClippedAdam lr 0.05 (decayed x0.1)", "loss": "TraceEnum_ELBO(max_plate_nesting=1)",

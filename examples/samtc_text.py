@@ -25,11 +25,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
-from inference.datasets import text as tx  # noqa: E402
-from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
-from inference.metrics import clustering_accuracy, nmi  # noqa: E402
-from inference.results import Results  # noqa: E402
-from inference.samtc import (_ncut_snn_grid, add_step3_args, kmeans_baseline, pooled_baseline, samtc,  # noqa: E402
+from tandem.inference.datasets import text as tx  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
+from tandem.inference.experiments.results import Results  # noqa: E402
+from tandem.inference.samtc.algorithm import (_ncut_snn_grid, add_step3_args, kmeans_baseline, pooled_baseline, samtc,  # noqa: E402
                              select_setting)
 
 EXPERIMENT = "samtc_text"

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np  # noqa: E402
 
-from inference import Results  # noqa: E402
-from inference.datasets.poser import load_poser  # noqa: E402
-from inference.experiment import base_parser, set_seed  # noqa: E402
-from inference.metrics import mean_joint_error  # noqa: E402
-from inference.twin_gp_selection import add_protocol_args, run_real_experiment  # noqa: E402
+from tandem.inference import Results  # noqa: E402
+from tandem.inference.datasets.poser import load_poser  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, set_seed  # noqa: E402
+from tandem.inference.metrics import mean_joint_error  # noqa: E402
+from tandem.inference.twin_gp.selection import add_protocol_args, run_real_experiment  # noqa: E402
 
 EXPERIMENT = "twin_gp_poser"
 

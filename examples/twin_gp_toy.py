@@ -6,7 +6,7 @@ error; one record per method and data set with one value per seed. Kernel widths
 are the authors' toy settings (TGP/SMTGP toy scripts: exp(−γ‖·‖²) with γ_x = 0.2,
 γ_y = 20, λ = 1e-4, i.e. ρ_x = 1/√0.4, ρ_y = 1/√40), GPR uses the script's γ = 20,
 λ = 1e-5. SMTGP's prediction is also fitted through the Pyro model with a point-mass
-guide and inference.fit (L-BFGS) for seed 0, and compared with the batched path.
+guide and tandem.inference.fit (L-BFGS) for seed 0, and compared with the batched path.
 
     python examples/twin_gp_toy.py --out results            # 5 seeds, full CV grid
     python examples/twin_gp_toy.py --quick --out /tmp/tgp    # smoke test
@@ -26,14 +26,14 @@ from pyro.infer import Trace_ELBO  # noqa: E402
 
 import pyro  # noqa: E402
 
-from guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide  # noqa: E402
-from inference import LBFGS, Results, fit  # noqa: E402
-from inference.experiment import base_parser, seed_list, set_seed  # noqa: E402
-from inference.metrics import mean_abs_error  # noqa: E402
-from inference.twin_gp import (TwinGP, certainty, gpr_predict, lemma41_log_bound, toy_data,  # noqa: E402
+from tandem.guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide  # noqa: E402
+from tandem.inference import LBFGS, Results, fit  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.metrics import mean_abs_error  # noqa: E402
+from tandem.inference.twin_gp.predictor import (TwinGP, certainty, gpr_predict, lemma41_log_bound, toy_data,  # noqa: E402
                                wknn_predict)
-from inference.twin_gp_selection import ALPHAS, BETAS, kfold_indices, select_alpha_beta  # noqa: E402
-from models.twin_gp import twin_gp_model  # noqa: E402
+from tandem.inference.twin_gp.selection import ALPHAS, BETAS, kfold_indices, select_alpha_beta  # noqa: E402
+from tandem.models.twin_gp import twin_gp_model  # noqa: E402
 
 EXPERIMENT = "twin_gp_toy"
 RHO_X, RHO_Y, LAM = 1 / math.sqrt(0.4), 1 / math.sqrt(40.0), 1e-4
@@ -100,7 +100,7 @@ def main(args):
             if seed == seeds[0]:
                 preds = {"KLTGP": kl, "IKLTGP": ikl, f"SMTGP (α={a}, β={b})": sm, "GPR": gpr, f"WKNN (k={kk})": wk}
                 _plot(Xt, Yt, X, Y, preds, args.out / f"twin_gp_{toy}.png", toy)
-                if 0 < a < 1:  # the Pyro path: Delta guide + inference.fit reproduces the estimate
+                if 0 < a < 1:  # the Pyro path: Delta guide + tandem.inference.fit reproduces the estimate
                     g = TwinGPDeltaGuide(init=kl)
                     fr = fit(twin_gp_model, g, m, Xt, "SMTGP", a, loss=Trace_ELBO().differentiable_loss,
                              optim=LBFGS(max_iter=50), num_steps=3 if args.quick else 20, tol=1e-12, seed=seed,

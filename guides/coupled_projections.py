@@ -2,7 +2,7 @@
 
 q(u_n) = N(Qᵀ ẑ_n, s² I_d) independently over points n, with the *same* orthonormal Q as
 the model's decoder (``pyro.param("Q_raw")``, orthonormalised by
-:func:`models.coupled_projections.orthonormal`) and one learned scale ``s`` > 0.
+:func:`tandem.models.coupled_projections.orthonormal`) and one learned scale ``s`` > 0.
 
 Written as the model's site: ``U`` (d, N) under plate ``latent_dim`` with event N, i.e.
 U[k, n] ~ N((Ẑ Q)[n, k], s²). Because the encoder is Qᵀ and the decoder Q, the expected
@@ -18,7 +18,7 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-from models.coupled_projections import check_model_args, orthonormal, q_raw_init
+from tandem.models.coupled_projections import check_model_args, orthonormal, q_raw_init
 
 __all__ = ["guide", "optimal_scale"]
 

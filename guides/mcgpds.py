@@ -6,7 +6,7 @@
   kernels) through the same ``pyro.param`` names — the paper forces this coupling.
 * ``q(x_q^(s))`` in closed form: ``S^(s) = [Σ_k (1−α_k)² A_k⁻¹ + K_s⁻¹]⁻¹``,
   ``μ_q^(s) = S^(s) Σ_k (1−α_k) A_k⁻¹ μ_q^(k)``, computed in the stable form
-  ``S^(s) = L_s B'⁻¹ L_sᵀ`` (see :mod:`inference.mcgpds_bound`).
+  ``S^(s) = L_s B'⁻¹ L_sᵀ`` (see :mod:`tandem.inference.mcgpds.bound`).
 * ``q(v_d^(k))``, ``q(u_dj^(k))``: full Gaussians (mean + lower Cholesky) for the
   uncollapsed ELBO (in the collapsed bound they are optimal and integrated out).
 
@@ -20,14 +20,14 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 
-from inference.numerics import DTYPE, cholesky_jitter
+from tandem.inference.numerics import DTYPE, cholesky_jitter
+from tandem.models.mcgpds import _param, dense_A, dense_time_K, hyperparams
 
-__all__ = ["variational_params", "mcgpds_guide", "guide", "q_latent_dense", "set_optimal_inducing"]
+__all__ = ["variational_params", "mcgpds_guide", "guide", "q_latent_dense"]
 
 
 def variational_params(data, frozen=()):
     """``(mus, lams)``: lists over views of (N, Q) means and positive λ (registered params)."""
-    from models.mcgpds import _param
     frozen = frozenset(frozen)
     mus = [_param(data, f"mu_{k}", frozen) for k in range(data.V)]
     lams = [_param(data, f"lam_{k}", frozen) for k in range(data.V)]
@@ -36,7 +36,6 @@ def variational_params(data, frozen=()):
 
 def q_latent_dense(data, hp, mus, lams):
     """Dense q moments: ``(mu_s (N,Q), L_s (N,N) chol of S^(s), [L_kq (Q,N,N) chol of S_q^(k)])``."""
-    from models.mcgpds import dense_A, dense_time_K
     N = data.N
     eye = torch.eye(N, dtype=DTYPE)
     Ks = dense_time_K(data, hp["time_s"])
@@ -66,7 +65,6 @@ def q_latent_dense(data, hp, mus, lams):
 
 def mcgpds_guide(data):
     """The guide: samples ``X_s``, ``X_k`` (Q, N), ``v_k`` (D_k, M), ``u_k`` (J, D_k, M)."""
-    from models.mcgpds import hyperparams
     hp = hyperparams(data)
     mus, lams = variational_params(data)
     mu_s, L_s, L_priv = q_latent_dense(data, hp, mus, lams)
@@ -92,24 +90,3 @@ def mcgpds_guide(data):
 
 
 guide = mcgpds_guide
-
-
-def set_optimal_inducing(data):
-    """Write the optimal q(V), q(U) (given the current q(X) and hyperparameters) into the
-    parameter store — e.g. after a collapsed fit, before drawing posterior-predictive samples
-    with :func:`mcgpds_guide`."""
-    from inference.mcgpds_bound import optimal_q_inducing
-    from models.mcgpds import hyperparams
-    store = pyro.get_param_store()
-    with torch.no_grad():
-        hp = hyperparams(data)
-        mus, lams = variational_params(data)
-        q_v, q_u = optimal_q_inducing(data, hp, mus, lams)
-    for k in range(data.V):
-        for name, val, con in ((f"qv_m_{k}", q_v[k][0], constraints.real),
-                               (f"qv_L_{k}", q_v[k][1], constraints.lower_cholesky),
-                               (f"qu_m_{k}", q_u[k][0], constraints.real),
-                               (f"qu_L_{k}", q_u[k][1], constraints.lower_cholesky)):
-            if name in store:
-                del store[name]
-            pyro.param(name, val.detach().clone(), constraint=con)

@@ -14,7 +14,7 @@ the hyperparameters) and can be swapped for ``AutoNormal(poutine.block(model, hi
 or any user guide.
 
 Good initialisation matters for mixtures: :class:`SAMTCGuide` takes an ``init`` dict of
-starting values (``inference.samtc_model_fit.initial_values`` builds one from per-task
+starting values (``tandem.inference.samtc.model_fit.initial_values`` builds one from per-task
 k-means and cross-task matching of the slot means); missing entries fall back to data-
 driven defaults (random data points as means).
 """
@@ -25,8 +25,8 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-from inference.numerics import DTYPE
-from models.samtc import check_tasks
+from tandem.inference.numerics import DTYPE
+from tandem.models.samtc import check_tasks
 
 __all__ = ["SAMTCGuide", "guide"]
 

@@ -1,9 +1,9 @@
-"""Hand-written guides for :func:`models.twin_gp.twin_gp_model`.
+"""Hand-written guides for :func:`tandem.models.twin_gp.twin_gp_model`.
 
 * :class:`TwinGPDeltaGuide` — a point mass at ``y_loc`` (B, d_y), initialised at the KLTGP
   prediction (which itself starts from ridge regression), as in the paper. With it the
   Trace_ELBO loss is exactly Σ_b L(y_b) (Delta and ImproperUniform have log-density 0), so
-  ``inference.fit(..., optim=inference.LBFGS())`` returns the paper's estimate.
+  ``tandem.inference.fit(..., optim=tandem.inference.LBFGS())`` returns the paper's estimate.
 * :class:`TwinGPNormalGuide` — an extension: independent Gaussians N(y_loc, diag y_scale²)
   per test point, fitted by the ELBO E_q[−L(y)] + H(q); its spread is a quasi-posterior
   uncertainty to compare with the paper's certainty φ_α.

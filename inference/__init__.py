@@ -2,15 +2,49 @@
 
 Typical use::
 
-    from inference import fit, posterior_predictive
-    result = fit(model, guide, data, num_steps=2000, seed=0)
-    idata = posterior_predictive(model, guide, data, dims=module.DIMS)
-"""
-from . import metrics
-from .numerics import DTYPE, cholesky_jitter
-from .predictive import posterior_predictive
-from .results import Results
-from .svi import LBFGS, FitResult, fit
+    from tandem.inference import fit, posterior_predictive
+    result = fit(model, guide, *args, num_steps=2000, seed=0)
+    idata = posterior_predictive(model, guide, *args, dims=dims(...))
 
-__all__ = ["fit", "FitResult", "LBFGS", "posterior_predictive", "metrics", "Results",
-           "cholesky_jitter", "DTYPE"]
+Generic modules: :mod:`.svi` (driver), :mod:`.predictive` (ArviZ export), :mod:`.metrics`,
+:mod:`.numerics` (float64, Cholesky with jitter), :mod:`.validation` (argument checks).
+One subpackage per paper: :mod:`.mcgpds`, :mod:`.twin_gp`, :mod:`.samtc`,
+:mod:`.coupled_projections`; :mod:`.experiments` holds the example scripts' plumbing
+(argparse, results JSON, stage checkpoints) and :mod:`.datasets` the data loaders.
+
+The names below are loaded on first use (PEP 562), so importing a leaf module such as
+``tandem.inference.numerics`` (which every model needs) does not import the driver,
+ArviZ or tqdm.
+"""
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "fit": ("tandem.inference.svi", "fit"),
+    "minimize": ("tandem.inference.svi", "minimize"),
+    "FitResult": ("tandem.inference.svi", "FitResult"),
+    "LBFGS": ("tandem.inference.svi", "LBFGS"),
+    "posterior_predictive": ("tandem.inference.predictive", "posterior_predictive"),
+    "Results": ("tandem.inference.experiments.results", "Results"),
+    "cholesky_jitter": ("tandem.inference.numerics", "cholesky_jitter"),
+    "DTYPE": ("tandem.inference.numerics", "DTYPE"),
+    "metrics": ("tandem.inference.metrics", None),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tandem.inference' has no attribute {name!r}") from None
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -128,7 +128,7 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         raise ValueError(f"loss: expected a Pyro ELBO or a callable, got {type(loss).__name__}")
     optim = pyro.optim.Adam({"lr": 0.01}) if optim is None else optim
     if not isinstance(optim, (pyro.optim.PyroOptim, LBFGS)):
-        raise ValueError("optim: expected a pyro.optim optimiser or tandem's inference.LBFGS, "
+        raise ValueError("optim: expected a pyro.optim optimiser or tandem's tandem.inference.LBFGS, "
                          f"got {type(optim).__name__}")
     ckpt_path = Path(checkpoint) if checkpoint is not None else None
     state = torch.load(ckpt_path, weights_only=False) if ckpt_path is not None and ckpt_path.exists() else None

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .numerics import DTYPE
+from tandem.inference.numerics import DTYPE
 
 
 def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,

@@ -2,7 +2,7 @@
 
 The paper (Jiang, Li, Yao & Liu, 2010) states its method as an optimisation problem,
 min Tr(Pᵀ Z Ω Zᵀ P) s.t. Pᵀ Z Zᵀ P = I, solved exactly by
-:class:`inference.coupled_projections.CoupledProjections`. This module gives a
+:class:`tandem.inference.coupled_projections.solver.CoupledProjections`. This module gives a
 probabilistic model whose variational inference recovers it exactly:
 
 * **Whitening.** B = Z Zᵀ (+ ridge) = Rᵀ R per view (R block upper-triangular);
@@ -40,12 +40,12 @@ import pyro.distributions as dist
 import scipy.linalg as sla
 import torch
 
-from inference.numerics import DTYPE, cholesky_jitter
-from inference.validation import as_tensor, check_int_range, check_real_range
+from tandem.inference.numerics import DTYPE, cholesky_jitter
+from tandem.inference.validation import as_tensor, check_int_range, check_real_range
 
 __all__ = ["model", "orthonormal", "q_raw_init", "WhitenedProblem", "whiten", "DIMS"]
 
-#: dimension names of every site, for :func:`inference.posterior_predictive`.
+#: dimension names of every site, for :func:`tandem.inference.posterior_predictive`.
 DIMS = {"U": ["latent_dim", "point"], "zhat": ["point", "feature"]}
 
 

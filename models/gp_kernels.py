@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["rbf_ard", "linear_ard", "time_kernel", "psi_rbf", "psi_linear", "kernel_matrix",
+__all__ = ["kzz", "rbf_ard", "linear_ard", "time_kernel", "psi_rbf", "psi_linear", "kernel_matrix",
            "psi_stats"]
 
 
@@ -187,3 +187,10 @@ def psi_stats(kind: str, mu, s, Z, variance, ard, per_point: bool = False):
     if kind == "linear":
         return psi_linear(mu, s, Z, ard, per_point)
     raise ValueError(f"mapping kernel: expected 'rbfard' or 'linear', got {kind!r}")
+
+
+def kzz(kind: str, Z: torch.Tensor, variance, ard) -> torch.Tensor:
+    """K(Z, Z) with a small fixed jitter (1e-6 of the mean diagonal) for a stable Cholesky."""
+    K = kernel_matrix(kind, Z, Z, variance, ard)
+    jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
+    return K + jit * torch.eye(K.shape[0], dtype=K.dtype)

@@ -19,7 +19,7 @@ draws scaled by w_dj). With observed data the model adds one ``pyro.factor`` per
 g_j) and the cross terms the paper's bound leaves out (it fits y with h and with each
 w_j g_j separately): ``β/2 [(Σ_j w_j g_j)² − Σ_j w_j² g_j²] + β h Σ_j w_j g_j``. With it,
 ``Trace_ELBO`` of this model with the hand-written guide equals, in expectation, the
-analytic uncollapsed ELBO of :mod:`inference.mcgpds_bound`, which equals the paper's
+analytic uncollapsed ELBO of :mod:`tandem.inference.mcgpds.bound`, which equals the paper's
 collapsed bound at the optimal q(U), q(V).
 
 Sites and shapes (V views; D_k outputs; M inducing points; J basis functions):
@@ -47,9 +47,9 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 
-from inference.mcgpds_bound import Blocks, kzz
-from inference.numerics import DTYPE, cholesky_jitter
-from models.gp_kernels import kernel_matrix, time_kernel
+from tandem.inference.numerics import DTYPE, cholesky_jitter
+from tandem.models.gp_kernels import kernel_matrix, kzz, time_kernel
+from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DIMS", "dims",
            "param_group", "default_init", "PARAM_GROUPS", "block_mask"]
@@ -59,7 +59,7 @@ PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", 
 
 
 def dims(V: int = 2) -> dict:
-    """Named dims of every site for V views (for :func:`inference.posterior_predictive`)."""
+    """Named dims of every site for V views (for :func:`tandem.inference.posterior_predictive`)."""
     d = {"X_s": ["latent_dim", "time"]}
     for k in range(V):
         d[f"X_{k}"] = ["latent_dim", "time"]

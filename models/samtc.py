@@ -61,7 +61,7 @@ import pyro.distributions as dist
 import torch
 from pyro.ops.indexing import Vindex
 
-from inference.numerics import DTYPE
+from tandem.inference.numerics import DTYPE
 
 __all__ = ["model", "check_tasks", "make_dims", "DIMS", "MAX_PLATE_NESTING", "site_names"]
 

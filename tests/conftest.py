@@ -11,9 +11,11 @@ import pyro
 import pytest
 import torch
 
-from inference.experiment import DEFAULT_DATA_DIR, PROJECT_ROOT
+from common import DATA_DIR, ROOT
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+# loaders (and example scripts run as subprocesses) find the shared data through this
+os.environ.setdefault("TANDEM_DATA", str(DATA_DIR))
 
 
 @pytest.fixture(autouse=True)
@@ -25,12 +27,12 @@ def _clean_pyro():
 
 @pytest.fixture
 def project_root() -> Path:
-    return PROJECT_ROOT
+    return ROOT
 
 
 @pytest.fixture
 def data_dir() -> Path:
     """../shared/data relative to the project root; tests that need it skip without it."""
-    if not DEFAULT_DATA_DIR.exists():
-        pytest.skip(f"shared data folder {DEFAULT_DATA_DIR} not present")
-    return DEFAULT_DATA_DIR
+    if not DATA_DIR.exists():
+        pytest.skip(f"shared data folder {DATA_DIR} not present")
+    return DATA_DIR

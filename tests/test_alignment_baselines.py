@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from inference.alignment_baselines import (HamAlignment, ProcrustesAlignment, laplacian_eigenmaps,
+from tandem.inference.coupled_projections.baselines import (HamAlignment, ProcrustesAlignment, laplacian_eigenmaps,
                                            nystrom_extend)
-from inference.coupled_projections import knn_heat_weights, nearest_partner
-from inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
+from tandem.inference.coupled_projections.solver import knn_heat_weights, nearest_partner
+from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
 
 
 def _rotated_copy(n=150, seed=0):

@@ -2,13 +2,13 @@
 import numpy as np
 import pytest
 
-from inference.datasets.coil20 import COIL20_FILE, N_POSES, load_coil20
-from inference.datasets.manifolds import (linear_views_of_curve, paired_scurve_swissroll,
+from tandem.inference.datasets.coil20 import COIL20_FILE, N_POSES, load_coil20
+from tandem.inference.datasets.manifolds import (linear_views_of_curve, paired_scurve_swissroll,
                                           scurve, swiss_roll)
-from inference.experiment import DEFAULT_DATA_DIR
+from common import DATA_DIR
 
 
-@pytest.mark.skipif(not (DEFAULT_DATA_DIR / COIL20_FILE).exists(), reason="COIL-20 data not present")
+@pytest.mark.skipif(not (DATA_DIR / COIL20_FILE).exists(), reason="COIL-20 data not present")
 def test_coil20_loader_shapes_and_pose_order():
     c = load_coil20()
     assert c.images.shape == (20, N_POSES, 1024)

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from inference.coupled_projections import (CoupledProjections, alignment_omega,
+from tandem.inference.coupled_projections.solver import (CoupledProjections, alignment_omega,
                                            correspondence_laplacian, graph_laplacian,
                                            knn_heat_weights, nearest_partner, objective_loops,
                                            objective_trace)
-from inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
+from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
 
 
 def _two_views(n=40, dx=5, dy=4, seed=0):

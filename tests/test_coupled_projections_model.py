@@ -8,10 +8,10 @@ import scipy.linalg as sla
 import torch
 from pyro.infer.autoguide import AutoNormal
 
-from guides.coupled_projections import guide, optimal_scale
-from inference import fit, posterior_predictive
-from inference.coupled_projections import CoupledProjections
-from models.coupled_projections import DIMS, model, orthonormal, whiten
+from tandem.guides.coupled_projections import guide, optimal_scale
+from tandem.inference import fit, posterior_predictive
+from tandem.inference.coupled_projections.solver import CoupledProjections
+from tandem.models.coupled_projections import DIMS, model, orthonormal, whiten
 
 
 def _small_problem(ridge=0.0, seed=0):

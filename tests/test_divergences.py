@@ -1,4 +1,4 @@
-"""Gaussian divergences (inference.divergences) against quadrature and their limits."""
+"""Gaussian divergences (tandem.inference.twin_gp.divergences) against quadrature and their limits."""
 import math
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy import integrate, stats
 
-from inference.divergences import (bhattacharyya, kl_divergence, log_chernoff_coefficient, renyi,
+from tandem.inference.twin_gp.divergences import (bhattacharyya, kl_divergence, log_chernoff_coefficient, renyi,
                                    sharma_mittal, tsallis)
 
 

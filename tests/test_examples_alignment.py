@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from inference.datasets.coil20 import COIL20_FILE
-from inference.experiment import DEFAULT_DATA_DIR
+from tandem.inference.datasets.coil20 import COIL20_FILE
+from common import DATA_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = {"coupled projections", "Ham", "Procrustes"}
@@ -40,7 +40,7 @@ def test_alignment_scurve_quick(tmp_path):
     assert "mean ± std" in proc.stdout
 
 
-@pytest.mark.skipif(not (DEFAULT_DATA_DIR / COIL20_FILE).exists(), reason="COIL-20 data not present")
+@pytest.mark.skipif(not (DATA_DIR / COIL20_FILE).exists(), reason="COIL-20 data not present")
 def test_alignment_coil20_quick(tmp_path):
     _run("alignment_coil20.py", "--quick", "--out", str(tmp_path), "--no-progress")
     res = json.loads((tmp_path / "alignment_coil20.json").read_text())

@@ -105,9 +105,9 @@ def test_oil_heldout_latents_recover_training_latents():
         from mcgpds_oil import heldout_latents
     finally:
         sys.path.pop(0)
-    from inference.datasets.cuave import per_dim_scale
-    from inference.datasets.oil import load_oil
-    from inference.mcgpds_fit import McGPDSConfig, fit_mcgpds
+    from tandem.inference.datasets.cuave import per_dim_scale
+    from tandem.inference.datasets.oil import load_oil
+    from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds
     d = load_oil()
     sub = np.random.default_rng(0).permutation(d.n)[:100]
     X, L = d.X[sub], d.onehot[sub]

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from inference.datasets.text import REUTERS_RAW
-from inference.experiment import DEFAULT_DATA_DIR
+from tandem.inference.datasets.text import REUTERS_RAW
+from common import DATA_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.skipif(not (DEFAULT_DATA_DIR / REUTERS_RAW).exists(), reason="Reuters data not present")
+@pytest.mark.skipif(not (DATA_DIR / REUTERS_RAW).exists(), reason="Reuters data not present")
 def test_samtc_text_quick(tmp_path):
     subprocess.run([sys.executable, "examples/samtc_text.py", "--quick", "--out", str(tmp_path), "--no-progress"],
                    cwd=ROOT, check=True, timeout=300)

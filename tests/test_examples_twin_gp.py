@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from inference.experiment import DEFAULT_DATA_DIR
+from common import DATA_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
-HAVE_USPS = (DEFAULT_DATA_DIR / "usps" / "usps_9298.mat").exists()
-HAVE_POSER = (DEFAULT_DATA_DIR / "human_pose" / "ankurDataPoseSilhouette.mat").exists()
+HAVE_USPS = (DATA_DIR / "usps" / "usps_9298.mat").exists()
+HAVE_POSER = (DATA_DIR / "human_pose" / "ankurDataPoseSilhouette.mat").exists()
 TGP = {"KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN"}
 REAL = TGP | {"KTA-kNN", "HSIC-kNN"}  # the real-data protocol adds the alignment k-NN baselines
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
-from guides.mcgpds import q_latent_dense, variational_params
-from inference.mcgpds_bound import (Blocks, collapsed_bound, eig_logdet_quad, latent_terms,
+from tandem.guides.mcgpds import q_latent_dense, variational_params
+from tandem.inference.mcgpds.bound import (Blocks, collapsed_bound, eig_logdet_quad, latent_terms,
                                     optimal_q_inducing, uncollapsed_elbo_analytic)
-from models.gp_kernels import psi_linear, psi_rbf, rbf_ard
-from models.mcgpds import McGPDSData, default_init, dense_A, dense_time_K, hyperparams
+from tandem.models.gp_kernels import psi_linear, psi_rbf, rbf_ard
+from tandem.models.mcgpds import McGPDSData, default_init, dense_A, dense_time_K, hyperparams
 
 D64 = torch.float64
 
@@ -235,7 +235,7 @@ def test_collapsed_bound_exact_gp_limit():
 
 def test_private_cov_closed_form_backward_matches_autograd_path():
     """Constant A (protocol: α, ε, time kernels fixed) uses _PrivateCov; same KL and gradients."""
-    from inference.mcgpds_bound import _PrivateCov
+    from tandem.inference.mcgpds.bound import _PrivateCov
     g = torch.Generator().manual_seed(9)
     n = 5
     X = torch.randn(2, 1, n, n, dtype=D64, generator=g)
@@ -260,7 +260,7 @@ def test_private_cov_closed_form_backward_matches_autograd_path():
 
 def test_private_cov_inverse_form_matches_b_form_and_gradcheck():
     """Well-conditioned constant A: (A⁻¹ + Λ)⁻¹ form = the B_q form (values and gradients)."""
-    from inference.mcgpds_bound import _PrivateCov, _PrivateCovInv
+    from tandem.inference.mcgpds.bound import _PrivateCov, _PrivateCovInv
     g = torch.Generator().manual_seed(11)
     n = 6
     X = torch.randn(2, 2, n, n, dtype=D64, generator=g)

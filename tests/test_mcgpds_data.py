@@ -7,17 +7,17 @@ sequence choice, scaling, dtype) changes them.
 import numpy as np
 import pytest
 
-from inference import metrics as M
-from inference.datasets.cuave import CUAVE_FILE, load_cuave, per_dim_scale
-from inference.datasets.human_pose import HUMAN_POSE_FILE, constant_columns, load_human_pose, seq_times
-from inference.datasets.oil import OIL_FILES, load_oil, read_netlab
-from inference.experiment import DEFAULT_DATA_DIR
-from inference.mcgpds_baselines import (gpy_available, nn_indices, nn_latent_space, nn_y_space,
+from tandem.inference import metrics as M
+from tandem.inference.datasets.cuave import CUAVE_FILE, load_cuave, per_dim_scale
+from tandem.inference.datasets.human_pose import HUMAN_POSE_FILE, constant_columns, load_human_pose, seq_times
+from tandem.inference.datasets.oil import OIL_FILES, load_oil, read_netlab
+from common import DATA_DIR
+from tandem.inference.mcgpds.baselines import (gpy_available, nn_indices, nn_latent_space, nn_y_space,
                                         standardise_columns, training_mean_predictor)
 
-needs_pose = pytest.mark.skipif(not (DEFAULT_DATA_DIR / HUMAN_POSE_FILE).exists(), reason="human pose data missing")
-needs_cuave = pytest.mark.skipif(not (DEFAULT_DATA_DIR / CUAVE_FILE).exists(), reason="CUAVE data missing")
-needs_oil = pytest.mark.skipif(not (DEFAULT_DATA_DIR / OIL_FILES[0]).exists(), reason="oil data missing")
+needs_pose = pytest.mark.skipif(not (DATA_DIR / HUMAN_POSE_FILE).exists(), reason="human pose data missing")
+needs_cuave = pytest.mark.skipif(not (DATA_DIR / CUAVE_FILE).exists(), reason="CUAVE data missing")
+needs_oil = pytest.mark.skipif(not (DATA_DIR / OIL_FILES[0]).exists(), reason="oil data missing")
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_nn_latent_space_returns_training_rows():
 
 def test_gpy_wrapper_raises_import_error_when_absent(monkeypatch):
     import builtins
-    from inference import mcgpds_baselines as B
+    from tandem.inference.mcgpds import baselines as B
     real = builtins.__import__
 
     def fake(name, *a, **k):

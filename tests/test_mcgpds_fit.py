@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from inference.mcgpds_fit import McGPDSConfig, fit_cgpds, fit_mcgpds, predict_view
+from tandem.inference.mcgpds.fit import McGPDSConfig, fit_cgpds, fit_mcgpds, predict_view
 
 D64 = torch.float64
 
@@ -141,7 +141,7 @@ def test_checkpoint_resume_reproduces_fit(tmp_path):
 def test_learned_W_double_counts_and_h_only_prediction_fixes_it():
     """With W learned, the paper's bound fits y with h and with w g separately, so the full
     predictive mean at the training latents is ≈ 2× the data; the h part alone is ≈ 1×."""
-    from inference.mcgpds_bound import predict_moments, view_posterior
+    from tandem.inference.mcgpds.bound import predict_moments, view_posterior
     (Y1, Y2, t), _ = two_view_data()
     f = fit_mcgpds([Y1, Y2], t, config=small_cfg(fixed=("alpha", "eps", "beta", "time"), w_init_scale=0.3),
                    seed=0, progress=False)
@@ -156,7 +156,7 @@ def test_learned_W_double_counts_and_h_only_prediction_fixes_it():
 
 
 def test_save_load_roundtrip(fitted, tmp_path):
-    from inference.mcgpds_fit import load_fitted, save_fitted
+    from tandem.inference.mcgpds.fit import load_fitted, save_fitted
     f, (Y1s, Y2s, ts) = fitted
     save_fitted(f, tmp_path / "fit.pt")
     g = load_fitted(tmp_path / "fit.pt")
@@ -169,7 +169,7 @@ def test_save_load_roundtrip(fitted, tmp_path):
 def test_knn_mixture_moments_and_candidates(fitted):
     """k-NN predictor = moment-matched mixture of the k single-latent Gaussian predictives;
     k = 1 equals the protocol predictor; candidates restrict every NN search."""
-    from inference.mcgpds_bound import predict_moments, view_posterior
+    from tandem.inference.mcgpds.bound import predict_moments, view_posterior
     f, (Y1s, Y2s, ts) = fitted
     kw = dict(method="code", test_iters=3, output_components="h")
     p1 = predict_view(f, Y1s, ts, **kw)
@@ -203,7 +203,7 @@ def test_holdout_predictions_hold_out_and_calibrate(fitted):
     """Held-out predictions never use a frame of the held-out fold as a neighbour (so a
     perfect-recall predictor cannot return the frame itself), and the calibrated extra variance
     makes the mean held-out variance equal the mean held-out squared error per output."""
-    from inference.mcgpds_fit import calibrated_extra_var, holdout_folds, holdout_predictions
+    from tandem.inference.mcgpds.fit import calibrated_extra_var, holdout_folds, holdout_predictions
     f, _ = fitted
     folds = holdout_folds(f)
     assert [len(x) for x in folds] == [20, 28]
@@ -213,7 +213,7 @@ def test_holdout_predictions_hold_out_and_calibrate(fitted):
     # y_nn with zero input variance predicts the GP mean at a training latent of the OTHER fold:
     # equal to predicting at those frames directly, never at the held-out frame itself
     err_ho = ((m - Y) ** 2).mean()
-    from inference.mcgpds_bound import predict_moments, view_posterior
+    from tandem.inference.mcgpds.bound import predict_moments, view_posterior
     post = view_posterior(Y, f.mu[1], f.s_diag[1], f.hyperparams()["views"][1], "rbfard")
     m_self, _ = predict_moments(post, f.mu[1], torch.zeros_like(f.mu[1]), components="h")
     assert err_ho > 2 * ((m_self - Y) ** 2).mean()

@@ -7,10 +7,10 @@ from pyro import poutine
 from pyro.infer import Trace_ELBO
 from pyro.infer.autoguide import AutoNormal
 
-from guides.mcgpds import mcgpds_guide, variational_params
-from inference import LBFGS, fit
-from inference.mcgpds_bound import collapsed_bound, collapsed_loss, optimal_q_inducing, uncollapsed_elbo_analytic
-from models.mcgpds import DIMS, McGPDSData, default_init, dims, hyperparams, mcgpds_model, simulate
+from tandem.guides.mcgpds import mcgpds_guide, variational_params
+from tandem.inference import LBFGS, fit
+from tandem.inference.mcgpds.bound import collapsed_bound, collapsed_loss, optimal_q_inducing, uncollapsed_elbo_analytic
+from tandem.models.mcgpds import DIMS, McGPDSData, default_init, dims, hyperparams, mcgpds_model, simulate
 
 D64 = torch.float64
 
@@ -108,8 +108,8 @@ def test_frozen_groups_do_not_move():
 
 
 def test_posterior_predictive_after_collapsed_fit():
-    from guides.mcgpds import set_optimal_inducing
-    from inference import posterior_predictive
+    from tandem.inference.mcgpds.bound import set_optimal_inducing
+    from tandem.inference import posterior_predictive
     data = small_data()
     fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=10), num_steps=1,
         seed=0, progress=False)
@@ -124,7 +124,7 @@ def test_posterior_predictive_after_collapsed_fit():
     assert pp.dims == ("chain", "draw", "time", "output_0") and pp.shape == (1, S, 10, 3)
     assert idata.log_likelihood["y_1"].shape == (1, S, 10, 2)
     # Monte Carlo mean/variance of the draws match the analytic predictive moments under q
-    from inference.mcgpds_bound import latent_terms, predict_moments, view_posterior
+    from tandem.inference.mcgpds.bound import latent_terms, predict_moments, view_posterior
     lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
     with torch.no_grad():
         post = view_posterior(data.views[0], mus[0], lt["s_diag"][0], hp["views"][0], "rbfard")

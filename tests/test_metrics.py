@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from inference import metrics as M
+from tandem.inference import metrics as M
 
 
 def test_mean_joint_error_hand_value():

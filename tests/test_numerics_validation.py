@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from inference.numerics import NotPositiveDefiniteError, cho_logdet, cho_solve, cholesky_jitter
-from inference.validation import (as_array, as_tensor, check_int_range, check_real_range,
+from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cho_solve, cholesky_jitter
+from tandem.inference.validation import (as_array, as_tensor, check_int_range, check_real_range,
                                   check_same_rows, require_file)
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.distributions import constraints
 
-from inference import posterior_predictive
-from inference.predictive import draw
+from tandem.inference import posterior_predictive
+from tandem.inference.predictive import draw
 
 matplotlib.use("Agg")
 

@@ -1,4 +1,4 @@
-"""Tests of the deterministic SAMTC reference (inference.samtc, samtc_steps, spectral)."""
+"""Tests of the deterministic SAMTC reference (tandem.inference.samtc.algorithm, samtc_steps, spectral)."""
 import math
 
 import numpy as np
@@ -7,10 +7,10 @@ import scipy.sparse as sp
 from scipy.optimize import linprog, minimize
 from scipy.stats import multivariate_normal
 
-from inference import samtc_steps as st
-from inference.metrics import clustering_accuracy
-from inference.samtc import kmeans_baseline, ncut_snn, pooled_baseline, samtc, select_setting
-from inference.spectral import kmeans, ncut, ncut_value
+from tandem.inference.samtc import steps as st
+from tandem.inference.metrics import clustering_accuracy
+from tandem.inference.samtc.algorithm import kmeans_baseline, ncut_snn, pooled_baseline, samtc, select_setting
+from tandem.inference.samtc.spectral import kmeans, ncut, ncut_value
 
 
 def blobs(centres, n, sd, rng):
@@ -400,7 +400,7 @@ def test_reusable_instances_on_simulated_trap_regime(seed):
     task's private class): the JS-tested pairs keep the reusable instances (precision and
     recall ≥ 0.8; without the absolute JS test precision is ~0.6) and the calibrated
     effective relatedness R·ñ_s/n_s tracks R_true."""
-    from inference.samtc_simulate import relatedness_abs_error, reusable_scores, simulate_tasks
+    from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks
     sim = simulate_tasks(n_tasks=3, n_shared=3, n_private=(2, 3, 2), near=2.5, d=5, sigma=1.0,
                          separation=2.5, alpha=1.0, n_points=(120, 150, 90), seed=seed)
     res = samtc(sim.tasks, sim.h, k_self=None, seed=seed)
@@ -475,7 +475,7 @@ def test_zero_relatedness_reduces_to_ncut_snn_exactly():
         assert res.R[0, 1] == 0.0 and not res.reusable[0, 1].any()
         assert not res.transferred or not res.transferred.get((0, 1), np.zeros(1, bool)).any()
         np.testing.assert_array_equal(res.labels[0], ncut_snn(Xt, 3, k=8, seed=2))
-    from inference.samtc import transfer_graph
+    from tandem.inference.samtc.algorithm import transfer_graph
     order = st.neighbour_order(st.similarity(Xt, Xt), exclude_self=True)
     own = st.neighbour_indicator(order, 8, Xt.shape[0], include_self=True)
     W = transfer_graph(order, 8, [], [])
@@ -521,7 +521,7 @@ def test_ablation_node_weights():
     for key in full.reusable:
         np.testing.assert_array_equal(ns.transferred[key], ns.reusable[key])
         assert nr.transferred[key].all()
-    from inference.samtc import _node_weights
+    from tandem.inference.samtc.algorithm import _node_weights
     assert np.allclose(_node_weights("ns", 0.3, 4, 3), 0.5) and np.allclose(_node_weights("full", 0.3, 4, 3), 0.15)
     with pytest.raises(ValueError, match="transfer"):
         samtc(X, [3, 3, 3], transfer="pool", **kw)
@@ -536,7 +536,7 @@ def test_source_rows_subtask_and_paired_reach_keep_private_points_off_the_source
     class that borders the shared one link to the source nodes (the step-3 artefact that
     costs the simulator's private classes accuracy, see the README); node_reach='paired'
     reduces the spill by capping the nodes' target neighbourhoods instead."""
-    import inference.samtc as sm
+    import tandem.inference.samtc.algorithm as sm
     rng = np.random.default_rng(3)
     # target: a small shared class A next to a large private class B; source: A and a far class C
     A = 0.5 * rng.standard_normal((15, 3))

@@ -10,12 +10,12 @@ from pyro.infer.autoguide import AutoNormal
 from scipy.special import logsumexp
 from scipy.stats import beta as beta_d, dirichlet, lognorm, norm
 
-from guides.samtc import SAMTCGuide
-from inference import fit, posterior_predictive
-from inference.metrics import clustering_accuracy
-from inference.samtc_model_fit import fit_model
-from inference.samtc_simulate import reusable_scores, simulate_tasks
-from models import samtc as M
+from tandem.guides.samtc import SAMTCGuide
+from tandem.inference import fit, posterior_predictive
+from tandem.inference.metrics import clustering_accuracy
+from tandem.inference.samtc.model_fit import fit_model
+from tandem.inference.samtc.simulate import reusable_scores, simulate_tasks
+from tandem.models import samtc as M
 
 ELBO = lambda **kw: TraceEnum_ELBO(max_plate_nesting=M.MAX_PLATE_NESTING, **kw)
 

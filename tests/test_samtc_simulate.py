@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from inference.samtc_simulate import relatedness_abs_error, reusable_scores, simulate_tasks
+from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks
 
 
 def test_ground_truth_consistent():

@@ -1,14 +1,14 @@
-"""Tests of the SAMTC text loaders and multi-task sets (inference.datasets.text)."""
+"""Tests of the SAMTC text loaders and multi-task sets (tandem.inference.datasets.text)."""
 from collections import Counter
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from inference.datasets import text as tx
-from inference.experiment import DEFAULT_DATA_DIR
+from tandem.inference.datasets import text as tx
+from common import DATA_DIR
 
-needs = lambda rel: pytest.mark.skipif(not (DEFAULT_DATA_DIR / rel).exists(),  # noqa: E731
+needs = lambda rel: pytest.mark.skipif(not (DATA_DIR / rel).exists(),  # noqa: E731
                                        reason=f"data file {rel} not present")
 
 
@@ -88,7 +88,7 @@ EXPECTED = {  # documented construction: (classes per task, documents per task)
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_multitask_sets_as_documented(name):
     corpus_file = {"webkb": tx.WEBKB_RAW, "20news": tx.NEWS_RAW, "reuters": tx.REUTERS_RAW}[tx.SETS[name]["corpus"]]
-    if not (DEFAULT_DATA_DIR / corpus_file).exists():
+    if not (DATA_DIR / corpus_file).exists():
         pytest.skip(f"{corpus_file} not present")
     ds = tx.load_set(name)
     h, n = EXPECTED[name]

@@ -10,7 +10,7 @@ import torch
 from pyro.infer import Trace_ELBO, TraceMeanField_ELBO
 from torch.distributions import constraints
 
-from inference import LBFGS, fit
+from tandem.inference import LBFGS, fit
 
 PRIOR_MU, PRIOR_SD, NOISE_SD = 0.0, 10.0, 1.0
 

@@ -8,15 +8,15 @@ import pytest
 import torch
 from pyro.infer import Trace_ELBO
 
-from guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
-from inference import LBFGS, fit
-from inference.predictive import posterior_predictive
-from inference.twin_gp import (TwinGP, certainty, gpr_predict, hsic, kernel_alignment, kernel_knn_predict,
+from tandem.guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
+from tandem.inference import LBFGS, fit
+from tandem.inference.predictive import posterior_predictive
+from tandem.inference.twin_gp.predictor import (TwinGP, certainty, gpr_predict, hsic, kernel_alignment, kernel_knn_predict,
                                lemma41_log_bound, minimize_batched, rbf, smtgp_det_objective, toy_data,
                                wknn_predict)
-from inference.twin_gp import _kvec
-from inference.twin_gp_selection import kfold_indices, select_alignment_knn, select_alpha_beta
-from models.twin_gp import DIMS, twin_gp_model
+from tandem.inference.twin_gp.predictor import _kvec
+from tandem.inference.twin_gp.selection import kfold_indices, select_alignment_knn, select_alpha_beta
+from tandem.models.twin_gp import DIMS, twin_gp_model
 
 D = torch.float64
 
@@ -351,8 +351,8 @@ def test_fused_objective_equals_unfused_formulas(multi, method, alpha, form, nei
 
 
 def _tiny_experiment(multi, res, checkpoint, cv_subset=40):
-    from inference.metrics import mean_norm_error
-    from inference.twin_gp_selection import run_real_experiment
+    from tandem.inference.metrics import mean_norm_error
+    from tandem.inference.twin_gp.selection import run_real_experiment
     X, Y, Xt, Yt = multi
     data = {"X_train": X, "Y_train": Y, "X_test": Xt, "Y_test": Yt}
     return run_real_experiment(data, mean_norm_error, "mean_norm_error", res, cv_subset=cv_subset, folds=2,
@@ -362,7 +362,7 @@ def _tiny_experiment(multi, res, checkpoint, cv_subset=40):
 
 
 def test_real_experiment_resumes_from_checkpoint(multi, tmp_path, monkeypatch):
-    from inference import Results
+    from tandem.inference import Results
     first = _tiny_experiment(multi, Results("t", [0], {}), tmp_path)
     assert (tmp_path / "state.pt").exists()
     # a second start must take every twin-GP stage from the checkpoint: predicting fails
@@ -386,8 +386,8 @@ def test_progress_bar_does_not_change_predictions(multi):
 
 
 def test_paired_differences_hand_values():
-    from inference.metrics import mean_norm_error
-    from inference.twin_gp_selection import paired_differences
+    from tandem.inference.metrics import mean_norm_error
+    from tandem.inference.twin_gp.selection import paired_differences
     Y = torch.zeros(4, 2, dtype=D)
     a = torch.tensor([[1.0, 0], [0, 1], [0, 0], [3, 4]], dtype=D)   # errors 1, 1, 0, 5
     b = torch.tensor([[2.0, 0], [0, 0], [0, 0], [0, 6]], dtype=D)   # errors 2, 0, 0, 6

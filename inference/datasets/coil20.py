@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment import DEFAULT_DATA_DIR
-from ..validation import check_int_range, require_file
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.validation import check_int_range, require_file
 
 __all__ = ["COIL20_FILE", "DUCK", "BLOCK", "WOODEN_BLOCKS", "N_POSES", "POSE_STEP_DEG",
            "Coil20", "load_coil20"]
@@ -48,10 +48,10 @@ class Coil20:
         return self.images[o - 1]
 
 
-def load_coil20(data_dir=DEFAULT_DATA_DIR) -> Coil20:
+def load_coil20(data_dir=None) -> Coil20:
     """Load COIL-20; raises ``FileNotFoundError`` naming the expected file if it is missing."""
     import scipy.io as sio
-    path = require_file(Path(data_dir) / COIL20_FILE, "COIL-20 data", HINT)
+    path = require_file(resolve_data_dir(data_dir) / COIL20_FILE, "COIL-20 data", HINT)
     m = sio.loadmat(path)
     fea = np.asarray(m["fea"], dtype=np.float64)
     gnd = np.asarray(m["gnd"]).ravel().astype(int)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment import DEFAULT_DATA_DIR
-from ..validation import require_file
-from .human_pose import DATA_HINT, DT, TwoViewData
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.validation import require_file
+from tandem.inference.datasets.human_pose import DATA_HINT, DT, TwoViewData
 
 __all__ = ["load_cuave", "CUAVE_FILE", "per_dim_scale"]
 
@@ -37,7 +37,7 @@ def load_cuave(data_dir=None, dt: float = DT) -> TwoViewData:
     Raises ``FileNotFoundError`` naming ``cuave/AudioVideoAlignedData1.mat`` when absent.
     """
     import scipy.io as sio
-    data_dir = Path(DEFAULT_DATA_DIR if data_dir is None else data_dir)
+    data_dir = resolve_data_dir(data_dir)
     path = require_file(data_dir / CUAVE_FILE, "CUAVE data (McGPDS)", DATA_HINT)
     d = sio.loadmat(str(path))
     V, A = np.asarray(d["videoTr"], dtype=np.float64), np.asarray(d["mfccTr"], dtype=np.float64)

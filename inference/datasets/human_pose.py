@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment import DEFAULT_DATA_DIR
-from ..validation import require_file
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.validation import require_file
 
 __all__ = ["TwoViewData", "load_human_pose", "HUMAN_POSE_FILE", "TRAIN_SEQUENCES", "SUBSAMPLE",
            "DT", "constant_columns", "DATA_HINT"]
@@ -132,7 +132,7 @@ def load_human_pose(data_dir=None, subsample: int = SUBSAMPLE,
     View 1: 100-d HoG silhouettes, view 2: 63-d poses (21 joints × xyz, interleaved).
     Raises ``FileNotFoundError`` naming ``human_pose/humanPoseDataset.mat`` when absent.
     """
-    data_dir = Path(DEFAULT_DATA_DIR if data_dir is None else data_dir)
+    data_dir = resolve_data_dir(data_dir)
     path = require_file(data_dir / HUMAN_POSE_FILE, "human pose data (McGPDS)", DATA_HINT)
     d = _load_mat(path)
     Ys, Zs = d["Y"].ravel(), d["Z"].ravel()

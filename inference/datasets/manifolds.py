@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_int_range, check_real_range
+from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["scurve", "swiss_roll", "paired_scurve_swissroll", "linear_views_of_curve"]
 

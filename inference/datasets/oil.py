@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment import DEFAULT_DATA_DIR
-from ..validation import require_file
-from .human_pose import DATA_HINT
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.validation import require_file
+from tandem.inference.datasets.human_pose import DATA_HINT
 
 __all__ = ["OilData", "load_oil", "read_netlab", "OIL_FILES"]
 
@@ -66,7 +66,7 @@ def read_netlab(path) -> tuple[np.ndarray, np.ndarray]:
 
 def load_oil(data_dir=None) -> OilData:
     """Load and concatenate oilTrn.dat + oilTst.dat (1000 points)."""
-    data_dir = Path(DEFAULT_DATA_DIR if data_dir is None else data_dir)
+    data_dir = resolve_data_dir(data_dir)
     files = tuple(require_file(data_dir / f, "oil-flow data (McGPDS Fig. 9)", DATA_HINT) for f in OIL_FILES)
     parts = [read_netlab(f) for f in files]
     X = np.concatenate([p[0] for p in parts])

@@ -4,7 +4,7 @@ Source: ``human_pose/ankurDataPoseSilhouette.mat`` — ``Y`` (1927, 100) silhoue
 descriptors (the twin GP's *inputs*), ``Z`` (1927, 63) poses = 21 joints × (x, y, z) (the
 *outputs*), ``Y_test``/``Z_test`` (418, ·). The papers predicted 54 joint angles (degrees);
 this copy has 3-D joint positions, so the metric is the mean per-joint position error
-(:func:`inference.metrics.mean_joint_error`).
+(:func:`tandem.inference.metrics.mean_joint_error`).
 """
 from __future__ import annotations
 
@@ -12,18 +12,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment import DEFAULT_DATA_DIR
-from ..validation import require_file
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.validation import require_file
 
 __all__ = ["load_poser", "HINT"]
 
 HINT = "Get it from github.com/mcgpds/mcgpds (code/matlab/dataset/); see ../shared/data/README.md (human_pose/)"
 
 
-def load_poser(data_dir=DEFAULT_DATA_DIR) -> dict:
+def load_poser(data_dir=None) -> dict:
     """→ ``X_train`` (1927, 100), ``Y_train`` (1927, 63), ``X_test`` (418, 100), ``Y_test`` (418, 63)."""
     from scipy.io import loadmat
-    p = require_file(Path(data_dir) / "human_pose" / "ankurDataPoseSilhouette.mat", "Poser data", HINT)
+    p = require_file(resolve_data_dir(data_dir) / "human_pose" / "ankurDataPoseSilhouette.mat", "Poser data", HINT)
     m = loadmat(p)
     out = {"X_train": m["Y"], "Y_train": m["Z"], "X_test": m["Y_test"], "Y_test": m["Z_test"]}
     out = {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}

@@ -68,8 +68,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..experiment import DEFAULT_DATA_DIR
-from ..validation import require_file
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.validation import require_file
 
 __all__ = ["Corpus", "MultiTaskSet", "load_webkb_raw", "load_webkb_linqs", "load_20news",
            "load_reuters", "tfidf", "tokenize", "SETS", "load_set", "UNIVERSITIES"]
@@ -152,7 +152,7 @@ def _cached(name: str, source: Path, build):
 
 
 def _data_dir(data_dir):
-    return Path(DEFAULT_DATA_DIR if data_dir is None else data_dir)
+    return resolve_data_dir(data_dir)
 
 
 # ---------------------------------------------------------------------------------

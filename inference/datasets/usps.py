@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment import DEFAULT_DATA_DIR
-from ..validation import require_file
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.validation import require_file
 
 __all__ = ["load_usps_reconstruction", "centre_mask", "HINT"]
 
@@ -40,7 +40,7 @@ def _label_counts(path: Path) -> np.ndarray:
     return (L > 0).sum(1)
 
 
-def load_usps_reconstruction(data_dir=DEFAULT_DATA_DIR, seed: int = 0) -> dict:
+def load_usps_reconstruction(data_dir=None, seed: int = 0) -> dict:
     """Stratified 4649/4649 split → dict of float64 arrays.
 
     ``X_train`` (4649, 240) outer pixels, ``Y_train`` (4649, 16) centre pixels, likewise
@@ -49,7 +49,7 @@ def load_usps_reconstruction(data_dir=DEFAULT_DATA_DIR, seed: int = 0) -> dict:
     Label-file row k is digit k (its counts match: row 0 ↔ .mat label 10 = digit 0, 1553 images).
     """
     from scipy.io import loadmat
-    d = Path(data_dir) / "usps"
+    d = resolve_data_dir(data_dir) / "usps"
     mat = loadmat(require_file(d / "usps_9298.mat", "USPS images", HINT))
     ctr = _label_counts(require_file(d / "usps_gpml_resampled_train_labels.txt", "USPS train labels", HINT))
     cte = _label_counts(require_file(d / "usps_gpml_resampled_test_labels.txt", "USPS test labels", HINT))

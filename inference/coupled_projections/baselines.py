@@ -1,5 +1,5 @@
 """Baselines for manifold alignment with a few known correspondences (same inputs as
-:class:`inference.coupled_projections.CoupledProjections`: ``X``, ``Y``, ``pairs``).
+:class:`tandem.inference.coupled_projections.solver.CoupledProjections`: ``X``, ``Y``, ``pairs``).
 
 * :class:`HamAlignment` — Ham, Lee & Saul, *Semisupervised alignment of manifolds*
   (AISTATS 2005), the variant "without pre-specified coordinates": one graph-Laplacian
@@ -37,9 +37,9 @@ import scipy.linalg as sla
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse import csr_matrix
 
-from .coupled_projections import (_sign_fix, as_array, check_pairs, correspondence_laplacian,
+from tandem.inference.coupled_projections.solver import (_sign_fix, as_array, check_pairs, correspondence_laplacian,
                                   knn_heat_weights, pairwise_sq_dists)
-from .validation import check_int_range, check_real_range
+from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["laplacian_eigenmaps", "nystrom_extend", "HamAlignment", "ProcrustesAlignment"]
 

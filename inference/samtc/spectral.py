@@ -15,7 +15,7 @@ multi-way discretisation.)
 
 Isolated nodes (degree 0: no mutual-kNN partner) have no row in M. They are left out
 of the eigenproblem and labelled −1 by :func:`ncut`; callers that have features
-(e.g. :func:`inference.samtc.ncut_snn`) then give them the label of their most similar
+(e.g. :func:`tandem.inference.samtc.algorithm.ncut_snn`) then give them the label of their most similar
 non-isolated point.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """SAMTC — Self-Adapted Multi-Task Clustering (Zhang, Zhang & Liu, IJCAI 2016).
 
 Deterministic reference implementation of the paper's algorithm, its ablations and the
-baselines of its experiments. The steps live in :mod:`inference.samtc_steps` (one
-function each) and :mod:`inference.spectral` (k-means, Normalized Cut).
+baselines of its experiments. The steps live in :mod:`tandem.inference.samtc.steps` (one
+function each) and :mod:`tandem.inference.samtc.spectral` (k-means, Normalized Cut).
 
 Algorithm (equations rebuilt from the paper's prose; see ``specs/samtc.md``)::
 
@@ -57,9 +57,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from . import metrics
-from . import samtc_steps as st
-from .spectral import kmeans, ncut
+from tandem.inference import metrics
+from tandem.inference.samtc import steps as st
+from tandem.inference.samtc.spectral import kmeans, ncut
 
 __all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
            "select_setting", "validate_tasks", "add_step3_args", "SOURCE_ROWS", "NODE_REACH"]
@@ -325,12 +325,12 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     init_labels: optional initial partitions (default Ncut-SNN, label-free);
     js_tau: absolute test of step 1 — a mutual-nearest cluster pair is kept only if its
     D̂_JS ≤ js_tau·log 2 (None → no test, every mutual-nearest pair is kept; see
-    :func:`inference.samtc_steps.mutual_nearest_pairs`). Default 0: the leave-one-out
+    :func:`tandem.inference.samtc.steps.mutual_nearest_pairs`). Default 0: the leave-one-out
     D̂_JS of two samples of one distribution is ≤ 0 (clipped to 0), so "D̂_JS = 0" reads
     "indistinguishable from one distribution". A source with no kept pair transfers
     nothing (Z^s = ∅, R = 0). calibrate_R: relatedness relative to the KMM support
     reached by two halves of the target subtask itself
-    (:func:`inference.samtc_steps.kmm_relatedness`, ``calibrate``).
+    (:func:`tandem.inference.samtc.steps.kmm_relatedness`, ``calibrate``).
     edges: "mutual" (spec) or "symmetric" own-task kNN edges of W^t (measured: worse).
     pairing: "mutual" (mutual-nearest pairs under the JS test; default) or "close" (every
     target/source cluster pair with D̂_JS ≤ js_tau·log 2 — a split class keeps both
@@ -350,7 +350,7 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     the six sets: −0.0001 vs +0.0040; WebKB-p2 +0.007 vs +0.035, because it drops a
     correct transfer to texas), and on the simulator's trap regime it moves the
     margin over Ncut-SNN to +0.0177 (se 0.0131, 6/4) from +0.0126 (se 0.0087, 7/3).
-    See :func:`inference.samtc_steps.js_divergence` and the README.
+    See :func:`tandem.inference.samtc.steps.js_divergence` and the README.
     node_reach: the target neighbourhood N_t(z) of a transferred source node z — "k"
     (default: its k_t + 1 nearest target points, like a target point's own list) or
     "paired" (measured alternative, round 5: at most |C^t_i| nearest target points, C^t_i

@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 
-from .validation import check_int_range, check_real_range
+from tandem.inference.validation import check_int_range, check_real_range
 
 
 def as_array(x, name: str, ndim: int | None = None, min_rows: int | None = None) -> np.ndarray:
-    """float64 numpy copy of ``x`` with the checks of :func:`inference.validation.as_array`.
+    """float64 numpy copy of ``x`` with the checks of :func:`tandem.inference.validation.as_array`.
 
     A numpy-only twin (no torch round trip: these small dense solvers are called thousands
     of times in the experiments). Raises ``ValueError`` on non-numeric data, wrong rank,

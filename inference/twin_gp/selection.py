@@ -8,7 +8,7 @@
    the paper's L′ with ≤ 50 steps).
 
 On the large data sets the CV runs on a random subset of the training set (the examples
-say which); every fold is a fresh :class:`~inference.twin_gp.TwinGP` on the other folds.
+say which); every fold is a fresh :class:`~tandem.inference.twin_gp.predictor.TwinGP` on the other folds.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .twin_gp import TwinGP
-from .validation import as_tensor, check_int_range, check_same_rows
+from tandem.inference.twin_gp.predictor import TwinGP
+from tandem.inference.validation import as_tensor, check_int_range, check_same_rows
 
 __all__ = ["kfold_indices", "median_distance", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
            "select_alignment_knn", "run_real_experiment", "paired_differences", "add_protocol_args", "StageCheckpoint", "data_hash",
@@ -107,7 +107,7 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
 
 def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) -> dict:
     """k-fold CV of the GPR baseline's (ρ, σ²)."""
-    from .twin_gp import gpr_predict
+    from tandem.inference.twin_gp.predictor import gpr_predict
     scores: dict = {}
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for r, s in itertools.product(rho_grid, noise_grid):
@@ -117,7 +117,7 @@ def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) ->
 
 def select_wknn(X, Y, ks, metric, k: int = 5, seed: int = 0) -> dict:
     """k-fold CV of the weighted k-NN baseline's neighbour count."""
-    from .twin_gp import wknn_predict
+    from tandem.inference.twin_gp.predictor import wknn_predict
     scores: dict = {}
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for kk in ks:
@@ -133,11 +133,11 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
        input kernel on X and the Gaussian output kernel (width ``rho_y``) on Y — centred
        kernel–target alignment (``criterion="kta"``) or HSIC (``"hsic"``) — on all of (X, Y)
        (unsupervised in the test sense: no held-out error is used).
-    2. k ∈ ``ks`` by k-fold CV of :func:`~inference.twin_gp.kernel_knn_predict` with that ρ_x.
+    2. k ∈ ``ks`` by k-fold CV of :func:`~tandem.inference.twin_gp.predictor.kernel_knn_predict` with that ρ_x.
 
     Returns ``{"best": (ρ_x, k), "alignment": {ρ: value}, "scores": {k: [per-fold values]}}``.
     """
-    from .twin_gp import hsic, kernel_alignment, kernel_knn_predict, rbf
+    from tandem.inference.twin_gp.predictor import hsic, kernel_alignment, kernel_knn_predict, rbf
     if criterion not in ("kta", "hsic"):
         raise ValueError(f"criterion: expected 'kta' or 'hsic', got {criterion!r}")
     X = as_tensor(X, "X", ndim=2)
@@ -263,7 +263,7 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     Returns the predictions and selected settings.
     """
     import time
-    from .twin_gp import TwinGP, gpr_predict, kernel_knn_predict, wknn_predict
+    from tandem.inference.twin_gp.predictor import TwinGP, gpr_predict, kernel_knn_predict, wknn_predict
     alphas = ALPHAS if alphas is None else alphas
     rng = np.random.default_rng(seed)
     Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in

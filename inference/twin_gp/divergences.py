@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import torch
 
-from .numerics import cho_logdet, cholesky_jitter, tri_solve
-from .validation import as_tensor, check_real_range
+from tandem.inference.numerics import cho_logdet, cholesky_jitter, tri_solve
+from tandem.inference.validation import as_tensor, check_real_range
 
 __all__ = ["log_chernoff_coefficient", "sharma_mittal", "renyi", "tsallis", "kl_divergence",
            "bhattacharyya"]

@@ -1,6 +1,6 @@
 """McGPDS objectives: the paper's collapsed bound (custom loss) and the uncollapsed ELBO.
 
-Everything here is float64 and Cholesky based (``inference.numerics``).
+Everything here is float64 and Cholesky based (``tandem.inference.numerics``).
 
 Notation (spec ``mcgpds.md``): views k = 1..V with data ``Y_k`` (N, D_k); latents
 ``X^(s)`` (shared) and ``X^(k)`` (private), Q columns each; time kernels ``K_s``, ``K_k``
@@ -48,72 +48,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pyro
 import torch
+from pyro.distributions import constraints
 
-from models.gp_kernels import kernel_matrix, psi_stats, time_kernel
-
-from .numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter
+from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
+from tandem.models.sequence_blocks import Blocks
+from tandem.models.mcgpds import hyperparams
+from tandem.guides.mcgpds import variational_params
+from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter
 
 __all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed_loss",
            "ViewPosterior", "view_posterior", "predict_moments", "kzz", "uncollapsed_elbo_analytic",
-           "optimal_q_inducing", "gauss_kl_diag_prior", "shared_conditional_test"]
-
-
-# --------------------------------------------------------------------------- blocks
-class Blocks:
-    """Sequences as blocks of the time axis, grouped by size for batched algebra.
-
-    ``seq_ids`` (N,) integer labels; rows with the same label form one sequence (in
-    row order). Blocks whose sizes are within a padding-cost ``ratio`` are put in one
-    group of shape (n_blocks, n_max). ``ratio`` 1.2 (was 1.6): on human pose 1.6 padded the
-    161-frame sequence to 193 and 34 to 53, and the KL cost 60 ms instead of 43.
-    """
-
-    def __init__(self, seq_ids: torch.Tensor, ratio: float = 1.2):
-        seq_ids = torch.as_tensor(seq_ids).long().reshape(-1)
-        self.N = int(seq_ids.numel())
-        labels, seen = [], set()
-        for v in seq_ids.tolist():      # order of first appearance; ids need not be contiguous
-            if v not in seen:
-                seen.add(v)
-                labels.append(v)
-        idx_lists = [torch.nonzero(seq_ids == u).reshape(-1) for u in labels]
-        self.block_rows = idx_lists
-        order = sorted(range(len(idx_lists)), key=lambda i: len(idx_lists[i]))
-        groups: list[list[int]] = []
-        for i in order:
-            n = len(idx_lists[i])
-            if groups:
-                g = groups[-1]
-                cost = sum(len(idx_lists[j]) ** 3 for j in g) + n ** 3
-                if (len(g) + 1) * n ** 3 <= ratio * cost:
-                    g.append(i)
-                    continue
-            groups.append([i])
-        self.groups = []
-        flat = []
-        for g in groups:
-            nmax = max(len(idx_lists[i]) for i in g)
-            idx = torch.full((len(g), nmax), self.N, dtype=torch.long)
-            mask = torch.zeros(len(g), nmax, dtype=torch.bool)
-            for r, i in enumerate(g):
-                idx[r, :len(idx_lists[i])] = idx_lists[i]
-                mask[r, :len(idx_lists[i])] = True
-            self.groups.append((idx, mask))
-            flat.append(idx[mask])
-        self.inv = torch.argsort(torch.cat(flat))
-
-    def pack(self, X: torch.Tensor, g: int, dim: int = 0) -> torch.Tensor:
-        """Rows of ``X`` (along ``dim``) for group ``g``: (..., nb, n, ...), padding = 0."""
-        idx, _ = self.groups[g]
-        X = X.movedim(dim, 0)
-        Xe = torch.cat([X, X.new_zeros((1,) + X.shape[1:])], 0)
-        return Xe[idx].movedim((0, 1), (dim, dim + 1))
-
-    def unpack(self, parts: list[torch.Tensor], dim: int = 0) -> torch.Tensor:
-        """Inverse of :meth:`pack`: list of (…, nb, n, …) per group -> (…, N, …)."""
-        flat = [p.movedim((dim, dim + 1), (0, 1))[mask] for p, (_, mask) in zip(parts, self.groups)]
-        return torch.cat(flat, 0)[self.inv].movedim(0, dim)
+           "optimal_q_inducing", "set_optimal_inducing", "gauss_kl_diag_prior", "shared_conditional_test"]
 
 
 def _mask_kernel(K: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -349,13 +296,6 @@ def eig_logdet_quad(At, R, t):
 
 
 # --------------------------------------------------------------------------- likelihood
-def kzz(kind: str, Z: torch.Tensor, variance, ard) -> torch.Tensor:
-    """K(Z, Z) with a small fixed jitter (1e-6 of the mean diagonal) for a stable Cholesky."""
-    K = kernel_matrix(kind, Z, Z, variance, ard)
-    jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
-    return K + jit * torch.eye(K.shape[0], dtype=K.dtype)
-
-
 def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kind: str) -> torch.Tensor:
     """The spec's collapsed bound ``L̂^(k) = Σ_d L̂_d`` of one view.
 
@@ -399,7 +339,7 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
 
 
 def collapsed_bound(data, hp: dict, mus: list, lams: list, return_parts: bool = False):
-    """F = Σ_k L̂^(k) − KL for a :class:`models.mcgpds.McGPDSData` problem."""
+    """F = Σ_k L̂^(k) − KL for a :class:`tandem.models.mcgpds.McGPDSData` problem."""
     lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
     F = -lt["kl"]
     lik = []
@@ -413,15 +353,13 @@ def collapsed_bound(data, hp: dict, mus: list, lams: list, return_parts: bool = 
 
 
 def collapsed_loss(model, guide, data, frozen=(), **kwargs) -> torch.Tensor:
-    """Custom loss for :func:`inference.fit`: ``−F`` (the negative collapsed bound).
+    """Custom loss for :func:`tandem.inference.fit`: ``−F`` (the negative collapsed bound).
 
     Reads the hyperparameters through the model's parameter registration and the
     variational parameters through the guide's (the same ``pyro.param`` names the
     Pyro model/guide use). ``frozen``: parameter groups ("variational", "model",
     "alpha", ...) held constant in this phase (the SCG schedule's alternation).
     """
-    from guides.mcgpds import variational_params
-    from models.mcgpds import hyperparams
     hp = hyperparams(data, frozen=frozen)
     mus, lams = variational_params(data, frozen=frozen)
     try:
@@ -606,3 +544,22 @@ def optimal_q_inducing(data, hp: dict, mus: list, lams: list):
             Ls.append(cholesky_jitter(0.5 * (cj + cj.mT), "optimal q(u) covariance"))
         q_u.append((torch.stack(ms), torch.stack(Ls)))
     return q_v, q_u
+
+
+def set_optimal_inducing(data):
+    """Write the optimal q(V), q(U) (given the current q(X) and hyperparameters) into the
+    parameter store — e.g. after a collapsed fit, before drawing posterior-predictive samples
+    with :func:`mcgpds_guide`."""
+    store = pyro.get_param_store()
+    with torch.no_grad():
+        hp = hyperparams(data)
+        mus, lams = variational_params(data)
+        q_v, q_u = optimal_q_inducing(data, hp, mus, lams)
+    for k in range(data.V):
+        for name, val, con in ((f"qv_m_{k}", q_v[k][0], constraints.real),
+                               (f"qv_L_{k}", q_v[k][1], constraints.lower_cholesky),
+                               (f"qu_m_{k}", q_u[k][0], constraints.real),
+                               (f"qu_L_{k}", q_u[k][1], constraints.lower_cholesky)):
+            if name in store:
+                del store[name]
+            pyro.param(name, val.detach().clone(), constraint=con)

@@ -8,9 +8,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-#: ``../shared/data`` relative to the project root (where CI and developers have it).
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA_DIR = PROJECT_ROOT.parent / "shared" / "data"
 
 
 def base_parser(description: str, real_data: bool = False, default_seeds: int = 1) -> argparse.ArgumentParser:
@@ -27,8 +24,9 @@ def base_parser(description: str, real_data: bool = False, default_seeds: int = 
     p.add_argument("--seeds", type=int, default=default_seeds, help="number of seeds (seed, seed+1, ...)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     if real_data:
-        p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                       help="folder holding the shared data sets (default: ../shared/data)")
+        p.add_argument("--data-dir", type=Path, default=None,
+                       help="folder holding the shared data sets (default: $TANDEM_DATA, "
+                            "else ../shared/data relative to the working directory)")
     return p
 
 

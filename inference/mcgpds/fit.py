@@ -2,7 +2,7 @@
 
 Usage::
 
-    from inference.mcgpds_fit import McGPDSConfig, fit_mcgpds, predict_view
+    from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, predict_view
 
     cfg = McGPDSConfig(Q=10, M=100, fixed=("alpha", "eps", "beta", "time", "W"))
     fitted = fit_mcgpds([Y1, Y2], times, seq_ends=[34, 57, 79, 240, 433, 513, 566], config=cfg)
@@ -11,8 +11,8 @@ Usage::
     pred.mean, pred.var          # (N*, D_2) in the model's (scaled) units
     pred.nn_index                # nearest training frame in the learned shared space
 
-Every optimisation phase runs through :func:`inference.fit` with the collapsed bound
-(:func:`inference.mcgpds_bound.collapsed_loss`) and :class:`inference.LBFGS`. The
+Every optimisation phase runs through :func:`tandem.inference.fit` with the collapsed bound
+(:func:`tandem.inference.mcgpds.bound.collapsed_loss`) and :class:`tandem.inference.LBFGS`. The
 authors' SCG schedule (``cycles`` × [``var_iters`` variational-only, ``model_iters``
 model-only], then ``joint_iters`` joint) is rendered with L-BFGS iterations.
 
@@ -55,15 +55,15 @@ import numpy as np
 import pyro
 import torch
 
-from guides.mcgpds import mcgpds_guide, variational_params
-from models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model
-from models.gp_kernels import time_kernel
+from tandem.guides.mcgpds import mcgpds_guide, variational_params
+from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model
+from tandem.models.gp_kernels import time_kernel
 
-from .mcgpds_bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
+from tandem.inference.mcgpds.bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
     view_bound, view_posterior
-from .numerics import DTYPE, NotPositiveDefiniteError
-from .svi import LBFGS, fit
-from .validation import as_tensor
+from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
+from tandem.inference.svi import LBFGS, fit
+from tandem.inference.validation import as_tensor
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
            "constant_hyperparams", "pca_init", "save_fitted", "load_fitted", "holdout_folds", "holdout_predictions",

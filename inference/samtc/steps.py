@@ -192,7 +192,7 @@ def js_divergence(A, B, floor=None, leave_one_out: bool = True, bandwidth: str =
     the leave-one-out KDE (each summand is ≤ log 2 but unbounded below; measured for two
     samples of N(0, I_10), n = 80–100: −2.8 to −5.1·log 2), so it ranks cluster pairs
     rather than measuring a divergence. Measured on the text sets and the simulator (see
-    :func:`inference.samtc.samtc`, ``js_bandwidth``): better class precision of the
+    :func:`tandem.inference.samtc.algorithm.samtc`, ``js_bandwidth``): better class precision of the
     pairs, no better accuracy — "separate" stays the default.
     """
     A = np.asarray(A, dtype=np.float64)
@@ -521,7 +521,7 @@ def weighted_snn(own, sources=(), R=(), edges: str = "mutual"):
     W = 0 for other pairs and on the diagonal. This is :func:`snn_graph` on the target's
     own nodes only (the spec's step 3 read literally: transfer re-weights the target's
     own mutual-kNN edges; SAMTC's default graph adds source nodes, see
-    :func:`inference.samtc.transfer_graph`). ``edges``: "mutual" (spec) or "symmetric".
+    :func:`tandem.inference.samtc.algorithm.transfer_graph`). ``edges``: "mutual" (spec) or "symmetric".
     Returns a sparse symmetric (n_t × n_t) matrix with entries in [0, 1].
     """
     own = sp.csr_matrix(own)

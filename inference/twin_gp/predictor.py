@@ -43,15 +43,13 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
-from .validation import as_tensor, check_int_range, check_real_range, check_same_rows
+from tandem.inference.numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
+from tandem.models.twin_gp import METHODS, validate_alpha_beta
+from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
 
 __all__ = ["TwinGP", "METHODS", "rbf", "ridge_predict", "gpr_predict", "wknn_predict",
            "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic", "kernel_knn_predict", "certainty", "lemma41_log_bound",
            "validate_alpha_beta", "toy_data"]
-
-METHODS = ("KLTGP", "IKLTGP", "SMTGP")
-
 
 def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
     """exp(−‖a−b‖²/(2ρ²)) for rows of A (..., n, d) and B (..., m, d) → (..., n, m).
@@ -65,18 +63,6 @@ def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
         return torch.exp(-(nA + nB - 2.0 * AB).clamp_min(0.0) / (2.0 * rho * rho))
     sq = AB.mul_(-2.0).add_(nA).add_(nB).clamp_min_(0.0)
     return sq.mul_(-1.0 / (2.0 * rho * rho)).exp_()
-
-
-def validate_alpha_beta(alpha, beta=None) -> tuple[float, float | None]:
-    """α ∈ [0, 1]; β real and ≠ 1 (β = 1 is the Rényi limit, outside SMTGP's L′)."""
-    a = check_real_range(alpha, "alpha", 0.0, 1.0)
-    if beta is None:
-        return a, None
-    b = check_real_range(beta, "beta")
-    if b == 1.0:
-        raise ValueError("beta: expected a real number != 1 (the Sharma-Mittal objective L' has a "
-                         "1/(beta-1) factor; beta = 1 is the Renyi limit), got 1")
-    return a, b
 
 
 def ridge_predict(X, Y, Xt, lam: float = 1e-2) -> torch.Tensor:
@@ -134,7 +120,7 @@ def kernel_knn_predict(X, Y, Xt, k: int, rho: float) -> torch.Tensor:
     """Kernel-weighted k-NN regression (baselines "KTA-kNN"/"HSIC-kNN"): the k nearest
     training outputs weighted by the input kernel exp(−‖x − x_i‖²/(2ρ²)) (normalised in log
     space, so far test points still get finite weights). ρ is the width chosen by kernel
-    alignment with the output kernel (:func:`inference.twin_gp_selection.select_alignment_knn`).
+    alignment with the output kernel (:func:`tandem.inference.twin_gp.selection.select_alignment_knn`).
     """
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     k = check_int_range(k, "k", 1, X.shape[0])
@@ -699,12 +685,12 @@ def lemma41_log_bound(tgp: TwinGP, alpha: float) -> torch.Tensor:
 
 def smtgp_det_objective(tgp: TwinGP, Xt, y, alpha: float, beta: float | None = None) -> torch.Tensor:
     """The O(N³)-per-step form: the Sharma–Mittal divergence D_{α,β}(N(0,K_{X∪x}) : N(0,K_{Y∪y}))
-    from full (N+1)×(N+1) determinants (via :mod:`inference.divergences`), per test point.
+    from full (N+1)×(N+1) determinants (via :mod:`tandem.inference.twin_gp.divergences`), per test point.
 
     With ``beta=None`` returns −log c_α (the log-space objective, = ½ ℓ_α + const),
     otherwise the divergence itself (the same minimiser for every β ≠ 1). Autograd only.
     """
-    from .divergences import log_chernoff_coefficient, sharma_mittal
+    from tandem.inference.twin_gp.divergences import log_chernoff_coefficient, sharma_mittal
     a, b = validate_alpha_beta(alpha, beta)
     Xt = tgp._check_test(Xt)
     out = []

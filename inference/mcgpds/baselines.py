@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .validation import as_array, check_same_rows
+from tandem.inference.validation import as_array, check_same_rows
 
 __all__ = ["nn_indices", "nn_y_space", "training_mean_predictor", "nn_latent_space",
            "standardise_columns", "gpy_available", "fit_gpy_mrd", "MRDResult"]

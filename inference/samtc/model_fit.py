@@ -3,7 +3,7 @@
 :func:`fit_model` standardises the tasks, builds a data-driven initialisation
 (:func:`initial_values`: k-means per task for the slot means, atoms from cross-task
 matching of the slot means), fits the hand-written mean-field guide with the shared
-driver ``inference.fit`` and ``TraceEnum_ELBO``, and keeps the best of ``restarts`` runs by
+driver ``tandem.inference.fit`` and ``TraceEnum_ELBO``, and keeps the best of ``restarts`` runs by
 a Monte Carlo ELBO estimate. The returned :class:`ModelFit` gives
 
 * ``cluster_probs()`` — posterior marginals q(y_{t,i} = c) from
@@ -36,13 +36,13 @@ from pyro.infer import TraceEnum_ELBO, infer_discrete
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import cdist
 
-from guides.samtc import SAMTCGuide
-from models import samtc as samtc_model
-from models.samtc import MAX_PLATE_NESTING, check_tasks
+from tandem.guides.samtc import SAMTCGuide
+from tandem.models import samtc as samtc_model
+from tandem.models.samtc import MAX_PLATE_NESTING, check_tasks
 
-from .numerics import DTYPE
-from .spectral import kmeans
-from .svi import fit
+from tandem.inference.numerics import DTYPE
+from tandem.inference.samtc.spectral import kmeans
+from tandem.inference.svi import fit
 
 __all__ = ["ModelFit", "fit_model", "initial_values", "standardize"]
 
@@ -68,7 +68,7 @@ def standardize(tasks, h, seed: int = 0):
 
 def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n_atoms: int | None = None,
                    seed: int = 0, tau: float = 0.25) -> tuple[dict, int]:
-    """Starting values for :class:`guides.samtc.SAMTCGuide` and the number of atoms K.
+    """Starting values for :class:`tandem.guides.samtc.SAMTCGuide` and the number of atoms K.
 
     Slot means: k-means centres of each task (``km`` reuses fitted ones). Atoms: slots of
     different tasks whose centres are mutual nearest neighbours across the two tasks and
@@ -260,11 +260,11 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
               restarts: int = 1, seed: int = 0, subsample_size: int | None = None,
               tau: float = 0.25, widen: float = 3.0, link_threshold: float | None = None,
               progress: bool = False, tol: float | None = None, **hyper) -> ModelFit:
-    """Standardise, initialise, fit with ``inference.fit`` + TraceEnum_ELBO; best of ``restarts`` by ELBO.
+    """Standardise, initialise, fit with ``tandem.inference.fit`` + TraceEnum_ELBO; best of ``restarts`` by ELBO.
 
     Restart r uses k-means seed ``seed + r`` and SVI seed ``seed + r``. ``hyper`` goes to the
     model (alpha, pi_conc, rho_a, rho_b, sigma_scale, prior_scale). Raises ValueError for
-    bad tasks (see ``models.samtc.check_tasks``).
+    bad tasks (see ``tandem.models.samtc.check_tasks``).
     """
     if restarts < 1:
         raise ValueError(f"restarts: expected >= 1, got {restarts}")

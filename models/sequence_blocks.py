@@ -1,0 +1,63 @@
+"""Sequences as blocks of the time axis (McGPDS): which rows form one sequence, and
+the grouping of equal-sized blocks that lets the per-sequence algebra run batched."""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["Blocks"]
+
+
+class Blocks:
+    """Sequences as blocks of the time axis, grouped by size for batched algebra.
+
+    ``seq_ids`` (N,) integer labels; rows with the same label form one sequence (in
+    row order). Blocks whose sizes are within a padding-cost ``ratio`` are put in one
+    group of shape (n_blocks, n_max). ``ratio`` 1.2 (was 1.6): on human pose 1.6 padded the
+    161-frame sequence to 193 and 34 to 53, and the KL cost 60 ms instead of 43.
+    """
+
+    def __init__(self, seq_ids: torch.Tensor, ratio: float = 1.2):
+        seq_ids = torch.as_tensor(seq_ids).long().reshape(-1)
+        self.N = int(seq_ids.numel())
+        labels, seen = [], set()
+        for v in seq_ids.tolist():      # order of first appearance; ids need not be contiguous
+            if v not in seen:
+                seen.add(v)
+                labels.append(v)
+        idx_lists = [torch.nonzero(seq_ids == u).reshape(-1) for u in labels]
+        self.block_rows = idx_lists
+        order = sorted(range(len(idx_lists)), key=lambda i: len(idx_lists[i]))
+        groups: list[list[int]] = []
+        for i in order:
+            n = len(idx_lists[i])
+            if groups:
+                g = groups[-1]
+                cost = sum(len(idx_lists[j]) ** 3 for j in g) + n ** 3
+                if (len(g) + 1) * n ** 3 <= ratio * cost:
+                    g.append(i)
+                    continue
+            groups.append([i])
+        self.groups = []
+        flat = []
+        for g in groups:
+            nmax = max(len(idx_lists[i]) for i in g)
+            idx = torch.full((len(g), nmax), self.N, dtype=torch.long)
+            mask = torch.zeros(len(g), nmax, dtype=torch.bool)
+            for r, i in enumerate(g):
+                idx[r, :len(idx_lists[i])] = idx_lists[i]
+                mask[r, :len(idx_lists[i])] = True
+            self.groups.append((idx, mask))
+            flat.append(idx[mask])
+        self.inv = torch.argsort(torch.cat(flat))
+
+    def pack(self, X: torch.Tensor, g: int, dim: int = 0) -> torch.Tensor:
+        """Rows of ``X`` (along ``dim``) for group ``g``: (..., nb, n, ...), padding = 0."""
+        idx, _ = self.groups[g]
+        X = X.movedim(dim, 0)
+        Xe = torch.cat([X, X.new_zeros((1,) + X.shape[1:])], 0)
+        return Xe[idx].movedim((0, 1), (dim, dim + 1))
+
+    def unpack(self, parts: list[torch.Tensor], dim: int = 0) -> torch.Tensor:
+        """Inverse of :meth:`pack`: list of (…, nb, n, …) per group -> (…, N, …)."""
+        flat = [p.movedim((dim, dim + 1), (0, 1))[mask] for p, (_, mask) in zip(parts, self.groups)]
+        return torch.cat(flat, 0)[self.inv].movedim(0, dim)
