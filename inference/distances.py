@@ -1,0 +1,119 @@
+"""Pairwise distances, nearest neighbours, kernel widths and column scaling — one of each.
+
+Every paper needs squared Euclidean distances between rows (k-NN baselines, heat-kernel
+graphs, nearest-neighbour predictors, kernel widths). They are computed here once, for
+numpy arrays and torch tensors alike (the result has the input's type), as
+``‖a‖² + ‖b‖² − 2 aᵀb`` from one matrix product, clamped at 0 against rounding.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["sq_dists", "knn", "nearest", "median_distance", "standardize", "Standardizer"]
+
+
+def sq_dists(A, B=None):
+    """Squared Euclidean distances between the rows of A (n, d) and B (m, d) → (n, m).
+
+    Works batched on torch tensors (..., n, d) × (..., m, d). ``B=None`` means B = A, and
+    then the diagonal is exactly 0.
+    """
+    same = B is None
+    if isinstance(A, torch.Tensor):
+        B = A if same else torch.as_tensor(B, dtype=A.dtype, device=A.device)
+        nA, nB = (A * A).sum(-1).unsqueeze(-1), (B * B).sum(-1).unsqueeze(-2)
+        D = (nA + nB - 2.0 * A @ B.transpose(-1, -2)).clamp_min(0.0)
+        if same:
+            D = D - torch.diag_embed(D.diagonal(dim1=-2, dim2=-1))
+        return D
+    A = np.asarray(A, dtype=np.float64)
+    B = A if same else np.asarray(B, dtype=np.float64)
+    D = (A * A).sum(-1)[..., :, None] + (B * B).sum(-1)[..., None, :] - 2.0 * A @ np.swapaxes(B, -1, -2)
+    np.maximum(D, 0.0, out=D)
+    if same:
+        idx = np.arange(D.shape[-1])
+        D[..., idx, idx] = 0.0
+    return D
+
+
+def knn(A, B=None, k: int = 1, exclude_self: bool = False):
+    """(n, k) indices into B of the k nearest rows of B to each row of A, nearest first.
+
+    ``B=None`` searches A itself; ``exclude_self`` (only with B=None) skips each point's
+    own row. Ties are broken by the lower index (stable sort), so results are
+    deterministic. Returns the input's type (numpy int64 array or torch long tensor).
+    """
+    D = sq_dists(A, B)
+    m = D.shape[-1] - (1 if exclude_self else 0)
+    if not 1 <= k <= m:
+        raise ValueError(f"k: expected 1 <= k <= {m} (the number of candidate neighbours), got {k}")
+    if exclude_self:
+        if B is not None:
+            raise ValueError("exclude_self: only meaningful when B is None (searching A itself)")
+        inf = float("inf")
+        if isinstance(D, torch.Tensor):
+            D = D.clone()
+            D.diagonal(dim1=-2, dim2=-1).fill_(inf)
+        else:
+            np.fill_diagonal(D, inf)
+    if isinstance(D, torch.Tensor):
+        return torch.sort(D, dim=-1, stable=True).indices[..., :k]
+    return np.argsort(D, axis=-1, kind="stable")[..., :k]
+
+
+def nearest(A, B=None, exclude_self: bool = False):
+    """(n,) index into B of the nearest row of B to each row of A (see :func:`knn`)."""
+    return knn(A, B, 1, exclude_self)[..., 0]
+
+
+def median_distance(Z, max_points: int = 2000, seed: int = 0) -> float:
+    """Median Euclidean distance between distinct rows of Z (the usual kernel width).
+
+    At most ``max_points`` rows are used (a seeded subsample without replacement), so the
+    cost is O(max_points²). If every distance is 0 (all rows equal) the width is 1.0, so a
+    kernel built from it stays well defined.
+    """
+    Z = np.asarray(Z.detach().cpu() if isinstance(Z, torch.Tensor) else Z, dtype=np.float64)
+    if Z.ndim != 2 or Z.shape[0] < 2:
+        raise ValueError(f"Z: expected a 2-D array with at least 2 rows, got shape {Z.shape}")
+    if Z.shape[0] > max_points:
+        Z = Z[np.random.default_rng(seed).choice(Z.shape[0], max_points, replace=False)]
+    iu = np.triu_indices(Z.shape[0], 1)
+    med = float(np.sqrt(np.median(sq_dists(Z)[iu])))
+    return med if med > 0 else 1.0
+
+
+class Standardizer:
+    """Column standardisation ``z = (x − mean) / scale`` and its inverse.
+
+    ``scale`` is the column standard deviation (ddof 0); a constant column gets scale 1
+    (it is only centred), so the map is always invertible. Fitted models use it to be
+    invariant to the data's units: fit on z, map predictions back with :meth:`inverse`
+    and predictive variances with :meth:`inverse_var`.
+    """
+
+    def __init__(self, X, center: bool = True):
+        is_t = isinstance(X, torch.Tensor)
+        Xa = X.detach() if is_t else np.asarray(X, dtype=np.float64)
+        if Xa.ndim != 2 or Xa.shape[0] < 1:
+            raise ValueError(f"X: expected a 2-D array with at least one row, got shape {tuple(Xa.shape)}")
+        mean = Xa.mean(0) if center else Xa[0] * 0
+        std = Xa.std(0, unbiased=False) if is_t else Xa.std(0)
+        scale = torch.where(std > 0, std, torch.ones_like(std)) if is_t else np.where(std > 0, std, 1.0)
+        self.mean, self.scale = mean, scale
+
+    def transform(self, X):
+        return (X - self.mean) / self.scale
+
+    def inverse(self, Z):
+        return Z * self.scale + self.mean
+
+    def inverse_var(self, V):
+        return V * self.scale ** 2
+
+
+def standardize(X, center: bool = True):
+    """``(Z, standardizer)``: X with zero-mean, unit-variance columns (see :class:`Standardizer`)."""
+    s = Standardizer(X, center)
+    return s.transform(X), s
