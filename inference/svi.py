@@ -26,7 +26,7 @@ from pyro import poutine
 from pyro.infer import ELBO, SVI, Trace_ELBO
 from tqdm.auto import tqdm
 
-__all__ = ["fit", "FitResult", "LBFGS"]
+__all__ = ["fit", "minimize", "FitResult", "LBFGS"]
 
 
 @dataclass
@@ -244,6 +244,26 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
     params = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
     return FitResult(np.asarray(losses), wall, len(losses), converged, params,
                      resumed_from=start_step if state is not None else None)
+
+
+def _no_program(*args, **kwargs):
+    """Stands for the model and guide in :func:`minimize` (the loss reads ``pyro.param`` s itself)."""
+    return None
+
+
+def minimize(loss_fn: Callable[..., torch.Tensor], *args, desc: str = "minimize", **kwargs) -> FitResult:
+    """Minimise ``loss_fn(*args)`` over the ``pyro.param`` s it registers, with the driver.
+
+    For objectives that are not a (model, guide) pair — e.g. McGPDS's bound of the test
+    latents given a fitted model. ``loss_fn`` takes the positional ``args`` and returns a
+    differentiable scalar; every option of :func:`fit` (``optim``, ``num_steps``, ``seed``,
+    ``tol``, ``checkpoint``, ``progress``, ``clear_params``, ...) applies unchanged.
+    """
+    if not callable(loss_fn):
+        raise ValueError(f"loss_fn: expected a callable returning a scalar tensor, got {type(loss_fn).__name__}")
+    if "loss" in kwargs:
+        raise ValueError("minimize: pass the objective as loss_fn, not as loss=")
+    return fit(_no_program, _no_program, *args, loss=lambda _m, _g, *a: loss_fn(*a), desc=desc, **kwargs)
 
 
 def _traceback_functions(err: BaseException) -> set:

@@ -62,7 +62,7 @@ from tandem.models.gp_kernels import time_kernel
 from tandem.inference.mcgpds.bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
     view_bound, view_posterior
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
-from tandem.inference.svi import LBFGS, fit
+from tandem.inference.svi import LBFGS, fit, minimize
 from tandem.inference.validation import as_tensor
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
@@ -365,7 +365,7 @@ def _knn(A: torch.Tensor, B: torch.Tensor, k: int) -> torch.Tensor:
     return d2.topk(k, dim=1, largest=False).indices
 
 
-def _test_loss(model, guide, Ystar, tstar, blocks, time_s, vhp, kind, fixll, init_mu, init_lam, train):
+def _test_loss(Ystar, tstar, blocks, time_s, vhp, kind, fixll, init_mu, init_lam, train):
     """−(bound of the test latents): −KL of the test block, plus (``fixll`` False) the collapsed
     bound of the source view on train ∪ test, ``train = (Y, μ, diag S)`` of the training frames
     held fixed (the test frames appended, spec §"Prediction" step 1)."""
@@ -381,10 +381,6 @@ def _test_loss(model, guide, Ystar, tstar, blocks, time_s, vhp, kind, fixll, ini
     except NotPositiveDefiniteError:   # extreme line-search trial point: see collapsed_loss
         return torch.zeros((), dtype=DTYPE, requires_grad=True) + 1e30
     return -F
-
-
-def _noop(*args, **kwargs):
-    return None
 
 
 def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, target: int = 1,
@@ -475,8 +471,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     init_mu = (fitted.mu_s if init_from == "shared" else fitted.mu[source])[nn_y].clone()
     init_lam = torch.full_like(init_mu, 0.2)
     train = (data.views[source], fitted.mu[source].detach(), fitted.s_diag[source].detach())
-    res = fit(_noop, _noop, Ys, ts, blocks, hp["time_s"], vhp, kind, bool(fixll), init_mu, init_lam, train,
-              loss=_test_loss, optim=LBFGS(max_iter=max(int(test_iters), 1)),
+    res = minimize(_test_loss, Ys, ts, blocks, hp["time_s"], vhp, kind, bool(fixll), init_mu, init_lam, train,
+              optim=LBFGS(max_iter=max(int(test_iters), 1)),
               num_steps=1 if test_iters > 0 else 0, seed=seed, progress=progress,
               desc=f"McGPDS test latents ({method})")
     mu_t = res.params.get("test_mu", init_mu)
