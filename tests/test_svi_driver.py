@@ -147,7 +147,7 @@ def test_interrupted_and_resumed_run_reproduces_uninterrupted(y, tmp_path, use_l
                progress=False, checkpoint=ckpt, checkpoint_every=n // 4)
     assert ckpt.exists() and part.num_steps == n // 2
     pyro.clear_param_store()  # a fresh process would start with an empty store
-    resumed = fit(conjugate_model, guide, y, loss=loss, optim=optim(), num_steps=n, seed=999,
+    resumed = fit(conjugate_model, guide, y, loss=loss, optim=optim(), num_steps=n, seed=7,
                   progress=False, checkpoint=ckpt, checkpoint_every=n // 4)
     assert resumed.resumed_from == n // 2
     np.testing.assert_allclose(resumed.losses, full.losses, rtol=0, atol=1e-12)
