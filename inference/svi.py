@@ -362,8 +362,15 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
                 line_search_failures[0] = 0
                 return out
             except IndexError as err:
-                if line_search_failures[0] >= 1 or "_strong_wolfe" not in _traceback_functions(err):
+                if "_strong_wolfe" not in _traceback_functions(err):
                     raise
+                if line_search_failures[0] >= 1:
+                    raise RuntimeError(
+                        f"{desc}: the L-BFGS line search failed twice in a row (torch's strong-Wolfe bracket "
+                        "collapsed); the loss is probably not finite or not smooth along the search direction, "
+                        "and a smaller learning rate does not help here: check the model for log of <= 0 or "
+                        "overflowing exp, bound the parameters with constraints, standardise the data, or use "
+                        "a stochastic optimiser such as pyro.optim.Adam") from err
                 line_search_failures[0] += 1
                 warnings.warn(f"{desc}: L-BFGS line search failed (torch strong-Wolfe bracket "
                               "collapsed); step undone, curvature history reset", RuntimeWarning)
