@@ -1,7 +1,9 @@
 """The papers' own evaluation metrics, in one place.
 
 Every function takes numpy arrays or torch tensors and returns a Python ``float``
-(or, where noted, a per-item array). Shapes are checked; mismatches raise ``ValueError``.
+(or, where noted, a per-item array). Inputs are checked first: empty inputs, mismatched
+shapes and NaN/inf entries raise ``ValueError`` naming the argument (a metric of nothing
+is not NaN, it is a caller's bug).
 """
 from __future__ import annotations
 
@@ -24,6 +26,15 @@ def _np(x, name):
 def _same_shape(a, b, na, nb):
     if a.shape != b.shape:
         raise ValueError(f"{na} has shape {a.shape} but {nb} has shape {b.shape}; expected equal shapes")
+    if a.size == 0:
+        raise ValueError(f"{na} and {nb} are empty (shape {a.shape}); expected at least one entry to score")
+
+
+def _pair(pred, true, np_="pred", nt="true"):
+    """Both arrays as float64, same shape, non-empty, finite."""
+    p, t = _np(pred, np_), _np(true, nt)
+    _same_shape(p, t, np_, nt)
+    return p, t
 
 
 def mean_joint_error(pred, true, dims_per_joint: int = 3) -> float:
@@ -32,8 +43,9 @@ def mean_joint_error(pred, true, dims_per_joint: int = 3) -> float:
     ``pred``, ``true``: (N, J·3) with joints interleaved x1 y1 z1 x2 …. Returns
     (1/(N J)) Σ_n Σ_j ‖p̂_nj − p_nj‖₂ in the data's units.
     """
-    p, t = _np(pred, "pred"), _np(true, "true")
-    _same_shape(p, t, "pred", "true")
+    if isinstance(dims_per_joint, bool) or not isinstance(dims_per_joint, (int, np.integer)) or dims_per_joint < 1:
+        raise ValueError(f"dims_per_joint: expected a positive integer, got {dims_per_joint!r}")
+    p, t = _pair(pred, true)
     if p.ndim != 2 or p.shape[1] % dims_per_joint:
         raise ValueError(f"pred: expected shape (N, J*{dims_per_joint}), got {p.shape}")
     d = (p - t).reshape(p.shape[0], -1, dims_per_joint)
@@ -42,8 +54,7 @@ def mean_joint_error(pred, true, dims_per_joint: int = 3) -> float:
 
 def rmse(pred, true) -> float:
     """Root mean squared error over all entries: sqrt(mean((ŷ − y)²))."""
-    p, t = _np(pred, "pred"), _np(true, "true")
-    _same_shape(p, t, "pred", "true")
+    p, t = _pair(pred, true)
     return float(np.sqrt(np.mean((p - t) ** 2)))
 
 
@@ -55,10 +66,16 @@ def msll(mean, var, true, mask=None) -> float:
     ``var`` must be strictly positive on E; ``mask`` is how callers exclude coordinates
     that are constant in the data (their predictive variance may be exactly 0).
     """
-    m, v, t = _np(mean, "mean"), _np(var, "var"), _np(true, "true")
-    _same_shape(m, t, "mean", "true")
-    v = np.broadcast_to(v, m.shape)
-    sel = np.ones(m.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), m.shape)
+    m, t = _pair(mean, true, "mean", "true")
+    v = _broadcast(_np(var, "var"), m.shape, "var")
+    if mask is None:
+        sel = np.ones(m.shape, bool)
+    else:
+        mk = np.asarray(mask.detach().cpu().numpy() if hasattr(mask, "detach") else mask)
+        if mk.dtype != bool and not (np.issubdtype(mk.dtype, np.integer) and np.isin(mk, (0, 1)).all()):
+            raise ValueError(f"mask: expected a boolean array (True = score the entry), got dtype {mk.dtype}"
+                             + (" with values other than 0/1 (indices?)" if np.issubdtype(mk.dtype, np.number) else ""))
+        sel = _broadcast(mk.astype(bool), m.shape, "mask")
     if not sel.any():
         raise ValueError("msll: the mask selects no entries")
     if (v[sel] <= 0).any():
@@ -71,23 +88,28 @@ def msll(mean, var, true, mask=None) -> float:
 
 def mean_abs_error(pred, true) -> float:
     """Mean absolute error over all entries: mean(|ŷ − y|) (twin-GP toy experiments)."""
-    p, t = _np(pred, "pred"), _np(true, "true")
-    _same_shape(p, t, "pred", "true")
+    p, t = _pair(pred, true)
     return float(np.mean(np.abs(p - t)))
 
 
 def mean_norm_error(pred, true) -> float:
     """Per-row Euclidean error averaged over rows: (1/N) Σ_n ‖ŷ_n − y_n‖₂ (USPS reconstruction)."""
-    p, t = _np(pred, "pred"), _np(true, "true")
-    _same_shape(p, t, "pred", "true")
+    p, t = _pair(pred, true)
+    if p.ndim == 0:
+        raise ValueError(f"pred: expected rows (N, ...), got a scalar")
     p2 = p.reshape(p.shape[0], -1)
     return float(np.linalg.norm(p2 - t.reshape(t.shape[0], -1), axis=1).mean())
 
 
 def _labels(x, name):
-    a = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x).ravel()
+    a = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
+    if a.ndim > 1 and not (a.ndim == 2 and a.shape[1] == 1):
+        raise ValueError(f"{name}: expected a label vector (n,), got shape {a.shape}")
+    a = a.ravel()
     if a.size == 0:
         raise ValueError(f"{name}: empty label vector")
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise ValueError(f"{name}: contains NaN or inf labels")
     _, inv = np.unique(a, return_inverse=True)
     return inv
 
@@ -140,8 +162,11 @@ def match_accuracy(pred_partner, true_partner, tolerance: int = 0, period: int |
     With ``period`` the index distance is circular (poses on a circle of ``period`` steps):
     |i − j| is replaced by min(|i − j|, period − |i − j|).
     """
-    p = np.asarray(pred_partner).ravel().astype(np.int64)
-    t = np.asarray(true_partner).ravel().astype(np.int64)
+    p, t = _indices(pred_partner, "pred_partner"), _indices(true_partner, "true_partner")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, np.integer)) or tolerance < 0:
+        raise ValueError(f"tolerance: expected a non-negative integer, got {tolerance!r}")
+    if period is not None and (isinstance(period, bool) or not isinstance(period, (int, np.integer)) or period < 1):
+        raise ValueError(f"period: expected a positive integer or None, got {period!r}")
     if p.shape != t.shape:
         raise ValueError(f"pred_partner has {p.size} entries but true_partner has {t.size}")
     if p.size == 0:
@@ -152,9 +177,28 @@ def match_accuracy(pred_partner, true_partner, tolerance: int = 0, period: int |
     return float(np.mean(d <= tolerance))
 
 
+def _indices(x, name) -> np.ndarray:
+    """A 1-d integer index vector; float input must hold whole numbers (no silent truncation)."""
+    a = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x).ravel()
+    if a.dtype.kind in "iu":
+        return a.astype(np.int64)
+    if a.dtype.kind == "f" and np.isfinite(a).all() and (a == np.round(a)).all():
+        return a.astype(np.int64)
+    if a.size == 0:
+        return a.astype(np.int64)
+    raise ValueError(f"{name}: expected integer indices, got dtype {a.dtype}"
+                     + (" with non-integer or non-finite values" if a.dtype.kind == "f" else ""))
+
+
+def _broadcast(a: np.ndarray, shape, name: str) -> np.ndarray:
+    try:
+        return np.broadcast_to(a, shape)
+    except ValueError:
+        raise ValueError(f"{name}: shape {a.shape} does not broadcast to the data's shape {shape}") from None
+
+
 def circular_pose_error_deg(pred_pose_deg, true_pose_deg) -> float:
     """Mean absolute angular difference on the circle, in degrees (result in [0, 180])."""
-    p, t = _np(pred_pose_deg, "pred_pose_deg"), _np(true_pose_deg, "true_pose_deg")
-    _same_shape(p, t, "pred_pose_deg", "true_pose_deg")
+    p, t = _pair(pred_pose_deg, true_pose_deg, "pred_pose_deg", "true_pose_deg")
     d = np.abs(p - t) % 360.0
     return float(np.mean(np.minimum(d, 360.0 - d)))

@@ -1,13 +1,24 @@
 """Posterior and posterior-predictive draws from any (model, guide) pair, as ArviZ data.
 
-:func:`posterior_predictive` draws ``num_samples`` latent samples from the guide, replays
-the model on each (conditioned, for ``log_likelihood``; unconditioned, for
-``posterior_predictive``) and returns an :class:`arviz.InferenceData` with the groups
-``posterior``, ``posterior_predictive``, ``observed_data`` and ``log_likelihood``, with
-the dimension names a model module supplies (``dims={"Y1": ["time", "output"]}``).
+:func:`draw` draws ``num_samples`` joint samples: the guide's latent draw θ ~ q(θ);
+then, for latent sites the model enumerates (``infer={"enumerate": "parallel"}``) and the
+guide does not cover, an exact draw z ~ p(z | θ, data) by ``pyro.infer.infer_discrete``
+(forward-filter backward-sample over the enumerated sites); then the model replayed on
+(θ, z) — conditioned, for ``log_likelihood``, and unconditioned, for the posterior
+predictive draw of each observed site. Latent sites that are neither in the guide nor
+enumerated have no posterior here (the replay draws them from their prior): they are left
+out of the ``posterior`` group with a warning, never reported as posterior draws.
+
+:func:`posterior_predictive` packs the draws into the ArviZ object the installed ArviZ
+provides — ``arviz.InferenceData`` for ArviZ 0.x (0.17 or later), an ``xarray.DataTree``
+for ArviZ 1.x — with the groups ``posterior``, ``posterior_predictive``,
+``observed_data`` and ``log_likelihood`` and the dimension names a model module supplies
+(``dims={"Y1": ["time", "output"]}``). Both support ``idata.posterior["mu"]``,
+``az.summary`` and ``to_netcdf``.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import arviz as az
@@ -16,19 +27,48 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro import poutine
+from pyro.infer import infer_discrete
 from pyro.poutine.subsample_messenger import _Subsample
 
-__all__ = ["posterior_predictive", "draw"]
+from tandem.inference.validation import check_int_range
+
+__all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz"]
+
+#: Major version of the installed ArviZ: 0 (``InferenceData``) or 1 (``xarray.DataTree``).
+ARVIZ_MAJOR = int(az.__version__.split(".")[0])
 
 
 def _is_factor(site) -> bool:
     return isinstance(site["fn"], dist.Unit) or (site["name"].startswith("_") and site["is_observed"])
 
 
-def _sites(trace):
+def _is_deterministic(site) -> bool:
+    return bool(site.get("infer", {}).get("_deterministic"))
+
+
+def _sample_sites(trace):
     for name, site in trace.nodes.items():
         if site["type"] == "sample" and not _is_factor(site) and not isinstance(site["fn"], _Subsample):
             yield name, site
+
+
+def _latent_only(trace) -> poutine.Trace:
+    """The latent sample sites of ``trace`` (what an unconditioned replay must reuse)."""
+    out = poutine.Trace()
+    for name, site in _sample_sites(trace):
+        if not site["is_observed"]:
+            out.add_node(name, **site)
+    return out
+
+
+def _max_plate_nesting(trace) -> int:
+    dims = [f.dim for site in trace.nodes.values() if site["type"] == "sample"
+            for f in site["cond_indep_stack"] if f.vectorized and f.dim is not None]
+    return -min(dims) if dims else 0
+
+
+def _np(t) -> np.ndarray:
+    return t.detach().cpu().numpy()
 
 
 def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: int = 0,
@@ -37,68 +77,99 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
 
     Returns ``{"posterior": {site: (S, ...)}, "posterior_predictive": {site: (S, ...)},
     "observed_data": {site: (...)}, "log_likelihood": {site: (S, ...)}}`` as numpy arrays.
-    Latent sites come from the guide (and model-only latents such as deterministic
-    sites or sites the guide does not cover, from the model given the guide's draw).
+
+    ``posterior`` holds the guide's latent sites, the model's enumerated discrete sites
+    that the guide does not cover (exact conditional draws given the guide's draw, by
+    ``infer_discrete``), and ``pyro.deterministic`` sites. Model latent sites outside both
+    are left out (``UserWarning`` naming them): their values would be prior draws.
+    ``posterior_predictive`` has a fresh draw of every observed site given each joint
+    latent draw; ``log_likelihood`` the pointwise log-density of the observations.
     """
-    if not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
+    check_int_range(num_samples, "num_samples", low=1)
+    check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
     pyro.set_rng_seed(seed)
     post, ppc, obs, loglik = {}, {}, {}, {}
+    enumerated: list[str] = []
+    first = True
     with torch.no_grad():
         for _ in range(num_samples):
             gtr = poutine.trace(guide).get_trace(*args, **kwargs)
-            cond = poutine.trace(poutine.replay(model, trace=gtr)).get_trace(*args, **kwargs)
-            free = poutine.trace(poutine.replay(poutine.uncondition(model), trace=gtr)).get_trace(*args, **kwargs)
-            for name, site in _sites(cond):
-                if site["is_observed"]:
-                    obs.setdefault(name, site["value"].detach().cpu().numpy())
+            guide_latents = {n for n, s in _sample_sites(gtr) if not s["is_observed"]}
+            if first:
+                probe = poutine.trace(poutine.replay(model, trace=gtr)).get_trace(*args, **kwargs)
+                uncovered = [n for n, s in _sample_sites(probe)
+                             if not s["is_observed"] and not _is_deterministic(s) and n not in guide_latents]
+                enumerated = [n for n in uncovered if probe.nodes[n]["infer"].get("enumerate") == "parallel"]
+                prior_only = [n for n in uncovered if n not in enumerated]
+                if prior_only:
+                    warnings.warn(
+                        f"posterior_predictive: latent site(s) {prior_only} of the model are not in the guide "
+                        "and not enumerated, so they have no posterior here: they are left out of the posterior "
+                        "group, and the posterior predictive and log-likelihood use prior draws of them",
+                        UserWarning, stacklevel=3)
+                first_dim = -1 - _max_plate_nesting(probe)
+                first = False
+            if enumerated:
+                # exact p(z | θ, data) for the enumerated sites, given the guide's draw θ
+                cond = poutine.trace(infer_discrete(poutine.replay(model, trace=gtr), temperature=1,
+                                                    first_available_dim=first_dim)).get_trace(*args, **kwargs)
+            else:
+                cond = poutine.trace(poutine.replay(model, trace=gtr)).get_trace(*args, **kwargs)
+            latents = _latent_only(cond)
+            free = poutine.trace(poutine.replay(poutine.uncondition(model), trace=latents)).get_trace(*args, **kwargs)
+            for name, site in _sample_sites(cond):
+                if _is_deterministic(site):
+                    post.setdefault(name, []).append(_np(site["value"]))
+                elif site["is_observed"]:
+                    obs.setdefault(name, _np(site["value"]))
                     if log_likelihood:
-                        lp = site["fn"].log_prob(site["value"])
-                        loglik.setdefault(name, []).append(lp.detach().cpu().numpy())
-                    ppc.setdefault(name, []).append(free.nodes[name]["value"].detach().cpu().numpy())
-                else:
-                    post.setdefault(name, []).append(site["value"].detach().cpu().numpy())
-            for name, site in cond.nodes.items():
-                if site["type"] == "sample" and site.get("infer", {}).get("_deterministic"):
-                    post[name][-1] = site["value"].detach().cpu().numpy()
+                        loglik.setdefault(name, []).append(_np(site["fn"].log_prob(site["value"])))
+                    ppc.setdefault(name, []).append(_np(free.nodes[name]["value"]))
+                elif name in guide_latents or name in enumerated:
+                    post.setdefault(name, []).append(_np(site["value"]))
     stack = lambda d: {k: np.stack(v) for k, v in d.items()}
     return {"posterior": stack(post), "posterior_predictive": stack(ppc), "observed_data": obs,
             "log_likelihood": stack(loglik)}
 
 
+def to_arviz(groups: dict[str, dict[str, np.ndarray]], dims: dict[str, list[str]] | None = None,
+             coords: dict[str, list] | None = None):
+    """Build the installed ArviZ's data object from ``{group: {var: array}}``.
+
+    Arrays of every group except ``observed_data`` have leading (chain, draw) axes.
+    ``dims`` entries whose length does not match a variable's rank are ignored (so a
+    model's dims constant may cover optional sites). ArviZ 0.x → ``az.InferenceData``;
+    ArviZ 1.x → ``xarray.DataTree`` (``az.from_dict`` changed its signature in 1.0: one
+    nested dict instead of one keyword per group).
+    """
+    dims = dict(dims or {})
+    groups = {g: v for g, v in groups.items() if v}
+    used: dict[str, list[str]] = {}
+    for g, vars_ in groups.items():
+        lead = 0 if g == "observed_data" else 2
+        for k, v in vars_.items():
+            if k in dims and len(dims[k]) == v.ndim - lead:
+                used[k] = list(dims[k])
+    if ARVIZ_MAJOR >= 1:
+        return az.from_dict(groups, dims=used or None, coords=coords)
+    return az.from_dict(**groups, dims=used or None, coords=coords)
+
+
 def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: int = 100,
                          seed: int = 0, dims: dict[str, list[str]] | None = None,
                          coords: dict[str, list] | None = None, log_likelihood: bool = True,
-                         **kwargs) -> az.InferenceData:
-    """:func:`draw` packed into an ``arviz.InferenceData`` (one chain, ``num_samples`` draws).
+                         **kwargs):
+    """:func:`draw` packed into ArviZ data (one chain, ``num_samples`` draws).
 
-    ``dims`` maps a site name to the names of its dimensions (without chain/draw), e.g.
-    the ``DIMS`` constant of a model module; ``coords`` gives coordinate values.
-    ``log_likelihood`` holds the pointwise log-density of each observed site, so
-    ``az.loo``/``az.waic`` work where the observations are conditionally independent.
+    Returns ``arviz.InferenceData`` under ArviZ 0.x and ``xarray.DataTree`` under ArviZ
+    1.x (see :func:`to_arviz`). ``dims`` maps a site name to the names of its dimensions
+    (without chain/draw), e.g. ``dims(...)`` of a model module; ``coords`` gives
+    coordinate values. ``log_likelihood`` holds the pointwise log-density of each
+    observed site, so LOO/WAIC work where the observations are conditionally independent.
     """
-    d = draw(model, guide, *args, num_samples=num_samples, seed=seed,
-             log_likelihood=log_likelihood, **kwargs)
+    d = draw(model, guide, *args, num_samples=num_samples, seed=seed, log_likelihood=log_likelihood, **kwargs)
     add_chain = lambda g: {k: v[None] for k, v in g.items()}
-    dims = dict(dims or {})
-    # only keep dims whose rank matches the data, so a model's DIMS may cover optional sites
-    def fit_dims(group, chain=True):
-        out = {}
-        for k, v in group.items():
-            nd = v.ndim - (2 if chain else 0)  # chain and draw come first
-            if k in dims and len(dims[k]) == nd:
-                out[k] = dims[k]
-        return out
-    groups = {}
-    if d["posterior"]:
-        groups["posterior"] = add_chain(d["posterior"])
-    if d["posterior_predictive"]:
-        groups["posterior_predictive"] = add_chain(d["posterior_predictive"])
-    if d["log_likelihood"]:
-        groups["log_likelihood"] = add_chain(d["log_likelihood"])
-    all_dims = {}
-    for g in groups.values():
-        all_dims.update(fit_dims(g))
-    all_dims.update(fit_dims(d["observed_data"], chain=False))
-    return az.from_dict(**groups, observed_data=d["observed_data"] or None,
-                        dims=all_dims or None, coords=coords)
+    return to_arviz({"posterior": add_chain(d["posterior"]),
+                     "posterior_predictive": add_chain(d["posterior_predictive"]),
+                     "log_likelihood": add_chain(d["log_likelihood"]),
+                     "observed_data": d["observed_data"]}, dims=dims, coords=coords)

@@ -5,7 +5,9 @@
 ``loss(model, guide, *args, **kwargs) -> scalar tensor``, a Pyro optimiser or L-BFGS,
 a tqdm progress bar with the current loss, optional early stopping on a relative-change
 tolerance, and an optional checkpoint file from which an interrupted run resumes exactly
-(parameter store, optimiser state, RNG states, loss trace).
+(parameter store, optimiser state, RNG states, loss trace). A checkpoint only resumes the
+run that wrote it: it stores a fingerprint of the model, guide, loss, optimiser, seed and
+the data (shapes and a hash of the contents), and a different run is refused.
 """
 from __future__ import annotations
 
@@ -20,22 +22,41 @@ from typing import Any, Callable
 
 import numpy as np
 import pyro
+import pyro.distributions as dist
 import pyro.optim
 import torch
 from pyro import poutine
-from pyro.infer import ELBO, SVI, Trace_ELBO
+from pyro.infer import ELBO, SVI, Trace_ELBO, TraceEnum_ELBO
+from pyro.poutine.subsample_messenger import _Subsample
 from tqdm.auto import tqdm
 
-__all__ = ["fit", "minimize", "FitResult", "LBFGS"]
+from tandem.inference.experiments.checkpoints import (CheckpointError, check_fingerprint, describe_callable,
+                                                      fingerprint, load_checkpoint, save_atomic)
+from tandem.inference.validation import check_int_range, check_real_range
+
+__all__ = ["fit", "minimize", "FitResult", "LBFGS", "fit_fingerprint"]
+
+#: ``kind`` tag of the checkpoint files written by :func:`fit`.
+CHECKPOINT_KIND = "tandem.fit/2"
 
 
 @dataclass
 class LBFGS:
-    """Use ``torch.optim.LBFGS`` (float64, strong-Wolfe line search) as the optimiser.
+    """Use ``torch.optim.LBFGS`` (strong-Wolfe line search by default) as the optimiser.
 
     Each driver step is one ``LBFGS.step(closure)`` call of up to ``max_iter`` inner
-    iterations. Only for deterministic losses (a collapsed bound, a MAP objective, a
-    point-mass guide): a Monte Carlo ELBO breaks the line search.
+    iterations. Only for **deterministic** losses, because the line search compares loss
+    values at different points and a Monte Carlo estimate makes those comparisons
+    meaningless. :func:`fit` accepts L-BFGS when
+
+    * ``loss`` is a Pyro ELBO and every latent site is exact: each guide sample site is a
+      point mass (``dist.Delta``, possibly ``.to_event``/masked/expanded — e.g.
+      ``AutoDelta``, i.e. MAP), or is enumerated under ``TraceEnum_ELBO``; every model
+      latent site is in the guide or enumerated; no plate subsamples; or
+    * ``loss`` is a callable that returns the same value for the same parameters under
+      two different random seeds (checked once, with one extra evaluation).
+
+    Anything else raises ``ValueError`` before the first step.
     """
     lr: float = 1.0
     max_iter: int = 20
@@ -43,6 +64,15 @@ class LBFGS:
     line_search_fn: str | None = "strong_wolfe"
     tolerance_grad: float = 1e-9
     tolerance_change: float = 1e-12
+
+    def __post_init__(self):
+        check_real_range(self.lr, "LBFGS lr", low=0.0, low_open=True)
+        check_int_range(self.max_iter, "LBFGS max_iter", low=1)
+        check_int_range(self.history_size, "LBFGS history_size", low=1)
+        if self.line_search_fn not in (None, "strong_wolfe"):
+            raise ValueError(f"LBFGS line_search_fn: expected 'strong_wolfe' or None, got {self.line_search_fn!r}")
+        check_real_range(self.tolerance_grad, "LBFGS tolerance_grad", low=0.0)
+        check_real_range(self.tolerance_change, "LBFGS tolerance_change", low=0.0)
 
 
 @dataclass
@@ -76,20 +106,151 @@ def _set_rng_state(s: dict) -> None:
     random.setstate(s["python"])
 
 
-def _save_atomic(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+# ---------------------------------------------------------------- fingerprint of a run
+# ELBO attributes that do not change the objective's value (layout/diagnostic switches;
+# max_plate_nesting is also overwritten by the ELBO itself on first use).
+_ELBO_IGNORED = {"max_plate_nesting", "max_iarange_nesting", "strict_enumeration_warning", "ignore_jit_warnings",
+                 "jit_options", "retain_graph"}
+
+
+def _describe_loss(loss) -> Any:
+    if isinstance(loss, ELBO):
+        settings = {k: v for k, v in vars(loss).items()
+                    if not k.startswith("_") and k not in _ELBO_IGNORED
+                    and (v is None or isinstance(v, (bool, int, float, str)))}
+        return {"class": describe_callable(type(loss)), **settings}
+    return describe_callable(loss)
+
+
+def _describe_optim(optim) -> Any:
+    if isinstance(optim, LBFGS):
+        return optim
+    return {"class": describe_callable(type(optim)),
+            "constructor": getattr(optim, "pt_scheduler_constructor", None) or getattr(optim, "pt_optim_constructor", None),
+            "args": getattr(optim, "pt_optim_args", None), "clip": getattr(optim, "pt_clip_args", None)}
+
+
+def fit_fingerprint(model: Callable, guide: Callable, args: tuple, kwargs: dict, loss, optim, seed: int) -> dict:
+    """What identifies a :func:`fit` run, as a flat dict (see ``checkpoints.fingerprint``).
+
+    Model and guide by qualified name (for an autoguide: its class and its model's
+    name), the loss (ELBO class and its particle settings, or the callable's name), the
+    optimiser (class/constructor and its arguments, e.g. ``lr``; or the :class:`LBFGS`
+    settings), the seed, and every positional/keyword data argument by dtype, shape and
+    SHA-256 of its contents. ``num_steps``, ``tol`` and the checkpoint settings are not
+    part of it: a run may be resumed with more steps or another stopping rule.
+    """
+    return fingerprint(model=describe_callable(model), guide=describe_callable(guide), loss=_describe_loss(loss),
+                       optim=_describe_optim(optim), seed=int(seed), args=tuple(args), kwargs=dict(kwargs))
+
+
+def _load_fit_state(path: Path, fp: dict, num_steps: int) -> dict:
+    state = load_checkpoint(path, CHECKPOINT_KIND)
+    check_fingerprint(path, state.get("fingerprint"), fp, what="fit")
+    if state["step"] > num_steps:
+        raise CheckpointError(f"checkpoint {path} holds {state['step']} steps, more than num_steps={num_steps}; "
+                              f"a resumed run cannot undo steps: pass num_steps >= {state['step']} to resume it, "
+                              f"or delete {path} to start afresh")
+    return state
+
+
+# ---------------------------------------------------------------- L-BFGS admissibility
+def _point_mass(fn) -> bool:
+    while isinstance(fn, (torch.distributions.Independent, dist.MaskedDistribution, dist.ExpandedDistribution)):
+        fn = fn.base_dist
+    return isinstance(fn, (dist.Delta, dist.Unit))
+
+
+def _is_latent(site) -> bool:
+    return (site["type"] == "sample" and not site["is_observed"] and not isinstance(site["fn"], _Subsample)
+            and not site.get("infer", {}).get("_deterministic") and not isinstance(site["fn"], dist.Unit))
+
+
+def _check_deterministic_elbo(loss: ELBO, model, guide, args, kwargs) -> None:
+    """Raise ``ValueError`` unless ``loss`` (a Pyro ELBO) is exact for this model and guide."""
+    enum_ok = isinstance(loss, TraceEnum_ELBO)
+    advice = ("L-BFGS needs a deterministic loss: make every guide site a point mass (dist.Delta, e.g. "
+              "AutoDelta for MAP), enumerate discrete sites with TraceEnum_ELBO, or pass a deterministic loss "
+              "callable (an analytic or collapsed bound); otherwise use a stochastic optimiser such as "
+              "pyro.optim.Adam")
+    rng = _rng_state()
+    try:
+        with poutine.block():
+            gtr = poutine.trace(guide).get_trace(*args, **kwargs)
+            mtr = poutine.trace(poutine.replay(model, trace=gtr)).get_trace(*args, **kwargs)
+    finally:
+        _set_rng_state(rng)
+    name = type(loss).__name__
+    for who, tr in (("guide", gtr), ("model", mtr)):
+        for site in tr.nodes.values():
+            fn = site.get("fn")
+            if site["type"] == "sample" and isinstance(fn, _Subsample) and fn.subsample_size is not None \
+                    and fn.subsample_size < fn.size:
+                raise ValueError(f"LBFGS with {name}: plate {site['name']!r} in the {who} subsamples "
+                                 f"{fn.subsample_size} of {fn.size}, so the loss is random. {advice}")
+    for site in gtr.nodes.values():
+        if _is_latent(site) and not _point_mass(site["fn"]) and not (enum_ok and site["infer"].get("enumerate")):
+            raise ValueError(f"LBFGS with {name}: guide site {site['name']!r} samples from "
+                             f"{type(site['fn']).__name__}, so the loss is a Monte Carlo estimate. {advice}")
+    for site in mtr.nodes.values():
+        if _is_latent(site) and site["name"] not in gtr.nodes and not (enum_ok and site["infer"].get("enumerate")):
+            raise ValueError(f"LBFGS with {name}: model latent site {site['name']!r} is not in the guide, so the "
+                             f"ELBO draws it from the prior and the loss is random. {advice}")
+
+
+def _check_deterministic_callable(loss_fn, first_value: float, seed: int) -> None:
+    """Evaluate a custom loss once more under another RNG state; raise if the value changed."""
+    rng = _rng_state()
+    try:
+        pyro.set_rng_seed((seed + 1_000_003) % 2 ** 32)
+        with torch.no_grad():
+            second = float(loss_fn().detach())
+    finally:
+        _set_rng_state(rng)
+    a, b = first_value, second
+    if np.isfinite(a) and np.isfinite(b) and abs(a - b) > 1e-9 * max(1.0, abs(a), abs(b)):
+        raise ValueError(f"LBFGS: the loss callable returned {a!r} and then {b!r} for the same parameters under "
+                         "two random seeds, so it is random (a Monte Carlo estimate?); L-BFGS's line search needs "
+                         "a deterministic loss. Use a stochastic optimiser such as pyro.optim.Adam, or make the "
+                         "loss deterministic")
 
 
 def _make_loss_fn(loss, model, guide, args, kwargs) -> Callable[[], torch.Tensor]:
     """A zero-argument differentiable loss for L-BFGS."""
     if isinstance(loss, ELBO):
         if not hasattr(loss, "differentiable_loss"):
-            raise ValueError(f"{type(loss).__name__} has no differentiable_loss; L-BFGS needs one "
+            raise ValueError(f"loss: {type(loss).__name__} has no differentiable_loss; L-BFGS needs one "
                              "(use Trace_ELBO/TraceMeanField_ELBO/TraceEnum_ELBO or a custom loss)")
         return lambda: loss.differentiable_loss(model, guide, *args, **kwargs)
     return lambda: loss(model, guide, *args, **kwargs)
+
+
+def _nonfinite_message(desc: str, value: float, step: int, optim) -> str:
+    """Advice for a non-finite loss that fits the situation (the learning rate is not always the cause)."""
+    head = f"{desc}: loss became {value} at step {step}"
+    if step == 0:
+        return (f"{head}, at the initial parameters before any update (the optimiser and its learning rate "
+                "play no part); check the data for NaN/inf or extreme scales, the initial values, and the "
+                "model for invalid operations (log of <= 0, overflowing exp, a parameter outside its support)")
+    if isinstance(optim, LBFGS):
+        if optim.line_search_fn is None:
+            return (f"{head}; L-BFGS without a line search took too long a step: use "
+                    "LBFGS(line_search_fn='strong_wolfe') or a smaller LBFGS(lr=...)")
+        return (f"{head}; the L-BFGS line search reached parameters where the loss is not finite (a smaller "
+                "learning rate does not help here): the objective overflows or is undefined somewhere along the "
+                "search direction — standardise the data, bound the parameters with constraints, or check the "
+                "model for log of <= 0 / overflowing exp")
+    return f"{head}; lower the learning rate or check the data scaling"
+
+
+def _validate(num_steps, seed, tol, window, min_steps, checkpoint_every) -> None:
+    check_int_range(num_steps, "num_steps", low=0)
+    check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
+    if tol is not None:
+        check_real_range(tol, "tol", low=0.0, low_open=True)
+    check_int_range(window, "window", low=1)
+    check_int_range(min_steps, "min_steps", low=0)
+    check_int_range(checkpoint_every, "checkpoint_every", low=1)
 
 
 def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = None,
@@ -105,33 +266,41 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
     loss : a Pyro ``ELBO`` instance (default ``Trace_ELBO()``) or a callable
         ``loss(model, guide, *args, **kwargs)`` returning a differentiable scalar tensor
         (e.g. McGPDS's collapsed bound).
-    optim : a Pyro optimiser (default ``pyro.optim.Adam({"lr": 0.01})``) or :class:`LBFGS`.
+    optim : a Pyro optimiser (default ``pyro.optim.Adam({"lr": 0.01})``) or :class:`LBFGS`
+        (deterministic losses only; see :class:`LBFGS` for the rule).
     num_steps : total number of steps (a resumed run continues up to this number).
-    seed : seeds Pyro/torch/numpy/python before the first step (ignored on resume, where
-        the checkpoint's RNG states are restored instead).
+    seed : integer in [0, 2³²) seeding Pyro/torch/numpy/python before the first step. On
+        resume the checkpoint's RNG states are restored instead (the seed must match the
+        one the checkpoint was written with).
     tol, window, min_steps : early stop once the relative change between the mean loss of
         the last ``window`` steps and of the ``window`` steps before is below ``tol``
-        (after at least ``min_steps`` steps). ``window > 1`` smooths a noisy ELBO.
-    checkpoint, checkpoint_every : save parameter store, optimiser state, RNG states and
-        the loss trace to ``checkpoint`` every ``checkpoint_every`` steps and at the end;
-        if the file exists when ``fit`` starts, the run resumes from it.
+        (after at least ``min_steps`` steps). ``window > 1`` smooths a noisy ELBO. A
+        resumed run whose loaded losses already meet the rule returns at once.
+    checkpoint, checkpoint_every : save parameter store, optimiser state, RNG states, the
+        loss trace and the run's fingerprint (:func:`fit_fingerprint`) to ``checkpoint``
+        every ``checkpoint_every`` steps and at the end (atomically). If the file exists
+        when ``fit`` starts, the run resumes from it — exactly: the losses and parameters
+        equal those of an uninterrupted run. A file written by a different run (other
+        data, model, guide, loss, optimiser settings or seed), one holding more than
+        ``num_steps`` steps, or an unreadable file raises ``CheckpointError`` (a
+        ``ValueError``) naming the file and what differs.
     clear_params : clear Pyro's parameter store first (not when resuming).
+
+    Raises ``FloatingPointError`` when the loss becomes NaN/inf, with advice that fits
+    the case (initial parameters, L-BFGS, or a stochastic optimiser's step size).
     """
-    if not isinstance(num_steps, int) or num_steps < 0:
-        raise ValueError(f"num_steps: expected a non-negative integer, got {num_steps!r}")
-    if tol is not None and not tol > 0:
-        raise ValueError(f"tol: expected a positive float or None, got {tol!r}")
-    if window < 1 or checkpoint_every < 1:
-        raise ValueError("window and checkpoint_every must be >= 1")
+    _validate(num_steps, seed, tol, window, min_steps, checkpoint_every)
     loss = Trace_ELBO() if loss is None else loss
     if not (isinstance(loss, ELBO) or callable(loss)):
         raise ValueError(f"loss: expected a Pyro ELBO or a callable, got {type(loss).__name__}")
     optim = pyro.optim.Adam({"lr": 0.01}) if optim is None else optim
     if not isinstance(optim, (pyro.optim.PyroOptim, LBFGS)):
-        raise ValueError("optim: expected a pyro.optim optimiser or tandem's tandem.inference.LBFGS, "
+        raise ValueError("optim: expected a pyro.optim optimiser or tandem.inference.LBFGS, "
                          f"got {type(optim).__name__}")
+    use_lbfgs = isinstance(optim, LBFGS)
     ckpt_path = Path(checkpoint) if checkpoint is not None else None
-    state = torch.load(ckpt_path, weights_only=False) if ckpt_path is not None and ckpt_path.exists() else None
+    fp = fit_fingerprint(model, guide, args, kwargs, loss, optim, seed) if ckpt_path is not None else None
+    state = _load_fit_state(ckpt_path, fp, num_steps) if ckpt_path is not None and ckpt_path.exists() else None
 
     losses: list[float] = []
     start_step = 0
@@ -145,11 +314,25 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             pyro.clear_param_store()
         pyro.set_rng_seed(seed)
 
-    use_lbfgs = isinstance(optim, LBFGS)
+    def restore_params():
+        # Lazily built guides (autoguides) create their parameters on the first call and
+        # may overwrite stored values while doing so; the first call of an uninterrupted
+        # run happened at step 0, so on resume the guide is built first (the RNG draws
+        # this costs are undone below) and the checkpoint's parameters are put back.
+        if state is not None:
+            pyro.clear_param_store()
+            pyro.get_param_store().set_state(state["params"])
+
     if use_lbfgs:
+        if isinstance(loss, ELBO):
+            _check_deterministic_elbo(loss, model, guide, args, kwargs)
         loss_fn = _make_loss_fn(loss, model, guide, args, kwargs)
         with poutine.trace(param_only=True) as ptrace:
-            loss_fn()  # creates every param, so L-BFGS sees them all
+            first = loss_fn()  # creates every param, so L-BFGS sees them all
+        if not isinstance(loss, ELBO):
+            _check_deterministic_callable(loss_fn, float(first.detach()), seed)
+        del first
+        restore_params()
         names = sorted(ptrace.trace.nodes)
         params = [pyro.param(n).unconstrained() for n in names]
         torch_opt = torch.optim.LBFGS(params, lr=optim.lr, max_iter=optim.max_iter,
@@ -179,8 +362,15 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
                 line_search_failures[0] = 0
                 return out
             except IndexError as err:
-                if line_search_failures[0] >= 1 or "_strong_wolfe" not in _traceback_functions(err):
+                if "_strong_wolfe" not in _traceback_functions(err):
                     raise
+                if line_search_failures[0] >= 1:
+                    raise RuntimeError(
+                        f"{desc}: the L-BFGS line search failed twice in a row (torch's strong-Wolfe bracket "
+                        "collapsed); the loss is probably not finite or not smooth along the search direction, "
+                        "and a smaller learning rate does not help here: check the model for log of <= 0 or "
+                        "overflowing exp, bound the parameters with constraints, standardise the data, or use "
+                        "a stochastic optimiser such as pyro.optim.Adam") from err
                 line_search_failures[0] += 1
                 warnings.warn(f"{desc}: L-BFGS line search failed (torch strong-Wolfe bracket "
                               "collapsed); step undone, curvature history reset", RuntimeWarning)
@@ -197,6 +387,8 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             return torch_opt.state_dict()
     else:
         if state is not None:
+            poutine.block(poutine.trace(guide).get_trace)(*args, **kwargs)
+            restore_params()
             optim.set_state(state["optim"])
         svi = SVI(model, guide, optim, loss)
 
@@ -211,18 +403,26 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
 
     def save(step_no: int) -> None:
         if ckpt_path is not None:
-            _save_atomic({"step": step_no, "params": pyro.get_param_store().get_state(),
-                          "optim": optim_state(), "rng": _rng_state(), "losses": losses}, ckpt_path)
+            save_atomic({"kind": CHECKPOINT_KIND, "fingerprint": fp, "step": step_no,
+                         "params": pyro.get_param_store().get_state(), "optim": optim_state(),
+                         "rng": _rng_state(), "losses": losses}, ckpt_path)
 
-    converged = False
+    def stop_rule_met() -> bool:
+        if tol is None or len(losses) < max(min_steps, 2 * window):
+            return False
+        new = float(np.mean(losses[-window:]))
+        old = float(np.mean(losses[-2 * window:-window]))
+        return abs(new - old) <= tol * max(abs(old), 1e-12)
+
+    # a resumed run that had already converged under this rule must not train on
+    converged = state is not None and stop_rule_met()
     t0 = time.perf_counter()
     bar = tqdm(total=num_steps, initial=start_step, desc=desc, disable=not progress, dynamic_ncols=True)
     try:
-        for i in range(start_step, num_steps):
+        for i in range(start_step, num_steps if not converged else start_step):
             value = step()
             if not np.isfinite(value):
-                raise FloatingPointError(f"{desc}: loss became {value} at step {i}; lower the "
-                                         "learning rate or check the data scaling")
+                raise FloatingPointError(_nonfinite_message(desc, value, i, optim))
             losses.append(value)
             bar.update(1)
             if i % 10 == 0 or i == num_steps - 1:
@@ -230,16 +430,13 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             done = i + 1
             if ckpt_path is not None and done % checkpoint_every == 0:
                 save(done)
-            if tol is not None and done >= max(min_steps, 2 * window):
-                new = float(np.mean(losses[-window:]))
-                old = float(np.mean(losses[-2 * window:-window]))
-                if abs(new - old) <= tol * max(abs(old), 1e-12):
-                    converged = True
-                    break
+            if stop_rule_met():
+                converged = True
+                break
     finally:
         bar.close()
     wall = time.perf_counter() - t0
-    if ckpt_path is not None:
+    if ckpt_path is not None and (state is None or len(losses) > start_step):
         save(len(losses))
     params = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
     return FitResult(np.asarray(losses), wall, len(losses), converged, params,
@@ -257,13 +454,18 @@ def minimize(loss_fn: Callable[..., torch.Tensor], *args, desc: str = "minimize"
     For objectives that are not a (model, guide) pair — e.g. McGPDS's bound of the test
     latents given a fitted model. ``loss_fn`` takes the positional ``args`` and returns a
     differentiable scalar; every option of :func:`fit` (``optim``, ``num_steps``, ``seed``,
-    ``tol``, ``checkpoint``, ``progress``, ``clear_params``, ...) applies unchanged.
+    ``tol``, ``checkpoint``, ``progress``, ``clear_params``, ...) applies unchanged; a
+    checkpoint's fingerprint names ``loss_fn``.
     """
     if not callable(loss_fn):
         raise ValueError(f"loss_fn: expected a callable returning a scalar tensor, got {type(loss_fn).__name__}")
     if "loss" in kwargs:
         raise ValueError("minimize: pass the objective as loss_fn, not as loss=")
-    return fit(_no_program, _no_program, *args, loss=lambda _m, _g, *a: loss_fn(*a), desc=desc, **kwargs)
+
+    def objective(_model, _guide, *a):
+        return loss_fn(*a)
+    objective.__wrapped__ = loss_fn  # the checkpoint fingerprint names loss_fn, not this wrapper
+    return fit(_no_program, _no_program, *args, loss=objective, desc=desc, **kwargs)
 
 
 def _traceback_functions(err: BaseException) -> set:

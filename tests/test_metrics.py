@@ -68,3 +68,54 @@ def test_match_accuracy_and_circular_pose_error():
     assert M.match_accuracy([71], [0], tolerance=1, period=72) == 1.0
     assert M.match_accuracy([71], [0], tolerance=1) == 0.0
     assert M.circular_pose_error_deg([355.0, 10.0], [5.0, 190.0]) == pytest.approx((10 + 180) / 2)
+
+
+EMPTY = np.zeros((0, 3))
+
+
+@pytest.mark.parametrize("fn", [M.rmse, M.mean_abs_error, M.mean_norm_error, M.mean_joint_error,
+                                M.circular_pose_error_deg])
+def test_empty_or_mismatched_regression_inputs_raise(fn):
+    with pytest.raises(ValueError, match="empty"):
+        fn(EMPTY, EMPTY)
+    with pytest.raises(ValueError, match="empty"):
+        fn([], [])
+    with pytest.raises(ValueError, match="shape"):
+        fn(np.zeros((2, 3)), np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        fn(np.full((2, 3), np.nan), np.zeros((2, 3)))
+
+
+def test_msll_input_checks():
+    m = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="empty"):
+        M.msll(EMPTY, EMPTY, EMPTY)
+    with pytest.raises(ValueError, match="var: shape \\(2,\\) does not broadcast"):
+        M.msll(m, np.ones(2), m)
+    with pytest.raises(ValueError, match="mask: shape"):
+        M.msll(m, np.ones(3), m, mask=np.ones(2, bool))
+    with pytest.raises(ValueError, match="mask: expected a boolean array.*indices"):
+        M.msll(m, np.ones(3), m, mask=np.array([0, 2]))
+    # a 0/1 integer mask is a boolean mask; a per-column variance broadcasts over rows
+    assert M.msll(m, np.ones(3), m, mask=np.array([1, 0, 1])) == pytest.approx(0.5 * math.log(2 * math.pi))
+
+
+def test_label_and_index_metrics_input_checks():
+    for fn in (M.clustering_accuracy, M.nmi):
+        with pytest.raises(ValueError, match="empty"):
+            fn([], [])
+        with pytest.raises(ValueError, match="entries"):
+            fn([0, 1, 1], [0, 1])
+        with pytest.raises(ValueError, match="NaN"):
+            fn([0.0, np.nan], [0, 1])
+        with pytest.raises(ValueError, match="label vector"):
+            fn(np.zeros((2, 2)), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="no items"):
+        M.match_accuracy([], [])
+    with pytest.raises(ValueError, match="pred_partner: expected integer indices"):
+        M.match_accuracy([0.5, 1.0], [0, 1])            # would be truncated to 0, 1
+    assert M.match_accuracy(np.array([0.0, 3.0]), [0, 2]) == 0.5   # whole-number floats are indices
+    with pytest.raises(ValueError, match="tolerance"):
+        M.match_accuracy([0], [0], tolerance=-1)
+    with pytest.raises(ValueError, match="period"):
+        M.match_accuracy([0], [0], period=0)

@@ -1,4 +1,7 @@
-"""posterior_predictive → ArviZ InferenceData: groups, dims, shapes, values; az.summary/plot_ppc."""
+"""posterior_predictive → ArviZ data (InferenceData on ArviZ 0.x, DataTree on 1.x): groups, dims,
+shapes, values; enumerated and uncovered sites; az.summary/loo/plots/netCDF."""
+import warnings
+
 import arviz as az
 import matplotlib
 import numpy as np
@@ -6,10 +9,11 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from pyro.infer import config_enumerate
 from torch.distributions import constraints
 
 from tandem.inference import posterior_predictive
-from tandem.inference.predictive import draw
+from tandem.inference.predictive import ARVIZ_MAJOR, draw
 
 matplotlib.use("Agg")
 
@@ -78,20 +82,97 @@ def test_seed_reproducible(y):
     np.testing.assert_array_equal(a["posterior"]["mu"], b["posterior"]["mu"])
 
 
-def test_arviz_summary_and_plot_ppc_work(y, tmp_path):
+def test_arviz_summary_plot_and_netcdf_work(y, tmp_path):
+    """The object works with the installed ArviZ's own tools (0.x: InferenceData, plot_ppc;
+    1.x: xarray.DataTree, plot_ppc_dist) and survives a netCDF round trip."""
+    import matplotlib.pyplot as plt
     idata = posterior_predictive(model, guide, y, num_samples=20, dims=DIMS)
     summ = az.summary(idata, var_names=["mu"], kind="stats")
-    assert list(summ.index) == ["mu[0]", "mu[1]", "mu[2]"]
-    axes = az.plot_ppc(idata, data_pairs={"y": "y"}, num_pp_samples=10)
-    assert axes is not None
-    import matplotlib.pyplot as plt
+    assert [str(i) for i in summ.index] == ["mu[0]", "mu[1]", "mu[2]"]
+    if ARVIZ_MAJOR >= 1:
+        assert type(idata).__name__ == "DataTree"
+        az.plot_ppc_dist(idata, var_names=["y"], num_samples=10)
+    else:
+        assert isinstance(idata, az.InferenceData)
+        az.plot_ppc(idata, data_pairs={"y": "y"}, num_pp_samples=10)
     plt.savefig(tmp_path / "ppc.png")
     plt.close("all")
     assert (tmp_path / "ppc.png").stat().st_size > 0
     idata.to_netcdf(tmp_path / "x.nc")
-    assert az.from_netcdf(tmp_path / "x.nc").posterior["mu"].shape == (1, 20, 3)
+    back = az.from_netcdf(tmp_path / "x.nc")
+    np.testing.assert_array_equal(back.posterior["mu"].values, idata.posterior["mu"].values)
 
 
-def test_bad_num_samples(y):
+def test_loo_works_with_the_log_likelihood_group(y):
+    # the guide at the exact posterior of mu (prior sd 10 is negligible against 12 observations)
+    pyro.param("loc", y.mean(0))
+    pyro.param("scale", torch.full((3,), 12 ** -0.5, dtype=torch.float64), constraint=constraints.positive)
+    idata = posterior_predictive(model, guide, y, num_samples=200, dims=DIMS)
+    res = az.loo(idata, var_name="y")
+    elpd = float(res["elpd_loo"] if ARVIZ_MAJOR < 1 else res.elpd)
+    # the pointwise log-likelihood of 36 N(mu, 1) observations: elpd is near -36·(½log2π + ½)
+    assert -36 * 3 < elpd < -36 * 0.9
+
+
+MIX_LOCS = (-2.0, 1.0)
+MIX_W = (0.3, 0.7)
+
+
+@config_enumerate
+def mixture(x):
+    locs = pyro.sample("locs", dist.Normal(torch.zeros(2, dtype=x.dtype), 10.0).to_event(1))
+    w = torch.tensor(MIX_W, dtype=x.dtype)
+    with pyro.plate("data", x.shape[0]):
+        z = pyro.sample("z", dist.Categorical(w))
+        pyro.deterministic("centre", locs[z])
+        pyro.sample("x", dist.Normal(locs[z], 1.0), obs=x)
+
+
+def mixture_guide(x):
+    pyro.sample("locs", dist.Delta(torch.tensor(MIX_LOCS, dtype=x.dtype), event_dim=1))
+
+
+def test_enumerated_sites_are_drawn_from_their_exact_posterior():
+    """z is not in the guide but enumerated: its draws follow p(z | locs, x) exactly (closed
+    form for a two-component mixture with the guide's point-mass locs), not the prior."""
+    x = torch.tensor([-3.0, -2.0, -0.5, 0.0, 1.0, 2.5], dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # nothing is left out: no warning
+        d = draw(mixture, mixture_guide, x, num_samples=400, seed=0)
+    z = d["posterior"]["z"]
+    assert z.shape == (400, 6)
+    lik = np.stack([w * np.exp(-0.5 * (x.numpy() - m) ** 2) for m, w in zip(MIX_LOCS, MIX_W)])
+    p1 = lik[1] / lik.sum(0)
+    se = np.sqrt(p1 * (1 - p1) / 400)
+    assert np.all(np.abs(z.mean(0) - p1) < 4 * se + 1e-12)
+    # the deterministic site follows the drawn label; it is a posterior quantity, not data
+    np.testing.assert_array_equal(d["posterior"]["centre"], np.asarray(MIX_LOCS)[z])
+    assert "centre" not in d["observed_data"] and set(d["observed_data"]) == {"x"}
+    # the predictive of x given the drawn label: x_rep - centre ~ N(0, 1)
+    r = d["posterior_predictive"]["x"] - d["posterior"]["centre"]
+    assert abs(r.mean()) < 4 / np.sqrt(r.size) and abs(r.var() - 1) < 0.12  # 4 standard errors of a variance from 2400 draws
+    idata = posterior_predictive(mixture, mixture_guide, x, num_samples=10, dims={"z": ["obs"], "x": ["obs"]})
+    assert idata.posterior["z"].dims == ("chain", "draw", "obs")
+
+
+def test_uncovered_continuous_site_is_left_out_with_a_warning(y):
+    def model2(y):
+        mu = pyro.sample("mu", dist.Normal(torch.zeros(3, dtype=y.dtype), 10.0).to_event(1))
+        tau = pyro.sample("tau", dist.Normal(torch.tensor(0.0, dtype=y.dtype), 1.0))
+        with pyro.plate("time", y.shape[0]):
+            pyro.sample("y", dist.Normal(mu + tau, 1.0).to_event(1), obs=y)
+
+    def guide2(y):
+        pyro.sample("mu", dist.Normal(torch.zeros(3, dtype=y.dtype), 0.1).to_event(1))
+    with pytest.warns(UserWarning, match=r"\['tau'\].*left out of the posterior"):
+        d = draw(model2, guide2, y, num_samples=200, seed=0)
+    assert set(d["posterior"]) == {"mu"}
+    # the predictive still integrates tau over its prior: var(y_rep) = 0.01 + 1 + 1
+    np.testing.assert_allclose(d["posterior_predictive"]["y"].var(0).mean(), 2.01, rtol=0.15)
+
+
+def test_bad_num_samples_and_seed(y):
     with pytest.raises(ValueError, match="num_samples"):
         draw(model, guide, y, num_samples=0)
+    with pytest.raises(ValueError, match="seed"):
+        draw(model, guide, y, num_samples=2, seed=-1)

@@ -1,5 +1,6 @@
 """The shared SVI driver: closed-form recovery, early stop, checkpoint/resume, seeds, errors."""
 import math
+import warnings
 
 import numpy as np
 import pyro
@@ -100,7 +101,7 @@ def test_lbfgs_recovers_from_a_collapsed_line_search(y, monkeypatch):
             raise IndexError("list index out of range")
         return _strong_wolfe
     monkeypatch.setattr(tl, "_strong_wolfe", failing())
-    with pytest.raises(IndexError), pytest.warns(RuntimeWarning):
+    with pytest.raises(RuntimeError, match="line search failed twice"), pytest.warns(RuntimeWarning):
         fit(conjugate_model, conjugate_guide, y, loss=_neg_elbo, optim=LBFGS(), num_steps=5, progress=False)
 
 
@@ -147,7 +148,7 @@ def test_interrupted_and_resumed_run_reproduces_uninterrupted(y, tmp_path, use_l
                progress=False, checkpoint=ckpt, checkpoint_every=n // 4)
     assert ckpt.exists() and part.num_steps == n // 2
     pyro.clear_param_store()  # a fresh process would start with an empty store
-    resumed = fit(conjugate_model, guide, y, loss=loss, optim=optim(), num_steps=n, seed=999,
+    resumed = fit(conjugate_model, guide, y, loss=loss, optim=optim(), num_steps=n, seed=7,
                   progress=False, checkpoint=ckpt, checkpoint_every=n // 4)
     assert resumed.resumed_from == n // 2
     np.testing.assert_allclose(resumed.losses, full.losses, rtol=0, atol=1e-12)
@@ -169,3 +170,102 @@ def test_diverging_loss_raises(y):
         return pyro.param("z", torch.tensor(1.0)) * float("nan")
     with pytest.raises(FloatingPointError, match="loss became nan"):
         fit(conjugate_model, conjugate_guide, y, loss=bad_loss, num_steps=3, progress=False)
+
+
+def test_lbfgs_refuses_monte_carlo_losses(y):
+    """L-BFGS needs a deterministic loss: a sampling guide, a model latent missing from the
+    guide, a subsampling plate or a random loss callable are refused before the first step."""
+    with pytest.raises(ValueError, match=r"guide site 'mu' samples from Normal.*Monte Carlo"):
+        fit(conjugate_model, conjugate_guide, y, loss=Trace_ELBO(), optim=LBFGS(), num_steps=2, progress=False)
+
+    def empty_guide(y):
+        pass
+    with pytest.raises(ValueError, match=r"model latent site 'mu' is not in the guide"):
+        fit(conjugate_model, empty_guide, y, loss=Trace_ELBO(), optim=LBFGS(), num_steps=2, progress=False)
+
+    def sub_model(y):
+        mu = pyro.sample("mu", dist.Normal(torch.tensor(0.0, dtype=y.dtype), 10.0))
+        with pyro.plate("data", y.shape[0], subsample_size=10) as idx:
+            pyro.sample("y", dist.Normal(mu, 1.0), obs=y[idx])
+
+    def delta_guide(y):
+        pyro.sample("mu", dist.Delta(pyro.param("mu_map", torch.tensor(0.0, dtype=y.dtype))))
+    with pytest.raises(ValueError, match=r"plate 'data' in the model subsamples 10 of 40"):
+        fit(sub_model, delta_guide, y, loss=Trace_ELBO(), optim=LBFGS(), num_steps=2, progress=False)
+
+    def noisy_loss(model, guide, y):
+        return _neg_elbo(model, guide, y) + torch.randn(()) * 1e-3
+    with pytest.raises(ValueError, match=r"loss callable returned .* random"):
+        fit(conjugate_model, conjugate_guide, y, loss=noisy_loss, optim=LBFGS(), num_steps=2, progress=False)
+
+
+def test_lbfgs_accepts_enumerated_discrete_sites():
+    """TraceEnum_ELBO sums enumerated discrete sites exactly: with point-mass continuous sites the
+    loss is deterministic, L-BFGS is accepted and finds the MAP of a two-component mixture's means."""
+    from pyro.infer import TraceEnum_ELBO, config_enumerate
+    g = torch.Generator().manual_seed(0)
+    data = torch.cat([torch.randn(30, generator=g, dtype=torch.float64) - 3,
+                      torch.randn(30, generator=g, dtype=torch.float64) + 3])
+
+    @config_enumerate
+    def mix(data):
+        locs = pyro.sample("locs", dist.Normal(torch.zeros(2, dtype=data.dtype), 10.0).to_event(1))
+        with pyro.plate("data", data.shape[0]):
+            z = pyro.sample("z", dist.Categorical(torch.full((2,), 0.5, dtype=data.dtype)))
+            pyro.sample("x", dist.Normal(locs[z], 1.0), obs=data)
+
+    def mix_guide(data):
+        pyro.sample("locs", dist.Delta(pyro.param("locs_map", torch.tensor([-1.0, 1.0], dtype=data.dtype)),
+                                       event_dim=1))
+    res = fit(mix, mix_guide, data, loss=TraceEnum_ELBO(max_plate_nesting=1), optim=LBFGS(), num_steps=10,
+              progress=False)
+    locs = res.params["locs_map"].sort().values
+    # well-separated components: the MAP means are close to the two sample means
+    assert abs(locs[0] - data[:30].mean()) < 0.05 and abs(locs[1] - data[30:].mean()) < 0.05
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(window=0), "window"), (dict(min_steps=-1), "min_steps"), (dict(checkpoint_every=0), "checkpoint_every"),
+    (dict(seed=-1), "seed"), (dict(num_steps=2.5), "num_steps"), (dict(num_steps=True), "num_steps"),
+    (dict(tol=float("nan")), "tol")])
+def test_bad_fit_options_name_the_argument(y, kw, name):
+    with pytest.raises(ValueError, match=name):
+        fit(conjugate_model, conjugate_guide, y, progress=False, **{"num_steps": 1, **kw})
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(max_iter=-1), "max_iter"), (dict(max_iter=0), "max_iter"), (dict(history_size=0), "history_size"),
+    (dict(lr=0.0), "lr"), (dict(line_search_fn="backtracking"), "line_search_fn"),
+    (dict(tolerance_grad=-1.0), "tolerance_grad")])
+def test_bad_lbfgs_settings_name_the_argument(kw, name):
+    with pytest.raises(ValueError, match=f"LBFGS {name}"):
+        LBFGS(**kw)
+
+
+def test_nonfinite_loss_advice_fits_the_case(y):
+    """At step 0 (initial parameters) and under L-BFGS's line search a smaller learning rate
+    cannot help, and the message must not suggest it; after Adam steps it may."""
+    def nan_at_start(model, guide, y):
+        return pyro.param("z", torch.tensor(1.0, dtype=y.dtype)) * float("nan")
+    with pytest.raises(FloatingPointError, match="initial parameters") as err:
+        fit(conjugate_model, conjugate_guide, y, loss=nan_at_start, num_steps=3, progress=False)
+    assert "learning rate play no part" in str(err.value)
+
+    def blows_up(model, guide, y):
+        z = pyro.param("z", torch.tensor(0.0, dtype=y.dtype))
+        # finite for z < 1, -inf at 1, NaN beyond (log of a negative number); the minimum of
+        # the finite part lies beyond, so any optimiser walks into the non-finite region
+        return (z - 3.0) ** 2 + torch.log1p(-z)
+    with pytest.raises(FloatingPointError) as err:
+        fit(conjugate_model, conjugate_guide, y, loss=blows_up, optim=LBFGS(max_iter=1, line_search_fn=None),
+            num_steps=20, progress=False)
+    assert "line_search_fn='strong_wolfe'" in str(err.value)
+    # strong-Wolfe: either the search ends at a non-finite point or its bracket collapses twice
+    with pytest.raises((FloatingPointError, RuntimeError)) as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        fit(conjugate_model, conjugate_guide, y, loss=blows_up, optim=LBFGS(), num_steps=20, progress=False)
+    assert "smaller learning rate does not help" in str(err.value)
+    with pytest.raises(FloatingPointError) as err:
+        fit(conjugate_model, conjugate_guide, y, loss=blows_up, optim=pyro.optim.SGD({"lr": 0.5}),
+            num_steps=20, progress=False)
+    assert "lower the learning rate" in str(err.value)

@@ -1,27 +1,95 @@
-"""Command-line plumbing shared by the example scripts (argparse options, seeding, data dir)."""
+"""Command-line plumbing shared by the example scripts (argparse options, seeding, output folder)."""
 from __future__ import annotations
 
 import argparse
+import os
 import random
 from pathlib import Path
 
 import numpy as np
+import pyro
 import torch
 
+__all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "positive_int", "seed_int"]
+
+_MAX_SEED = 2 ** 32 - 1  # numpy's legacy global RNG takes seeds in [0, 2**32)
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 1 (else an argparse error naming the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """argparse ``type=``: an integer seed in [0, 2³² − 1]."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value <= _MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, {_MAX_SEED}], got {value}")
+    return value
+
+
+def prepare_out(args) -> Path:
+    """Create ``args.out`` and check that a file can be written there; return it as a Path.
+
+    Called right after parsing (``base_parser``'s parser does it itself), so that an
+    unwritable ``--out`` stops the script before any fit starts, not after hours of
+    work. Raises ``ValueError`` saying which folder and why (exists as a file, a parent
+    is a file, permission denied, read-only file system, ...). Also checks that
+    ``seed + seeds - 1`` stays a valid seed.
+    """
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder; expected a folder for the results")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"--out {out}: cannot write there ({err.strerror or err}); "
+                         "choose a folder you can write to") from None
+    seed, seeds = getattr(args, "seed", None), getattr(args, "seeds", None)
+    if seed is not None and seeds is not None and seed + seeds - 1 > _MAX_SEED:
+        raise ValueError(f"--seed {seed} with --seeds {seeds}: the last seed exceeds {_MAX_SEED}")
+    return out
+
+
+class _ExampleParser(argparse.ArgumentParser):
+    """An ArgumentParser that checks ``--out`` (:func:`prepare_out`) as part of parsing."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, rest = super().parse_known_args(args, namespace)
+        if getattr(ns, "out", None) is not None:
+            try:
+                prepare_out(ns)
+            except ValueError as err:
+                self.error(str(err))
+        return ns, rest
 
 
 def base_parser(description: str, real_data: bool = False, default_seeds: int = 1) -> argparse.ArgumentParser:
     """ArgumentParser with the options every example shares.
 
-    ``--quick`` (small, for the smoke tests), ``--out DIR`` (results JSON + plots),
-    ``--seed`` (first seed) and ``--seeds N`` (seeds seed..seed+N−1); real-data scripts
-    also get ``--data-dir`` (default ``../shared/data``).
+    ``--quick`` (small, for the smoke tests), ``--out DIR`` (results JSON + plots; created
+    and checked for writing when the arguments are parsed), ``--seed`` (first seed, in
+    [0, 2³²)) and ``--seeds N`` (N >= 1: seeds seed..seed+N−1); real-data scripts also get
+    ``--data-dir`` (default ``$TANDEM_DATA``, else ``../shared/data``). Bad values are
+    argparse errors (exit status 2) naming the option.
     """
-    p = argparse.ArgumentParser(description=description)
+    p = _ExampleParser(description=description)
     p.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     p.add_argument("--out", type=Path, default=Path("results"), help="output folder for JSON and plots")
-    p.add_argument("--seed", type=int, default=0, help="first random seed")
-    p.add_argument("--seeds", type=int, default=default_seeds, help="number of seeds (seed, seed+1, ...)")
+    p.add_argument("--seed", type=seed_int, default=0, help="first random seed")
+    p.add_argument("--seeds", type=positive_int, default=default_seeds, help="number of seeds (seed, seed+1, ...)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     if real_data:
         p.add_argument("--data-dir", type=Path, default=None,
@@ -32,7 +100,6 @@ def base_parser(description: str, real_data: bool = False, default_seeds: int = 
 
 def set_seed(seed: int) -> None:
     """Seed Python, numpy, torch and Pyro's global RNGs."""
-    import pyro
     random.seed(seed)
     np.random.seed(seed % (2 ** 32))
     torch.manual_seed(seed)
@@ -40,4 +107,5 @@ def set_seed(seed: int) -> None:
 
 
 def seed_list(args) -> list[int]:
+    """``[args.seed, ..., args.seed + args.seeds - 1]``."""
     return list(range(args.seed, args.seed + args.seeds))

@@ -6,21 +6,26 @@ A results file ``DIR/<experiment>.json`` holds::
      "timings_s": {method: {"train": s, "predict": s}}, "config": {...}, "environment": {...}}
 
 Use :class:`Results` to collect records while an experiment runs, then :meth:`Results.write`.
+Non-finite numbers (a metric that came out NaN or inf) are written as JSON ``null`` — the
+file is always strict JSON — and the write is atomic (temporary file + ``os.replace``), so a
+failed write leaves the previous file intact.
 """
 from __future__ import annotations
 
 import json
+import math
+import os
 import platform
 import sys
 from pathlib import Path
 
 import numpy as np
+import pyro
 import torch
 
 
 def environment() -> dict:
     """Python/torch versions, thread count and device, recorded beside every result."""
-    import pyro
     return {"python": platform.python_version(), "torch": torch.__version__.split("+")[0],
             "pyro": pyro.__version__, "numpy": np.__version__,
             "threads": torch.get_num_threads(),
@@ -29,14 +34,18 @@ def environment() -> dict:
 
 
 def _jsonable(x):
+    """Plain JSON values; NaN and ±inf become ``None`` (JSON ``null``: JSON has no NaN)."""
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
+    if isinstance(x, (list, tuple, set, frozenset)):
         return [_jsonable(v) for v in x]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
     if isinstance(x, (np.integer,)):
         return int(x)
     if isinstance(x, (np.floating, float)):
-        return float(x)
+        v = float(x)
+        return v if math.isfinite(v) else None
     if isinstance(x, np.ndarray):
         return _jsonable(x.tolist())
     if isinstance(x, torch.Tensor):
@@ -57,8 +66,13 @@ class Results:
         self.timings: dict[str, dict[str, float]] = {}
 
     def add(self, method: str, metric: str, values, **qualifiers) -> dict:
-        """Add one record; ``values`` is a scalar or a list (one per seed/fold)."""
-        vals = [float(v) for v in np.atleast_1d(np.asarray(values, dtype=np.float64))]
+        """Add one record; ``values`` is a scalar or a non-empty list (one per seed/fold).
+
+        A NaN value is kept (and written as ``null``); its record's mean and std are NaN too.
+        """
+        vals = [float(v) for v in np.atleast_1d(np.asarray(values, dtype=np.float64)).ravel()]
+        if not vals:
+            raise ValueError(f"values: expected at least one value for {method!r} / {metric!r}, got none")
         rec = {"method": method, "metric": metric, "values": vals,
                "mean": float(np.mean(vals)), "std": float(np.std(vals))}
         rec.update(_jsonable(qualifiers))
@@ -82,11 +96,23 @@ class Results:
                 "environment": environment()}
 
     def write(self, out_dir) -> Path:
-        """Write ``out_dir/<experiment>.json`` (creating the folder) and return its path."""
+        """Write ``out_dir/<experiment>.json`` (creating the folder) and return its path.
+
+        Strict JSON (non-finite numbers as ``null``), written to a temporary file in the
+        same folder and moved over the old file with ``os.replace``: a failure at any point
+        leaves the previous file as it was.
+        """
+        text = json.dumps(_jsonable(self.as_dict()), indent=2, allow_nan=False)
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"{self.experiment}.json"
-        path.write_text(json.dumps(self.as_dict(), indent=2))
+        tmp = out / f".{path.name}.{os.getpid()}.tmp"
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
         return path
 
     def table(self, qualifier_keys=()) -> str:

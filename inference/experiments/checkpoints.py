@@ -1,0 +1,277 @@
+"""Fingerprints and checkpoint files for runs that resume where they stopped.
+
+A resumable run (:func:`tandem.inference.fit`, the twin-GP stage folders, a cache of
+fitted models) must only ever resume *its own* state. This module gives every such run
+one way to say what "its own" means and to refuse anything else:
+
+* :func:`fingerprint` turns named values — data tensors/arrays, settings, optimiser and
+  loss objects, functions — into a flat ``{path: plain value}`` dict. Arrays and tensors
+  are recorded by dtype, shape **and** a SHA-256 of their bytes, so a file written on
+  other data of the same shape is recognised; functions and classes by their qualified
+  name; dataclasses field by field; dicts/lists element by element (paths such as
+  ``args[0].views[1]`` or ``optim.lr``).
+* :func:`fingerprint_diff` lists the paths whose values differ, for an error message
+  that names what changed.
+* :func:`content_hash` is one short hash of any such values (a cache key).
+* :func:`save_atomic` writes with ``torch.save`` to a temporary file and ``os.replace``
+  so that a kill mid-write leaves the previous file intact.
+* :func:`load_checkpoint` reads a file written by :func:`save_atomic` and checks its
+  ``kind`` tag; an empty, truncated or foreign file raises :class:`CheckpointError`
+  naming the file and telling the user to delete it (instead of ``EOFError`` or an
+  unpickling error from deep inside torch).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import math
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+__all__ = ["CheckpointError", "fingerprint", "fingerprint_diff", "check_fingerprint", "content_hash",
+           "describe_callable", "save_atomic", "load_checkpoint"]
+
+_MAX_DEPTH = 6  # nested containers below this depth are recorded by type only
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file cannot be used: unreadable, foreign, or written by another run."""
+
+
+def _qualname(obj) -> str:
+    mod = getattr(obj, "__module__", None) or ""
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__qualname__
+    return f"{mod}.{name}" if mod else name
+
+
+def describe_callable(fn) -> str:
+    """A stable name for a model, guide, loss or optimiser constructor.
+
+    Functions and classes: ``module.qualname``. A wrapper that sets ``__wrapped__``
+    (``functools.wraps``) is named after what it wraps; a ``functools.partial`` after
+    its function (its bound arguments are not part of the name). A bound method: the
+    class of its object and the method name. Any other callable object (e.g. an
+    ``AutoNormal`` instance): its class, plus the name of the ``model`` it wraps when it
+    has one. Settings held inside callable objects are not part of the name.
+    """
+    seen = 0
+    while hasattr(fn, "__wrapped__") and seen < 10:
+        fn, seen = fn.__wrapped__, seen + 1
+    if hasattr(fn, "func") and hasattr(fn, "args") and hasattr(fn, "keywords"):  # functools.partial
+        return f"partial({describe_callable(fn.func)})"
+    if hasattr(fn, "__self__") and hasattr(fn, "__func__"):                      # bound method
+        return f"{_qualname(type(fn.__self__))}.{fn.__func__.__name__}"
+    if isinstance(fn, type) or hasattr(fn, "__code__") or type(fn).__name__ == "builtin_function_or_method":
+        return _qualname(fn)
+    name = _qualname(type(fn))
+    inner = getattr(fn, "model", None)
+    if callable(inner) and inner is not fn:
+        name += f"(model={describe_callable(inner)})"
+    return name
+
+
+def _array_entry(kind: str, dtype, shape, data: bytes) -> str:
+    h = hashlib.sha256()
+    h.update(f"{kind}|{dtype}|{tuple(shape)}|".encode())
+    h.update(data)
+    return f"{kind} {dtype} {tuple(int(s) for s in shape)} sha256:{h.hexdigest()[:16]}"
+
+
+def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
+    """Add ``path → plain value`` entries describing ``obj`` to ``out``."""
+    if obj is None or isinstance(obj, (bool, str)):
+        out[path] = obj
+        return
+    if isinstance(obj, (int, np.integer)):
+        out[path] = int(obj)
+        return
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        out[path] = v if math.isfinite(v) else repr(v)   # NaN != NaN would never match
+        return
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        data = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        out[path] = _array_entry("tensor", str(t.dtype).replace("torch.", ""), t.shape, data)
+        return
+    if isinstance(obj, np.ndarray):
+        if obj.dtype == object:
+            _flatten(path, obj.tolist(), out, depth, stack)
+            return
+        a = np.ascontiguousarray(obj)
+        out[path] = _array_entry("array", a.dtype.str, a.shape, a.tobytes())
+        return
+    if sp.issparse(obj):
+        c = obj.tocsr()
+        c.sort_indices()
+        data = b"".join(np.ascontiguousarray(x).tobytes() for x in (c.data, c.indices, c.indptr))
+        out[path] = _array_entry("sparse", c.dtype.str, c.shape, data)
+        return
+    if isinstance(obj, enum.Enum):
+        out[path] = f"{_qualname(type(obj))}.{obj.name}"
+        return
+    if isinstance(obj, (Path, torch.dtype, torch.device, complex)):
+        out[path] = str(obj)
+        return
+    if isinstance(obj, bytes):
+        out[path] = "bytes sha256:" + hashlib.sha256(obj).hexdigest()[:16]
+        return
+    if callable(obj) and (isinstance(obj, type) or hasattr(obj, "__code__") or hasattr(obj, "__wrapped__")
+                          or hasattr(obj, "__func__")):
+        out[path] = describe_callable(obj)
+        return
+    if depth >= _MAX_DEPTH or id(obj) in stack:
+        out[path] = f"<{_qualname(type(obj))}>"
+        return
+    stack.add(id(obj))
+    try:
+        if isinstance(obj, dict):
+            out[path] = f"dict[{len(obj)}]"
+            for k in sorted(obj, key=str):
+                _flatten(f"{path}.{k}" if path else str(k), obj[k], out, depth + 1, stack)
+        elif isinstance(obj, (list, tuple)):
+            out[path] = f"{type(obj).__name__}[{len(obj)}]"
+            for i, v in enumerate(obj):
+                _flatten(f"{path}[{i}]", v, out, depth + 1, stack)
+        elif isinstance(obj, (set, frozenset)):
+            out[path] = f"set{sorted(map(repr, obj))}"
+        elif isinstance(obj, torch.nn.Module):
+            out[path] = _qualname(type(obj))
+            for k, v in obj.state_dict().items():
+                _flatten(f"{path}.{k}", v, out, depth + 1, stack)
+        elif dataclasses.is_dataclass(obj):
+            out[path] = _qualname(type(obj))
+            for f in dataclasses.fields(obj):
+                _flatten(f"{path}.{f.name}" if path else f.name, getattr(obj, f.name), out, depth + 1, stack)
+        elif callable(obj):
+            out[path] = describe_callable(obj)
+        elif hasattr(obj, "__dict__"):
+            # a plain object: its public attributes (private ones are caches and bookkeeping)
+            out[path] = _qualname(type(obj))
+            for k in sorted(vars(obj)):
+                if not k.startswith("_"):
+                    _flatten(f"{path}.{k}", vars(obj)[k], out, depth + 1, stack)
+        else:
+            out[path] = f"<{_qualname(type(obj))}>"
+    finally:
+        stack.discard(id(obj))
+
+
+def fingerprint(**named) -> dict:
+    """A flat ``{path: plain value}`` description of the named values (see module doc).
+
+    ``fingerprint(data=(X, Y), lr=0.01)`` → ``{"data": "tuple[2]", "data[0]": "tensor
+    float64 (40, 3) sha256:…", "data[1]": …, "lr": 0.01}``. Values are str/int/float/
+    bool/None, so the dict can be stored with ``torch.save`` or JSON and compared with ``==``.
+    """
+    out: dict = {}
+    for k, v in named.items():
+        _flatten(k, v, out, 0, set())
+    return out
+
+
+def fingerprint_diff(old: dict, new: dict, limit: int = 6) -> list[str]:
+    """Human-readable lines ``"path: was A, now B"`` for the entries that differ.
+
+    A container whose length or type changed is reported once, not element by element.
+    At most ``limit`` lines (then ``"… and N more"``).
+    """
+    keys = [k for k in sorted(set(old) | set(new), key=_path_order) if old.get(k, _MISSING) != new.get(k, _MISSING)]
+    # drop entries below a container that is itself reported (e.g. list length changed)
+    keys = [k for k in keys if not any(k != p and k.startswith(p) and k[len(p)] in ".[" for p in keys)]
+    lines = [f"{k}: was {_show(old.get(k, _MISSING))}, now {_show(new.get(k, _MISSING))}" for k in keys[:limit]]
+    if len(keys) > limit:
+        lines.append(f"… and {len(keys) - limit} more")
+    return lines
+
+
+_MISSING = object()
+
+
+def _show(v) -> str:
+    return "absent" if v is _MISSING else repr(v)
+
+
+def _path_order(k: str):
+    return (k.count(".") + k.count("["), k)
+
+
+def check_fingerprint(path, stored: dict | None, current: dict, what: str = "run") -> None:
+    """Raise :class:`CheckpointError` if the fingerprint ``stored`` in ``path`` differs from ``current``.
+
+    The message names the file, each differing entry (old and new value) and the two
+    ways out: restore the original settings/data, or delete the file (or use another).
+    """
+    if stored is None:
+        raise CheckpointError(f"checkpoint {path} has no fingerprint (written by an older version of tandem or "
+                              f"by another program); delete it to start the {what} afresh")
+    diff = fingerprint_diff(stored, current)
+    if diff:
+        raise CheckpointError(f"checkpoint {path} was written by a different {what}; it differs in:\n  "
+                              + "\n  ".join(diff)
+                              + f"\nRun with the original settings and data to resume, or delete {path} "
+                                "(or choose another checkpoint path) to start afresh")
+
+
+def content_hash(*values, length: int = 16) -> str:
+    """Hex SHA-256 (first ``length`` characters) of the :func:`fingerprint` of ``values``.
+
+    Depends on array contents, shapes and dtypes, settings and function names — a key for
+    a cache of results computed from exactly these inputs.
+    """
+    fp = fingerprint(values=values)
+    h = hashlib.sha256(repr(sorted(fp.items())).encode())
+    return h.hexdigest()[:length]
+
+
+def save_atomic(obj: Any, path) -> Path:
+    """``torch.save(obj)`` to ``path`` through a temporary file and ``os.replace``.
+
+    A crash or kill during the write leaves the previous file (if any) untouched. The
+    parent folder is created.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def load_checkpoint(path, kind: str) -> dict:
+    """Read a checkpoint written by :func:`save_atomic` whose ``"kind"`` entry is ``kind``.
+
+    Raises :class:`CheckpointError` naming ``path`` — and saying to delete it — when the
+    path is a folder, the file is empty, truncated, not a torch file, or holds something
+    other than a ``kind`` checkpoint.
+    """
+    path = Path(path)
+    remedy = f"delete {path} (or choose another checkpoint path) to start afresh"
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a folder, expected a file; {remedy}")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint {path} is empty (a write was interrupted?); {remedy}")
+    try:
+        # weights_only=False: the state holds Pyro constraint objects and RNG tuples
+        state = torch.load(path, weights_only=False, map_location="cpu")
+    except (EOFError, OSError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError,
+            TypeError, AttributeError, ImportError, IndexError, KeyError) as err:
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); it is truncated, "
+                              f"corrupt or not a tandem checkpoint; {remedy}") from err
+    if not isinstance(state, dict) or state.get("kind") != kind:
+        found = state.get("kind") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(f"checkpoint {path} is not a {kind!r} checkpoint (found {found!r}); it was written "
+                              f"by an older version of tandem or by another program; {remedy}")
+    return state

@@ -1,0 +1,75 @@
+"""Results JSON (strict JSON, atomic writes) and the shared command-line options."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tandem.inference.experiments import results as results_mod
+from tandem.inference.experiments.cli import base_parser, prepare_out, seed_list
+from tandem.inference.experiments.results import Results
+
+
+def _strict_load(path):
+    def bad(token):
+        raise ValueError(f"non-JSON constant {token}")
+    return json.loads(path.read_text(), parse_constant=bad)
+
+
+def test_nan_metric_is_written_as_null(tmp_path):
+    r = Results("exp", [0, 1], config={"lr": float("inf"), "grid": np.array([0.5, np.nan])})
+    r.add("m", "rmse", [1.0, float("nan")])
+    r.add("m", "nmi", np.float32(0.25), setting=np.int64(3))
+    data = _strict_load(r.write(tmp_path))
+    rec = data["results"][0]
+    assert rec["values"] == [1.0, None] and rec["mean"] is None and rec["std"] is None
+    assert data["config"] == {"lr": None, "grid": [0.5, None]}
+    assert data["results"][1] == {"method": "m", "metric": "nmi", "values": [0.25], "mean": 0.25, "std": 0.0,
+                                  "setting": 3}
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
+    r = Results("exp", [0])
+    r.add("m", "rmse", 1.5)
+    path = r.write(tmp_path)
+    before = path.read_text()
+    r.add("m", "mae", 2.0)
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(results_mod.os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        r.write(tmp_path)
+    assert path.read_text() == before
+    assert sorted(os.listdir(tmp_path)) == ["exp.json"]   # no temporary file left behind
+
+
+def test_empty_values_are_refused():
+    with pytest.raises(ValueError, match="values"):
+        Results("exp", [0]).add("m", "rmse", [])
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--seeds", "0"], "--seeds"), (["--seeds", "-2"], "--seeds"), (["--seeds", "two"], "--seeds"),
+    (["--seed", "-1"], "--seed"), (["--seed", str(2 ** 32)], "--seed")])
+def test_bad_seed_options_are_argparse_errors(tmp_path, capsys, argv, option):
+    p = base_parser("x")
+    with pytest.raises(SystemExit) as err:
+        p.parse_args(["--out", str(tmp_path), *argv])
+    assert err.value.code == 2
+    assert f"argument {option}" in capsys.readouterr().err
+
+
+def test_unwritable_out_is_detected_when_parsing(tmp_path, capsys):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "sub"):
+        with pytest.raises(SystemExit) as err:
+            base_parser("x").parse_args(["--out", str(out)])
+        assert err.value.code == 2
+        msg = capsys.readouterr().err
+        assert "--out" in msg and str(out) in msg
+    # a fresh nested folder is created and usable
+    args = base_parser("x").parse_args(["--out", str(tmp_path / "a" / "b"), "--seed", "4", "--seeds", "3"])
+    assert (tmp_path / "a" / "b").is_dir() and seed_list(args) == [4, 5, 6]
+    assert prepare_out(args) == tmp_path / "a" / "b"
