@@ -48,11 +48,11 @@ import torch
 from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
-from tandem.models.gp_kernels import kernel_matrix, kzz, time_kernel
+from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
 from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DIMS", "dims",
-           "param_group", "default_init", "PARAM_GROUPS", "block_mask"]
+           "param_group", "default_init", "PARAM_GROUPS", "block_mask", "Basis", "view_bases"]
 
 #: parameter groups the ``fixed`` / ``frozen`` mechanism understands
 PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational")
@@ -287,9 +287,9 @@ def mcgpds_model(data: McGPDSData):
     time_plate = pyro.plate("time", N, dim=-2)
     for k, v in enumerate(hp["views"]):
         D = data.out_dims[k]
-        LH = cholesky_jitter(kzz(kind, v["Zh"], v["kh_var"], v["kh_ard"]), "K_ZZ of h")
-        LG = torch.stack([cholesky_jitter(kzz(kind, v["Zg"][j], None if v["kg_var"] is None else v["kg_var"][j],
-                                                v["kg_ard"][j]), "K_ZZ of g") for j in range(J)])
+        bh, bgs = view_bases(v, kind)
+        LH = bh.chol()
+        LG = torch.stack([b.chol() for b in bgs])
         out_plate = pyro.plate(f"output_{k}", D, dim=-1)
         with out_plate:
             vv = pyro.sample(f"v_{k}", dist.MultivariateNormal(torch.zeros(M, dtype=DTYPE), scale_tril=LH))
@@ -297,22 +297,17 @@ def mcgpds_model(data: McGPDSData):
                 uu = pyro.sample(f"u_{k}", dist.MultivariateNormal(torch.zeros(M, dtype=DTYPE),
                                                                    scale_tril=LG[:, None]))
         X = Xk[k].mT                                                     # (N, Q)
-        Kh = kernel_matrix(kind, X, v["Zh"], v["kh_var"], v["kh_ard"])  # (N, M)
-        Ah = torch.cholesky_solve(Kh.mT, LH)                             # H⁻¹ K_ZX
+        Ah, tr_h = bh.projection(X, LH)                                  # H⁻¹ K_ZX, tr(K_XX − Q_XX)
         h = Ah.mT @ vv.mT                                                # (N, D)
-        mean = h
         wg_sum = torch.zeros_like(h)
         wg2_sum = torch.zeros_like(h)
-        trace = D * ((kzz_diag(kind, X, v["kh_var"], v["kh_ard"]) - (Kh * Ah.mT).sum(-1)).sum())
-        for j in range(J):
-            kgv = None if v["kg_var"] is None else v["kg_var"][j]
-            Kg = kernel_matrix(kind, X, v["Zg"][j], kgv, v["kg_ard"][j])
-            Ag = torch.cholesky_solve(Kg.mT, LG[j])
+        trace = D * tr_h
+        for j, bg in enumerate(bgs):
+            Ag, tr_g = bg.projection(X, LG[j])
             wg = (Ag.mT @ uu[j].mT) * v["W"][:, j]
             wg_sum = wg_sum + wg
             wg2_sum = wg2_sum + wg * wg
-            trace = trace + (v["W"][:, j] ** 2).sum() * (kzz_diag(kind, X, kgv, v["kg_ard"][j])
-                                                         - (Kg * Ag.mT).sum(-1)).sum()
+            trace = trace + (v["W"][:, j] ** 2).sum() * tr_g
         mean = h + wg_sum
         beta = v["beta"]
         obs = None if data.views is None else data.views[k]
@@ -330,6 +325,61 @@ def kzz_diag(kind, X, variance, ard):
     if kind == "rbfard":
         return variance.expand(X.shape[0])
     return (X * X * ard).sum(-1)
+
+
+@dataclass(frozen=True)
+class Basis:
+    """One sparse-GP function of a view's output layer — ``h`` or a basis function ``g_j``.
+
+    ``kind`` ("rbfard" | "linear") with ``variance`` (scalar; None for linear) and ARD
+    weights ``ard`` (Q,), inducing inputs ``Z`` (M, Q). Every McGPDS objective and predictor
+    needs the same few pieces of it — ``K_ZZ`` and its Cholesky, the ψ-statistics under
+    q(X), the whitened ψ-statistics of the collapsed bound — so they are written once here.
+    """
+    kind: str
+    Z: torch.Tensor
+    variance: torch.Tensor | None
+    ard: torch.Tensor
+    name: str = "h"
+
+    def kzz(self) -> torch.Tensor:
+        """``K_ZZ`` (M, M) with the small fixed jitter of :func:`tandem.models.gp_kernels.kzz`."""
+        return kzz(self.kind, self.Z, self.variance, self.ard)
+
+    def chol(self) -> torch.Tensor:
+        """Lower Cholesky factor of ``K_ZZ`` (M, M)."""
+        return cholesky_jitter(self.kzz(), f"K_ZZ of {self.name}")
+
+    def psi(self, mu: torch.Tensor, s: torch.Tensor, per_point: bool = False):
+        """ψ-statistics ``(ψ0, Ψ1 (N, M), Ψ2 (M, M) or (N, M, M))`` under ``N(mu, diag s)``."""
+        return psi_stats(self.kind, mu, s, self.Z, self.variance, self.ard, per_point)
+
+    def projection(self, X: torch.Tensor, L: torch.Tensor):
+        """At fixed inputs X (N, Q): ``(K_ZZ⁻¹ K_ZX (M, N), tr(K_XX − K_XZ K_ZZ⁻¹ K_ZX))``."""
+        Kx = kernel_matrix(self.kind, X, self.Z, self.variance, self.ard)     # (N, M)
+        A = torch.cholesky_solve(Kx.mT, L)
+        return A, (kzz_diag(self.kind, X, self.variance, self.ard) - (Kx * A.mT).sum(-1)).sum()
+
+    def whitened(self, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor):
+        """The collapsed bound's pieces ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``,
+        ``K_ZZ = L Lᵀ``, for inputs ``N(mu, diag s)`` (N, Q) and targets Y (N, D)."""
+        psi0, Psi1, Psi2 = self.psi(mu, s)
+        L = self.chol()
+        tmp = torch.linalg.solve_triangular(L, Psi2, upper=False)
+        At = torch.linalg.solve_triangular(L, tmp.mT, upper=False)
+        R = torch.linalg.solve_triangular(L, Psi1.mT @ Y, upper=False)
+        return psi0, At, R
+
+
+def view_bases(v: dict, kind: str) -> tuple[Basis, list[Basis]]:
+    """``(h, [g_1, …, g_J])`` of one view from its hyperparameters ``v`` (an entry of
+    ``hyperparams(data)["views"]``: ``Zh`` (M, Q), ``kh_var``, ``kh_ard`` (Q,), ``Zg`` (J, M, Q),
+    ``kg_var`` (J,) or None, ``kg_ard`` (J, Q), ``W`` (D, J))."""
+    h = Basis(kind, v["Zh"], v.get("kh_var"), v["kh_ard"], "h")
+    kg = v.get("kg_var")
+    gs = [Basis(kind, v["Zg"][j], None if kg is None else kg[j], v["kg_ard"][j], f"g_{j + 1}")
+          for j in range(v["W"].shape[1])]
+    return h, gs
 
 
 #: alias following the other tandem models
