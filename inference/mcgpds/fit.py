@@ -57,7 +57,7 @@ import pyro
 import torch
 
 from tandem.guides.mcgpds import mcgpds_guide, variational_params
-from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model
+from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
 from tandem.inference.mcgpds.bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
     set_optimal_inducing, view_bound, view_posterior
@@ -177,16 +177,6 @@ def _seq_ids(N: int, seq_ends, sequence_ids) -> torch.Tensor:
     return ids
 
 
-def pca_init(Y: torch.Tensor, q: int) -> torch.Tensor:
-    """Unit-variance principal-component scores (N, q) of the centred ``Y`` (PPCA embedding)."""
-    Yc = Y - Y.mean(0)
-    U, S, Vh = torch.linalg.svd(Yc, full_matrices=False)
-    X = U[:, :q] * math.sqrt(max(Y.shape[0] - 1, 1))
-    # deterministic sign: largest-magnitude entry positive
-    sign = torch.sign(X.gather(0, X.abs().argmax(0, keepdim=True)))
-    return X * sign
-
-
 def _check_views(views, times):
     if not isinstance(views, (list, tuple)) or len(views) == 0:
         raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
@@ -293,11 +283,7 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     fixed = set(cfg.fixed)
     if "W" in fixed:
         fixed.add("g")      # g switched off: its kernel/inducing inputs have (almost) no gradient
-    if "beta" not in fixed and "W" not in fixed:
-        warnings.warn("McGPDS: learning β with the paper's collapsed bound can diverge — the bound "
-                      "fits y with h and with every w_j g_j separately, so when both fit well its β "
-                      "coefficient is positive and the bound grows without limit in β (the protocol "
-                      "keeps β fixed)", RuntimeWarning, stacklevel=2)
+    # (learning β with W learned warns in McGPDSData: the paper's bound is unbounded in β then)
     alpha = cfg.alpha_init
     if not cfg.coupling:
         alpha, fixed = 1.0, fixed | {"alpha"}
