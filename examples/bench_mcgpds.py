@@ -32,20 +32,19 @@ predictor's prediction time) and records "mean_joint_error", "msll", "wall_time_
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mcgpds_human_pose import TANDEM_POSE, calibrated_predictor, protocol_config, score  # noqa: E402
-
-from tandem.inference import metrics  # noqa: E402
-from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
-from tandem.inference.mcgpds.baselines import (fit_gpy_mrd, gpy_available, nn_y_space,  # noqa: E402
-                                        training_mean_predictor)
-from tandem.inference.experiments.results import Results  # noqa: E402
+from tandem.inference import metrics
+from tandem.inference.datasets.human_pose import load_human_pose
+from tandem.inference.experiments.cli import base_parser, seed_list, set_seed
+from tandem.inference.experiments.mcgpds_protocol import TANDEM_POSE, calibrated_predictor, protocol_config, score
+from tandem.inference.experiments.results import Results
+from tandem.inference.mcgpds.baselines import fit_gpy_mrd, gpy_available, nn_y_space, training_mean_predictor
+from tandem.inference.mcgpds.fit import fit_mcgpds, predict_view
 
 EXPERIMENT = "bench_mcgpds"
 #: the benchmark's short schedule (L-BFGS iterations), see the module docstring
@@ -81,10 +80,6 @@ def parser():
 
 
 def main(args):
-    import torch
-
-    from tandem.inference.datasets.human_pose import load_human_pose
-    from tandem.inference.mcgpds.fit import fit_mcgpds, predict_view
     torch.set_num_threads(max(1, int(args.threads)))
     data = load_human_pose(args.data_dir)
     seeds = seed_list(args)

@@ -22,17 +22,16 @@ Usage::
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mcgpds_human_pose import PLOT_METHODS, add_common_options, plot_traces, run_and_report  # noqa: E402
-
+from tandem.inference.datasets.cuave import load_cuave  # noqa: E402
 from tandem.inference.experiments.cli import base_parser  # noqa: E402
+from tandem.inference.experiments.mcgpds_protocol import (PLOT_METHODS, add_common_options,  # noqa: E402
+                                                          plot_traces, run_and_report)
 
 EXPERIMENT = "mcgpds_cuave"
 PAPER = {"McGPDS": (1.19, 1.94), "MRD with dynamics": (1.24, 3.45), "NN in Y space": (1.31, None),
@@ -64,7 +63,6 @@ def parser():
 
 
 def main(args):
-    from tandem.inference.datasets.cuave import load_cuave
     data = load_cuave(args.data_dir)
     code_kwargs = dict(test_iters=10, fixll=True, beta_target_override=None, latent_for_prediction="y_nn")
     res = run_and_report(args, data, EXPERIMENT, "cuave", "rmse", code_kwargs, plot_mfcc, PAPER, TANDEM_CUAVE)

@@ -107,19 +107,20 @@ def heldout_latents(fitted, Yt, iters: int, seed: int = 0):
     """
     import pyro
     import torch
-    from tandem.inference.mcgpds.bound import kzz, optimal_q_inducing
+    from tandem.inference.distances import nearest
+    from tandem.inference.mcgpds.bound import optimal_q_inducing
     from tandem.inference.mcgpds.fit import constant_hyperparams
-    from tandem.inference.svi import LBFGS, fit
-    from tandem.inference.numerics import DTYPE, cholesky_jitter
-    from tandem.models.gp_kernels import psi_stats
+    from tandem.inference.svi import LBFGS, minimize
+    from tandem.inference.numerics import DTYPE
+    from tandem.models.mcgpds import view_bases
     hp = constant_hyperparams(fitted)
     kind = fitted.data.mapping_kernel
     v = hp["views"][0]
+    bh, _ = view_bases(v, kind)
     lams = [fitted.params[f"lam_{k}"] for k in range(fitted.data.V)]
     with torch.no_grad():
         (m, Lv), = optimal_q_inducing(fitted.data, hp, fitted.mu, lams)[0][:1]
-        K = kzz(kind, v["Zh"], v.get("kh_var"), v["kh_ard"])
-        LK = cholesky_jitter(K, "K_ZZ of h")
+        LK = bh.chol()
         Amat = torch.cholesky_solve(m.mT, LK)                                  # K⁻¹ Mᵀ (M, D)
         S = Lv[0] @ Lv[0].mT
         Kinv = torch.cholesky_inverse(LK)
@@ -134,22 +135,22 @@ def heldout_latents(fitted, Yt, iters: int, seed: int = 0):
     Y = torch.as_tensor(np.asarray(Yt), dtype=DTYPE)
     N, D = Y.shape
     beta = v["beta"]
-    nn = np.argmin(((np.asarray(Yt)[:, None, :] - _np(fitted.views[0])[None]) ** 2).sum(-1), axis=1)
+    nn = nearest(np.asarray(Yt, dtype=float), _np(fitted.views[0]))
     init_mu = fitted.mu[0][torch.as_tensor(nn)].clone()
     init_s = torch.full_like(init_mu, 0.1 * pvar)
 
     def loss(*_args, **_kw):
         mu = pyro.param("ho_mu", lambda: init_mu.clone())
         s = pyro.param("ho_s", lambda: init_s.clone(), constraint=torch.distributions.constraints.positive)
-        psi0, P1, P2 = psi_stats(kind, mu, s, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        psi0, P1, P2 = bh.psi(mu, s)
         sse = (Y * Y).sum() - 2 * (Y * (P1 @ Amat)).sum() + (Bmat * P2).sum() \
             + D * (psi0 - (Kinv * P2).sum())
         ll = -0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log() - 0.5 * beta * sse
         kl = 0.5 * ((s + mu * mu) / pvar - 1.0 - (s / pvar).log()).sum()
         return -(ll - kl)
 
-    res = fit(lambda *a, **k: None, lambda *a, **k: None, loss=loss, optim=LBFGS(max_iter=max(int(iters), 1)),
-              num_steps=1, seed=seed, progress=False, desc="oil held-out latents")
+    res = minimize(loss, optim=LBFGS(max_iter=max(int(iters), 1)), num_steps=1, seed=seed, progress=False,
+                   desc="oil held-out latents")
     return _np(res.params["ho_mu"])
 
 

@@ -23,7 +23,7 @@ from pyro.distributions import constraints
 from tandem.inference.numerics import DTYPE, cholesky_jitter
 from tandem.models.mcgpds import _param, dense_A, dense_time_K, hyperparams
 
-__all__ = ["variational_params", "mcgpds_guide", "guide", "q_latent_dense"]
+__all__ = ["Guide", "variational_params", "mcgpds_guide", "guide", "q_latent_dense"]
 
 
 def variational_params(data, frozen=()):
@@ -63,8 +63,11 @@ def q_latent_dense(data, hp, mus, lams):
     return mu_s, cholesky_jitter(0.5 * (Ss + Ss.mT), "S^(s)"), Ls_priv
 
 
-def mcgpds_guide(data):
-    """The guide: samples ``X_s``, ``X_k`` (Q, N), ``v_k`` (D_k, M), ``u_k`` (J, D_k, M)."""
+def mcgpds_guide(data, inducing_scale: float = 0.1):
+    """The guide: samples ``X_s``, ``X_k`` (Q, N), ``v_k`` (D_k, M), ``u_k`` (J, D_k, M).
+
+    ``inducing_scale``: initial Cholesky diagonal of q(V), q(U) (used when their parameters are
+    created; a collapsed fit writes their optimal values into the store instead)."""
     hp = hyperparams(data)
     mus, lams = variational_params(data)
     mu_s, L_s, L_priv = q_latent_dense(data, hp, mus, lams)
@@ -77,10 +80,10 @@ def mcgpds_guide(data):
         D = data.out_dims[k]
         eyeM = torch.eye(M, dtype=DTYPE)
         qv_m = pyro.param(f"qv_m_{k}", lambda: torch.zeros(D, M, dtype=DTYPE))
-        qv_L = pyro.param(f"qv_L_{k}", lambda: 0.1 * eyeM.expand(D, M, M).clone(),
+        qv_L = pyro.param(f"qv_L_{k}", lambda: inducing_scale * eyeM.expand(D, M, M).clone(),
                           constraint=constraints.lower_cholesky)
         qu_m = pyro.param(f"qu_m_{k}", lambda: torch.zeros(J, D, M, dtype=DTYPE))
-        qu_L = pyro.param(f"qu_L_{k}", lambda: 0.1 * eyeM.expand(J, D, M, M).clone(),
+        qu_L = pyro.param(f"qu_L_{k}", lambda: inducing_scale * eyeM.expand(J, D, M, M).clone(),
                           constraint=constraints.lower_cholesky)
         out_plate = pyro.plate(f"output_{k}", D, dim=-1)
         with out_plate:
@@ -89,4 +92,25 @@ def mcgpds_guide(data):
                 pyro.sample(f"u_{k}", dist.MultivariateNormal(qu_m, scale_tril=qu_L))
 
 
+class Guide:
+    """The hand-written McGPDS guide as an object (the contract every tandem guide follows).
+
+    ``Guide(inducing_scale=0.1)`` — keyword-only options; the instance is called with exactly
+    the model's argument, ``guide(data)`` for a :class:`tandem.models.mcgpds.McGPDSData`, and
+    samples every latent site of :func:`tandem.models.mcgpds.model` (see :func:`mcgpds_guide`).
+    """
+
+    def __init__(self, *, inducing_scale: float = 0.1):
+        if not float(inducing_scale) > 0:
+            raise ValueError(f"inducing_scale: expected a positive number, got {inducing_scale!r}")
+        self.inducing_scale = float(inducing_scale)
+
+    def __call__(self, data):
+        return mcgpds_guide(data, inducing_scale=self.inducing_scale)
+
+    def __repr__(self):
+        return f"Guide(inducing_scale={self.inducing_scale})"
+
+
+#: the function form (aliases kept for existing code)
 guide = mcgpds_guide

@@ -40,22 +40,36 @@ paper_terms_k ()              (factor, only with observed data)
 """
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass, field
 
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro import poutine
 from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
-from tandem.models.gp_kernels import kernel_matrix, kzz, time_kernel
+from tandem.inference.validation import as_tensor, check_int_range
+from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
 from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DIMS", "dims",
-           "param_group", "default_init", "PARAM_GROUPS", "block_mask"]
+           "param_group", "default_init", "PARAM_GROUPS", "block_mask", "Basis", "view_bases",
+           "SAFE_FIXED", "pca_init"]
 
 #: parameter groups the ``fixed`` / ``frozen`` mechanism understands
 PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational")
+
+#: the groups held at their initial values unless the user asks otherwise (``McGPDSData.fixed``).
+#: Learned, each has a direction in which the objective is unbounded or degenerate: the paper's
+#: bound fits y with h and with every w_j g_j separately, so with W and β free it grows without
+#: limit in β; with α, ε and the time kernels free, α drifts to 1 (decoupling the views) and the
+#: time kernels' white-noise variance runs away. Fixing W ≈ 0 switches g off, so "g" (its kernel
+#: and inducing inputs, then without gradient) is fixed with it. The mapping kernel h, its
+#: inducing inputs and the variational parameters are learned.
+SAFE_FIXED = frozenset({"alpha", "eps", "beta", "time", "W", "g"})
 
 
 def dims(V: int = 2) -> dict:
@@ -113,10 +127,16 @@ def constraint_of(name: str):
 class McGPDSData:
     """Everything the model, guide and losses need (the one argument they all take).
 
-    views : list of (N, D_k) float64 tensors, or ``None`` to simulate (then ``out_dims``).
+    views : list of (N, D_k) arrays (numpy or torch; converted to float64 tensors), or
+        ``None`` to simulate (then ``out_dims``, a list of the D_k).
     times : (N,); seq_ids : (N,) sequence labels (each sequence a block of the time kernels).
-    init : initial *constrained* value of every parameter (see :func:`default_init`).
-    fixed : parameter groups held at their init values (protocol: alpha, eps, beta, time).
+    init : initial *constrained* value of every parameter (see :func:`default_init`); names
+        missing from it get :func:`default_init`'s values, with the latent means from the PCA of
+        the (centred) views and β_k = 100 / var(Y_k) when data are given (``seed`` draws the
+        inducing inputs and W).
+    fixed : parameter groups held at their init values; default :data:`SAFE_FIXED` (α, ε, β, the
+        time kernels, W and g). Learning β together with W is allowed but warns: the paper's
+        bound is unbounded in β then.
     """
     views: list | None
     times: torch.Tensor
@@ -128,17 +148,78 @@ class McGPDSData:
     time_white: bool = True
     time_bias: bool = True
     private_prior: str = "mcgpds"
-    fixed: frozenset = frozenset()
+    fixed: frozenset = SAFE_FIXED
     init: dict = field(default_factory=dict)
     out_dims: list | None = None
+    seed: int = 0
 
     def __post_init__(self):
-        self.times = torch.as_tensor(self.times, dtype=DTYPE).reshape(-1)
-        self.seq_ids = torch.as_tensor(self.seq_ids).long().reshape(-1)
+        self.times = as_tensor(self.times, "times").reshape(-1)
+        N = int(self.times.numel())
+        if N < 2:
+            raise ValueError(f"times: expected at least 2 time stamps (frames) to fit a latent space, got {N}")
+        seq = torch.as_tensor(self.seq_ids.detach() if isinstance(self.seq_ids, torch.Tensor) else self.seq_ids)
+        if seq.is_floating_point() and not bool((seq == seq.round()).all()):
+            raise ValueError("seq_ids: expected integer sequence labels")
+        self.seq_ids = seq.long().reshape(-1)
+        if self.seq_ids.numel() != N:
+            raise ValueError(f"seq_ids: expected {N} labels (one per time stamp), got {self.seq_ids.numel()}")
         self.blocks = Blocks(self.seq_ids)
+        for name in ("Q", "M", "J"):
+            setattr(self, name, check_int_range(getattr(self, name), name, 1))
+        if self.mapping_kernel not in ("rbfard", "linear"):
+            raise ValueError(f"mapping_kernel: expected 'rbfard' or 'linear', got {self.mapping_kernel!r}")
+        if self.private_prior not in ("mcgpds", "gplvm"):
+            raise ValueError(f"private_prior: expected 'mcgpds' or 'gplvm', got {self.private_prior!r}")
+        if isinstance(self.fixed, str):
+            raise ValueError(f"fixed: expected a collection of group names, got the string {self.fixed!r}")
         self.fixed = frozenset(self.fixed)
+        bad = self.fixed - set(PARAM_GROUPS) - {"model"}
+        if bad:
+            raise ValueError(f"fixed: unknown parameter groups {sorted(bad)}; expected some of {PARAM_GROUPS}")
         if self.views is not None:
+            if not isinstance(self.views, (list, tuple)) or not self.views:
+                raise ValueError("views: expected a non-empty list of (N, D_k) arrays, or None to simulate")
+            self.views = [as_tensor(Y, f"views[{k}]", ndim=2) for k, Y in enumerate(self.views)]
+            for k, Y in enumerate(self.views):
+                if Y.shape[0] != N:
+                    raise ValueError(f"views[{k}]: expected {N} rows (one per time stamp), got {Y.shape[0]}")
+                if Y.shape[1] < 1:
+                    raise ValueError(f"views[{k}]: expected at least one column, got shape {tuple(Y.shape)}")
+                if not bool((Y != Y[:1]).any()):
+                    raise ValueError(f"views[{k}]: every entry is the same value; a constant view carries no "
+                                     "information to fit (drop it)")
             self.out_dims = [int(Y.shape[1]) for Y in self.views]
+        elif self.out_dims is None or not len(self.out_dims):
+            raise ValueError("out_dims: expected the output dimension of every view when views is None")
+        self.out_dims = [check_int_range(int(d) if isinstance(d, torch.Tensor) else d, f"out_dims[{k}]", 1)
+                         for k, d in enumerate(self.out_dims)]
+        self.init = dict(self.init or {})
+        missing = set(required_params(self)) - set(self.init)
+        if missing:
+            self.init = {**self._default_init(), **self.init}
+        self.init = {k: torch.as_tensor(v, dtype=DTYPE) for k, v in self.init.items()}
+        check_init(self.init)
+        if "beta" not in self.fixed and "W" not in self.fixed:
+            warnings.warn("McGPDS: learning β with W learned can diverge — the paper's bound fits y with h "
+                          "and with every w_j g_j separately, so when both fit well its β coefficient is "
+                          "positive and the bound grows without limit in β (fix 'beta' or 'W')",
+                          RuntimeWarning, stacklevel=3)
+
+    def _default_init(self) -> dict:
+        """:func:`default_init` for this problem (PCA latents and β = 100 / var(Y_k) from the data)."""
+        gen = torch.Generator().manual_seed(int(self.seed))
+        X0, beta = None, None
+        if self.views is not None:
+            limit = min(sum(self.out_dims), self.N - 1)
+            if self.Q > limit:
+                raise ValueError(f"Q={self.Q}: the PCA initialisation needs Q <= min(sum of view dims "
+                                 f"{sum(self.out_dims)}, N - 1 = {self.N - 1}) = {limit}")
+            X0 = pca_init(torch.cat(self.views, 1), self.Q)
+            beta = [100.0 / float(Y.var()) for Y in self.views]
+        return default_init(self.N, self.out_dims, self.Q, self.M, self.J, self.mapping_kernel, X0=X0,
+                            times=self.times, time_white=self.time_white, time_bias=self.time_bias, beta=beta,
+                            private_prior=self.private_prior, generator=gen)
 
     @property
     def N(self) -> int:
@@ -154,6 +235,46 @@ class McGPDSData:
 
     def view_names(self):
         return [str(k) for k in range(self.V)]
+
+
+def pca_init(Y: torch.Tensor, q: int) -> torch.Tensor:
+    """Unit-variance principal-component scores (N, q) of the centred ``Y`` (PPCA embedding)."""
+    Yc = Y - Y.mean(0)
+    U, S, Vh = torch.linalg.svd(Yc, full_matrices=False)
+    X = U[:, :q] * math.sqrt(max(Y.shape[0] - 1, 1))
+    # deterministic sign: largest-magnitude entry positive
+    sign = torch.sign(X.gather(0, X.abs().argmax(0, keepdim=True)))
+    return X * sign
+
+
+def required_params(data: "McGPDSData") -> list[str]:
+    """Names of every parameter the model and the guide's q(X) read for ``data``'s settings."""
+    names = []
+    tnames = ["s"] + ([str(k) for k in range(data.V)] if data.private_prior == "mcgpds" else [])
+    for tn in tnames:
+        names += [f"t_var_{tn}", f"t_invw_{tn}"] + ([f"t_white_{tn}"] if data.time_white else []) \
+            + ([f"t_bias_{tn}"] if data.time_bias else [])
+    for k in range(data.V):
+        names += [f"{n}_{k}" for n in ("alpha", "eps", "beta", "W", "Zh", "Zg", "kh_ard", "kg_ard", "mu", "lam")]
+        if data.mapping_kernel == "rbfard":
+            names += [f"kh_var_{k}", f"kg_var_{k}"]
+    return names
+
+
+def check_init(init: dict) -> None:
+    """Raise ``ValueError`` naming the parameter if an initial value is outside its constraint
+    (α in [0, 1]; ε, β, time-kernel and RBF variances, ARD weights, λ positive) or not finite."""
+    for name, v in init.items():
+        if not bool(torch.isfinite(v).all()):
+            raise ValueError(f"init[{name!r}]: expected finite values")
+        base = name.rsplit("_", 1)[0]
+        con = _CONSTRAINTS.get(base)
+        if con is constraints.unit_interval and not bool(((v >= 0) & (v <= 1)).all()):
+            raise ValueError(f"init[{name!r}] (α, the private share): expected values in [0, 1], got {v.tolist()}")
+        if con is _POS and not bool((v > 0).all()):
+            what = {"eps": "ε, the private noise variance", "beta": "β, the noise precision",
+                    "lam": "λ, the variational precisions"}.get(base, "a variance / inverse width")
+            raise ValueError(f"init[{name!r}] ({what}): expected positive values, got min {float(v.min()):g}")
 
 
 def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str = "rbfard",
@@ -287,9 +408,9 @@ def mcgpds_model(data: McGPDSData):
     time_plate = pyro.plate("time", N, dim=-2)
     for k, v in enumerate(hp["views"]):
         D = data.out_dims[k]
-        LH = cholesky_jitter(kzz(kind, v["Zh"], v["kh_var"], v["kh_ard"]), "K_ZZ of h")
-        LG = torch.stack([cholesky_jitter(kzz(kind, v["Zg"][j], None if v["kg_var"] is None else v["kg_var"][j],
-                                                v["kg_ard"][j]), "K_ZZ of g") for j in range(J)])
+        bh, bgs = view_bases(v, kind)
+        LH = bh.chol()
+        LG = torch.stack([b.chol() for b in bgs])
         out_plate = pyro.plate(f"output_{k}", D, dim=-1)
         with out_plate:
             vv = pyro.sample(f"v_{k}", dist.MultivariateNormal(torch.zeros(M, dtype=DTYPE), scale_tril=LH))
@@ -297,22 +418,17 @@ def mcgpds_model(data: McGPDSData):
                 uu = pyro.sample(f"u_{k}", dist.MultivariateNormal(torch.zeros(M, dtype=DTYPE),
                                                                    scale_tril=LG[:, None]))
         X = Xk[k].mT                                                     # (N, Q)
-        Kh = kernel_matrix(kind, X, v["Zh"], v["kh_var"], v["kh_ard"])  # (N, M)
-        Ah = torch.cholesky_solve(Kh.mT, LH)                             # H⁻¹ K_ZX
+        Ah, tr_h = bh.projection(X, LH)                                  # H⁻¹ K_ZX, tr(K_XX − Q_XX)
         h = Ah.mT @ vv.mT                                                # (N, D)
-        mean = h
         wg_sum = torch.zeros_like(h)
         wg2_sum = torch.zeros_like(h)
-        trace = D * ((kzz_diag(kind, X, v["kh_var"], v["kh_ard"]) - (Kh * Ah.mT).sum(-1)).sum())
-        for j in range(J):
-            kgv = None if v["kg_var"] is None else v["kg_var"][j]
-            Kg = kernel_matrix(kind, X, v["Zg"][j], kgv, v["kg_ard"][j])
-            Ag = torch.cholesky_solve(Kg.mT, LG[j])
+        trace = D * tr_h
+        for j, bg in enumerate(bgs):
+            Ag, tr_g = bg.projection(X, LG[j])
             wg = (Ag.mT @ uu[j].mT) * v["W"][:, j]
             wg_sum = wg_sum + wg
             wg2_sum = wg2_sum + wg * wg
-            trace = trace + (v["W"][:, j] ** 2).sum() * (kzz_diag(kind, X, kgv, v["kg_ard"][j])
-                                                         - (Kg * Ag.mT).sum(-1)).sum()
+            trace = trace + (v["W"][:, j] ** 2).sum() * tr_g
         mean = h + wg_sum
         beta = v["beta"]
         obs = None if data.views is None else data.views[k]
@@ -332,6 +448,61 @@ def kzz_diag(kind, X, variance, ard):
     return (X * X * ard).sum(-1)
 
 
+@dataclass(frozen=True)
+class Basis:
+    """One sparse-GP function of a view's output layer — ``h`` or a basis function ``g_j``.
+
+    ``kind`` ("rbfard" | "linear") with ``variance`` (scalar; None for linear) and ARD
+    weights ``ard`` (Q,), inducing inputs ``Z`` (M, Q). Every McGPDS objective and predictor
+    needs the same few pieces of it — ``K_ZZ`` and its Cholesky, the ψ-statistics under
+    q(X), the whitened ψ-statistics of the collapsed bound — so they are written once here.
+    """
+    kind: str
+    Z: torch.Tensor
+    variance: torch.Tensor | None
+    ard: torch.Tensor
+    name: str = "h"
+
+    def kzz(self) -> torch.Tensor:
+        """``K_ZZ`` (M, M) with the small fixed jitter of :func:`tandem.models.gp_kernels.kzz`."""
+        return kzz(self.kind, self.Z, self.variance, self.ard)
+
+    def chol(self) -> torch.Tensor:
+        """Lower Cholesky factor of ``K_ZZ`` (M, M)."""
+        return cholesky_jitter(self.kzz(), f"K_ZZ of {self.name}")
+
+    def psi(self, mu: torch.Tensor, s: torch.Tensor, per_point: bool = False):
+        """ψ-statistics ``(ψ0, Ψ1 (N, M), Ψ2 (M, M) or (N, M, M))`` under ``N(mu, diag s)``."""
+        return psi_stats(self.kind, mu, s, self.Z, self.variance, self.ard, per_point)
+
+    def projection(self, X: torch.Tensor, L: torch.Tensor):
+        """At fixed inputs X (N, Q): ``(K_ZZ⁻¹ K_ZX (M, N), tr(K_XX − K_XZ K_ZZ⁻¹ K_ZX))``."""
+        Kx = kernel_matrix(self.kind, X, self.Z, self.variance, self.ard)     # (N, M)
+        A = torch.cholesky_solve(Kx.mT, L)
+        return A, (kzz_diag(self.kind, X, self.variance, self.ard) - (Kx * A.mT).sum(-1)).sum()
+
+    def whitened(self, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor):
+        """The collapsed bound's pieces ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``,
+        ``K_ZZ = L Lᵀ``, for inputs ``N(mu, diag s)`` (N, Q) and targets Y (N, D)."""
+        psi0, Psi1, Psi2 = self.psi(mu, s)
+        L = self.chol()
+        tmp = torch.linalg.solve_triangular(L, Psi2, upper=False)
+        At = torch.linalg.solve_triangular(L, tmp.mT, upper=False)
+        R = torch.linalg.solve_triangular(L, Psi1.mT @ Y, upper=False)
+        return psi0, At, R
+
+
+def view_bases(v: dict, kind: str) -> tuple[Basis, list[Basis]]:
+    """``(h, [g_1, …, g_J])`` of one view from its hyperparameters ``v`` (an entry of
+    ``hyperparams(data)["views"]``: ``Zh`` (M, Q), ``kh_var``, ``kh_ard`` (Q,), ``Zg`` (J, M, Q),
+    ``kg_var`` (J,) or None, ``kg_ard`` (J, Q), ``W`` (D, J))."""
+    h = Basis(kind, v["Zh"], v.get("kh_var"), v["kh_ard"], "h")
+    kg = v.get("kg_var")
+    gs = [Basis(kind, v["Zg"][j], None if kg is None else kg[j], v["kg_ard"][j], f"g_{j + 1}")
+          for j in range(v["W"].shape[1])]
+    return h, gs
+
+
 #: alias following the other tandem models
 model = mcgpds_model
 
@@ -341,9 +512,10 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
     """Draw latents and data from the prior (default hyperparameters, :func:`default_init`).
 
     Returns a dict of tensors ``X_s``, ``X_k`` (Q, N) and ``y_k`` (N, D_k) plus ``data``
-    (the :class:`McGPDSData` with ``views=None``).
+    (the :class:`McGPDSData` with ``views=None`` and the default ``fixed`` groups,
+    :data:`SAFE_FIXED`). Every hyperparameter comes from :func:`default_init` (``init_kwargs``
+    go to it, e.g. ``alpha``, ``eps``, ``beta``), never from Pyro's parameter store.
     """
-    from pyro import poutine
     times = torch.as_tensor(times, dtype=DTYPE)
     gen = torch.Generator().manual_seed(seed)
     init = default_init(len(times), out_dims, Q, M, J, mapping_kernel, times=times, generator=gen,
@@ -352,8 +524,12 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
                       time_white=init_kwargs.get("time_white", True), time_bias=init_kwargs.get("time_bias", True),
                       private_prior=init_kwargs.get("private_prior", "mcgpds"), out_dims=list(out_dims), init=init)
     pyro.set_rng_seed(seed)
+    # every parameter from ``init`` (all groups fixed while drawing): values left in Pyro's
+    # parameter store by an earlier fit or simulation must not leak into this draw
+    data.fixed = frozenset(PARAM_GROUPS)
     with poutine.block():
         tr = poutine.trace(mcgpds_model).get_trace(data)
+    data.fixed = SAFE_FIXED
     res = {n: tr.nodes[n]["value"].detach() for n in tr.stochastic_nodes if n in dims(data.V)}
     res["data"] = data
     return res

@@ -12,8 +12,7 @@ from tandem.inference.datasets.cuave import CUAVE_FILE, load_cuave, per_dim_scal
 from tandem.inference.datasets.human_pose import HUMAN_POSE_FILE, constant_columns, load_human_pose, seq_times
 from tandem.inference.datasets.oil import OIL_FILES, load_oil, read_netlab
 from common import DATA_DIR
-from tandem.inference.mcgpds.baselines import (gpy_available, nn_indices, nn_latent_space, nn_y_space,
-                                        standardise_columns, training_mean_predictor)
+from tandem.inference.mcgpds.baselines import gpy_available, nn_latent_space, nn_y_space, training_mean_predictor
 
 needs_pose = pytest.mark.skipif(not (DATA_DIR / HUMAN_POSE_FILE).exists(), reason="human pose data missing")
 needs_cuave = pytest.mark.skipif(not (DATA_DIR / CUAVE_FILE).exists(), reason="CUAVE data missing")
@@ -48,22 +47,28 @@ def test_seq_times_restart_per_sequence():
     np.testing.assert_allclose(t, [0, 0.05, 0.10, 0, 0.05])
 
 
-def test_nn_indices_matches_brute_force():
+def test_nn_y_space_matches_brute_force():
     r = np.random.default_rng(0)
     X, Q = r.normal(size=(40, 5)), r.normal(size=(7, 5))
+    X[:, 2] *= 100.0                                  # one dominant column
+    Y2 = r.normal(size=(40, 3))
     brute = np.array([np.argmin(((X - q) ** 2).sum(1)) for q in Q])
-    np.testing.assert_array_equal(nn_indices(X, Q), brute)
+    pred, idx = nn_y_space(X, Y2, Q)
+    np.testing.assert_array_equal(idx, brute)
+    np.testing.assert_array_equal(pred, Y2[brute])
+    # standardised search: the same as brute force on z-scored columns (training statistics)
+    mu, sd = X.mean(0), X.std(0)
+    brute_std = np.array([np.argmin((((X - mu) / sd - (q - mu) / sd) ** 2).sum(1)) for q in Q])
+    np.testing.assert_array_equal(nn_y_space(X, Y2, Q, standardise=True)[1], brute_std)
+    assert (brute_std != brute).any()                 # the dominant column changes the answer
     # a query equal to a training row finds that row
-    np.testing.assert_array_equal(nn_indices(X, X[[3, 11]]), [3, 11])
+    np.testing.assert_array_equal(nn_y_space(X, Y2, X[[3, 11]])[1], [3, 11])
     with pytest.raises(ValueError, match="columns"):
-        nn_indices(X, Q[:, :4])
+        nn_y_space(X, Y2, Q[:, :4])
 
 
-def test_standardise_and_constant_columns():
+def test_constant_columns_and_per_dim_scale():
     A = np.array([[1.0, 5.0], [3.0, 5.0], [5.0, 5.0]])
-    s, = standardise_columns(A)
-    np.testing.assert_allclose(s[:, 0], [-1, 0, 1])
-    np.testing.assert_allclose(s[:, 1], 0)          # constant column: std 0 → 1, no NaN
     np.testing.assert_array_equal(constant_columns(A), [False, True])
     b, sc = per_dim_scale(A)
     np.testing.assert_allclose(sc, [2.0, 1.0])

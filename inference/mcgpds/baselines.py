@@ -1,8 +1,9 @@
 """Baselines for the McGPDS real-data experiments (view 1 → view 2 prediction).
 
 * :func:`nn_y_space` — the papers' "NN in Y space": the training view-2 row of the nearest
-  training frame in view-1 space (squared Euclidean, K = 1), on raw or per-dimension
-  standardised view-1 features (protocol §1.11, §2.9, §3).
+  training frame in view-1 space (squared Euclidean, K = 1, ties → the lower index), on raw
+  or per-dimension standardised view-1 features (protocol §1.11, §2.9, §3); the search is
+  :func:`tandem.inference.distances.nearest`.
 * :func:`training_mean_predictor` — predict the training mean of view 2 for every test
   frame, with the Gaussian predictive N(mean_d, var_d) (per-coordinate training variance,
   ddof = 1). Coordinates that are constant in training get variance 0: score MSLL with
@@ -19,41 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tandem.inference.distances import Standardizer, nearest
 from tandem.inference.validation import as_array, check_same_rows
 
-__all__ = ["nn_indices", "nn_y_space", "training_mean_predictor", "nn_latent_space",
-           "standardise_columns", "gpy_available", "fit_gpy_mrd", "MRDResult"]
-
-
-def standardise_columns(train, *others):
-    """Per-column standardisation with training statistics (ddof = 1, zero std → 1).
-
-    Returns the standardised ``train`` followed by each array in ``others``.
-    """
-    tr = as_array(train, "train", ndim=2)
-    mu = tr.mean(axis=0)
-    sd = tr.std(axis=0, ddof=1) if tr.shape[0] > 1 else np.ones(tr.shape[1])
-    sd = np.where(sd == 0, 1.0, sd)
-    out = [(tr - mu) / sd]
-    for i, o in enumerate(others):
-        o = as_array(o, f"others[{i}]", ndim=2)
-        if o.shape[1] != tr.shape[1]:
-            raise ValueError(f"others[{i}] has {o.shape[1]} columns, expected {tr.shape[1]} like train")
-        out.append((o - mu) / sd)
-    return out
-
-
-def nn_indices(train, query) -> np.ndarray:
-    """Index of the nearest training row for each query row, (N*,) ints.
-
-    argmin_i ‖q − x_i‖² (MATLAB ``dist2`` + ``min``; ties → the first index).
-    """
-    X = as_array(train, "train", ndim=2, min_rows=1)
-    Q = as_array(query, "query", ndim=2)
-    if Q.shape[1] != X.shape[1]:
-        raise ValueError(f"query has {Q.shape[1]} columns but train has {X.shape[1]}")
-    d2 = (Q * Q).sum(1)[:, None] + (X * X).sum(1)[None, :] - 2.0 * Q @ X.T
-    return np.argmin(d2, axis=1)
+__all__ = ["nn_y_space", "training_mean_predictor", "nn_latent_space", "gpy_available", "fit_gpy_mrd",
+           "MRDResult"]
 
 
 def nn_y_space(Y1, Y2, Y1_test, standardise: bool = False):
@@ -64,9 +35,13 @@ def nn_y_space(Y1, Y2, Y1_test, standardise: bool = False):
     Y1 = as_array(Y1, "Y1", ndim=2)
     Y2 = as_array(Y2, "Y2", ndim=2)
     check_same_rows({"Y1": Y1, "Y2": Y2}, "training frames")
-    A, B = (standardise_columns(Y1, Y1_test) if standardise
-            else (Y1, as_array(Y1_test, "Y1_test", ndim=2)))
-    idx = nn_indices(A, B)
+    Yt = as_array(Y1_test, "Y1_test", ndim=2)
+    if Yt.shape[1] != Y1.shape[1]:
+        raise ValueError(f"Y1_test has {Yt.shape[1]} columns but Y1 has {Y1.shape[1]}")
+    if standardise:
+        st = Standardizer(Y1)
+        Y1, Yt = st.transform(Y1), st.transform(Yt)
+    idx = nearest(Yt, Y1)
     return Y2[idx].copy(), idx
 
 
@@ -87,7 +62,10 @@ def nn_latent_space(mu_train, mu_test, Y2):
     mu_train = as_array(mu_train, "mu_train", ndim=2)
     Y2 = as_array(Y2, "Y2", ndim=2)
     check_same_rows({"mu_train": mu_train, "Y2": Y2}, "training frames")
-    idx = nn_indices(mu_train, mu_test)
+    mu_test = as_array(mu_test, "mu_test", ndim=2)
+    if mu_test.shape[1] != mu_train.shape[1]:
+        raise ValueError(f"mu_test has {mu_test.shape[1]} columns but mu_train has {mu_train.shape[1]}")
+    idx = nearest(mu_test, mu_train)
     return Y2[idx].copy(), idx
 
 
@@ -162,11 +140,10 @@ def fit_gpy_mrd(m1, m2, m1_test, Q: int = 5, M: int = 100, max_iters: int = 1000
     t1 = time.perf_counter()
     bg1, bg2 = model.bgplvms[0], model.bgplvms[1]
     mu_tr = np.asarray(model.X.mean)
-    mu_te = np.zeros((m1_test.shape[0], Q))
     # Infer test latents from view 1 only (per frame: one latent per test row).
     Xnew, _ = bg1.infer_newX(m1_test, optimize=True) if predict_iters > 0 else (None, None)
     mu_te = np.asarray(Xnew.mean)
-    idx = nn_indices(mu_tr, mu_te)
+    idx = nearest(mu_te, mu_tr)
     Xp = mu_tr[idx]
     mean, var = bg2.predict(Xp, include_likelihood=True)
     var = np.broadcast_to(np.asarray(var), mean.shape).copy()

@@ -52,15 +52,15 @@ import pyro
 import torch
 from pyro.distributions import constraints
 
-from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
+from tandem.models.gp_kernels import time_kernel
 from tandem.models.sequence_blocks import Blocks
-from tandem.models.mcgpds import hyperparams
+from tandem.models.mcgpds import hyperparams, view_bases
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter
 
 __all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed_loss",
-           "ViewPosterior", "view_posterior", "predict_moments", "kzz", "uncollapsed_elbo_analytic",
-           "optimal_q_inducing", "set_optimal_inducing", "gauss_kl_diag_prior", "shared_conditional_test"]
+           "ViewPosterior", "view_posterior", "predict_moments", "uncollapsed_elbo_analytic",
+           "optimal_q_inducing", "set_optimal_inducing", "gauss_kl_diag_prior"]
 
 
 def _mask_kernel(K: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -137,7 +137,6 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     Returns dict ``kl`` (scalar), ``s_diag`` (list of (N, Q) diag S^(k)), ``mu_s`` (N, Q)
     and, with ``need_shared_var``, ``s_s`` (N,) = diag S^(s) (the same for every q).
     """
-    V = len(views)
     Q = mus[0].shape[1]
     mu = torch.stack(mus)                      # (V, N, Q)
     lam = torch.stack(lams)
@@ -305,14 +304,10 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
     N, D = Y.shape
     beta = hp["beta"]
     W = hp["W"]
-    J = W.shape[1]
     F = -0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log() - 0.5 * beta * (Y * Y).sum()
+    bh, bgs = view_bases(hp, kind)
     # h: shared Woodbury correction for all outputs (one M×M Cholesky)
-    psi0, Psi1, Psi2 = psi_stats(kind, mu, s, hp["Zh"], hp.get("kh_var"), hp["kh_ard"])
-    LH = cholesky_jitter(kzz(kind, hp["Zh"], hp.get("kh_var"), hp["kh_ard"]), "K_ZZ of h")
-    tmp = torch.linalg.solve_triangular(LH, Psi2, upper=False)
-    At = torch.linalg.solve_triangular(LH, tmp.mT, upper=False)          # L⁻¹ ψ4 L⁻ᵀ
-    R = torch.linalg.solve_triangular(LH, Psi1.mT @ Y, upper=False)      # (M, D)
+    psi0, At, R = bh.whitened(mu, s, Y)                                  # L⁻¹ ψ4 L⁻ᵀ, L⁻¹ ψ0ᵀ Y
     M = At.shape[0]
     LP = cholesky_jitter(torch.eye(M, dtype=Y.dtype) + beta * At, "I + β L⁻¹ψ4L⁻ᵀ")
     RP = torch.linalg.solve_triangular(LP, R, upper=False)
@@ -325,13 +320,8 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
     # 5.7·10⁶ (relative 3·10⁻⁹).
     if not W.requires_grad and float((beta.detach() * W * W).max()) < 1e-8:
         return F
-    for j in range(J):
-        kg_var = hp["kg_var"][j] if hp.get("kg_var") is not None else None
-        psi0g, Psi1g, Psi2g = psi_stats(kind, mu, s, hp["Zg"][j], kg_var, hp["kg_ard"][j])
-        LG = cholesky_jitter(kzz(kind, hp["Zg"][j], kg_var, hp["kg_ard"][j]), "K_ZZ of g")
-        tmp = torch.linalg.solve_triangular(LG, Psi2g, upper=False)
-        Ag = torch.linalg.solve_triangular(LG, tmp.mT, upper=False)
-        Rg = torch.linalg.solve_triangular(LG, Psi1g.mT @ Y, upper=False)
+    for j, bg in enumerate(bgs):
+        psi0g, Ag, Rg = bg.whitened(mu, s, Y)
         w2 = W[:, j] * W[:, j]
         ld, qd = eig_logdet_quad(Ag, Rg, beta * w2)
         F = F - 0.5 * ld + 0.5 * beta * qd + 0.5 * beta * w2.sum() * (Ag.diagonal().sum() - psi0g)
@@ -394,21 +384,19 @@ class ViewPosterior:
 def view_posterior(Y, mu, s, hp, kind, beta=None) -> ViewPosterior:
     """Optimal inducing posteriors of a trained view (``beta`` overrides β, protocol §1.8.7)."""
     beta = hp["beta"] if beta is None else torch.as_tensor(beta, dtype=Y.dtype)
-    D = Y.shape[1]
     W = hp["W"]
-    J = W.shape[1]
-    _, Psi1, Psi2 = psi_stats(kind, mu, s, hp["Zh"], hp.get("kh_var"), hp["kh_ard"])
-    H = kzz(kind, hp["Zh"], hp.get("kh_var"), hp["kh_ard"])
+    fh, fgs = view_bases(hp, kind)
+    _, Psi1, Psi2 = fh.psi(mu, s)
+    H = fh.kzz()
     LH = cholesky_jitter(H, "K_ZZ of h")
     LHP = cholesky_jitter(H + beta * Psi2, "K_ZZ + β ψ4")
     bh = beta * torch.cholesky_solve(Psi1.mT @ Y, LHP)
     Ch = torch.cholesky_inverse(LH) - torch.cholesky_inverse(LHP)
     bgs, Cgs = [], []
-    for j in range(J):
-        kg_var = hp["kg_var"][j] if hp.get("kg_var") is not None else None
-        _, Psi1g, Psi2g = psi_stats(kind, mu, s, hp["Zg"][j], kg_var, hp["kg_ard"][j])
-        G = kzz(kind, hp["Zg"][j], kg_var, hp["kg_ard"][j])
-        LG = cholesky_jitter(G, "K_ZZ of g")
+    for j, fg in enumerate(fgs):
+        _, Psi1g, Psi2g = fg.psi(mu, s)
+        G = fg.kzz()
+        LG = cholesky_jitter(G, f"K_ZZ of {fg.name}")
         w = W[:, j]
         Gd = G[None] + (beta * w * w)[:, None, None] * Psi2g[None]      # (D, M, M)
         LGd = cholesky_jitter(Gd, "K_ZZ + β w² ψ5")
@@ -429,14 +417,14 @@ def predict_moments(post: ViewPosterior, mu_star: torch.Tensor, s_star: torch.Te
     """
     hp, kind = post.hp, post.kind
     W = hp["W"]
-    psi0h, P1h, P2h = psi_stats(kind, mu_star, s_star, hp["Zh"], hp.get("kh_var"), hp["kh_ard"], per_point=True)
+    bh, bgs = view_bases(hp, kind)
+    psi0h, P1h, P2h = bh.psi(mu_star, s_star, per_point=True)
     mean_h = P1h @ post.bh                                                # (N*, D)
     var = (psi0h - (P2h * post.Ch).sum((-1, -2)))[:, None] \
         + torch.einsum("md,nmp,pd->nd", post.bh, P2h, post.bh) - mean_h * mean_h
     mean = mean_h
-    for j in range(W.shape[1] if components == "all" else 0):
-        kg_var = hp["kg_var"][j] if hp.get("kg_var") is not None else None
-        psi0g, P1g, P2g = psi_stats(kind, mu_star, s_star, hp["Zg"][j], kg_var, hp["kg_ard"][j], per_point=True)
+    for j, bg in enumerate(bgs if components == "all" else []):
+        psi0g, P1g, P2g = bg.psi(mu_star, s_star, per_point=True)
         w = W[:, j]
         b = post.bg[j]                                                   # (M, D)
         mg = P1g @ b                                                     # (N*, D)
@@ -446,12 +434,6 @@ def predict_moments(post: ViewPosterior, mu_star: torch.Tensor, s_star: torch.Te
         var = var + (w * w) * vg
     var = var.clamp_min(0.0) + 1.0 / post.beta
     return mean, var
-
-
-def shared_conditional_test(times, blocks, time_s, views, mus, lams):
-    """q(X*^(s)) moments for test latents (any view subset): (mu_s (N,Q), s_s (N,))."""
-    lt = latent_terms(times, blocks, time_s, views, mus, lams, need_shared_var=True)
-    return lt["mu_s"], lt["s_s"], lt
 
 
 # --------------------------------------------------------------------------- uncollapsed
@@ -492,18 +474,17 @@ def uncollapsed_elbo_analytic(data, hp: dict, mus: list, lams: list, q_v: list, 
         N, D = Y.shape
         beta = v["beta"]
         mu, s = mus[k], lt["s_diag"][k]
-        J = v["W"].shape[1]
         elbo = elbo - 0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log()
-        psi0, P1, P2 = psi_stats(kind, mu, s, v["Zh"], v.get("kh_var"), v["kh_ard"])
-        LH = cholesky_jitter(kzz(kind, v["Zh"], v.get("kh_var"), v["kh_ard"]), "K_ZZ of h")
+        bh, bgs = view_bases(v, kind)
+        psi0, P1, P2 = bh.psi(mu, s)
+        LH = bh.chol()
         mv, Lv = q_v[k]
         elbo = elbo + _expected_fit(Y, beta, torch.ones(D, dtype=Y.dtype), mv, Lv @ Lv.mT, LH, psi0, P1, P2)
         elbo = elbo - gauss_kl_diag_prior(mv, Lv, LH)
         mu_, Lu = q_u[k]
-        for j in range(J):
-            kg_var = v["kg_var"][j] if v.get("kg_var") is not None else None
-            psi0g, P1g, P2g = psi_stats(kind, mu, s, v["Zg"][j], kg_var, v["kg_ard"][j])
-            LG = cholesky_jitter(kzz(kind, v["Zg"][j], kg_var, v["kg_ard"][j]), "K_ZZ of g")
+        for j, bg in enumerate(bgs):
+            psi0g, P1g, P2g = bg.psi(mu, s)
+            LG = bg.chol()
             elbo = elbo + _expected_fit(Y, beta, v["W"][:, j], mu_[j], Lu[j] @ Lu[j].mT, LG, psi0g, P1g, P2g)
             elbo = elbo - gauss_kl_diag_prior(mu_[j], Lu[j], LG)
             elbo = elbo + 0.5 * beta * (Y * Y).sum()          # − log N(y|0) (quadratic part)
@@ -524,18 +505,18 @@ def optimal_q_inducing(data, hp: dict, mus: list, lams: list):
         D = Y.shape[1]
         beta = v["beta"]
         mu, s = mus[k], lt["s_diag"][k]
-        _, P1, P2 = psi_stats(kind, mu, s, v["Zh"], v.get("kh_var"), v["kh_ard"])
-        H = kzz(kind, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        bh, bgs = view_bases(v, kind)
+        _, P1, P2 = bh.psi(mu, s)
+        H = bh.kzz()
         Sig = H + beta * P2
         m = beta * H @ torch.linalg.solve(Sig, P1.mT @ Y)                # (M, D)
         cov = H @ torch.linalg.solve(Sig, H)
         cov = 0.5 * (cov + cov.mT)
         q_v.append((m.mT.contiguous(), cholesky_jitter(cov, "optimal q(v) covariance").expand(D, -1, -1).contiguous()))
         ms, Ls = [], []
-        for j in range(v["W"].shape[1]):
-            kg_var = v["kg_var"][j] if v.get("kg_var") is not None else None
-            _, P1g, P2g = psi_stats(kind, mu, s, v["Zg"][j], kg_var, v["kg_ard"][j])
-            G = kzz(kind, v["Zg"][j], kg_var, v["kg_ard"][j])
+        for j, bg in enumerate(bgs):
+            _, P1g, P2g = bg.psi(mu, s)
+            G = bg.kzz()
             w = v["W"][:, j]
             Sg = G[None] + (beta * w * w)[:, None, None] * P2g[None]
             mj = (beta * w)[:, None] * (G[None] @ torch.linalg.solve(Sg, (P1g.mT @ Y).mT[..., None]))[..., 0]

@@ -50,24 +50,26 @@ import math
 import time as _time
 import warnings
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyro
 import torch
 
 from tandem.guides.mcgpds import mcgpds_guide, variational_params
-from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model
-from tandem.models.gp_kernels import time_kernel
+from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
 from tandem.inference.mcgpds.bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
-    view_bound, view_posterior
+    set_optimal_inducing, view_bound, view_posterior
+from tandem.inference.mcgpds.cache import fingerprint
+from tandem.inference.distances import knn
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.svi import LBFGS, fit, minimize
-from tandem.inference.validation import as_tensor
+from tandem.inference.validation import as_tensor, check_real_range
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
            "constant_hyperparams", "pca_init", "save_fitted", "load_fitted", "holdout_folds", "holdout_predictions",
-           "calibrated_extra_var"]
+           "calibrated_extra_var", "fit_fingerprint", "cached_fit", "INDUCING_STORE_LIMIT", "store_optimal_inducing"]
 
 
 @dataclass
@@ -121,6 +123,7 @@ class McGPDSFitted:
     losses: np.ndarray
     wall_time: float
     bound: float
+    meta: dict = field(default_factory=dict)     # e.g. {"fingerprint": ...} of a cached fit
 
     @property
     def views(self):
@@ -174,16 +177,6 @@ def _seq_ids(N: int, seq_ends, sequence_ids) -> torch.Tensor:
     return ids
 
 
-def pca_init(Y: torch.Tensor, q: int) -> torch.Tensor:
-    """Unit-variance principal-component scores (N, q) of the centred ``Y`` (PPCA embedding)."""
-    Yc = Y - Y.mean(0)
-    U, S, Vh = torch.linalg.svd(Yc, full_matrices=False)
-    X = U[:, :q] * math.sqrt(max(Y.shape[0] - 1, 1))
-    # deterministic sign: largest-magnitude entry positive
-    sign = torch.sign(X.gather(0, X.abs().argmax(0, keepdim=True)))
-    return X * sign
-
-
 def _check_views(views, times):
     if not isinstance(views, (list, tuple)) or len(views) == 0:
         raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
@@ -191,10 +184,33 @@ def _check_views(views, times):
     Ns = [int(Y.shape[0]) for Y in vs]
     if len(set(Ns)) != 1:
         raise ValueError(f"views: every view must have the same number of frames (rows), got {Ns}")
+    if Ns[0] < 2:
+        raise ValueError(f"views: expected at least 2 frames (rows) to fit a latent space, got {Ns[0]}")
+    for k, Y in enumerate(vs):
+        if Y.shape[1] < 1:
+            raise ValueError(f"views[{k}]: expected at least one column, got shape {tuple(Y.shape)}")
+        if not bool((Y != Y[:1]).any()):
+            raise ValueError(f"views[{k}]: every entry is the same value ({float(Y[0, 0]):g}); a constant "
+                             "view carries no information to fit (drop it)")
     t = as_tensor(times, "times", ndim=1)
     if t.numel() != Ns[0]:
         raise ValueError(f"times: expected {Ns[0]} time stamps (one per frame), got {t.numel()}")
     return vs, t
+
+
+def _check_config_values(cfg: McGPDSConfig) -> None:
+    """Early errors for values the model cannot use (named after the config field)."""
+    check_real_range(cfg.alpha_init, "alpha_init", 0.0, 1.0, low_open=True)
+    check_real_range(cfg.eps_init, "eps_init", 0.0, low_open=True)
+    check_real_range(cfg.lam_init, "lam_init", 0.0, low_open=True)
+    check_real_range(cfg.w_init_scale, "w_init_scale", 0.0)
+    check_real_range(cfg.time_white_var, "time_white_var", 0.0, low_open=True)
+    check_real_range(cfg.time_bias_var, "time_bias_var", 0.0, low_open=True)
+    if cfg.time_invwidth is not None:
+        check_real_range(cfg.time_invwidth, "time_invwidth", 0.0, low_open=True)
+    if cfg.beta_init != "snr":
+        for b in (cfg.beta_init if isinstance(cfg.beta_init, (list, tuple)) else [cfg.beta_init]):
+            check_real_range(b, "beta_init (noise precision)", 0.0, low_open=True)
 
 
 def constant_hyperparams(fitted: McGPDSFitted) -> dict:
@@ -219,6 +235,7 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     Ds = [int(Y.shape[1]) for Y in vs]
     V = len(vs)
     seq = _seq_ids(N, seq_ends, sequence_ids)
+    _check_config_values(cfg)
     if cfg.Q < 1 or cfg.M < 1 or cfg.J < 1:
         raise ValueError(f"Q, M and J must be >= 1, got Q={cfg.Q}, M={cfg.M}, J={cfg.J}")
     if cfg.mapping_kernel not in ("rbfard", "linear"):
@@ -266,11 +283,7 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     fixed = set(cfg.fixed)
     if "W" in fixed:
         fixed.add("g")      # g switched off: its kernel/inducing inputs have (almost) no gradient
-    if "beta" not in fixed and "W" not in fixed:
-        warnings.warn("McGPDS: learning β with the paper's collapsed bound can diverge — the bound "
-                      "fits y with h and with every w_j g_j separately, so when both fit well its β "
-                      "coefficient is positive and the bound grows without limit in β (the protocol "
-                      "keeps β fixed)", RuntimeWarning, stacklevel=2)
+    # (learning β with W learned warns in McGPDSData: the paper's bound is unbounded in β then)
     alpha = cfg.alpha_init
     if not cfg.coupling:
         alpha, fixed = 1.0, fixed | {"alpha"}
@@ -288,6 +301,8 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
         phases.append((f"var {c + 1}/{cfg.cycles}", cfg.var_iters, ("model",)))
         phases.append((f"model {c + 1}/{cfg.cycles}", cfg.model_iters, ("variational",)))
     phases.append(("joint", cfg.joint_iters, ()))
+    if checkpoint is not None:
+        _check_checkpoint(checkpoint, fit_fingerprint(vs, t, seq_ends, sequence_ids, cfg, seed))
     losses = []
     t0 = _time.perf_counter()
     first = True
@@ -312,9 +327,90 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
         mus, lams = variational_params(data)
         F, parts = collapsed_bound(data, hp, mus, lams, return_parts=True)
         lt = latent_terms(t, data.blocks, hp["time_s"], hp["views"], mus, lams, need_shared_var=True)
+    store_optimal_inducing(data)
     return McGPDSFitted(cfg, data, params, lt["mu_s"].detach(), lt["s_s"].detach(),
                         [m.detach().clone() for m in mus], [s.detach() for s in lt["s_diag"]],
                         np.asarray(losses), wall, float(F))
+
+
+#: largest number of q(U), q(V) covariance entries ``Σ_k (1 + J) D_k M²`` that a collapsed fit
+#: writes into Pyro's parameter store at its end (2·10⁷ float64 ≈ 160 MB; CUAVE's 3750-d video
+#: view with M = 100 needs 7.5·10⁷, and its temporaries several times that)
+INDUCING_STORE_LIMIT = 2e7
+
+
+def store_optimal_inducing(data: McGPDSData, limit: float | None = None) -> bool:
+    """After a collapsed fit: write the optimal q(V), q(U) into the parameter store.
+
+    The collapsed bound integrates q(U), q(V) out, but the hand-written guide samples them
+    from its ``qv_*`` / ``qu_*`` parameters; left at their initial values (mean 0, scale 0.1)
+    the posterior-predictive draws of a collapsed fit would ignore the data. Returns True when written; above ``limit`` entries
+    (default :data:`INDUCING_STORE_LIMIT`) it warns and returns False — call
+    :func:`tandem.inference.mcgpds.bound.set_optimal_inducing` yourself if you need the draws.
+    """
+    limit = INDUCING_STORE_LIMIT if limit is None else limit
+    size = sum((1 + data.J) * D * data.M ** 2 for D in data.out_dims)
+    if size > limit:
+        warnings.warn(f"McGPDS: the optimal q(U), q(V) of this fit have {size:.3g} covariance entries (> "
+                      f"{limit:.3g}), so they were not written into Pyro's parameter store; call "
+                      "tandem.inference.mcgpds.bound.set_optimal_inducing(data) before drawing posterior-"
+                      "predictive samples with the guide", RuntimeWarning, stacklevel=3)
+        return False
+    set_optimal_inducing(data)
+    return True
+
+
+def fit_fingerprint(views, times, seq_ends, sequence_ids, config: McGPDSConfig, seed: int) -> str:
+    """Content fingerprint of one :func:`fit_mcgpds` problem: data values, sequence layout,
+    every configuration field (``init_views`` by content) and the seed."""
+    return fingerprint("fit_mcgpds/1", list(views), times, seq_ends, sequence_ids, config, int(seed))
+
+
+def _check_checkpoint(checkpoint, key: str) -> None:
+    """Refuse to resume phase checkpoints written for another problem (other data, config or
+    seed): ``<checkpoint>.fingerprint`` records the problem the phase files belong to."""
+    meta = Path(f"{checkpoint}.fingerprint")
+    if meta.exists():
+        old = meta.read_text().strip()
+        if old != key:
+            raise ValueError(f"checkpoint: {checkpoint!s}.phase* were written for a different problem (data, "
+                             f"config or seed; fingerprint {old[:12]}… here {key[:12]}…); delete them or "
+                             "choose another checkpoint path")
+        return
+    if any(Path(str(checkpoint)).parent.glob(Path(str(checkpoint)).name + ".phase*")):
+        raise ValueError(f"checkpoint: {checkpoint!s}.phase* exist without a {meta.name} record of the problem "
+                         "they belong to; delete them or choose another checkpoint path")
+    meta.parent.mkdir(parents=True, exist_ok=True)
+    meta.write_text(key + "\n")
+
+
+def cached_fit(views, times, *, config: McGPDSConfig, seed: int = 0, cache_dir=None, tag: str = "mcgpds",
+               seq_ends=None, sequence_ids=None, progress: bool = True):
+    """:func:`fit_mcgpds`, or the saved fit of exactly this problem from ``cache_dir``.
+
+    The file name carries the content fingerprint (:func:`fit_fingerprint`: data values,
+    full config, seed), which is also stored in the file and checked on loading. Returns
+    ``(fitted, train seconds, loaded?)``; the training time of a loaded fit is the one measured
+    when it was fitted. ``cache_dir=None`` always fits.
+    """
+    path = key = None
+    if cache_dir is not None:
+        key = fit_fingerprint(views, times, seq_ends, sequence_ids, config, seed)
+        path = Path(cache_dir) / f"{tag}_seed{seed}_{key[:16]}.pt"
+        if path.exists():
+            f = load_fitted(path)
+            if f.meta.get("fingerprint") == key:
+                return f, f.wall_time, True
+    t0 = _time.perf_counter()
+    f = fit_mcgpds(views, times, seq_ends=seq_ends, sequence_ids=sequence_ids, config=config, seed=seed,
+                   progress=progress)
+    wall = _time.perf_counter() - t0
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f.wall_time = wall
+        f.meta["fingerprint"] = key
+        save_fitted(f, path)
+    return f, wall, False
 
 
 def fit_cgpds(view, times, seq_ends=None, sequence_ids=None, config: McGPDSConfig | None = None,
@@ -334,7 +430,8 @@ def save_fitted(fitted: McGPDSFitted, path) -> None:
                 "init": {k: torch.as_tensor(v).detach() if torch.is_tensor(v) else v for k, v in d.init.items()},
                 "params": {k: v.detach() if torch.is_tensor(v) else v for k, v in fitted.params.items()},
                 "mu_s": fitted.mu_s, "s_s": fitted.s_s, "mu": fitted.mu, "s_diag": fitted.s_diag,
-                "losses": np.asarray(fitted.losses), "wall_time": fitted.wall_time, "bound": fitted.bound},
+                "losses": np.asarray(fitted.losses), "wall_time": fitted.wall_time, "bound": fitted.bound,
+                "meta": dict(fitted.meta)},
                str(path))
 
 
@@ -349,22 +446,10 @@ def load_fitted(path) -> McGPDSFitted:
     data = McGPDSData(z["views"], z["times"], z["seq_ids"], z["Q"], z["M"], z["J"], z["mapping_kernel"],
                       z["time_white"], z["time_bias"], z["private_prior"], frozenset(z["fixed"]), z["init"])
     return McGPDSFitted(McGPDSConfig(**cfg_d), data, z["params"], z["mu_s"], z["s_s"], z["mu"], z["s_diag"],
-                        np.asarray(z["losses"]), float(z["wall_time"]), float(z["bound"]))
+                        np.asarray(z["losses"]), float(z["wall_time"]), float(z["bound"]), dict(z.get("meta", {})))
 
 
 # ------------------------------------------------------------------ prediction
-def _nn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """Index into B of the squared-Euclidean nearest neighbour of every row of A."""
-    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
-    return d2.argmin(1)
-
-
-def _knn(A: torch.Tensor, B: torch.Tensor, k: int) -> torch.Tensor:
-    """(N_A, k) indices into B of the k squared-Euclidean nearest neighbours of every row of A."""
-    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
-    return d2.topk(k, dim=1, largest=False).indices
-
-
 def _test_loss(Ystar, tstar, blocks, time_s, vhp, kind, fixll, init_mu, init_lam, train):
     """−(bound of the test latents): −KL of the test block, plus (``fixll`` False) the collapsed
     bound of the source view on train ∪ test, ``train = (Y, μ, diag S)`` of the training frames
@@ -434,6 +519,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                          f"got {Ys.shape[1]}")
     ts = as_tensor(t_test, "t_test", ndim=1)
     Ns = Ys.shape[0]
+    if Ns == 0:
+        raise ValueError(f"Y_source_test: expected at least one test frame (row), got shape {tuple(Ys.shape)}")
     if ts.numel() != Ns:
         raise ValueError(f"t_test: expected {Ns} time stamps (one per test frame), got {ts.numel()}")
     if fixll is None:
@@ -452,7 +539,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
         if cand.numel() < k_nb or int(cand.min()) < 0 or int(cand.max()) >= data.N:
             raise ValueError(f"candidates: expected at least k_neighbours={k_nb} training indices in [0, {data.N})")
     if nn_index_y is None:
-        nn_y_all = cand[_knn(Ys, data.views[source][cand], k_nb)]
+        nn_y_all = cand[knn(Ys, data.views[source][cand], k_nb)]
     else:
         nn_y_all = torch.as_tensor(np.asarray(nn_index_y)).long()
         if nn_y_all.ndim == 1:
@@ -486,7 +573,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
             lam_src = fitted.params[f"lam_{source}"]
             ref = latent_terms(data.times, data.blocks, hp["time_s"], [vhp], [fitted.mu[source]],
                                [lam_src])["mu_s"]
-        nn_s_all = cand[_knn(mu_s_t, ref[cand], k_nb)]                  # (N*, k)
+        nn_s_all = cand[knn(mu_s_t, ref[cand], k_nb)]                  # (N*, k)
         nn_s = nn_s_all[:, 0]
         tv = hp["views"][target]
         post = view_posterior(data.views[target], fitted.mu[target], fitted.s_diag[target], tv, kind,
@@ -510,7 +597,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                                      f"(N*, {k_nb}) nn_index_y, got {tuple(idx.shape)}")
                 idx = idx[:, :k_nb]
             elif latent_for_prediction == "private_nn":
-                idx = cand[_knn(mu_t, fitted.mu[source][cand], k_nb)]
+                idx = cand[knn(mu_t, fitted.mu[source][cand], k_nb)]
             else:
                 idx = nn_s_all
             x_mean = fitted.mu[target][idx]                                 # (N*, k, Q)
@@ -574,7 +661,7 @@ def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, 
         keep[held] = False
         cand = torch.nonzero(keep).reshape(-1)
         pk = dict(predict_kwargs)
-        pk["nn_index_y"] = cand[_knn(feats[held], feats[cand], kq)]
+        pk["nn_index_y"] = cand[knn(feats[held], feats[cand], kq)]
         pk["candidates"] = cand
         th = data.times[held]
         pred = predict_view(fitted, Ysrc[held], th - th[0], source, target, **pk)
