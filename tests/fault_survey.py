@@ -29,7 +29,8 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-CLEAR_TYPES = (ValueError, TypeError, FileNotFoundError)
+# FloatingPointError: the driver's 'loss became nan/inf' error, which names the loss and the step
+CLEAR_TYPES = (ValueError, TypeError, FileNotFoundError, FloatingPointError)
 
 
 @dataclass
@@ -242,13 +243,14 @@ def _mcgpds_views(scale=1.0, N=40):
 
 
 def _mcgpds_predict(scale):
-    from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, predict_view
+    """The user path: the McGPDS object on data in other units, predictions mapped back."""
+    from tandem.inference.mcgpds import McGPDS
     views, t = _mcgpds_views(scale)
     tr, te = slice(0, 30), slice(30, 40)
-    cfg = McGPDSConfig(Q=2, M=8, cycles=1, var_iters=10, model_iters=10, joint_iters=30)
-    fitted = fit_mcgpds([v[tr] for v in views], t[tr], config=cfg, progress=False)
-    pred = predict_view(fitted, views[0][te], t[te], method="generative", test_iters=20)
-    return pred.mean / scale, views[1][te] / scale
+    m = McGPDS(Q=2, M=8, cycles=1, var_iters=10, model_iters=10, joint_iters=30)
+    m.fit([v[tr] for v in views], t[tr])
+    pred = m.predict(views[0][te], t[te])
+    return torch.as_tensor(pred.mean) / scale, views[1][te] / scale
 
 
 def _mcgpds_scale_case(scale):
