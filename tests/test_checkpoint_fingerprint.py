@@ -176,7 +176,8 @@ def test_fingerprint_helpers():
     assert content_hash(a) != content_hash(a.double()) != content_hash(a.numpy())
     assert content_hash(a, {"k": 1}) == content_hash(a.clone(), {"k": 1})
     assert content_hash(a, {"k": 1}) != content_hash(a, {"k": 2})
-    # 0-d and bool tensors hash too
+    # 0-d and bool tensors hash too; numpy scalars keep their value
+    assert fingerprint(b=np.bool_(True), i=np.int64(3)) == {"b": True, "i": 3}
     assert content_hash(torch.tensor(1.5)) != content_hash(torch.tensor(2.5))
     assert content_hash(torch.tensor([True, False])) != content_hash(torch.tensor([True, True]))
     # NaN settings still compare equal to themselves

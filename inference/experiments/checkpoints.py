@@ -90,6 +90,9 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
     if obj is None or isinstance(obj, (bool, str)):
         out[path] = obj
         return
+    if isinstance(obj, np.bool_):
+        out[path] = bool(obj)
+        return
     if isinstance(obj, (int, np.integer)):
         out[path] = int(obj)
         return
