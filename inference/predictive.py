@@ -109,12 +109,19 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
                         UserWarning, stacklevel=3)
                 first_dim = -1 - _max_plate_nesting(probe)
                 first = False
+            given = _latent_only(gtr)
             if enumerated:
-                # exact p(z | θ, data) for the enumerated sites, given the guide's draw θ
-                cond = poutine.trace(infer_discrete(poutine.replay(model, trace=gtr), temperature=1,
-                                                    first_available_dim=first_dim)).get_trace(*args, **kwargs)
-            else:
-                cond = poutine.trace(poutine.replay(model, trace=gtr)).get_trace(*args, **kwargs)
+                # exact p(z | θ, data) for the enumerated sites, given the guide's draw θ. Condition
+                # (not replay) on θ: replay marks sites done, which hides the enumeration dims that
+                # the log-density of a continuous site depending on z must carry.
+                theta = {n: s["value"] for n, s in given.nodes.items()}
+                tr = poutine.trace(infer_discrete(poutine.condition(model, data=theta), temperature=1,
+                                                  first_available_dim=first_dim)).get_trace(*args, **kwargs)
+                for n in enumerated:
+                    site = dict(tr.nodes[n])
+                    site["value"] = site["value"].reshape(probe.nodes[n]["value"].shape)
+                    given.add_node(n, **site)
+            cond = poutine.trace(poutine.replay(model, trace=given)).get_trace(*args, **kwargs)
             latents = _latent_only(cond)
             free = poutine.trace(poutine.replay(poutine.uncondition(model), trace=latents)).get_trace(*args, **kwargs)
             for name, site in _sample_sites(cond):

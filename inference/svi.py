@@ -243,6 +243,18 @@ def _nonfinite_message(desc: str, value: float, step: int, optim) -> str:
     return f"{head}; lower the learning rate or check the data scaling"
 
 
+def _check_writable(path: Path) -> None:
+    """Fail before training, not at the first checkpoint save, when ``path`` cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"checkpoint: cannot write {path} ({err.strerror or err}); "
+                         "choose a checkpoint path in a folder you can write to") from None
+
+
 def _validate(num_steps, seed, tol, window, min_steps, checkpoint_every) -> None:
     check_int_range(num_steps, "num_steps", low=0)
     check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
@@ -301,6 +313,8 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
     ckpt_path = Path(checkpoint) if checkpoint is not None else None
     fp = fit_fingerprint(model, guide, args, kwargs, loss, optim, seed) if ckpt_path is not None else None
     state = _load_fit_state(ckpt_path, fp, num_steps) if ckpt_path is not None and ckpt_path.exists() else None
+    if ckpt_path is not None and state is None:
+        _check_writable(ckpt_path)
 
     losses: list[float] = []
     start_step = 0

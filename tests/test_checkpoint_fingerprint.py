@@ -42,20 +42,29 @@ def adam(lr=0.05):
 
 def run(y, path=None, n=40, **kw):
     kw.setdefault("optim", adam())
-    return fit(model, kw.pop("guide", guide), y, num_steps=n, seed=kw.pop("seed", 3), progress=False,
+    return fit(kw.pop("model", model), kw.pop("guide", guide), y, num_steps=n, seed=kw.pop("seed", 3), progress=False,
                checkpoint=path, checkpoint_every=kw.pop("checkpoint_every", 10), **kw)
 
 
-@pytest.mark.parametrize("autoguide", [False, True])
-def test_resume_is_exact(y, tmp_path, autoguide):
+def sub_model(y):
+    """``model`` with a subsampling plate: the minibatch indices come from the RNG too."""
+    mu = pyro.sample("mu", dist.Normal(torch.tensor(0.0, dtype=y.dtype), 10.0))
+    sd = pyro.sample("sd", dist.LogNormal(torch.tensor(0.0, dtype=y.dtype), 1.0))
+    with pyro.plate("data", y.shape[0], subsample_size=7) as idx:
+        pyro.sample("y", dist.Normal(mu, sd), obs=y[idx])
+
+
+@pytest.mark.parametrize("variant", ["hand-written", "AutoNormal", "AutoNormal+subsample"])
+def test_resume_is_exact(y, tmp_path, variant):
     """Interrupted at step 20 and resumed in a fresh parameter store (with a new guide object,
     as a new process would have): losses and parameters equal the uninterrupted run's."""
-    make = (lambda: AutoNormal(model)) if autoguide else (lambda: guide)
-    full = run(y, guide=make(), n=50)
+    m = sub_model if "subsample" in variant else model
+    make = (lambda: AutoNormal(m)) if variant.startswith("Auto") else (lambda: guide)
+    full = run(y, guide=make(), n=50, model=m)
     ck = tmp_path / "a.ckpt"
-    run(y, ck, n=20, guide=make())
+    run(y, ck, n=20, guide=make(), model=m)
     pyro.clear_param_store()
-    resumed = run(y, ck, n=50, guide=make())
+    resumed = run(y, ck, n=50, guide=make(), model=m)
     assert resumed.resumed_from == 20
     np.testing.assert_array_equal(resumed.losses, full.losses)
     assert full.params.keys() == resumed.params.keys()
@@ -118,6 +127,13 @@ def test_unreadable_checkpoint_names_the_file(y, tmp_path, content):
     assert str(ck) in str(err.value) and "delete" in str(err.value)
 
 
+def test_unwritable_checkpoint_path_fails_before_training(y, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="checkpoint: cannot write"):
+        run(y, blocker / "run.ckpt", n=5)
+
+
 def test_converged_run_returns_at_once_when_rerun(y, tmp_path):
     ck = tmp_path / "a.ckpt"
     kw = dict(tol=1e-2, window=5, optim=adam(0.05))
@@ -160,6 +176,10 @@ def test_fingerprint_helpers():
     assert content_hash(a) != content_hash(a.double()) != content_hash(a.numpy())
     assert content_hash(a, {"k": 1}) == content_hash(a.clone(), {"k": 1})
     assert content_hash(a, {"k": 1}) != content_hash(a, {"k": 2})
+    # 0-d and bool tensors hash too; numpy scalars keep their value
+    assert fingerprint(b=np.bool_(True), i=np.int64(3)) == {"b": True, "i": 3}
+    assert content_hash(torch.tensor(1.5)) != content_hash(torch.tensor(2.5))
+    assert content_hash(torch.tensor([True, False])) != content_hash(torch.tensor([True, True]))
     # NaN settings still compare equal to themselves
     assert fingerprint_diff(fingerprint(x=float("nan")), fingerprint(x=float("nan"))) == []
 

@@ -176,3 +176,23 @@ def test_bad_num_samples_and_seed(y):
         draw(model, guide, y, num_samples=0)
     with pytest.raises(ValueError, match="seed"):
         draw(model, guide, y, num_samples=2, seed=-1)
+
+
+def test_enumerated_site_that_a_guide_site_depends_on():
+    """a (enumerated, not in the guide) sets the prior mean of m (in the guide): p(a | m) needs
+    the log-density of m under each value of a — the case SAMTC's slot→atom links a_t / slot
+    means mu_t are in. p(a=1 | m) = N(m | 2, 1) / (N(m | -1, 1) + N(m | 2, 1)) with equal priors."""
+    locs = torch.tensor([-1.0, 2.0], dtype=torch.float64)
+
+    def m_model(x):
+        a = pyro.sample("a", dist.Bernoulli(torch.tensor(0.5, dtype=x.dtype)), infer={"enumerate": "parallel"})
+        m = pyro.sample("m", dist.Normal(locs[a.long()], 1.0))
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("x", dist.Normal(m.unsqueeze(-1), 1.0), obs=x)
+
+    def m_guide(x):
+        pyro.sample("m", dist.Delta(torch.tensor(1.0, dtype=x.dtype)))
+    d = draw(m_model, m_guide, torch.zeros(4, dtype=torch.float64), num_samples=400, seed=0)
+    p1 = np.exp(-0.5) / (np.exp(-2.0) + np.exp(-0.5))
+    assert d["posterior"]["a"].shape == (400,)
+    assert abs(d["posterior"]["a"].mean() - p1) < 4 * np.sqrt(p1 * (1 - p1) / 400)

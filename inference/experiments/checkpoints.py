@@ -90,6 +90,9 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
     if obj is None or isinstance(obj, (bool, str)):
         out[path] = obj
         return
+    if isinstance(obj, np.bool_):
+        out[path] = bool(obj)
+        return
     if isinstance(obj, (int, np.integer)):
         out[path] = int(obj)
         return
@@ -99,7 +102,7 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
         return
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu().contiguous()
-        data = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         out[path] = _array_entry("tensor", str(t.dtype).replace("torch.", ""), t.shape, data)
         return
     if isinstance(obj, np.ndarray):
