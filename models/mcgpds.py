@@ -57,7 +57,7 @@ from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DIMS", "dims",
            "param_group", "default_init", "PARAM_GROUPS", "block_mask", "Basis", "view_bases",
-           "SAFE_FIXED", "pca_init"]
+           "SAFE_FIXED", "pca_init", "required_params", "check_init"]
 
 #: parameter groups the ``fixed`` / ``frozen`` mechanism understands
 PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational")

@@ -98,9 +98,9 @@ def test_default_objectives_stay_finite_and_below_the_noise_ceiling():
     defaults): every loss finite, α, β unchanged, and the collapsed bound at most its ceiling
     Σ_k N D_k / 2 · log(β_k / 2π) (the Gaussian density at zero residual; KL ≥ 0)."""
     d = _sim_data()
-    r = fit(model, AutoNormal(model), d, optim=pyro.optim.Adam({"lr": 0.02}), num_steps=60, seed=0,
-            progress=False)
-    assert np.isfinite(r.losses).all()
+    ra = fit(model, AutoNormal(model), d, optim=pyro.optim.Adam({"lr": 0.02}), num_steps=60, seed=0,
+             progress=False)
+    assert np.isfinite(ra.losses).all()
     r = fit(model, mcgpds_guide, d, loss=collapsed_loss, optim=LBFGS(max_iter=20), num_steps=3, seed=0,
             progress=False)
     assert np.isfinite(r.losses).all() and r.losses[-1] < r.losses[0]
@@ -111,6 +111,9 @@ def test_default_objectives_stay_finite_and_below_the_noise_ceiling():
     ceiling = sum(0.5 * d.N * D * math.log(float(hp["views"][k]["beta"]) / (2 * math.pi))
                   for k, D in enumerate(d.out_dims))
     assert -r.losses[-1] <= ceiling
+    # the AutoNormal ELBO estimates too (single-sample, so up to Monte Carlo noise; with β
+    # learned this objective ran off to −3·10⁶)
+    assert -np.mean(ra.losses[-10:]) <= ceiling + 0.05 * abs(ceiling)
 
 
 # ------------------------------------------------------------------ validation (issue 12)
