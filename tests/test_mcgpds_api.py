@@ -16,7 +16,7 @@ from pyro.infer.autoguide import AutoNormal
 from tandem.guides.mcgpds import Guide, mcgpds_guide
 from tandem.inference import LBFGS, fit, posterior_predictive
 from tandem.inference.mcgpds import McGPDS
-from tandem.inference.mcgpds.bound import collapsed_bound, collapsed_loss, optimal_q_inducing
+from tandem.inference.mcgpds.bound import collapsed_loss, optimal_q_inducing
 from tandem.inference.mcgpds.fit import (McGPDSConfig, cached_fit, calibrated_extra_var, fit_fingerprint,
                                          fit_mcgpds, holdout_predictions, predict_view)
 from tandem.inference.mcgpds.predictor import calibrated_prediction
