@@ -199,6 +199,20 @@ def test_collapsed_fit_stores_optimal_inducing_posteriors_for_the_guide():
     assert err0 > 0.8 * np.sqrt((train[1] ** 2).mean())
 
 
+def test_save_and_load_give_the_same_predictions(tmp_path):
+    train, test, t, tt = two_views(N=30, Nt=8)
+    m = McGPDS(Q=2, M=10, scale="column", **SHORT).fit([5.0 * train[0], train[1]], t)
+    m.save(tmp_path / "m.pt")
+    m2 = McGPDS.load(tmp_path / "m.pt")
+    for method in ("tandem", "generative"):
+        a, b = m.predict(5.0 * test[0], tt, method=method), m2.predict(5.0 * test[0], tt, method=method)
+        np.testing.assert_array_equal(a.mean, b.mean)
+        np.testing.assert_array_equal(a.var, b.var)
+    with pytest.raises(ValueError, match="McGPDS.save"):
+        torch.save({"x": 1}, tmp_path / "other.pt")
+        McGPDS.load(tmp_path / "other.pt")
+
+
 def test_to_inference_data_is_in_the_users_units():
     train, _, t, _ = two_views(N=30)
     c = 1e3

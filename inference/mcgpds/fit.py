@@ -69,7 +69,8 @@ from tandem.inference.validation import as_tensor, check_real_range
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
            "constant_hyperparams", "pca_init", "save_fitted", "load_fitted", "holdout_folds", "holdout_predictions",
-           "calibrated_extra_var", "fit_fingerprint", "cached_fit", "INDUCING_STORE_LIMIT", "store_optimal_inducing"]
+           "calibrated_extra_var", "fit_fingerprint", "cached_fit", "INDUCING_STORE_LIMIT", "store_optimal_inducing",
+           "fitted_to_dict", "fitted_from_dict"]
 
 
 @dataclass
@@ -433,25 +434,23 @@ def fit_cgpds(view, times, seq_ends=None, sequence_ids=None, config: McGPDSConfi
     return fit_mcgpds([view], times, seq_ends, sequence_ids, config, seed, progress, checkpoint)
 
 
-def save_fitted(fitted: McGPDSFitted, path) -> None:
-    """Write a trained model to ``path`` (``torch.save`` of plain tensors/values only — no
-    project classes are pickled, so a saved fit survives refactors of the bound code)."""
+def fitted_to_dict(fitted: McGPDSFitted) -> dict:
+    """A trained model as a dict of plain tensors/values (no project classes, so a saved fit
+    survives refactors of the bound code); inverse :func:`fitted_from_dict`."""
     d = fitted.data
-    torch.save({"format": 1, "config": fitted.config.to_dict(),
-                "views": [Y.detach() for Y in d.views], "times": d.times, "seq_ids": d.seq_ids,
-                "Q": d.Q, "M": d.M, "J": d.J, "mapping_kernel": d.mapping_kernel, "time_white": d.time_white,
-                "time_bias": d.time_bias, "private_prior": d.private_prior, "fixed": sorted(d.fixed),
-                "init": {k: torch.as_tensor(v).detach() if torch.is_tensor(v) else v for k, v in d.init.items()},
-                "params": {k: v.detach() if torch.is_tensor(v) else v for k, v in fitted.params.items()},
-                "mu_s": fitted.mu_s, "s_s": fitted.s_s, "mu": fitted.mu, "s_diag": fitted.s_diag,
-                "losses": np.asarray(fitted.losses), "wall_time": fitted.wall_time, "bound": fitted.bound,
-                "meta": dict(fitted.meta)},
-               str(path))
+    return {"format": 1, "config": fitted.config.to_dict(),
+            "views": [Y.detach() for Y in d.views], "times": d.times, "seq_ids": d.seq_ids,
+            "Q": d.Q, "M": d.M, "J": d.J, "mapping_kernel": d.mapping_kernel, "time_white": d.time_white,
+            "time_bias": d.time_bias, "private_prior": d.private_prior, "fixed": sorted(d.fixed),
+            "init": {k: torch.as_tensor(v).detach() if torch.is_tensor(v) else v for k, v in d.init.items()},
+            "params": {k: v.detach() if torch.is_tensor(v) else v for k, v in fitted.params.items()},
+            "mu_s": fitted.mu_s, "s_s": fitted.s_s, "mu": fitted.mu, "s_diag": fitted.s_diag,
+            "losses": np.asarray(fitted.losses), "wall_time": fitted.wall_time, "bound": fitted.bound,
+            "meta": dict(fitted.meta)}
 
 
-def load_fitted(path) -> McGPDSFitted:
-    """Read a model written by :func:`save_fitted`."""
-    z = torch.load(str(path), weights_only=False)
+def fitted_from_dict(z: dict) -> McGPDSFitted:
+    """Inverse of :func:`fitted_to_dict`."""
     cfg_d = dict(z["config"])
     cfg_d["init_views"] = None                 # only used for the initialisation
     for k in ("fixed", "init_dims"):
@@ -461,6 +460,16 @@ def load_fitted(path) -> McGPDSFitted:
                       z["time_white"], z["time_bias"], z["private_prior"], frozenset(z["fixed"]), z["init"])
     return McGPDSFitted(McGPDSConfig(**cfg_d), data, z["params"], z["mu_s"], z["s_s"], z["mu"], z["s_diag"],
                         np.asarray(z["losses"]), float(z["wall_time"]), float(z["bound"]), dict(z.get("meta", {})))
+
+
+def save_fitted(fitted: McGPDSFitted, path) -> None:
+    """Write a trained model to ``path`` (``torch.save`` of :func:`fitted_to_dict`)."""
+    torch.save(fitted_to_dict(fitted), str(path))
+
+
+def load_fitted(path) -> McGPDSFitted:
+    """Read a model written by :func:`save_fitted`."""
+    return fitted_from_dict(torch.load(str(path), weights_only=False))
 
 
 # ------------------------------------------------------------------ prediction
