@@ -33,6 +33,7 @@ Metric "accuracy", records qualified by "setting" = n_train and "evaluation" = l
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -42,10 +43,19 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pyro  # noqa: E402
+import torch  # noqa: E402
 
 from tandem.inference.datasets.cuave import per_dim_scale  # noqa: E402
+from tandem.inference.datasets.oil import load_oil  # noqa: E402
+from tandem.inference.distances import nearest  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
+from tandem.inference.mcgpds.bound import optimal_q_inducing  # noqa: E402
+from tandem.inference.mcgpds.fit import McGPDSConfig, constant_hyperparams, fit_cgpds, fit_mcgpds  # noqa: E402
+from tandem.inference.numerics import DTYPE  # noqa: E402
+from tandem.inference.svi import LBFGS, minimize  # noqa: E402
+from tandem.models.mcgpds import view_bases  # noqa: E402
 
 EXPERIMENT = "mcgpds_oil"
 M_MC = "McGPDS latent space (labels as view 2)"
@@ -56,17 +66,13 @@ M_XR = "data space (12-d, raw)"
 
 def loo_1nn_accuracy(Z, labels) -> float:
     """Leave-one-out 1-NN accuracy: (1/n) Σ_i 1[label(argmin_{j≠i} ‖z_i − z_j‖) = label_i]."""
-    Z = np.asarray(Z, dtype=np.float64)
-    d2 = (Z * Z).sum(1)[:, None] + (Z * Z).sum(1)[None, :] - 2 * Z @ Z.T
-    np.fill_diagonal(d2, np.inf)
-    return float(np.mean(labels[np.argmin(d2, axis=1)] == labels))
+    return float(np.mean(labels[nearest(np.asarray(Z, dtype=np.float64), exclude_self=True)] == labels))
 
 
 def nn_accuracy(Z_test, Z_train, lab_test, lab_train) -> float:
     """Held-out 1-NN accuracy: (1/n*) Σ_i 1[lab_train(argmin_j ‖z*_i − z_j‖) = lab*_i]."""
     A, B = np.asarray(Z_test, np.float64), np.asarray(Z_train, np.float64)
-    d2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
-    return float(np.mean(lab_train[np.argmin(d2, axis=1)] == lab_test))
+    return float(np.mean(lab_train[nearest(A, B)] == lab_test))
 
 
 def _np(x):
@@ -105,14 +111,6 @@ def heldout_latents(fitted, Yt, iters: int, seed: int = 0):
     held-out 1-NN accuracy from 0.87 to 0.15–0.23, below chance.
     Returns μ* (N*, Q).
     """
-    import pyro
-    import torch
-    from tandem.inference.distances import nearest
-    from tandem.inference.mcgpds.bound import optimal_q_inducing
-    from tandem.inference.mcgpds.fit import constant_hyperparams
-    from tandem.inference.svi import LBFGS, minimize
-    from tandem.inference.numerics import DTYPE
-    from tandem.models.mcgpds import view_bases
     hp = constant_hyperparams(fitted)
     kind = fitted.data.mapping_kernel
     v = hp["views"][0]
@@ -176,7 +174,6 @@ def plot_fig9(acc: dict, out: Path, label_kind: str) -> None:
 def merge(paths, out: Path) -> Results:
     """Merge result JSONs of runs over different sizes (later files win for a repeated
     (method, evaluation, size)); write the merged JSON and the Fig. 9 plot to ``out``."""
-    import json
     acc, seeds, configs, label_kind = {}, None, [], "?"
     for p in paths:
         d = json.loads(Path(p).read_text())
@@ -209,8 +206,6 @@ def _results(seeds, config, acc, timings) -> Results:
 def main(args):
     if args.merge:
         return merge(args.merge, Path(args.out))
-    from tandem.inference.datasets.oil import load_oil
-    from tandem.inference.mcgpds.fit import McGPDSConfig, fit_cgpds, fit_mcgpds
     data = load_oil(args.data_dir)
     seeds = seed_list(args)
     sizes = [int(s) for s in args.sizes.split(",")]

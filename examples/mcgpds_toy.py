@@ -37,7 +37,6 @@ Usage::
 """
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -46,7 +45,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds  # noqa: E402

@@ -21,7 +21,7 @@ import torch
 from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
-from tandem.models.mcgpds import _param, dense_A, dense_time_K, hyperparams
+from tandem.models.mcgpds import dense_A, dense_time_K, hyperparams, param
 
 __all__ = ["Guide", "variational_params", "mcgpds_guide", "guide", "q_latent_dense"]
 
@@ -29,8 +29,8 @@ __all__ = ["Guide", "variational_params", "mcgpds_guide", "guide", "q_latent_den
 def variational_params(data, frozen=()):
     """``(mus, lams)``: lists over views of (N, Q) means and positive λ (registered params)."""
     frozen = frozenset(frozen)
-    mus = [_param(data, f"mu_{k}", frozen) for k in range(data.V)]
-    lams = [_param(data, f"lam_{k}", frozen) for k in range(data.V)]
+    mus = [param(data, f"mu_{k}", frozen) for k in range(data.V)]
+    lams = [param(data, f"lam_{k}", frozen) for k in range(data.V)]
     return mus, lams
 
 

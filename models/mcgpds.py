@@ -57,7 +57,7 @@ from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DIMS", "dims",
            "param_group", "default_init", "PARAM_GROUPS", "block_mask", "Basis", "view_bases",
-           "SAFE_FIXED", "pca_init"]
+           "SAFE_FIXED", "pca_init", "required_params", "check_init", "param"]
 
 #: parameter groups the ``fixed`` / ``frozen`` mechanism understands
 PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational")
@@ -335,7 +335,10 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
     return init
 
 
-def _param(data: McGPDSData, name: str, frozen) -> torch.Tensor:
+def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
+    """The constrained value of parameter ``name``: ``data.init[name]`` if its group is in
+    ``data.fixed``, else the registered ``pyro.param`` (created from ``data.init``), detached
+    when its group is in ``frozen`` (or ``"model"`` is, for every non-variational group)."""
     group = param_group(name)
     if group in data.fixed:
         return data.init[name]
@@ -345,10 +348,14 @@ def _param(data: McGPDSData, name: str, frozen) -> torch.Tensor:
     return v
 
 
+#: the old private name (kept for code written against it)
+_param = param
+
+
 def _time_hp(data, tn, frozen):
-    d = {"var": _param(data, f"t_var_{tn}", frozen), "invw": _param(data, f"t_invw_{tn}", frozen)}
-    d["white"] = _param(data, f"t_white_{tn}", frozen) if data.time_white else None
-    d["bias"] = _param(data, f"t_bias_{tn}", frozen) if data.time_bias else None
+    d = {"var": param(data, f"t_var_{tn}", frozen), "invw": param(data, f"t_invw_{tn}", frozen)}
+    d["white"] = param(data, f"t_white_{tn}", frozen) if data.time_white else None
+    d["bias"] = param(data, f"t_bias_{tn}", frozen) if data.time_bias else None
     return d
 
 
@@ -360,10 +367,10 @@ def hyperparams(data: McGPDSData, frozen=()) -> dict:
     hp = {"time_s": _time_hp(data, "s", frozen), "views": []}
     rbf = data.mapping_kernel == "rbfard"
     for k in range(data.V):
-        v = {n: _param(data, f"{n}_{k}", frozen) for n in ("alpha", "eps", "beta", "W", "Zh", "Zg",
+        v = {n: param(data, f"{n}_{k}", frozen) for n in ("alpha", "eps", "beta", "W", "Zh", "Zg",
                                                            "kh_ard", "kg_ard")}
-        v["kh_var"] = _param(data, f"kh_var_{k}", frozen) if rbf else None
-        v["kg_var"] = _param(data, f"kg_var_{k}", frozen) if rbf else None
+        v["kh_var"] = param(data, f"kh_var_{k}", frozen) if rbf else None
+        v["kg_var"] = param(data, f"kg_var_{k}", frozen) if rbf else None
         v["time"] = _time_hp(data, str(k), frozen) if data.private_prior == "mcgpds" else None
         hp["views"].append(v)
     return hp

@@ -55,3 +55,21 @@ def test_quickstart(tmp_path):
     assert (tmp_path / "quickstart.nc").stat().st_size > 0
     assert (tmp_path / "quickstart.png").stat().st_size > 0
     assert "mean ± std" in proc.stdout  # the printed table
+
+
+def test_examples_do_not_import_each_other():
+    """Examples are thin scripts over the public API: shared code lives in the library
+    (e.g. tandem.inference.experiments), never in another example imported via sys.path."""
+    import ast
+    stems = {p.stem for p in EXAMPLES}
+    for p in EXAMPLES:
+        tree = ast.parse(p.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            assert not set(names) & stems, f"{p.name} imports the example(s) {set(names) & stems}"
+        assert "sys.path" not in p.read_text(), f"{p.name} manipulates sys.path"

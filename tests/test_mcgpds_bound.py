@@ -1,5 +1,4 @@
 """McGPDS objectives: ψ-statistics, KL, collapsed vs uncollapsed bound, gradients."""
-import math
 
 import pyro
 import pytest

@@ -12,7 +12,7 @@ from tandem.inference.datasets.cuave import CUAVE_FILE, load_cuave, per_dim_scal
 from tandem.inference.datasets.human_pose import HUMAN_POSE_FILE, constant_columns, load_human_pose, seq_times
 from tandem.inference.datasets.oil import OIL_FILES, load_oil, read_netlab
 from common import DATA_DIR
-from tandem.inference.mcgpds.baselines import gpy_available, nn_latent_space, nn_y_space, training_mean_predictor
+from tandem.inference.mcgpds.baselines import nn_latent_space, nn_y_space, training_mean_predictor
 
 needs_pose = pytest.mark.skipif(not (DATA_DIR / HUMAN_POSE_FILE).exists(), reason="human pose data missing")
 needs_cuave = pytest.mark.skipif(not (DATA_DIR / CUAVE_FILE).exists(), reason="CUAVE data missing")

@@ -64,7 +64,7 @@ def overrides(args) -> dict:
 def tandem_config(dataset: str, quick: bool, seed: int, data=None, **over):
     """"McGPDS (tandem)": α, ε and the time kernels learned (the protocol fixes them); β stays
     at its initial value because the paper's collapsed bound is unbounded in β (it fits y with
-    h and with w·g separately, see ``inference/mcgpds_bound.py``), so learning β diverges."""
+    h and with w·g separately, see :mod:`tandem.inference.mcgpds.bound`), so learning β diverges."""
     kw = dict(fixed=("beta",))
     kw.update(over)
     return protocol_config(dataset, quick, seed, data, **kw)

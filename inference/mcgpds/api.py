@@ -40,7 +40,8 @@ import xarray as xr
 from tandem.guides.mcgpds import Guide
 from tandem.inference.distances import Standardizer
 from tandem.inference.mcgpds.bound import set_optimal_inducing
-from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, Prediction, fit_mcgpds, predict_view
+from tandem.inference.mcgpds.fit import (McGPDSConfig, McGPDSFitted, Prediction, fit_mcgpds, fitted_from_dict,
+                                         fitted_to_dict, predict_view)
 from tandem.inference.mcgpds.predictor import calibrated_prediction
 from tandem.inference.predictive import posterior_predictive
 from tandem.inference.validation import as_tensor, check_int_range
@@ -185,6 +186,32 @@ class McGPDS:
         if not as_torch:
             mean, var = mean.numpy(), var.numpy()
         return McGPDSPrediction(mean, var, raw, method)
+
+    # ------------------------------------------------------------------ save / load
+    def save(self, path) -> None:
+        """Write the fitted object to ``path`` (``torch.save`` of plain tensors and values)."""
+        self._check_fitted()
+        torch.save({"format": "McGPDS/1",
+                    "options": dict(Q=self.Q, M=self.M, J=self.J, fixed=self.fixed, scale=self.scale,
+                                    seed=self.seed, progress=self.progress, **self.config),
+                    "scalers": [(st.mean, st.scale) for st in self.scalers_],
+                    "times_given": self._times_given, "fitted": fitted_to_dict(self.fitted_)}, str(path))
+
+    @classmethod
+    def load(cls, path) -> "McGPDS":
+        """Read an object written by :meth:`save` (ready to ``predict``)."""
+        z = torch.load(str(path), weights_only=False)
+        if not isinstance(z, dict) or z.get("format") != "McGPDS/1":
+            raise ValueError(f"path: {path!s} is not a file written by McGPDS.save")
+        m = cls(**z["options"])
+        m.scalers_ = []
+        for mean, scale in z["scalers"]:
+            st = Standardizer(torch.zeros(1, mean.numel(), dtype=mean.dtype))
+            st.mean, st.scale = mean, scale
+            m.scalers_.append(st)
+        m._times_given = bool(z["times_given"])
+        m.fitted_ = fitted_from_dict(z["fitted"])
+        return m
 
     # ------------------------------------------------------------------ ArviZ
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):
