@@ -273,6 +273,72 @@ def test_ncut_marks_isolated_nodes_and_ncut_snn_labels_them():
     assert lab.min() >= 0 and lab[-1] == lab[15]
 
 
+_DETERMINISM_SCRIPT = """
+import json, numpy as np, scipy.sparse as sp
+from tandem.inference.samtc.algorithm import ncut_snn, samtc
+from tandem.inference.samtc.spectral import ncut
+rng = np.random.default_rng(0)
+blob = lambda c, n, sd: c + sd * rng.standard_normal((n, 2))
+X = np.vstack([blob(np.array([0.0, 0]), 15, 0.3), blob(np.array([10.0, 0]), 15, 0.3), [[30.0, 0.0]]])
+out = {"snn": ncut_snn(X, 2, k=3, seed=0).tolist()}
+# a connected ring of 3 × 100 nodes (the Lanczos path, n > DENSE_EIG_MAX) and 4 cliques (c > h)
+n = 300
+W = sp.diags([np.ones(n - 1), np.ones(n - 1)], [-1, 1]).tolil()
+W[0, n - 1] = W[n - 1, 0] = 1.0
+for a in (99, 199):
+    W[a, a + 1] = W[a + 1, a] = 0.05
+out["ring"] = ncut(W.tocsr(), 3, seed=0).tolist()
+B = np.kron(np.eye(4), np.ones((5, 5))) - np.eye(20)
+out["cliques"] = ncut(B, 2, seed=0, features=np.repeat(np.array([[0.0], [1], [5], [6]]), 5, 0)).tolist()
+tasks = [np.vstack([blob(c, 20, 1.0) for c in cs]) for cs in
+         ([np.array([0.0, 0]), np.array([6.0, 0])], [np.array([0.0, 0]), np.array([0.0, 6])])]
+res = samtc(tasks, [2, 2], seed=0)
+out["samtc"] = [l.tolist() for l in res.labels]
+out["R"] = res.R.round(12).tolist()
+print(json.dumps(out))
+"""
+
+
+def test_ncut_results_do_not_depend_on_the_thread_count():
+    """The same labels with 1 and 2 BLAS/OpenMP threads (subprocesses, fresh interpreters)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    outs = []
+    for threads in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
+               "MKL_NUM_THREADS": threads}
+        proc = subprocess.run([sys.executable, "-c", _DETERMINISM_SCRIPT], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(json.loads(proc.stdout))
+    assert outs[0] == outs[1]
+    o = outs[0]
+    assert len(set(o["snn"][:15])) == 1 and len(set(o["snn"][15:])) == 1 and o["snn"][0] != o["snn"][15]
+    assert o["cliques"] == [0] * 10 + [1] * 10          # average linkage joins the near cliques
+    ring = np.array(o["ring"])
+    assert len(set(ring[:100])) == len(set(ring[100:200])) == len(set(ring[200:])) == 1 and len(set(ring)) == 3
+
+
+def test_components_merge_by_average_linkage_or_by_size():
+    from tandem.inference.samtc.spectral import components, merge_components
+    B = np.kron(np.eye(3), np.ones((4, 4))) - np.eye(12)
+    B = np.pad(B, ((0, 1), (0, 1)))                     # node 12 isolated
+    comp, c = components(B)
+    assert c == 3 and comp[-1] == -1 and comp[:12].tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    f = np.r_[np.zeros(4), np.full(4, 10.0), np.full(4, 9.0), 0.0][:, None]
+    assert merge_components(comp, 2, f).tolist() == [0] * 4 + [1] * 8 + [-1]
+    # cosine: the direction decides, not the length
+    g = np.r_[np.tile([1.0, 0], (4, 1)), np.tile([0.0, 5], (4, 1)), np.tile([3.0, 0.1], (4, 1)), [[1, 1]]]
+    assert merge_components(comp, 2, g, "cosine").tolist() == [0] * 4 + [1] * 4 + [0] * 4 + [-1]
+    # no features: the h − 1 largest components stay, the rest are lumped
+    comp2 = np.r_[np.zeros(2), np.ones(5), np.full(3, 2)].astype(int)
+    assert merge_components(comp2, 2).tolist() == [0] * 2 + [1] * 5 + [0] * 3
+    with pytest.raises(ValueError, match="metric"):
+        merge_components(comp, 2, f, "manhattan")
+
+
 # ------------------------------------------------------------------ SAMTC end to end
 
 @pytest.fixture(scope="module")

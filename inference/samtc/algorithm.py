@@ -217,7 +217,8 @@ def _fill_isolated(lab, S):
 
 
 def _ncut_graph(W, h, seed, S, X):
-    lab = ncut(W, h, seed=seed)
+    # features break the Ncut = 0 ties of a graph with more than h components (spectral.ncut)
+    lab = ncut(W, h, seed=seed, features=X, metric=_metric_for(X))
     if (lab >= 0).sum() < h:  # (almost) no edges: fall back to k-means on the features
         return kmeans(X, h, seed=seed)[0]
     return _fill_isolated(lab, S)
@@ -505,12 +506,21 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
             mask[np.flatnonzero(zs)[omega > 0]] = True
             transferred[t, s] = mask
         n_levels = max([len(v) for v in ks_vals.values()] or [1])
+        # rows of every node of the step-3 graph (target points, then the transferred
+        # source instances), used only to break Ncut's ties between graph components
+        node_rows = [p.node_features for p in parts if p.node_pos.size]
+        if not node_rows:
+            feats = tasks[t]
+        elif sp.issparse(tasks[t]):
+            feats = sp.vstack([tasks[t], *[sp.csr_matrix(r) for r in node_rows]]).tocsr()
+        else:
+            feats = np.vstack([tasks[t], *[np.asarray(r.toarray() if sp.issparse(r) else r) for r in node_rows]])
         settings, labs = [], []
         for kt in kt_vals:
             for lvl in range(n_levels):
                 kd = {s: ks_vals[s][min(lvl, len(ks_vals[s]) - 1)] for s in src}
                 W = transfer_graph(orders[t], kt, parts, [kd[s] for s in src], edges=edges)
-                lab = ncut(W, hs[t], seed=seed)[:ns[t]]   # labels are read off the task's own nodes
+                lab = ncut(W, hs[t], seed=seed, features=feats, metric=_metric_for(tasks[t]))[:ns[t]]  # own nodes
                 if (lab >= 0).sum() < hs[t]:              # (almost) no edges: k-means on the features
                     lab = kmeans(tasks[t], hs[t], seed=seed)[0]
                 labs.append(_fill_isolated(lab, S[t]))
@@ -576,8 +586,9 @@ class _SourcePart:
         self.node_pos = np.flatnonzero(omega > 0)          # positions in Z^s of the nodes
         self.node_cap = None                               # per node cap on |N_t(z)| (node_reach)
         self.omega = omega[self.node_pos]
+        self.node_features = Zs[self.node_pos]             # rows of the transferred nodes
         if self.node_pos.size:
-            Zn = Zs[self.node_pos]
+            Zn = self.node_features
             self.ord_nt = st.neighbour_order(st.similarity(Zn, Xt, "euclidean"), max_k=max_kt)
             Sns = st.similarity(Zn, Zs, "euclidean")
             Sns[np.arange(self.node_pos.size), self.node_pos] = -np.inf   # exclude self
