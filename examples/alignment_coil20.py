@@ -26,6 +26,8 @@ Usage::
 """
 from __future__ import annotations
 
+import argparse
+
 import os
 
 # the solvers work on small dense matrices (≤ 144 × 144): one BLAS thread is fastest and
@@ -51,11 +53,24 @@ METRICS = ("match_accuracy", "match_accuracy_pm1", "pose_error_deg", "oos_match_
            "oos_match_accuracy_pm1")
 
 
+def fraction_list(text: str) -> list[float]:
+    """argparse type of --fractions: comma-separated numbers in (0, 1), e.g. '0.1,0.2'."""
+    try:
+        vals = [float(v) for v in str(text).split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions in (0, 1) like '0.1,0.2', "
+                                         f"got {text!r}") from None
+    bad = [v for v in vals if not 0 < v < 1]
+    if bad:
+        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]!r} in {text!r}")
+    return vals
+
+
 def parser():
     p = base_parser(__doc__.split("\n")[0], real_data=True, default_seeds=5)
     p.add_argument("--pairs", default="all",
                    help="'all' (190 pairs), 'duck-block', or a list like '1-2,3-7' (1-based objects)")
-    p.add_argument("--fractions", default="0.1,0.2,0.3", help="fractions of poses with known pairs")
+    p.add_argument("--fractions", type=fraction_list, default="0.1,0.2,0.3", help="fractions of poses with known pairs")
     p.add_argument("--d", type=int, default=2, help="latent dimension")
     p.add_argument("--k", type=int, default=4, help="k nearest neighbours of the graphs")
     p.add_argument("--pca", type=int, default=20, help="per-view PCA components (coupled projections)")
@@ -183,7 +198,7 @@ def plot_pair_matrix(acc, path, frac):
 
 def main(args):
     seeds = seed_list(args)
-    fractions = [float(f) for f in str(args.fractions).split(",")]
+    fractions = list(args.fractions)
     if args.quick:
         args.pairs, fractions, seeds = "duck-block", [0.2], seeds[:2]
     for f in fractions:

@@ -27,6 +27,8 @@ Usage::
 """
 from __future__ import annotations
 
+import argparse
+
 import os
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -47,11 +49,24 @@ EXPERIMENT = "alignment_scurve"
 METHODS = ("coupled projections", "Ham", "Procrustes")
 
 
+def fraction_list(text: str) -> list[float]:
+    """argparse type of --fractions: comma-separated numbers in (0, 1), e.g. '0.1,0.2'."""
+    try:
+        vals = [float(v) for v in str(text).split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions in (0, 1) like '0.1,0.2', "
+                                         f"got {text!r}") from None
+    bad = [v for v in vals if not 0 < v < 1]
+    if bad:
+        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]!r} in {text!r}")
+    return vals
+
+
 def parser():
     p = base_parser(__doc__.split("\n")[0], default_seeds=10)
     p.add_argument("--n", type=int, default=600, help="points per view (S-curve / Swiss roll)")
     p.add_argument("--n-curve", type=int, default=300, help="points per view (linear curve views)")
-    p.add_argument("--fractions", default="0.1,0.2,0.3", help="fractions of known pairs")
+    p.add_argument("--fractions", type=fraction_list, default="0.1,0.2,0.3", help="fractions of known pairs")
     p.add_argument("--k", type=int, default=8, help="k nearest neighbours")
     p.add_argument("--noise", type=float, default=0.02, help="noise std of each view")
     p.add_argument("--svi-steps", type=int, default=800, help="SVI steps of the Pyro model")
@@ -177,7 +192,7 @@ def run_svi(args, res, seed):
 
 def main(args):
     seeds = seed_list(args)
-    fractions = [float(f) for f in str(args.fractions).split(",")]
+    fractions = list(args.fractions)
     if args.quick:
         args.n, args.n_curve, fractions, seeds = 200, 120, [0.2], seeds[:2]
     for f in fractions:

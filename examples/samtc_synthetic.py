@@ -33,6 +33,7 @@ algorithm's R vs the model's R̂, mean over seeds).
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import matplotlib
@@ -63,12 +64,25 @@ N_POINTS = (240, 300, 180)
 QUICK_N_POINTS = (100, 120, 80)
 
 
+def int_at_least(low: int):
+    """argparse type: an integer >= ``low``."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+    return parse
+
+
 def parser():
     p = base_parser(__doc__.splitlines()[0], default_seeds=10)
     p.add_argument("--sets", nargs="+", default=None, choices=list(DATA_SETS),
                    help="data sets (default: all three; --quick: partial and complete)")
-    p.add_argument("--steps", type=int, default=None, help="SVI steps of the generative model (default 250; quick 80)")
-    p.add_argument("--restarts", type=int, default=1, help="restarts of the generative model (best ELBO)")
+    p.add_argument("--steps", type=int_at_least(0), default=None, help="SVI steps of the generative model (default 250; quick 80)")
+    p.add_argument("--restarts", type=int_at_least(1), default=1, help="restarts of the generative model (best ELBO)")
     add_step3_args(p)
     p.add_argument("--no-generative", action="store_true",
                    help="skip the Pyro generative model (the slow part); the algorithm and baselines only")

@@ -16,6 +16,7 @@ Writes ``OUT/samtc_text.json`` and ``OUT/samtc_text_<set>.png`` (bar charts).
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import matplotlib
@@ -38,13 +39,26 @@ QUICK_SET = "Reuters-p1"
 QUICK_PER_CLASS = 40
 
 
+def int_at_least(low: int):
+    """argparse type: an integer >= ``low``."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+    return parse
+
+
 def parser():
     p = base_parser(__doc__.splitlines()[0], real_data=True, default_seeds=10)
     p.add_argument("--sets", nargs="+", default=None, choices=sorted(tx.SETS),
                    help="multi-task sets to run (default: all six; --quick: Reuters-p1 subsample)")
-    p.add_argument("--per-class", type=int, default=None,
+    p.add_argument("--per-class", type=int_at_least(1), default=None,
                    help="documents per class and task (default: the set's own cap)")
-    p.add_argument("--reduce-dim", type=int, default=10, help="LSA dimensions for the KDE/KMM steps")
+    p.add_argument("--reduce-dim", type=int_at_least(1), default=10, help="LSA dimensions for the KDE/KMM steps")
     add_step3_args(p)
     return p
 

@@ -108,6 +108,8 @@ def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
             Xt = torch.as_tensor(X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X, dtype=DTYPE)
         if Xt.dim() != 2:
             raise ValueError(f"tasks[{t}]: expected a 2-d (n_t, d) array, got shape {tuple(Xt.shape)}")
+        if Xt.shape[0] == 0:
+            raise ValueError(f"tasks[{t}]: is empty (0 points); every task needs at least h_t points")
         if d is None:
             d = Xt.shape[1]
         elif Xt.shape[1] != d:

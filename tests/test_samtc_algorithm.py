@@ -440,6 +440,8 @@ def test_samtc_on_sparse_input():
     ([np.zeros((5, 3)), np.ones((5, 3))], [1, 2], "at least 2 clusters"),
     ([np.zeros((5, 3))], [2, 2], "one cluster number per task"),
     ([], [], "non-empty"),
+    ([np.zeros((0, 3)), np.ones((5, 3))], [2, 2], "task 0: is empty"),
+    ([np.ones((5, 3)), sp.csr_matrix((0, 3))], [2, 2], "task 1: is empty"),
 ])
 def test_bad_inputs_raise_value_error(tasks, h, msg):
     with pytest.raises(ValueError, match=msg):
@@ -458,6 +460,27 @@ def test_bad_options_raise_value_error(partial_tasks):
         samtc(X, [3, 3, 3], k_self=10_000)
     with pytest.raises(ValueError, match="h_t = 1"):
         ncut_snn(X[0], 1)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"kmm_eps": -1}, "kmm_eps"), ({"kmm_eps": 1.0}, "kmm_eps"), ({"kmm_eps": float("nan")}, "kmm_eps"),
+    ({"kmm_B": 0.0}, "kmm_B"), ({"kmm_B": 0.4, "kmm_eps": 0.5}, "kmm_B"),
+    ({"js_tau": -1}, "js_tau"), ({"js_tau": float("inf")}, "js_tau"), ({"reduce_dim": 0}, "reduce_dim"),
+])
+def test_options_that_would_silently_switch_transfer_off_raise(partial_tasks, kw, msg):
+    X, _ = partial_tasks
+    with pytest.raises(ValueError, match=msg):
+        samtc(X, [3, 3, 3], **kw)
+
+
+@pytest.mark.parametrize("bad,msg", [(lambda y: y + 5, r"labels in \[0, 2\]"), (lambda y: y - 1, r"labels in \[0, 2\]"),
+                                     (lambda y: y + 0.5, "integer"), (lambda y: y[:-1], "shape")])
+def test_init_labels_out_of_range_raise(partial_tasks, bad, msg):
+    X, Y = partial_tasks
+    init = [np.asarray(y) for y in Y]
+    init[1] = bad(init[1])
+    with pytest.raises(ValueError, match=r"init_labels\[1\]: .*" + msg):
+        samtc(X, [3, 3, 3], init_labels=init)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -171,6 +171,7 @@ def test_relatedness_asymmetric_in_unit_interval(easy_fit):
     ([np.full((10, 2), np.nan), np.random.rand(10, 2)], [2, 2], "NaN"),
     ([np.random.rand(10, 2), np.random.rand(10, 2)], [2, 1], ">= 2"),
     ([np.random.rand(10, 2)], [2, 2], "one cluster count per task"),
+    ([np.zeros((0, 2)), np.random.rand(10, 2)], [2, 2], r"tasks\[0\]: is empty"),
 ])
 def test_bad_input(tasks, h, msg):
     with pytest.raises(ValueError, match=msg):
@@ -189,3 +190,12 @@ def test_infer_discrete_draws_match_compute_marginals(easy_fit):
         assert np.abs(freq - probs[t]).max() < 0.35
         assert np.mean(freq.argmax(1) == probs[t].argmax(1)) > 0.97
         assert smp["a"][t].shape == (30, sim.h[t]) and smp["a"][t].max() <= mf.n_atoms
+
+
+@pytest.mark.parametrize("kw,msg", [({"lr": -0.05}, "lr"), ({"lr": 0.0}, "lr"), ({"num_steps": -1}, "num_steps"),
+                                    ({"restarts": 0}, "restarts"), ({"tau": 0.0}, "tau"), ({"widen": 1.0}, "widen"),
+                                    ({"n_atoms": 0}, "n_atoms"), ({"subsample_size": 0}, "subsample_size")])
+def test_fit_model_rejects_bad_options_before_fitting(kw, msg):
+    tasks = [np.random.default_rng(0).normal(size=(10, 2)), np.random.default_rng(1).normal(size=(12, 2))]
+    with pytest.raises(ValueError, match=msg):
+        fit_model(tasks, [2, 2], **kw)

@@ -149,6 +149,8 @@ def validate_tasks(tasks, n_clusters, labels=None):
             if not np.isfinite(X).all():
                 raise ValueError(f"task {t}: contains {int((~np.isfinite(X)).sum())} NaN or inf entries; "
                                  "expected finite values")
+        if X.shape[0] == 0:
+            raise ValueError(f"task {t}: is empty (0 points); every task needs at least h_t = {h!r} points")
         if d is None:
             d = X.shape[1]
         elif X.shape[1] != d:
@@ -417,6 +419,22 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
         raise ValueError(f"select: expected 'labels' or 'label-free', got {select!r}")
     if select == "labels" and labels is None:
         raise ValueError("select='labels' needs the true labels (labels=[y_1, ..., y_T])")
+    # options that would otherwise switch the transfer off without a word
+    if not (isinstance(kmm_eps, (int, float, np.floating, np.integer)) and not isinstance(kmm_eps, bool)
+            and 0.0 <= kmm_eps < 1.0):
+        raise ValueError(f"kmm_eps: expected a slack in [0, 1) (|Σβ − ñ_s| ≤ ñ_s·ε; ε ≥ 1 admits β = 0, "
+                         f"i.e. no transfer), got {kmm_eps!r}")
+    if not (isinstance(kmm_B, (int, float, np.floating, np.integer)) and not isinstance(kmm_B, bool)
+            and np.isfinite(kmm_B) and kmm_B >= 1.0 - kmm_eps and kmm_B > 0):
+        raise ValueError(f"kmm_B: expected a finite bound B > 0 with B ≥ 1 − kmm_eps = {1.0 - kmm_eps:g} "
+                         f"(else Σβ ≥ ñ_s(1 − ε) is infeasible), got {kmm_B!r}")
+    if js_tau is not None and not (isinstance(js_tau, (int, float, np.floating, np.integer))
+                                   and not isinstance(js_tau, bool) and np.isfinite(js_tau) and js_tau >= 0):
+        raise ValueError(f"js_tau: expected None or a finite threshold >= 0 (in units of log 2; a negative "
+                         f"one keeps no cluster pair, i.e. no transfer), got {js_tau!r}")
+    if reduce_dim is not None and (isinstance(reduce_dim, bool) or not isinstance(reduce_dim, (int, np.integer))
+                                   or reduce_dim < 1):
+        raise ValueError(f"reduce_dim: expected None or a positive integer, got {reduce_dim!r}")
     tasks, hs = validate_tasks(tasks, n_clusters, labels)
     T = len(tasks)
     ns = [X.shape[0] for X in tasks]
@@ -434,10 +452,19 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     else:
         if len(init_labels) != T:
             raise ValueError(f"init_labels: expected {T} arrays, got {len(init_labels)}")
-        init = [np.asarray(y).astype(np.int64) for y in init_labels]
-        for t, y in enumerate(init):
+        init = []
+        for t, y in enumerate(init_labels):
+            y = np.asarray(y)
             if y.shape != (ns[t],):
                 raise ValueError(f"init_labels[{t}]: expected shape ({ns[t]},), got {y.shape}")
+            if not (np.issubdtype(y.dtype, np.integer) or (np.issubdtype(y.dtype, np.floating)
+                                                           and np.all(np.isfinite(y)) and np.all(y == np.round(y)))):
+                raise ValueError(f"init_labels[{t}]: expected integer cluster labels, got dtype {y.dtype}")
+            y = y.astype(np.int64)
+            if y.size and (y.min() < 0 or y.max() >= hs[t]):
+                raise ValueError(f"init_labels[{t}]: expected labels in [0, {hs[t] - 1}] (h_t = {hs[t]} "
+                                 f"clusters), got values in [{y.min()}, {y.max()}]")
+            init.append(y)
 
     Y = st.reduce_dimension(tasks, reduce_dim, seed) if T > 1 else None
 

@@ -41,6 +41,7 @@ from tandem.models import samtc as samtc_model
 from tandem.models.samtc import MAX_PLATE_NESTING, check_tasks
 
 from tandem.inference.numerics import DTYPE
+from tandem.inference.validation import check_int_range, check_real_range
 from tandem.inference.samtc.spectral import kmeans
 from tandem.inference.svi import fit
 
@@ -266,8 +267,17 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
     model (alpha, pi_conc, rho_a, rho_b, sigma_scale, prior_scale). Raises ValueError for
     bad tasks (see ``tandem.models.samtc.check_tasks``).
     """
-    if restarts < 1:
-        raise ValueError(f"restarts: expected >= 1, got {restarts}")
+    check_int_range(restarts, "restarts", 1)
+    check_int_range(num_steps, "num_steps", 0)
+    check_real_range(lr, "lr (learning rate)", 0.0, None, low_open=True)
+    check_real_range(tau, "tau", 0.0, None, low_open=True)
+    check_real_range(widen, "widen", 1.0, None, low_open=True)
+    if n_atoms is not None:
+        check_int_range(n_atoms, "n_atoms", 1)
+    if subsample_size is not None:
+        check_int_range(subsample_size, "subsample_size", 1)
+    if link_threshold is not None:
+        check_real_range(link_threshold, "link_threshold", 0.0, None, low_open=True)
     Xs, hs = check_tasks(tasks, h)
     best = None
     elbos = []
