@@ -40,8 +40,9 @@ import time
 
 import numpy as np
 
-from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
-from tandem.inference.coupled_projections.solver import CoupledProjections, nearest_partner
+from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment, laplacian_eigenmaps
+from tandem.inference.coupled_projections.solver import CoupledProjections, knn_heat_weights
+from tandem.inference.distances import nearest
 from tandem.inference.datasets.coil20 import BLOCK, DUCK, N_POSES, POSE_STEP_DEG, load_coil20
 from tandem.inference.experiments.cli import base_parser, seed_list
 from tandem.inference.metrics import circular_pose_error_deg, match_accuracy
@@ -125,7 +126,7 @@ def evaluate_pair(X, Y, frac, seed, args, timings=None):
     for name, m in make_methods(args).items():
         t0 = time.perf_counter()
         m.fit(X, Y, np.c_[known, known])
-        pred = nearest_partner(m.embedding_x[held], m.embedding_y)
+        pred = nearest(m.embedding_x[held], m.embedding_y)
         r = {"match_accuracy": match_accuracy(pred, held, 0, n),
              "match_accuracy_pm1": match_accuracy(pred, held, 1, n),
              "pose_error_deg": circular_pose_error_deg(POSE_STEP_DEG * pred, POSE_STEP_DEG * held)}
@@ -135,7 +136,7 @@ def evaluate_pair(X, Y, frac, seed, args, timings=None):
         Ey = np.empty((n, args.d))
         Ey[train] = m2.embedding_y
         Ey[oos] = m2.transform_y(Y[oos])
-        pred = nearest_partner(m2.transform_x(X[oos]), Ey)
+        pred = nearest(m2.transform_x(X[oos]), Ey)
         r["oos_match_accuracy"] = match_accuracy(pred, oos, 0, n)
         r["oos_match_accuracy_pm1"] = match_accuracy(pred, oos, 1, n)
         out[name] = r
@@ -151,8 +152,6 @@ def plot_fig3(X, Y, frac, seed, args, path, labels=("duck", "block")):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from tandem.inference.coupled_projections.baselines import laplacian_eigenmaps
-    from tandem.inference.coupled_projections.solver import knn_heat_weights
     _, fitted = evaluate_pair(X, Y, frac, seed, args)
     rng = np.random.default_rng(seed)
     known = np.sort(rng.choice(N_POSES, max(int(round(frac * N_POSES)), args.d), replace=False))

@@ -39,7 +39,11 @@ import time
 import numpy as np
 
 from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
-from tandem.inference.coupled_projections.solver import CoupledProjections, nearest_partner
+from tandem.guides.coupled_projections import guide
+from tandem.inference import fit, posterior_predictive
+from tandem.inference.coupled_projections.solver import CoupledProjections
+from tandem.inference.distances import nearest
+from tandem.models.coupled_projections import dims, model, orthonormal, whiten
 from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
 from tandem.inference.experiments.cli import base_parser, seed_list
 from tandem.inference.metrics import match_accuracy, mean_norm_error
@@ -100,14 +104,14 @@ def evaluate(X, Y, lat, d, frac, k, seed, timings):
         t0 = time.perf_counter()
         m = make(name, d, k).fit(X, Y, np.c_[known, known])
         t1 = time.perf_counter()
-        pred = nearest_partner(m.embedding_x[held], m.embedding_y)
+        pred = nearest(m.embedding_x[held], m.embedding_y)
         r = {"match_accuracy": match_accuracy(pred, held),
              "partner_latent_error": mean_norm_error(lat[pred], lat[held])}
         m2 = make(name, d, k).fit(X[train], Y[train], np.c_[known_tr, known_tr])
         Ey = np.empty((n, d))
         Ey[train] = m2.embedding_y
         Ey[oos] = m2.transform_y(Y[oos])
-        r["oos_match_accuracy"] = match_accuracy(nearest_partner(m2.transform_x(X[oos]), Ey), oos)
+        r["oos_match_accuracy"] = match_accuracy(nearest(m2.transform_x(X[oos]), Ey), oos)
         timings.setdefault(name, [0.0, 0.0])
         timings[name][0] += t1 - t0
         timings[name][1] += time.perf_counter() - t1
@@ -144,9 +148,6 @@ def run_svi(args, res, seed):
     """Fit the whitened GMRF model by SVI; compare with the eigen-solution; ArviZ export."""
     import pyro
     import scipy.linalg as sla
-    from tandem.guides.coupled_projections import guide
-    from tandem.inference import fit, posterior_predictive
-    from tandem.models.coupled_projections import DIMS, model, orthonormal, whiten
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -171,7 +172,7 @@ def run_svi(args, res, seed):
     fargs_vis = (w.zhat, w.omega, 2, beta, 1e-3 * beta, 0.05)
     fit(model, guide, *fargs_vis, num_steps=150 if args.quick else 600, seed=seed, progress=False,
         optim=pyro.optim.Adam({"lr": 0.03}))
-    idata = posterior_predictive(model, guide, *fargs_vis, num_samples=100, seed=seed, dims=DIMS)
+    idata = posterior_predictive(model, guide, *fargs_vis, num_samples=100, seed=seed, dims=dims())
     try:
         idata.to_netcdf(str(args.out / f"{EXPERIMENT}_posterior.nc"))
     except Exception as e:  # netCDF back end missing: keep going, say so

@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
-from tandem.inference.samtc.algorithm import (_ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
+from tandem.inference.samtc.algorithm import (ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
                              select_setting)
 from tandem.inference.samtc.model_fit import fit_model  # noqa: E402
 from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks  # noqa: E402
@@ -109,7 +109,7 @@ def run_seed(sim, seed, steps, restarts, progress, draws=100, generative=True, s
     labs["k-means", "n/a"] = kmeans_baseline(X, H, seed=seed)
     tick("k-means", t0)
     t0 = time.perf_counter()
-    grids = [_ncut_snn_grid(x, h, seed)[0] for x, h in zip(X, H)]
+    grids = [ncut_snn_grid(x, h, seed)[0] for x, h in zip(X, H)]
     labs["Ncut-SNN", "labels"] = [g[select_setting(g, y)] for g, y in zip(grids, Y)]
     init = [g[select_setting(g)] for g in grids]
     labs["Ncut-SNN", "label-free"] = init

@@ -61,7 +61,7 @@ from tandem.inference import metrics
 from tandem.inference.samtc import steps as st
 from tandem.inference.samtc.spectral import kmeans, ncut
 
-__all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
+__all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "node_weights", "transfer_graph", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
            "select_setting", "validate_tasks", "add_step3_args", "SOURCE_ROWS", "NODE_REACH"]
 
 # the values of samtc()'s step-3 options (first = default; see its docstring)
@@ -245,8 +245,11 @@ def ncut_snn(X, h: int, k: int | None = None, seed: int = 0, metric: str | None 
     return _ncut_graph(st.weighted_snn(own), h, seed, S, X)
 
 
-def _ncut_snn_grid(X, h, seed, S=None, order=None):
-    """Ncut-SNN over the paper's k_t grid; returns (list of labellings, k values)."""
+def ncut_snn_grid(X, h, seed, S=None, order=None):
+    """Ncut-SNN over the paper's k_t grid; returns (list of labellings, k values).
+
+    X (n, d) dense or sparse; S: optional precomputed own-task similarity (n, n); order:
+    optional precomputed neighbour order (rows of S sorted, self excluded)."""
     n = X.shape[0]
     if S is None:
         S = st.similarity(X, X, _metric_for(X))
@@ -258,10 +261,6 @@ def _ncut_snn_grid(X, h, seed, S=None, order=None):
         own = st.neighbour_indicator(order, k, n, include_self=True)
         labs.append(_ncut_graph(st.weighted_snn(own), h, seed, S, X))
     return labs, ks
-
-
-#: public name of the grid helper (used by the examples): (labellings, k values)
-ncut_snn_grid = _ncut_snn_grid
 
 
 def kmeans_baseline(tasks, n_clusters, seed: int = 0, n_init: int = 10):
@@ -294,7 +293,7 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
         if k is not None:
             lab = ncut_snn(P, H, k=k, seed=seed)
         else:
-            labs, _ = _ncut_snn_grid(P, H, seed)
+            labs, _ = ncut_snn_grid(P, H, seed)
             if labels is None:
                 lab = labs[select_setting(labs)]
             else:  # label ids are per task: score each task on its own, average
@@ -447,7 +446,7 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     if init_labels is None:
         init = []
         for t in range(T):
-            labs, _ = _ncut_snn_grid(tasks[t], hs[t], seed, S[t], orders[t])
+            labs, _ = ncut_snn_grid(tasks[t], hs[t], seed, S[t], orders[t])
             init.append(labs[select_setting(labs)])
     else:
         if len(init_labels) != T:
@@ -516,7 +515,7 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
                 # every target point may link to the transferred nodes (mutual k-NN keeps
                 # most points of classes the source lacks away from them; see
                 # transfer_graph); source_rows="subtask": only Z^t (measured, see docstring)
-                omega = _node_weights(variant, R[t, s], n_s, T)
+                omega = node_weights(variant, R[t, s], n_s, T)
                 rows = np.ones(ns[t], bool) if source_rows == "all" else zt
             else:  # the spec read literally: N_s(x) only for x in Z^t, no source nodes
                 omega, rows = np.zeros(n_s), zt
@@ -562,7 +561,7 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
                        transfer=transfer)
 
 
-def _node_weights(variant, R_ts, n_s, n_tasks):
+def node_weights(variant, R_ts, n_s, n_tasks):
     """Node weights ω_z of the source subtask's instances in the target's augmented graph.
 
     Rebuilt: every instance of the source subtask Z^s enters target t's graph with
@@ -628,7 +627,7 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
     Rebuilt (the paper's display equation is lost; the prose says the target is
     clustered "through instance transfer"). Nodes: the n_t target points, then for every
     source s the instances z of its subtask Z^s with node weight ω_z > 0
-    (:func:`_node_weights`). Neighbourhoods per block of the data:
+    (:func:`node_weights`). Neighbourhoods per block of the data:
 
     * target block: N_t(x) = {x} ∪ k_t-NN of x in task t (the Ncut-SNN lists);
       N_t(z) = the k_t + 1 nearest target points of a source node z (``node_reach=
@@ -645,7 +644,7 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
 
     Edges join mutual k-NN pairs: two target points mutual in their own task (the
     spec's rule), a target point x and a node z with z ∈ N_s(x) and x ∈ N_t(z),
-    and two nodes of one source mutual in Z^s. Weight (:func:`samtc_steps.snn_graph`)
+    and two nodes of one source mutual in Z^s. Weight (:func:`tandem.inference.samtc.steps.snn_graph`)
 
         W(u, v) = ω_u ω_v Σ_b w_b |N_b(u) ∩ N_b(v)| / Σ_b w_b |N_b(u) ∪ N_b(v)|,
 

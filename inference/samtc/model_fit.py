@@ -1,6 +1,6 @@
 """Fitting the shared-atom partial mixture (models/samtc.py) and deriving SAMTC's quantities.
 
-:func:`fit_model` standardises the tasks, builds a data-driven initialisation
+:func:`fit_model` scales the tasks (:func:`scale_tasks`), builds a data-driven initialisation
 (:func:`initial_values`: k-means per task for the slot means, atoms from cross-task
 matching of the slot means), fits the hand-written mean-field guide with the shared
 driver ``tandem.inference.fit`` and ``TraceEnum_ELBO``, and keeps the best of ``restarts`` runs by
@@ -45,15 +45,18 @@ from tandem.inference.validation import check_int_range, check_real_range
 from tandem.inference.samtc.spectral import kmeans
 from tandem.inference.svi import fit
 
-__all__ = ["ModelFit", "fit_model", "initial_values", "standardize"]
+__all__ = ["ModelFit", "fit_model", "initial_values", "scale_tasks"]
 
 
-def standardize(tasks, h, seed: int = 0):
+def scale_tasks(tasks, h, seed: int = 0):
     """Centre on the pooled mean and scale by the pooled within-cluster std of per-task k-means.
 
-    Returns (standardised tasks as float64 tensors, centre (d,), scale float, k-means
-    results per task). Working in units of the within-cluster spread makes the default
-    hyperparameters (tau = 0.25, sigma ≈ 1) meaningful for any data scale.
+    Returns (scaled tasks as float64 tensors, centre (d,), scale float, k-means results per
+    task). Working in units of the within-cluster spread makes the default hyperparameters
+    (tau = 0.25, sigma ≈ 1) meaningful for any data scale. One isotropic scale for every
+    feature, not a per-column z-score (:func:`tandem.inference.distances.standardize`): the
+    mixture's clusters are isotropic Gaussians, and rescaling columns separately would
+    change their shapes.
     """
     Xs, hs = check_tasks(tasks, h)
     km = [_kmeans(X.numpy(), hs[t], seed) for t, X in enumerate(Xs)]
@@ -282,7 +285,7 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
     best = None
     elbos = []
     for r in range(restarts):
-        Z, centre, scale, km = standardize(Xs, hs, seed=seed + r)
+        Z, centre, scale, km = scale_tasks(Xs, hs, seed=seed + r)
         init, K = initial_values(Z, hs, km=km, link_threshold=link_threshold, n_atoms=n_atoms, seed=seed + r,
                                  tau=tau)
         spread = float(torch.cat(Z).std(0).max())
