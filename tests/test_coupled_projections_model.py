@@ -262,3 +262,20 @@ def test_simulate_draws_a_smooth_shared_curve_that_the_solver_recovers():
     assert all(np.array_equal(a[k], b[k]) for k in a)
     with pytest.raises(ValueError, match="dx"):
         simulate(d=3, dx=2)
+
+
+def test_coupled_projections_to_inference_data_goes_through_the_pyro_model():
+    sim = simulate(n=40, d=2, dx=5, dy=4, seed=2)
+    known = np.arange(0, 40, 4)
+    cp = CoupledProjections(d=2, k=4).fit(sim["X"], sim["Y"], np.c_[known, known])
+    idata = cp.to_inference_data(num_samples=30, sigma=1e-5)
+    U = idata.posterior["U"]
+    assert U.dims == ("chain", "draw", "latent_dim", "point") and U.shape == (1, 30, 2, 80)
+    Q = orthonormal(cp.svi_result_.params["Q_raw"])
+    assert sla.subspace_angles(cp.whitened_.projection(Q), cp.P).max() < 1e-3
+    # posterior mean of the latent positions = the tied encoder ẐQ: a linear image of the embedding
+    mean = U.mean(("chain", "draw")).values.T[:80]
+    emb = np.vstack([cp.embedding_x, cp.embedding_y])
+    assert sla.subspace_angles(mean, emb).max() < 1e-3
+    with pytest.raises(ValueError, match="fit"):
+        CoupledProjections().to_inference_data()

@@ -48,8 +48,14 @@ import scipy.linalg as sla
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
+import pyro.optim
+
+from tandem.guides.coupled_projections import Guide
 from tandem.inference.distances import knn, nearest, sq_dists
+from tandem.inference.predictive import posterior_predictive
+from tandem.inference.svi import fit
 from tandem.inference.validation import as_array, check_int_range, check_real_range
+from tandem.models import coupled_projections as cp_model
 
 
 __all__ = ["knn_heat_weights", "graph_laplacian", "check_pairs",
@@ -363,3 +369,28 @@ class CoupledProjections:
     def objective(self) -> float:
         """J at the solution: Tr(Pᵀ Z Ω Zᵀ P) = Σ eigenvalues."""
         return objective_trace(self.P, self.Z, self.Omega)
+
+    def to_inference_data(self, num_samples: int = 100, num_steps: int = 800, beta: float = 1.0,
+                          gamma: float = 1e-3, sigma: float = 1e-5, lr: float = 0.03, seed: int = 0):
+        """Posterior of the latent positions under the Pyro model, as ``arviz.InferenceData``.
+
+        Whitens this fit (:func:`tandem.models.coupled_projections.whiten`), fits the
+        whitened GMRF model with the tied guide by SVI (``num_steps`` Adam steps at ``lr``;
+        the defaults reach this solver's subspace to < 1e-3 rad) and draws
+        ``num_samples`` posterior samples: ``posterior["U"]`` (latent_dim, point) — points
+        are the N_x rows of X, then the N_y rows of Y (then ridge pseudo-points, if any) —
+        ``observed_data``/``posterior_predictive``/``log_likelihood`` of ``zhat``. The
+        posterior spread is ≈ σ (``sigma``): raise it to see the uncertainty; it never
+        changes the subspace. The SVI result is kept as ``svi_result_`` and the whitened
+        problem as ``whitened_``.
+        """
+        if not hasattr(self, "P"):
+            raise ValueError("to_inference_data: call fit(X, Y, pairs) first")
+        w = cp_model.whiten(self)
+        args = (w.zhat, w.omega, self.d, beta, gamma, sigma)
+        guide = Guide()
+        self.svi_result_ = fit(cp_model.model, guide, *args, num_steps=num_steps, seed=seed, progress=False,
+                               optim=pyro.optim.Adam({"lr": lr}))
+        self.whitened_ = w
+        return posterior_predictive(cp_model.model, guide, *args, num_samples=num_samples, seed=seed,
+                                    dims=cp_model.dims())
