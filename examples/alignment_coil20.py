@@ -26,6 +26,8 @@ Usage::
 """
 from __future__ import annotations
 
+import argparse
+
 import os
 
 # the solvers work on small dense matrices (≤ 144 × 144): one BLAS thread is fastest and
@@ -38,8 +40,9 @@ import time
 
 import numpy as np
 
-from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
-from tandem.inference.coupled_projections.solver import CoupledProjections, nearest_partner
+from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment, laplacian_eigenmaps
+from tandem.inference.coupled_projections.solver import CoupledProjections, knn_heat_weights
+from tandem.inference.distances import nearest
 from tandem.inference.datasets.coil20 import BLOCK, DUCK, N_POSES, POSE_STEP_DEG, load_coil20
 from tandem.inference.experiments.cli import base_parser, seed_list
 from tandem.inference.metrics import circular_pose_error_deg, match_accuracy
@@ -51,11 +54,24 @@ METRICS = ("match_accuracy", "match_accuracy_pm1", "pose_error_deg", "oos_match_
            "oos_match_accuracy_pm1")
 
 
+def fraction_list(text: str) -> list[float]:
+    """argparse type of --fractions: comma-separated numbers in (0, 1), e.g. '0.1,0.2'."""
+    try:
+        vals = [float(v) for v in str(text).split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions in (0, 1) like '0.1,0.2', "
+                                         f"got {text!r}") from None
+    bad = [v for v in vals if not 0 < v < 1]
+    if bad:
+        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]!r} in {text!r}")
+    return vals
+
+
 def parser():
     p = base_parser(__doc__.split("\n")[0], real_data=True, default_seeds=5)
     p.add_argument("--pairs", default="all",
                    help="'all' (190 pairs), 'duck-block', or a list like '1-2,3-7' (1-based objects)")
-    p.add_argument("--fractions", default="0.1,0.2,0.3", help="fractions of poses with known pairs")
+    p.add_argument("--fractions", type=fraction_list, default="0.1,0.2,0.3", help="fractions of poses with known pairs")
     p.add_argument("--d", type=int, default=2, help="latent dimension")
     p.add_argument("--k", type=int, default=4, help="k nearest neighbours of the graphs")
     p.add_argument("--pca", type=int, default=20, help="per-view PCA components (coupled projections)")
@@ -110,7 +126,7 @@ def evaluate_pair(X, Y, frac, seed, args, timings=None):
     for name, m in make_methods(args).items():
         t0 = time.perf_counter()
         m.fit(X, Y, np.c_[known, known])
-        pred = nearest_partner(m.embedding_x[held], m.embedding_y)
+        pred = nearest(m.embedding_x[held], m.embedding_y)
         r = {"match_accuracy": match_accuracy(pred, held, 0, n),
              "match_accuracy_pm1": match_accuracy(pred, held, 1, n),
              "pose_error_deg": circular_pose_error_deg(POSE_STEP_DEG * pred, POSE_STEP_DEG * held)}
@@ -120,7 +136,7 @@ def evaluate_pair(X, Y, frac, seed, args, timings=None):
         Ey = np.empty((n, args.d))
         Ey[train] = m2.embedding_y
         Ey[oos] = m2.transform_y(Y[oos])
-        pred = nearest_partner(m2.transform_x(X[oos]), Ey)
+        pred = nearest(m2.transform_x(X[oos]), Ey)
         r["oos_match_accuracy"] = match_accuracy(pred, oos, 0, n)
         r["oos_match_accuracy_pm1"] = match_accuracy(pred, oos, 1, n)
         out[name] = r
@@ -136,8 +152,6 @@ def plot_fig3(X, Y, frac, seed, args, path, labels=("duck", "block")):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from tandem.inference.coupled_projections.baselines import laplacian_eigenmaps
-    from tandem.inference.coupled_projections.solver import knn_heat_weights
     _, fitted = evaluate_pair(X, Y, frac, seed, args)
     rng = np.random.default_rng(seed)
     known = np.sort(rng.choice(N_POSES, max(int(round(frac * N_POSES)), args.d), replace=False))
@@ -183,7 +197,7 @@ def plot_pair_matrix(acc, path, frac):
 
 def main(args):
     seeds = seed_list(args)
-    fractions = [float(f) for f in str(args.fractions).split(",")]
+    fractions = list(args.fractions)
     if args.quick:
         args.pairs, fractions, seeds = "duck-block", [0.2], seeds[:2]
     for f in fractions:

@@ -27,6 +27,8 @@ Usage::
 """
 from __future__ import annotations
 
+import argparse
+
 import os
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -37,7 +39,11 @@ import time
 import numpy as np
 
 from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
-from tandem.inference.coupled_projections.solver import CoupledProjections, nearest_partner
+from tandem.guides.coupled_projections import guide
+from tandem.inference import fit, posterior_predictive
+from tandem.inference.coupled_projections.solver import CoupledProjections
+from tandem.inference.distances import nearest
+from tandem.models.coupled_projections import dims, model, orthonormal, whiten
 from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
 from tandem.inference.experiments.cli import base_parser, seed_list
 from tandem.inference.metrics import match_accuracy, mean_norm_error
@@ -47,11 +53,24 @@ EXPERIMENT = "alignment_scurve"
 METHODS = ("coupled projections", "Ham", "Procrustes")
 
 
+def fraction_list(text: str) -> list[float]:
+    """argparse type of --fractions: comma-separated numbers in (0, 1), e.g. '0.1,0.2'."""
+    try:
+        vals = [float(v) for v in str(text).split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions in (0, 1) like '0.1,0.2', "
+                                         f"got {text!r}") from None
+    bad = [v for v in vals if not 0 < v < 1]
+    if bad:
+        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]!r} in {text!r}")
+    return vals
+
+
 def parser():
     p = base_parser(__doc__.split("\n")[0], default_seeds=10)
     p.add_argument("--n", type=int, default=600, help="points per view (S-curve / Swiss roll)")
     p.add_argument("--n-curve", type=int, default=300, help="points per view (linear curve views)")
-    p.add_argument("--fractions", default="0.1,0.2,0.3", help="fractions of known pairs")
+    p.add_argument("--fractions", type=fraction_list, default="0.1,0.2,0.3", help="fractions of known pairs")
     p.add_argument("--k", type=int, default=8, help="k nearest neighbours")
     p.add_argument("--noise", type=float, default=0.02, help="noise std of each view")
     p.add_argument("--svi-steps", type=int, default=800, help="SVI steps of the Pyro model")
@@ -85,14 +104,14 @@ def evaluate(X, Y, lat, d, frac, k, seed, timings):
         t0 = time.perf_counter()
         m = make(name, d, k).fit(X, Y, np.c_[known, known])
         t1 = time.perf_counter()
-        pred = nearest_partner(m.embedding_x[held], m.embedding_y)
+        pred = nearest(m.embedding_x[held], m.embedding_y)
         r = {"match_accuracy": match_accuracy(pred, held),
              "partner_latent_error": mean_norm_error(lat[pred], lat[held])}
         m2 = make(name, d, k).fit(X[train], Y[train], np.c_[known_tr, known_tr])
         Ey = np.empty((n, d))
         Ey[train] = m2.embedding_y
         Ey[oos] = m2.transform_y(Y[oos])
-        r["oos_match_accuracy"] = match_accuracy(nearest_partner(m2.transform_x(X[oos]), Ey), oos)
+        r["oos_match_accuracy"] = match_accuracy(nearest(m2.transform_x(X[oos]), Ey), oos)
         timings.setdefault(name, [0.0, 0.0])
         timings[name][0] += t1 - t0
         timings[name][1] += time.perf_counter() - t1
@@ -129,9 +148,6 @@ def run_svi(args, res, seed):
     """Fit the whitened GMRF model by SVI; compare with the eigen-solution; ArviZ export."""
     import pyro
     import scipy.linalg as sla
-    from tandem.guides.coupled_projections import guide
-    from tandem.inference import fit, posterior_predictive
-    from tandem.models.coupled_projections import DIMS, model, orthonormal, whiten
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -156,7 +172,7 @@ def run_svi(args, res, seed):
     fargs_vis = (w.zhat, w.omega, 2, beta, 1e-3 * beta, 0.05)
     fit(model, guide, *fargs_vis, num_steps=150 if args.quick else 600, seed=seed, progress=False,
         optim=pyro.optim.Adam({"lr": 0.03}))
-    idata = posterior_predictive(model, guide, *fargs_vis, num_samples=100, seed=seed, dims=DIMS)
+    idata = posterior_predictive(model, guide, *fargs_vis, num_samples=100, seed=seed, dims=dims())
     try:
         idata.to_netcdf(str(args.out / f"{EXPERIMENT}_posterior.nc"))
     except Exception as e:  # netCDF back end missing: keep going, say so
@@ -177,7 +193,7 @@ def run_svi(args, res, seed):
 
 def main(args):
     seeds = seed_list(args)
-    fractions = [float(f) for f in str(args.fractions).split(",")]
+    fractions = list(args.fractions)
     if args.quick:
         args.n, args.n_curve, fractions, seeds = 200, 120, [0.2], seeds[:2]
     for f in fractions:

@@ -33,6 +33,7 @@ algorithm's R vs the model's R̂, mean over seeds).
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import matplotlib
@@ -44,7 +45,7 @@ import numpy as np  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
-from tandem.inference.samtc.algorithm import (_ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
+from tandem.inference.samtc.algorithm import (ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
                              select_setting)
 from tandem.inference.samtc.model_fit import fit_model  # noqa: E402
 from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks  # noqa: E402
@@ -63,12 +64,25 @@ N_POINTS = (240, 300, 180)
 QUICK_N_POINTS = (100, 120, 80)
 
 
+def int_at_least(low: int):
+    """argparse type: an integer >= ``low``."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+    return parse
+
+
 def parser():
     p = base_parser(__doc__.splitlines()[0], default_seeds=10)
     p.add_argument("--sets", nargs="+", default=None, choices=list(DATA_SETS),
                    help="data sets (default: all three; --quick: partial and complete)")
-    p.add_argument("--steps", type=int, default=None, help="SVI steps of the generative model (default 250; quick 80)")
-    p.add_argument("--restarts", type=int, default=1, help="restarts of the generative model (best ELBO)")
+    p.add_argument("--steps", type=int_at_least(0), default=None, help="SVI steps of the generative model (default 250; quick 80)")
+    p.add_argument("--restarts", type=int_at_least(1), default=1, help="restarts of the generative model (best ELBO)")
     add_step3_args(p)
     p.add_argument("--no-generative", action="store_true",
                    help="skip the Pyro generative model (the slow part); the algorithm and baselines only")
@@ -95,7 +109,7 @@ def run_seed(sim, seed, steps, restarts, progress, draws=100, generative=True, s
     labs["k-means", "n/a"] = kmeans_baseline(X, H, seed=seed)
     tick("k-means", t0)
     t0 = time.perf_counter()
-    grids = [_ncut_snn_grid(x, h, seed)[0] for x, h in zip(X, H)]
+    grids = [ncut_snn_grid(x, h, seed)[0] for x, h in zip(X, H)]
     labs["Ncut-SNN", "labels"] = [g[select_setting(g, y)] for g, y in zip(grids, Y)]
     init = [g[select_setting(g)] for g in grids]
     labs["Ncut-SNN", "label-free"] = init

@@ -16,6 +16,7 @@ Writes ``OUT/samtc_text.json`` and ``OUT/samtc_text_<set>.png`` (bar charts).
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import matplotlib
@@ -29,7 +30,7 @@ from tandem.inference.datasets import text as tx  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
-from tandem.inference.samtc.algorithm import (_ncut_snn_grid, add_step3_args, kmeans_baseline, pooled_baseline, samtc,  # noqa: E402
+from tandem.inference.samtc.algorithm import (ncut_snn_grid, add_step3_args, kmeans_baseline, pooled_baseline, samtc,  # noqa: E402
                              select_setting)
 
 EXPERIMENT = "samtc_text"
@@ -38,13 +39,26 @@ QUICK_SET = "Reuters-p1"
 QUICK_PER_CLASS = 40
 
 
+def int_at_least(low: int):
+    """argparse type: an integer >= ``low``."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+    return parse
+
+
 def parser():
     p = base_parser(__doc__.splitlines()[0], real_data=True, default_seeds=10)
     p.add_argument("--sets", nargs="+", default=None, choices=sorted(tx.SETS),
                    help="multi-task sets to run (default: all six; --quick: Reuters-p1 subsample)")
-    p.add_argument("--per-class", type=int, default=None,
+    p.add_argument("--per-class", type=int_at_least(1), default=None,
                    help="documents per class and task (default: the set's own cap)")
-    p.add_argument("--reduce-dim", type=int, default=10, help="LSA dimensions for the KDE/KMM steps")
+    p.add_argument("--reduce-dim", type=int_at_least(1), default=10, help="LSA dimensions for the KDE/KMM steps")
     add_step3_args(p)
     return p
 
@@ -66,7 +80,7 @@ def run_set(ds, seeds, reduce_dim, progress=True, source_rows="all", node_reach=
         timing["k-means"] = timing.get("k-means", 0) + time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        grids = [_ncut_snn_grid(x, h, seed)[0] for x, h in zip(X, H)]
+        grids = [ncut_snn_grid(x, h, seed)[0] for x, h in zip(X, H)]
         put(("Ncut-SNN", "labels"), [g[select_setting(g, y)] for g, y in zip(grids, Y)])
         init = [g[select_setting(g)] for g in grids]
         put(("Ncut-SNN", "label-free"), init)
@@ -92,7 +106,7 @@ def run_set(ds, seeds, reduce_dim, progress=True, source_rows="all", node_reach=
         t0 = time.perf_counter()
         sizes = np.cumsum([x.shape[0] for x in X])[:-1]
         P = sp.vstack(X).tocsr()
-        g = _ncut_snn_grid(P, max(H), seed)[0]
+        g = ncut_snn_grid(P, max(H), seed)[0]
         put(("pooled Ncut-SNN", "labels"), np.split(g[_select_pooled(g, Y, sizes)], sizes))
         put(("pooled Ncut-SNN", "label-free"), np.split(g[select_setting(g)], sizes))
         timing["pooled Ncut-SNN"] = timing.get("pooled Ncut-SNN", 0) + time.perf_counter() - t0

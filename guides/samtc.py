@@ -13,7 +13,7 @@ them out exactly in the model. The guide takes exactly the model's arguments (it
 the hyperparameters) and can be swapped for ``AutoNormal(poutine.block(model, hide=...))``
 or any user guide.
 
-Good initialisation matters for mixtures: :class:`SAMTCGuide` takes an ``init`` dict of
+Good initialisation matters for mixtures: :class:`Guide` takes an ``init`` dict of
 starting values (``tandem.inference.samtc.model_fit.initial_values`` builds one from per-task
 k-means and cross-task matching of the slot means); missing entries fall back to data-
 driven defaults (random data points as means).
@@ -28,21 +28,28 @@ from torch.distributions import constraints
 from tandem.inference.numerics import DTYPE
 from tandem.models.samtc import check_tasks
 
-__all__ = ["SAMTCGuide", "guide"]
+__all__ = ["Guide", "SAMTCGuide", "guide"]
 
 
-class SAMTCGuide:
-    """Callable mean-field guide; ``SAMTCGuide(init)(tasks, h, n_atoms, **model_kwargs)``.
+class Guide:
+    """Callable mean-field guide; ``Guide(init=...)(tasks, h, n_atoms, **model_kwargs)``.
 
-    ``init`` keys (all optional): ``theta_loc`` (K, d), ``mu_loc`` (list of (h_t, d)),
-    ``w_conc`` (list of (h_t,)), ``sigma`` (list of floats), ``rho`` (list of floats),
-    ``pi_conc`` (K+1,), ``scale`` (initial posterior std of locations, default 0.05).
-    Parameter names are ``q_<site>_<kind>`` so they never clash with other models'.
+    Options (keyword-only): ``init`` — starting values, keys (all optional) ``theta_loc``
+    (K, d), ``mu_loc`` (list of (h_t, d)), ``w_conc`` (list of (h_t,)), ``sigma`` (list of
+    floats), ``rho`` (list of floats), ``pi_conc`` (K+1,), ``scale`` (initial posterior std
+    of locations, default 0.05); ``seed`` — for the random data points used as means when
+    ``init`` has none; ``prefix`` — parameter names are ``<prefix><site>_<kind>``
+    (default ``q_``), so two guides can live in one parameter store.
     """
 
-    def __init__(self, init: dict | None = None, seed: int = 0):
+    def __init__(self, *, init: dict | None = None, seed: int = 0, prefix: str = "q_"):
+        if init is not None and not isinstance(init, dict):
+            raise TypeError(f"init: expected a dict of starting values or None, got {type(init).__name__}")
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix: expected a string, got {prefix!r}")
         self.init = dict(init or {})
         self.seed = seed
+        self.prefix = prefix
 
     def _get(self, key, t=None, default=None):
         v = self.init.get(key)
@@ -61,33 +68,41 @@ class SAMTCGuide:
         def rand_points(m):
             return pooled[torch.randint(len(pooled), (m,), generator=gen)].clone()
 
-        pc = pyro.param("q_pi_conc", lambda: self._get("pi_conc", default=lambda: torch.full((K + 1,), 2.0, dtype=DTYPE)),
+        pc = pyro.param(self.prefix + "pi_conc", lambda: self._get("pi_conc", default=lambda: torch.full((K + 1,), 2.0, dtype=DTYPE)),
                         constraint=constraints.positive)
         pyro.sample("pi", dist.Dirichlet(pc))
-        tl = pyro.param("q_theta_loc", lambda: self._get("theta_loc", default=lambda: rand_points(K)))
-        ts = pyro.param("q_theta_scale", lambda: torch.full((K, d), s0, dtype=DTYPE), constraint=constraints.positive)
+        tl = pyro.param(self.prefix + "theta_loc", lambda: self._get("theta_loc", default=lambda: rand_points(K)))
+        ts = pyro.param(self.prefix + "theta_scale", lambda: torch.full((K, d), s0, dtype=DTYPE), constraint=constraints.positive)
         with pyro.plate("atoms", K):
             pyro.sample("theta", dist.Normal(tl, ts).to_event(1))
         for t, X in enumerate(tasks):
             h_t = h[t]
-            ml = pyro.param(f"q_mu_{t}_loc", lambda: self._get("mu_loc", t, default=lambda: rand_points(h_t)))
-            ms = pyro.param(f"q_mu_{t}_scale", lambda: torch.full((h_t, d), s0, dtype=DTYPE),
+            ml = pyro.param(f"{self.prefix}mu_{t}_loc", lambda: self._get("mu_loc", t, default=lambda: rand_points(h_t)))
+            ms = pyro.param(f"{self.prefix}mu_{t}_scale", lambda: torch.full((h_t, d), s0, dtype=DTYPE),
                             constraint=constraints.positive)
             with pyro.plate(f"slots_{t}", h_t):
                 pyro.sample(f"mu_{t}", dist.Normal(ml, ms).to_event(1))
-            wc = pyro.param(f"q_w_{t}_conc", lambda: self._get(
+            wc = pyro.param(f"{self.prefix}w_{t}_conc", lambda: self._get(
                 "w_conc", t, default=lambda: torch.full((h_t,), X.shape[0] / h_t + 1.0, dtype=DTYPE)),
                 constraint=constraints.positive)
             pyro.sample(f"w_{t}", dist.Dirichlet(wc))
             r0 = float(self.init["rho"][t]) if "rho" in self.init else 0.9
-            ra = pyro.param(f"q_rho_{t}_a", lambda: torch.tensor(50.0 * r0, dtype=DTYPE), constraint=constraints.positive)
-            rb = pyro.param(f"q_rho_{t}_b", lambda: torch.tensor(50.0 * (1 - r0), dtype=DTYPE), constraint=constraints.positive)
+            ra = pyro.param(f"{self.prefix}rho_{t}_a", lambda: torch.tensor(50.0 * r0, dtype=DTYPE), constraint=constraints.positive)
+            rb = pyro.param(f"{self.prefix}rho_{t}_b", lambda: torch.tensor(50.0 * (1 - r0), dtype=DTYPE), constraint=constraints.positive)
             pyro.sample(f"rho_{t}", dist.Beta(ra, rb))
             sg0 = float(self.init["sigma"][t]) if "sigma" in self.init else float(X.std(0).mean())
-            sl = pyro.param(f"q_sigma_{t}_loc", lambda: torch.tensor(sg0, dtype=DTYPE).log())
-            ss = pyro.param(f"q_sigma_{t}_scale", lambda: torch.tensor(0.05, dtype=DTYPE), constraint=constraints.positive)
+            sl = pyro.param(f"{self.prefix}sigma_{t}_loc", lambda: torch.tensor(sg0, dtype=DTYPE).log())
+            ss = pyro.param(f"{self.prefix}sigma_{t}_scale", lambda: torch.tensor(0.05, dtype=DTYPE), constraint=constraints.positive)
             pyro.sample(f"sigma_{t}", dist.LogNormal(sl, ss))
 
 
-#: default-initialised guide (random data points as means); prefer SAMTCGuide(initial_values(...))
-guide = SAMTCGuide()
+class SAMTCGuide(Guide):
+    """The former name and signature of :class:`Guide`: ``SAMTCGuide(init, seed=0)`` (``init``
+    positional), kept for existing scripts; otherwise identical."""
+
+    def __init__(self, init: dict | None = None, seed: int = 0, prefix: str = "q_"):
+        super().__init__(init=init, seed=seed, prefix=prefix)
+
+
+#: default-initialised guide (random data points as means); prefer Guide(init=initial_values(...)[0])
+guide = Guide()

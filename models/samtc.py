@@ -56,14 +56,16 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro import poutine
 from pyro.ops.indexing import Vindex
 
 from tandem.inference.numerics import DTYPE
 
-__all__ = ["model", "check_tasks", "make_dims", "DIMS", "MAX_PLATE_NESTING", "site_names"]
+__all__ = ["model", "dims", "simulate", "check_tasks", "DIMS", "MAX_PLATE_NESTING", "site_names"]
 
 MAX_PLATE_NESTING = 1
 
@@ -76,8 +78,11 @@ def site_names(T: int) -> dict[str, list[str]]:
             "obs": [f"x_{t}" for t in range(T)]}
 
 
-def make_dims(T: int) -> dict[str, list[str]]:
-    """ArviZ dimension names for every site of a T-task model (per-task dims are suffixed)."""
+def dims(T: int) -> dict[str, list[str]]:
+    """ArviZ dimension names for every site of a T-task model (per-task dims are suffixed,
+    because n_t and h_t differ across tasks)."""
+    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"T: expected a positive number of tasks, got {T!r}")
     d = {"pi": ["link"], "theta": ["atom", "feature"]}
     for t in range(T):
         d.update({f"a_{t}": [f"slot_{t}"], f"mu_{t}": [f"slot_{t}", "feature"], f"w_{t}": [f"slot_{t}"],
@@ -87,7 +92,7 @@ def make_dims(T: int) -> dict[str, list[str]]:
 
 
 #: dims for up to 8 tasks (``posterior_predictive`` ignores entries of absent sites)
-DIMS = make_dims(8)
+DIMS = dims(8)
 
 
 def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
@@ -108,6 +113,8 @@ def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
             Xt = torch.as_tensor(X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X, dtype=DTYPE)
         if Xt.dim() != 2:
             raise ValueError(f"tasks[{t}]: expected a 2-d (n_t, d) array, got shape {tuple(Xt.shape)}")
+        if Xt.shape[0] == 0:
+            raise ValueError(f"tasks[{t}]: is empty (0 points); every task needs at least h_t points")
         if d is None:
             d = Xt.shape[1]
         elif Xt.shape[1] != d:
@@ -195,3 +202,43 @@ def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: fl
                 comp = dist.Normal(locs, scales.unsqueeze(-1)).to_event(1)
                 pyro.sample(f"x_{t}", dist.MixtureSameFamily(dist.Categorical(logits=logits), comp),
                             obs=X.index_select(0, ind))
+
+
+def simulate(n, h, n_atoms: int, d: int = 2, seed: int = 0, prior_loc=None, **hyper) -> dict:
+    """Draw T tasks from the generative story of :func:`model` (prior draws of every site).
+
+    n: list of n_t (instances per task); h: list of h_t (cluster slots); n_atoms: K; d:
+    feature dimension; prior_loc: centre of the broad prior (default 0); ``hyper``: the
+    model's other keyword arguments (tau, prior_scale, sigma_loc, sigma_scale, widen,
+    alpha, pi_conc, rho_a, rho_b). Runs the model itself with its observations removed
+    (``poutine.uncondition``), seeded, so the draw follows exactly the documented story.
+
+    Returns {"tasks": [(n_t, d) float64 arrays], "labels": [(n_t,) y_t], "typical":
+    [(n_t,) u_t], "links": [(h_t,) a_t (0 = private, k ≥ 1 = atom k)], "means": [(h_t, d)
+    μ_t], "atoms": (K, d) θ, "weights": [(h_t,) w_t], "rho": [ρ_t], "sigma": [σ_t],
+    "pi": (K+1,)}.
+    """
+    if not isinstance(n, (list, tuple)) or not isinstance(h, (list, tuple)) or len(n) != len(h) or not n:
+        raise ValueError(f"n, h: expected two non-empty lists of equal length (one entry per task), "
+                         f"got n={n!r}, h={h!r}")
+    for t, (nt, ht) in enumerate(zip(n, h)):
+        if isinstance(nt, bool) or not isinstance(nt, (int, np.integer)) or nt < 1:
+            raise ValueError(f"n[{t}]: expected a positive number of instances, got {nt!r}")
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ValueError(f"d: expected a positive feature dimension, got {d!r}")
+    dummy = [torch.zeros(int(nt), int(d), dtype=DTYPE) for nt in n]
+    loc = torch.zeros(int(d), dtype=DTYPE) if prior_loc is None else torch.as_tensor(prior_loc, dtype=DTYPE)
+    pyro.set_rng_seed(seed)
+    with torch.no_grad():
+        tr = poutine.trace(poutine.uncondition(model)).get_trace(dummy, list(h), n_atoms, prior_loc=loc, **hyper)
+    val = lambda name: tr.nodes[name]["value"].detach().cpu().numpy()  # noqa: E731
+    T = len(n)
+    return {"tasks": [val(f"x_{t}") for t in range(T)],
+            "labels": [val(f"y_{t}").astype(np.int64) for t in range(T)],
+            "typical": [val(f"u_{t}").astype(np.int64) for t in range(T)],
+            "links": [val(f"a_{t}").astype(np.int64) for t in range(T)],
+            "means": [val(f"mu_{t}") for t in range(T)],
+            "weights": [val(f"w_{t}") for t in range(T)],
+            "rho": [float(val(f"rho_{t}")) for t in range(T)],
+            "sigma": [float(val(f"sigma_{t}")) for t in range(T)],
+            "atoms": val("theta"), "pi": val("pi")}

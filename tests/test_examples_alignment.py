@@ -66,3 +66,13 @@ def test_alignment_coil20_missing_data_names_the_file(tmp_path):
         ex.main(args)
     with pytest.raises(ValueError, match="--pairs"):
         ex.parse_pairs("1-21", 2)
+
+
+@pytest.mark.parametrize("script,args,option", [
+    ("alignment_coil20.py", ["--fractions", "abc"], "--fractions"),
+    ("alignment_coil20.py", ["--fractions", "0.2,0"], "--fractions"),
+    ("alignment_scurve.py", ["--fractions", "0.1,1.5"], "--fractions")])
+def test_bad_command_line_values_are_argparse_errors_naming_the_option(script, args, option):
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and f"argument {option}" in proc.stderr, proc.stderr[-2000:]

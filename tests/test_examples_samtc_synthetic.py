@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = {"SAMTC", "SAMTC-nr", "SAMTC-ns", "Ncut-SNN", "k-means", "pooled Ncut-SNN", "pooled k-means",
            "SAMTC generative (Pyro)"}
@@ -51,3 +53,11 @@ def test_samtc_synthetic_quick_without_generative_model(tmp_path):
     assert c["SAMTC - Ncut-SNN per seed"]["wins"] + c["SAMTC - Ncut-SNN per seed"]["ties"] \
         + c["SAMTC - Ncut-SNN per seed"]["losses"] == 1
     assert (tmp_path / "samtc_synthetic_R.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args,option", [(["--restarts", "0"], "--restarts"), (["--steps", "-1"], "--steps"),
+                                         (["--steps", "many"], "--steps")])
+def test_bad_command_line_values_are_argparse_errors_naming_the_option(args, option):
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "samtc_synthetic.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and f"argument {option}" in proc.stderr, proc.stderr[-2000:]

@@ -33,3 +33,10 @@ def test_samtc_text_missing_data(tmp_path):
                           timeout=120)
     assert proc.returncode != 0
     assert "FileNotFoundError" in proc.stderr and "reuters21578_raw_sgml.tar.gz" in proc.stderr
+
+
+@pytest.mark.parametrize("args,option", [(["--per-class", "-5"], "--per-class"), (["--reduce-dim", "0"], "--reduce-dim")])
+def test_bad_command_line_values_are_argparse_errors_naming_the_option(args, option):
+    proc = subprocess.run([sys.executable, "examples/samtc_text.py", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and f"argument {option}" in proc.stderr, proc.stderr[-2000:]

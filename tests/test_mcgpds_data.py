@@ -202,3 +202,67 @@ def test_oil_loader():
     if d.label_kind == "dominant phase (proxy)":
         frac = np.column_stack([d.outputs, 1 - d.outputs.sum(1)])
         np.testing.assert_array_equal(d.labels, frac.argmax(1))
+
+
+# ------------------------------------------------------------------ corrupt / wrong files
+
+def _write_mat(path, **variables):
+    import scipy.io as sio
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sio.savemat(str(path), variables)
+
+
+def _mat_loaders():
+    from tandem.inference.datasets.coil20 import COIL20_FILE, load_coil20
+    from tandem.inference.datasets.poser import load_poser
+    from tandem.inference.datasets.usps import load_usps_reconstruction
+    from pathlib import Path
+    return [(load_human_pose, HUMAN_POSE_FILE, "Y, Z, Y_test, Z_test"),
+            (load_cuave, CUAVE_FILE, "videoTr, mfccTr, videoTs, mfccTs, seqTr, seqTs"),
+            (load_coil20, COIL20_FILE, "fea, gnd"),
+            (load_poser, Path("human_pose") / "ankurDataPoseSilhouette.mat", "Y, Z, Y_test, Z_test"),
+            (load_usps_reconstruction, Path("usps") / "usps_9298.mat", "Train_DAT, Test_DAT, trainlabels, testlabels")]
+
+
+@pytest.mark.parametrize("i", range(5))
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "wrong_variables"])
+def test_mat_loaders_name_the_file_and_the_expected_variables(tmp_path, i, damage):
+    loader, rel, variables = _mat_loaders()[i]
+    path = tmp_path / rel
+    if rel.parts[0] == "usps":   # the label files are checked before the images are read
+        for f in ("usps_gpml_resampled_train_labels.txt", "usps_gpml_resampled_test_labels.txt"):
+            (tmp_path / "usps").mkdir(exist_ok=True)
+            (tmp_path / "usps" / f).write_text("1 0\n")
+    _write_mat(path, something_else=np.zeros((3, 3)), other=np.ones(2))
+    if damage == "truncated":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"this is not a MATLAB file" * 20)
+    with pytest.raises(ValueError) as e:
+        loader(tmp_path)
+    msg = str(e.value)
+    assert str(path) in msg and variables in msg, msg
+    if damage == "wrong_variables":
+        assert "lacks" in msg and "something_else" in msg
+
+
+def test_read_netlab_rejects_nan_and_malformed_rows(tmp_path):
+    p = tmp_path / "bad.dat"
+    p.write_text("nin 2\nnout 1\nndata 2\n1 2 3\n4 nan 6\n")
+    with pytest.raises(ValueError, match=r"bad.dat: contains 1 NaN or inf values \(first at data row 1, column 1\)"):
+        read_netlab(p)
+    p.write_text("nin 2\nnout 1\nndata 2\n1 2 3\n4 five 6\n")
+    with pytest.raises(ValueError, match="bad.dat: expected 2 rows of 3 numbers"):
+        read_netlab(p)
+
+
+def test_load_oil_rejects_nan(tmp_path):
+    (tmp_path / "oil").mkdir()
+    good = "nin 12\nnout 2\nndata 2\n" + "\n".join(" ".join(["0.5"] * 14) for _ in range(2)) + "\n"
+    (tmp_path / "oil" / "oilTrn.dat").write_text(good)
+    (tmp_path / "oil" / "oilTst.dat").write_text(good.replace("0.5 0.5\n", "0.5 nan\n", 1))
+    with pytest.raises(ValueError, match="oilTst.dat: contains 1 NaN"):
+        load_oil(tmp_path)
+    (tmp_path / "oil" / "oilTst.dat").write_text(good)
+    assert load_oil(tmp_path).X.shape == (4, 12)

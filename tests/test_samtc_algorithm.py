@@ -8,6 +8,7 @@ from scipy.optimize import linprog, minimize
 from scipy.stats import multivariate_normal
 
 from tandem.inference.samtc import steps as st
+from tandem.inference.distances import median_distance
 from tandem.inference.metrics import clustering_accuracy
 from tandem.inference.samtc.algorithm import kmeans_baseline, ncut_snn, pooled_baseline, samtc, select_setting
 from tandem.inference.samtc.spectral import kmeans, ncut, ncut_value
@@ -25,7 +26,7 @@ def _kmm_problem(n_s=12, n_t=9, seed=0):
     rng = np.random.default_rng(seed)
     Zs = rng.standard_normal((n_s, 2))
     Zt = rng.standard_normal((n_t, 2)) + 0.7
-    w = st.median_distance(np.vstack([Zs, Zt]))
+    w = median_distance(np.vstack([Zs, Zt]))
     K = st.gaussian_kernel(Zs, Zs, w)
     kappa = n_s / n_t * st.gaussian_kernel(Zs, Zt, w).sum(1)
     return K, kappa
@@ -273,6 +274,72 @@ def test_ncut_marks_isolated_nodes_and_ncut_snn_labels_them():
     assert lab.min() >= 0 and lab[-1] == lab[15]
 
 
+_DETERMINISM_SCRIPT = """
+import json, numpy as np, scipy.sparse as sp
+from tandem.inference.samtc.algorithm import ncut_snn, samtc
+from tandem.inference.samtc.spectral import ncut
+rng = np.random.default_rng(0)
+blob = lambda c, n, sd: c + sd * rng.standard_normal((n, 2))
+X = np.vstack([blob(np.array([0.0, 0]), 15, 0.3), blob(np.array([10.0, 0]), 15, 0.3), [[30.0, 0.0]]])
+out = {"snn": ncut_snn(X, 2, k=3, seed=0).tolist()}
+# a connected ring of 3 × 100 nodes (the Lanczos path, n > DENSE_EIG_MAX) and 4 cliques (c > h)
+n = 300
+W = sp.diags([np.ones(n - 1), np.ones(n - 1)], [-1, 1]).tolil()
+W[0, n - 1] = W[n - 1, 0] = 1.0
+for a in (99, 199):
+    W[a, a + 1] = W[a + 1, a] = 0.05
+out["ring"] = ncut(W.tocsr(), 3, seed=0).tolist()
+B = np.kron(np.eye(4), np.ones((5, 5))) - np.eye(20)
+out["cliques"] = ncut(B, 2, seed=0, features=np.repeat(np.array([[0.0], [1], [5], [6]]), 5, 0)).tolist()
+tasks = [np.vstack([blob(c, 20, 1.0) for c in cs]) for cs in
+         ([np.array([0.0, 0]), np.array([6.0, 0])], [np.array([0.0, 0]), np.array([0.0, 6])])]
+res = samtc(tasks, [2, 2], seed=0)
+out["samtc"] = [l.tolist() for l in res.labels]
+out["R"] = res.R.round(12).tolist()
+print(json.dumps(out))
+"""
+
+
+def test_ncut_results_do_not_depend_on_the_thread_count():
+    """The same labels with 1 and 2 BLAS/OpenMP threads (subprocesses, fresh interpreters)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    outs = []
+    for threads in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
+               "MKL_NUM_THREADS": threads}
+        proc = subprocess.run([sys.executable, "-c", _DETERMINISM_SCRIPT], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(json.loads(proc.stdout))
+    assert outs[0] == outs[1]
+    o = outs[0]
+    assert len(set(o["snn"][:15])) == 1 and len(set(o["snn"][15:])) == 1 and o["snn"][0] != o["snn"][15]
+    assert o["cliques"] == [0] * 10 + [1] * 10          # average linkage joins the near cliques
+    ring = np.array(o["ring"])
+    assert len(set(ring[:100])) == len(set(ring[100:200])) == len(set(ring[200:])) == 1 and len(set(ring)) == 3
+
+
+def test_components_merge_by_average_linkage_or_by_size():
+    from tandem.inference.samtc.spectral import components, merge_components
+    B = np.kron(np.eye(3), np.ones((4, 4))) - np.eye(12)
+    B = np.pad(B, ((0, 1), (0, 1)))                     # node 12 isolated
+    comp, c = components(B)
+    assert c == 3 and comp[-1] == -1 and comp[:12].tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    f = np.r_[np.zeros(4), np.full(4, 10.0), np.full(4, 9.0), 0.0][:, None]
+    assert merge_components(comp, 2, f).tolist() == [0] * 4 + [1] * 8 + [-1]
+    # cosine: the direction decides, not the length
+    g = np.r_[np.tile([1.0, 0], (4, 1)), np.tile([0.0, 5], (4, 1)), np.tile([3.0, 0.1], (4, 1)), [[1, 1]]]
+    assert merge_components(comp, 2, g, "cosine").tolist() == [0] * 4 + [1] * 4 + [0] * 4 + [-1]
+    # no features: the h − 1 largest components stay, the rest are lumped
+    comp2 = np.r_[np.zeros(2), np.ones(5), np.full(3, 2)].astype(int)
+    assert merge_components(comp2, 2).tolist() == [0] * 2 + [1] * 5 + [0] * 3
+    with pytest.raises(ValueError, match="metric"):
+        merge_components(comp, 2, f, "manhattan")
+
+
 # ------------------------------------------------------------------ SAMTC end to end
 
 @pytest.fixture(scope="module")
@@ -374,6 +441,8 @@ def test_samtc_on_sparse_input():
     ([np.zeros((5, 3)), np.ones((5, 3))], [1, 2], "at least 2 clusters"),
     ([np.zeros((5, 3))], [2, 2], "one cluster number per task"),
     ([], [], "non-empty"),
+    ([np.zeros((0, 3)), np.ones((5, 3))], [2, 2], "task 0: is empty"),
+    ([np.ones((5, 3)), sp.csr_matrix((0, 3))], [2, 2], "task 1: is empty"),
 ])
 def test_bad_inputs_raise_value_error(tasks, h, msg):
     with pytest.raises(ValueError, match=msg):
@@ -392,6 +461,27 @@ def test_bad_options_raise_value_error(partial_tasks):
         samtc(X, [3, 3, 3], k_self=10_000)
     with pytest.raises(ValueError, match="h_t = 1"):
         ncut_snn(X[0], 1)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"kmm_eps": -1}, "kmm_eps"), ({"kmm_eps": 1.0}, "kmm_eps"), ({"kmm_eps": float("nan")}, "kmm_eps"),
+    ({"kmm_B": 0.0}, "kmm_B"), ({"kmm_B": 0.4, "kmm_eps": 0.5}, "kmm_B"),
+    ({"js_tau": -1}, "js_tau"), ({"js_tau": float("inf")}, "js_tau"), ({"reduce_dim": 0}, "reduce_dim"),
+])
+def test_options_that_would_silently_switch_transfer_off_raise(partial_tasks, kw, msg):
+    X, _ = partial_tasks
+    with pytest.raises(ValueError, match=msg):
+        samtc(X, [3, 3, 3], **kw)
+
+
+@pytest.mark.parametrize("bad,msg", [(lambda y: y + 5, r"labels in \[0, 2\]"), (lambda y: y - 1, r"labels in \[0, 2\]"),
+                                     (lambda y: y + 0.5, "integer"), (lambda y: y[:-1], "shape")])
+def test_init_labels_out_of_range_raise(partial_tasks, bad, msg):
+    X, Y = partial_tasks
+    init = [np.asarray(y) for y in Y]
+    init[1] = bad(init[1])
+    with pytest.raises(ValueError, match=r"init_labels\[1\]: .*" + msg):
+        samtc(X, [3, 3, 3], init_labels=init)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -512,7 +602,7 @@ def test_transfer_helps_perfectly_related_tasks_with_correct_selection():
     assert np.mean(aug) > np.mean(rew) + 0.05, (aug, rew)
 
 
-def test_ablation_node_weights():
+def test_ablationnode_weights():
     """ns: every Z^s instance enters with ω = 1/(T − 1); full / nr: ω = R/(T − 1);
     nr transfers whole source tasks."""
     X, Y = _related_tasks(0)
@@ -521,8 +611,8 @@ def test_ablation_node_weights():
     for key in full.reusable:
         np.testing.assert_array_equal(ns.transferred[key], ns.reusable[key])
         assert nr.transferred[key].all()
-    from tandem.inference.samtc.algorithm import _node_weights
-    assert np.allclose(_node_weights("ns", 0.3, 4, 3), 0.5) and np.allclose(_node_weights("full", 0.3, 4, 3), 0.15)
+    from tandem.inference.samtc.algorithm import node_weights
+    assert np.allclose(node_weights("ns", 0.3, 4, 3), 0.5) and np.allclose(node_weights("full", 0.3, 4, 3), 0.15)
     with pytest.raises(ValueError, match="transfer"):
         samtc(X, [3, 3, 3], transfer="pool", **kw)
     with pytest.raises(ValueError, match="js_bandwidth"):

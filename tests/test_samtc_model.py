@@ -10,7 +10,7 @@ from pyro.infer.autoguide import AutoNormal
 from scipy.special import logsumexp
 from scipy.stats import beta as beta_d, dirichlet, lognorm, norm
 
-from tandem.guides.samtc import SAMTCGuide
+from tandem.guides.samtc import Guide
 from tandem.inference import fit, posterior_predictive
 from tandem.inference.metrics import clustering_accuracy
 from tandem.inference.samtc.model_fit import fit_model
@@ -109,7 +109,7 @@ def test_minibatch_elbo_unbiased():
 
 def test_hand_guide_svi_and_autonormal_with_enumeration():
     tasks, h = small_problem()
-    res = fit(M.model, SAMTCGuide(), tasks, h, 2, loss=ELBO(), num_steps=15, progress=False, seed=0)
+    res = fit(M.model, Guide(), tasks, h, 2, loss=ELBO(), num_steps=15, progress=False, seed=0)
     assert np.all(np.isfinite(res.losses))
     cont = M.site_names(2)["global"] + M.site_names(2)["task"]
     auto = AutoNormal(poutine.block(M.model, expose=cont))
@@ -121,7 +121,7 @@ def test_hand_guide_svi_and_autonormal_with_enumeration():
 
 def test_posterior_predictive_inferencedata():
     tasks, h = small_problem()
-    g = SAMTCGuide()
+    g = Guide()
     fit(M.model, g, tasks, h, 2, loss=ELBO(), num_steps=5, progress=False)
     idata = posterior_predictive(M.model, g, tasks, h, 2, num_samples=4, dims=M.DIMS)
     assert "posterior" in idata.groups() and "observed_data" in idata.groups()
@@ -171,6 +171,7 @@ def test_relatedness_asymmetric_in_unit_interval(easy_fit):
     ([np.full((10, 2), np.nan), np.random.rand(10, 2)], [2, 2], "NaN"),
     ([np.random.rand(10, 2), np.random.rand(10, 2)], [2, 1], ">= 2"),
     ([np.random.rand(10, 2)], [2, 2], "one cluster count per task"),
+    ([np.zeros((0, 2)), np.random.rand(10, 2)], [2, 2], r"tasks\[0\]: is empty"),
 ])
 def test_bad_input(tasks, h, msg):
     with pytest.raises(ValueError, match=msg):
@@ -189,3 +190,76 @@ def test_infer_discrete_draws_match_compute_marginals(easy_fit):
         assert np.abs(freq - probs[t]).max() < 0.35
         assert np.mean(freq.argmax(1) == probs[t].argmax(1)) > 0.97
         assert smp["a"][t].shape == (30, sim.h[t]) and smp["a"][t].max() <= mf.n_atoms
+
+
+@pytest.mark.parametrize("kw,msg", [({"lr": -0.05}, "lr"), ({"lr": 0.0}, "lr"), ({"num_steps": -1}, "num_steps"),
+                                    ({"restarts": 0}, "restarts"), ({"tau": 0.0}, "tau"), ({"widen": 1.0}, "widen"),
+                                    ({"n_atoms": 0}, "n_atoms"), ({"subsample_size": 0}, "subsample_size")])
+def test_fit_model_rejects_bad_options_before_fitting(kw, msg):
+    tasks = [np.random.default_rng(0).normal(size=(10, 2)), np.random.default_rng(1).normal(size=(12, 2))]
+    with pytest.raises(ValueError, match=msg):
+        fit_model(tasks, [2, 2], **kw)
+
+
+# ------------------------------------------------------------------ contract: dims, simulate, Guide, SAMTC
+
+def test_dims_names_every_site_for_any_number_of_tasks():
+    for T in (1, 3, 5):
+        d = M.dims(T)
+        names = M.site_names(T)
+        assert set(d) == set(names["global"] + names["task"] + names["enum"] + names["obs"])
+        assert d[f"x_{T - 1}"] == [f"instance_{T - 1}", "feature"]
+    with pytest.raises(ValueError, match="T"):
+        M.dims(0)
+
+
+def test_simulate_follows_the_generative_story():
+    """Monte Carlo checks of the prior draw: within-cluster spreads σ_t (typical) and
+    widen·σ_t (atypical), linked slot means within tau of their atom, E[u] = a/(a+b)."""
+    s = M.simulate([4000], [2], 1, d=3, seed=0, widen=3.0, sigma_loc=1.0, sigma_scale=0.1)
+    X, y, u, mu, sg = s["tasks"][0], s["labels"][0], s["typical"][0], s["means"][0], s["sigma"][0]
+    r = X - mu[y]
+    assert abs(r[u == 1].std() / sg - 1) < 0.05 and abs(r[u == 0].std() / (3.0 * sg) - 1) < 0.1
+    dev, typ = [], []
+    for seed in range(300):
+        s = M.simulate([20, 20], [3, 3], 2, d=2, seed=seed, tau=0.3, rho_a=3.0, rho_b=1.0)
+        for t in range(2):
+            a, m = s["links"][t], s["means"][t]
+            dev += list((m[a >= 1] - s["atoms"][a[a >= 1] - 1]).ravel())
+            typ.append(s["typical"][t].mean())
+    assert abs(np.std(dev) / 0.3 - 1) < 0.05
+    assert abs(np.mean(typ) - 0.75) < 0.02
+    a, b = M.simulate([5, 6], [2, 3], 2, seed=4), M.simulate([5, 6], [2, 3], 2, seed=4)
+    assert all(np.array_equal(x, z) for x, z in zip(a["tasks"], b["tasks"]))
+    with pytest.raises(ValueError, match=r"n\[1\]"):
+        M.simulate([5, 0], [2, 2], 1)
+
+
+def test_guide_options_are_keyword_only_and_prefix_names_the_params():
+    with pytest.raises(TypeError):
+        Guide({"scale": 0.1})
+    sim = M.simulate([12, 10], [2, 2], 1, d=2, seed=0)
+    pyro.clear_param_store()
+    Guide(prefix="mine_")(sim["tasks"], [2, 2], 1)
+    assert all(n.startswith("mine_") for n in pyro.get_param_store().keys())
+
+
+def test_samtc_object_fits_tasks_and_exports_the_model_posterior():
+    from tandem.inference.samtc import SAMTC, samtc
+    sim = simulate_tasks(n_tasks=2, n_shared=2, n_private=(1, 0), d=2, sigma=0.5, separation=5.0,
+                         n_points=(60, 40), seed=0)
+    m = SAMTC(sim.h, seed=0).fit(sim.tasks)
+    ref = samtc(sim.tasks, sim.h, seed=0)
+    assert all(np.array_equal(a, b) for a, b in zip(m.labels_, ref.labels)) and np.array_equal(m.R_, ref.R)
+    idata = m.to_inference_data(num_samples=6, num_steps=60)
+    post = idata.posterior
+    assert post["y_0"].dims == ("chain", "draw", "instance_0") and post["y_0"].shape == (1, 6, 60)
+    assert post["mu_1"].dims == ("chain", "draw", "slot_1", "feature")
+    # in the data's units: the observed data are the tasks themselves
+    np.testing.assert_allclose(idata.observed_data["x_0"].values, sim.tasks[0], atol=1e-10)
+    # posterior predictive draws live where the data are
+    assert abs(float(idata.posterior_predictive["x_1"].mean()) - sim.tasks[1].mean()) < 1.0
+    with pytest.raises(ValueError, match="fit"):
+        SAMTC([2, 2]).to_inference_data()
+    with pytest.raises(TypeError, match="n_clusters"):
+        SAMTC(3)

@@ -104,3 +104,11 @@ def test_multitask_sets_as_documented(name):
     # the same set twice is identical (fixed data seed)
     again = tx.load_set(name)
     assert all((a != b).nnz == 0 for a, b in zip(ds.tasks, again.tasks))
+
+
+@pytest.mark.parametrize("kw,match", [({"per_class": -5}, "per_class"), ({"per_class": 0}, "per_class"),
+                                      ({"per_class": 2.5}, "per_class"), ({"max_features": 0}, "max_features")])
+def test_load_set_rejects_bad_sizes_before_reading_data(tmp_path, kw, match):
+    from tandem.inference.datasets.text import load_set
+    with pytest.raises(ValueError, match=match):
+        load_set("Reuters-p1", data_dir=tmp_path, **kw)    # no data there: the check comes first

@@ -37,9 +37,10 @@ import scipy.linalg as sla
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse import csr_matrix
 
-from tandem.inference.coupled_projections.solver import (_sign_fix, as_array, check_pairs, correspondence_laplacian,
-                                  knn_heat_weights, pairwise_sq_dists)
-from tandem.inference.validation import check_int_range, check_real_range
+from tandem.inference.coupled_projections.solver import (check_pairs, correspondence_laplacian, knn_heat_weights,
+                                                         sign_fix)
+from tandem.inference.distances import knn, sq_dists
+from tandem.inference.validation import as_array, check_int_range, check_real_range
 
 __all__ = ["laplacian_eigenmaps", "nystrom_extend", "HamAlignment", "ProcrustesAlignment"]
 
@@ -68,7 +69,7 @@ def laplacian_eigenmaps(S: np.ndarray, d: int, extra: np.ndarray | None = None
                          "(or, for the joint graph, add known pairs linking the components)")
     L = np.diag(deg) - S + (0.0 if extra is None else extra)
     lam, V = sla.eigh(L, np.diag(deg), subset_by_index=[1, d])
-    return _sign_fix(V), lam
+    return sign_fix(V), lam
 
 
 def nystrom_extend(Xtrain: np.ndarray, F: np.ndarray, Xnew: np.ndarray, k: int, t: float) -> np.ndarray:
@@ -76,9 +77,9 @@ def nystrom_extend(Xtrain: np.ndarray, F: np.ndarray, Xnew: np.ndarray, k: int, 
 
     f(x) = Σ_{i ∈ kNN(x)} w_i F_i / Σ w_i, w_i = exp(−‖x − x_i‖² / t) (w_i = 1 for t = ∞).
     """
-    d2 = pairwise_sq_dists(Xnew, Xtrain)
+    d2 = sq_dists(Xnew, Xtrain)
     k = min(k, Xtrain.shape[0])
-    idx = np.argsort(d2, axis=1, kind="stable")[:, :k]
+    idx = knn(Xnew, Xtrain, k=k)
     dk = np.take_along_axis(d2, idx, 1)
     # subtract the nearest distance before exponentiating: same weights, no underflow
     w = np.exp(-(dk - dk[:, :1]) / t) if np.isfinite(t) else np.ones_like(dk)

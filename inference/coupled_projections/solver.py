@@ -45,60 +45,31 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 
-from tandem.inference.validation import check_int_range, check_real_range
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
+
+import pyro.optim
+
+from tandem.guides.coupled_projections import Guide
+from tandem.inference.distances import knn, nearest, sq_dists
+from tandem.inference.predictive import posterior_predictive
+from tandem.inference.svi import fit
+from tandem.inference.validation import as_array, check_int_range, check_real_range
+from tandem.models import coupled_projections as cp_model
 
 
-def as_array(x, name: str, ndim: int | None = None, min_rows: int | None = None) -> np.ndarray:
-    """float64 numpy copy of ``x`` with the checks of :func:`tandem.inference.validation.as_array`.
-
-    A numpy-only twin (no torch round trip: these small dense solvers are called thousands
-    of times in the experiments). Raises ``ValueError`` on non-numeric data, wrong rank,
-    too few rows or NaN/inf entries.
-    """
-    if x is None:
-        raise ValueError(f"{name}: expected an array, got None")
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    a = np.asarray(x)
-    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool) \
-            or np.iscomplexobj(a):
-        raise ValueError(f"{name}: expected a real numeric array, got dtype {a.dtype}")
-    a = a.astype(np.float64)
-    if ndim is not None and a.ndim != ndim:
-        raise ValueError(f"{name}: expected a {ndim}-d array, got shape {a.shape}")
-    if min_rows is not None and (a.ndim == 0 or a.shape[0] < min_rows):
-        raise ValueError(f"{name}: expected at least {min_rows} rows, got shape {a.shape}")
-    bad = ~np.isfinite(a)
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{name}: contains {int(bad.sum())} NaN or inf entries "
-                         f"(first at index {idx}); expected finite values")
-    return a
-
-__all__ = ["pairwise_sq_dists", "knn_heat_weights", "graph_laplacian", "check_pairs",
+__all__ = ["knn_heat_weights", "graph_laplacian", "check_pairs",
            "correspondence_matrix", "correspondence_laplacian", "alignment_omega",
            "objective_loops", "objective_trace", "PCA", "CoupledProjections", "nearest_partner",
-           "heat_width", "as_array"]
+           "heat_width", "sign_fix"]
 
 
 # ----------------------------------------------------------------------------- graphs
 
-def pairwise_sq_dists(A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
-    """Squared Euclidean distances ‖a_i − b_j‖², shape (N_A, N_B), clipped at 0."""
-    B = A if B is None else B
-    d = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
-    np.maximum(d, 0.0, out=d)
-    if B is A:
-        np.fill_diagonal(d, 0.0)
-    return d
-
-
-def _knn_mask(d2: np.ndarray, k: int) -> np.ndarray:
-    """Boolean symmetrised k-NN adjacency from a square distance matrix (no self-loops)."""
-    n = d2.shape[0]
-    dd = d2.copy()
-    np.fill_diagonal(dd, np.inf)
-    idx = np.argsort(dd, axis=1, kind="stable")[:, :k]
+def _knn_mask(X: np.ndarray, k: int) -> np.ndarray:
+    """Boolean symmetrised k-NN adjacency of the rows of X (no self-loops; ties → lower index)."""
+    n = X.shape[0]
+    idx = knn(X, k=k, exclude_self=True)
     M = np.zeros((n, n), bool)
     M[np.repeat(np.arange(n), k), idx.ravel()] = True
     return M | M.T
@@ -113,8 +84,6 @@ def heat_width(d2: np.ndarray, mask: np.ndarray) -> float:
 def _connect(d2: np.ndarray, M: np.ndarray) -> np.ndarray:
     """Add the edges of a Euclidean minimum spanning tree to the adjacency ``M`` when it
     has several connected components (so every point is reachable; unchanged otherwise)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
     if connected_components(csr_matrix(M), directed=False)[0] == 1:
         return M
     # tiny offset keeps zero distances (duplicate points) as edges of the sparse MST
@@ -138,8 +107,8 @@ def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool =
     k = check_int_range(k, "k (number of neighbours)", 1, max(1, n - 1))
     if n < 2:
         raise ValueError(f"X: a neighbourhood graph needs at least 2 points, got {n}")
-    d2 = pairwise_sq_dists(X)
-    M = _knn_mask(d2, k)
+    d2 = sq_dists(X)
+    M = _knn_mask(X, k)
     if connect:
         M = _connect(d2, M)
     if t is None:
@@ -275,12 +244,13 @@ class PCA:
         return (X - self.mean) @ self.components
 
 
-def nearest_partner(Ua: np.ndarray, Ub: np.ndarray) -> np.ndarray:
-    """Index of the nearest row of ``Ub`` (Euclidean) for every row of ``Ua``; shape (N_a,)."""
-    return np.argmin(pairwise_sq_dists(np.asarray(Ua, float), np.asarray(Ub, float)), axis=1)
+#: index of the nearest row of ``Ub`` for every row of ``Ua`` (Euclidean; ties → lower index):
+#: :func:`tandem.inference.distances.nearest`, under the name the alignment docs use.
+nearest_partner = nearest
 
 
-def _sign_fix(V: np.ndarray) -> np.ndarray:
+def sign_fix(V: np.ndarray) -> np.ndarray:
+    """Columns of V signed so that each column's largest-magnitude entry is positive."""
     j = np.argmax(np.abs(V), axis=0)
     s = np.sign(V[j, np.arange(V.shape[1])])
     s[s == 0] = 1.0
@@ -371,7 +341,7 @@ class CoupledProjections:
         except np.linalg.LinAlgError as e:  # B not positive definite
             raise ValueError("Z Zᵀ is singular or ill-conditioned: reduce each view with `pca` "
                              f"or add a `ridge` ({e})") from None
-        V = _sign_fix(V)
+        V = sign_fix(V)
         self.eigenvalues = lam
         self.P = V
         self.Px, self.Py = V[:rx], V[rx:]
@@ -399,3 +369,28 @@ class CoupledProjections:
     def objective(self) -> float:
         """J at the solution: Tr(Pᵀ Z Ω Zᵀ P) = Σ eigenvalues."""
         return objective_trace(self.P, self.Z, self.Omega)
+
+    def to_inference_data(self, num_samples: int = 100, num_steps: int = 800, beta: float = 1.0,
+                          gamma: float = 1e-3, sigma: float = 1e-5, lr: float = 0.03, seed: int = 0):
+        """Posterior of the latent positions under the Pyro model, as ``arviz.InferenceData``.
+
+        Whitens this fit (:func:`tandem.models.coupled_projections.whiten`), fits the
+        whitened GMRF model with the tied guide by SVI (``num_steps`` Adam steps at ``lr``;
+        the defaults reach this solver's subspace to < 1e-3 rad) and draws
+        ``num_samples`` posterior samples: ``posterior["U"]`` (latent_dim, point) — points
+        are the N_x rows of X, then the N_y rows of Y (then ridge pseudo-points, if any) —
+        ``observed_data``/``posterior_predictive``/``log_likelihood`` of ``zhat``. The
+        posterior spread is ≈ σ (``sigma``): raise it to see the uncertainty; it never
+        changes the subspace. The SVI result is kept as ``svi_result_`` and the whitened
+        problem as ``whitened_``.
+        """
+        if not hasattr(self, "P"):
+            raise ValueError("to_inference_data: call fit(X, Y, pairs) first")
+        w = cp_model.whiten(self)
+        args = (w.zhat, w.omega, self.d, beta, gamma, sigma)
+        guide = Guide()
+        self.svi_result_ = fit(cp_model.model, guide, *args, num_steps=num_steps, seed=seed, progress=False,
+                               optim=pyro.optim.Adam({"lr": lr}))
+        self.whitened_ = w
+        return posterior_predictive(cp_model.model, guide, *args, num_samples=num_samples, seed=seed,
+                                    dims=cp_model.dims())

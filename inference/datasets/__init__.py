@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "data_dir"]
+__all__ = ["ENV_VAR", "data_dir", "read_mat"]
 
 #: environment variable naming the folder that holds the shared data sets.
 ENV_VAR = "TANDEM_DATA"
@@ -24,3 +24,29 @@ def data_dir(path: str | os.PathLike | None = None) -> Path:
     if env:
         return Path(env)
     return Path.cwd().parent / "shared" / "data"
+
+
+def read_mat(path, variables, what: str = "data file") -> dict:
+    """Read a MATLAB ``.mat`` file and check that it holds ``variables``.
+
+    Any failure to parse it — a truncated or corrupt file, an HDF5-based v7.3 file, not a
+    ``.mat`` file at all — or a missing variable raises ``ValueError`` naming the file,
+    what it should be, and the variables expected in it (instead of scipy's own
+    ``ValueError``/``OSError``/``KeyError`` from deep inside the reader, or a later
+    ``KeyError``). Returns scipy's dict of variables.
+    """
+    import scipy.io as sio
+    variables = list(variables)
+    expected = ", ".join(variables)
+    try:
+        m = sio.loadmat(str(path))
+    except Exception as e:  # noqa: BLE001 - scipy raises many types for a bad file
+        raise ValueError(f"{path}: could not be read as a MATLAB .mat file ({type(e).__name__}: {e}); "
+                         f"expected the {what} with the variables {expected}. The file may be "
+                         "truncated or corrupt: fetch it again") from None
+    missing = [v for v in variables if v not in m]
+    if missing:
+        found = sorted(k for k in m if not k.startswith("__"))
+        raise ValueError(f"{path}: the {what} lacks the variable(s) {', '.join(missing)}; expected "
+                         f"{expected}, found {', '.join(found) or 'none'}")
+    return m

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
 from tandem.inference.validation import check_int_range, require_file
 
 __all__ = ["COIL20_FILE", "DUCK", "BLOCK", "WOODEN_BLOCKS", "N_POSES", "POSE_STEP_DEG",
@@ -50,9 +50,8 @@ class Coil20:
 
 def load_coil20(data_dir=None) -> Coil20:
     """Load COIL-20; raises ``FileNotFoundError`` naming the expected file if it is missing."""
-    import scipy.io as sio
     path = require_file(resolve_data_dir(data_dir) / COIL20_FILE, "COIL-20 data", HINT)
-    m = sio.loadmat(path)
+    m = read_mat(path, ["fea", "gnd"], "COIL-20 32×32 images (fea 1440 × 1024, gnd 1440 × 1)")
     fea = np.asarray(m["fea"], dtype=np.float64)
     gnd = np.asarray(m["gnd"]).ravel().astype(int)
     if fea.shape != (1440, 1024) or gnd.shape != (1440,):

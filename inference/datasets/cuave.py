@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
 from tandem.inference.validation import require_file
 from tandem.inference.datasets.human_pose import DATA_HINT, DT, TwoViewData
 
@@ -36,10 +36,9 @@ def load_cuave(data_dir=None, dt: float = DT) -> TwoViewData:
 
     Raises ``FileNotFoundError`` naming ``cuave/AudioVideoAlignedData1.mat`` when absent.
     """
-    import scipy.io as sio
     data_dir = resolve_data_dir(data_dir)
     path = require_file(data_dir / CUAVE_FILE, "CUAVE data (McGPDS)", DATA_HINT)
-    d = sio.loadmat(str(path))
+    d = read_mat(path, ["videoTr", "mfccTr", "videoTs", "mfccTs", "seqTr", "seqTs"], "CUAVE split (McGPDS)")
     V, A = np.asarray(d["videoTr"], dtype=np.float64), np.asarray(d["mfccTr"], dtype=np.float64)
     Vt, At = np.asarray(d["videoTs"], dtype=np.float64), np.asarray(d["mfccTs"], dtype=np.float64)
     n, nt = int(np.asarray(d["seqTr"], dtype=np.float64).ravel()[0]), int(np.asarray(d["seqTs"], dtype=np.float64).ravel()[0])

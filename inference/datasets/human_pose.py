@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
 from tandem.inference.validation import require_file
 
 __all__ = ["TwoViewData", "load_human_pose", "HUMAN_POSE_FILE", "TRAIN_SEQUENCES", "SUBSAMPLE",
@@ -121,8 +121,7 @@ def constant_columns(Y, tol: float = 0.0) -> np.ndarray:
 
 
 def _load_mat(path):
-    import scipy.io as sio
-    return sio.loadmat(str(path))
+    return read_mat(path, ["Y", "Z", "Y_test", "Z_test"], "human-pose data set (McGPDS)")
 
 
 def load_human_pose(data_dir=None, subsample: int = SUBSAMPLE,

@@ -57,10 +57,19 @@ def read_netlab(path) -> tuple[np.ndarray, np.ndarray]:
         head[parts[0]] = int(parts[1])
     if set(head) != {"nin", "nout", "ndata"}:
         raise ValueError(f"{path}: header must name nin, nout, ndata; got {sorted(head)}")
-    a = np.loadtxt(lines[3:], dtype=np.float64, ndmin=2)
+    try:
+        a = np.loadtxt(lines[3:], dtype=np.float64, ndmin=2)
+    except ValueError as e:
+        raise ValueError(f"{path}: expected {head['ndata']} rows of {head['nin'] + head['nout']} numbers "
+                         f"after the header ({e})") from None
     if a.shape != (head["ndata"], head["nin"] + head["nout"]):
         raise ValueError(f"{path}: expected {head['ndata']} rows × {head['nin'] + head['nout']} "
                          f"columns, got {a.shape}")
+    bad = ~np.isfinite(a)
+    if bad.any():
+        r, c = (int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{path}: contains {int(bad.sum())} NaN or inf values (first at data row {r}, "
+                         f"column {c}); expected finite inputs and outputs")
     return a[:, :head["nin"]], a[:, head["nin"]:]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
 from tandem.inference.validation import require_file
 
 __all__ = ["load_poser", "HINT"]
@@ -22,9 +22,8 @@ HINT = "Get it from github.com/mcgpds/mcgpds (code/matlab/dataset/); see ../shar
 
 def load_poser(data_dir=None) -> dict:
     """→ ``X_train`` (1927, 100), ``Y_train`` (1927, 63), ``X_test`` (418, 100), ``Y_test`` (418, 63)."""
-    from scipy.io import loadmat
     p = require_file(resolve_data_dir(data_dir) / "human_pose" / "ankurDataPoseSilhouette.mat", "Poser data", HINT)
-    m = loadmat(p)
+    m = read_mat(p, ["Y", "Z", "Y_test", "Z_test"], "Poser split (Agarwal & Triggs)")
     out = {"X_train": m["Y"], "Y_train": m["Z"], "X_test": m["Y_test"], "Y_test": m["Z_test"]}
     out = {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
     if out["X_train"].shape != (1927, 100) or out["Y_train"].shape != (1927, 63):

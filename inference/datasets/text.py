@@ -69,7 +69,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tandem.inference.datasets import data_dir as resolve_data_dir
-from tandem.inference.validation import require_file
+from tandem.inference.validation import check_int_range, require_file
 
 __all__ = ["Corpus", "MultiTaskSet", "load_webkb_raw", "load_webkb_linqs", "load_20news",
            "load_reuters", "tfidf", "tokenize", "SETS", "load_set", "UNIVERSITIES"]
@@ -376,6 +376,10 @@ def load_set(name: str, data_dir=None, data_seed: int = 0, per_class: int | None
     ``data_seed``; a source class used by several tasks is split among them (disjoint)."""
     if name not in SETS:
         raise ValueError(f"unknown multi-task set {name!r}; expected one of {sorted(SETS)}")
+    if per_class is not None:
+        check_int_range(per_class, "per_class (documents per class and task)", 1)
+    check_int_range(max_features, "max_features", 1)
+    check_int_range(data_seed, "data_seed", 0)
     spec = SETS[name]
     cap = spec.get("per_class") if per_class is None else per_class
     corpus = {"webkb": load_webkb_raw, "20news": load_20news, "reuters": load_reuters}[spec["corpus"]](data_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
 from tandem.inference.validation import require_file
 
 __all__ = ["load_usps_reconstruction", "centre_mask", "HINT"]
@@ -48,9 +48,9 @@ def load_usps_reconstruction(data_dir=None, seed: int = 0) -> dict:
     ``images_test`` (n, 16, 16) upright in [−1, 1], ``counts_train``/``counts_test``.
     Label-file row k is digit k (its counts match: row 0 ↔ .mat label 10 = digit 0, 1553 images).
     """
-    from scipy.io import loadmat
     d = resolve_data_dir(data_dir) / "usps"
-    mat = loadmat(require_file(d / "usps_9298.mat", "USPS images", HINT))
+    mat = read_mat(require_file(d / "usps_9298.mat", "USPS images", HINT),
+                   ["Train_DAT", "Test_DAT", "trainlabels", "testlabels"], "USPS images (usps_9298.mat)")
     ctr = _label_counts(require_file(d / "usps_gpml_resampled_train_labels.txt", "USPS train labels", HINT))
     cte = _label_counts(require_file(d / "usps_gpml_resampled_test_labels.txt", "USPS test labels", HINT))
     imgs = np.concatenate([mat["Train_DAT"], mat["Test_DAT"]], 1).T.astype(np.float64)  # (9298, 256)

@@ -61,7 +61,7 @@ from tandem.inference import metrics
 from tandem.inference.samtc import steps as st
 from tandem.inference.samtc.spectral import kmeans, ncut
 
-__all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
+__all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "node_weights", "transfer_graph", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
            "select_setting", "validate_tasks", "add_step3_args", "SOURCE_ROWS", "NODE_REACH"]
 
 # the values of samtc()'s step-3 options (first = default; see its docstring)
@@ -149,6 +149,8 @@ def validate_tasks(tasks, n_clusters, labels=None):
             if not np.isfinite(X).all():
                 raise ValueError(f"task {t}: contains {int((~np.isfinite(X)).sum())} NaN or inf entries; "
                                  "expected finite values")
+        if X.shape[0] == 0:
+            raise ValueError(f"task {t}: is empty (0 points); every task needs at least h_t = {h!r} points")
         if d is None:
             d = X.shape[1]
         elif X.shape[1] != d:
@@ -217,7 +219,8 @@ def _fill_isolated(lab, S):
 
 
 def _ncut_graph(W, h, seed, S, X):
-    lab = ncut(W, h, seed=seed)
+    # features break the Ncut = 0 ties of a graph with more than h components (spectral.ncut)
+    lab = ncut(W, h, seed=seed, features=X, metric=_metric_for(X))
     if (lab >= 0).sum() < h:  # (almost) no edges: fall back to k-means on the features
         return kmeans(X, h, seed=seed)[0]
     return _fill_isolated(lab, S)
@@ -242,8 +245,11 @@ def ncut_snn(X, h: int, k: int | None = None, seed: int = 0, metric: str | None 
     return _ncut_graph(st.weighted_snn(own), h, seed, S, X)
 
 
-def _ncut_snn_grid(X, h, seed, S=None, order=None):
-    """Ncut-SNN over the paper's k_t grid; returns (list of labellings, k values)."""
+def ncut_snn_grid(X, h, seed, S=None, order=None):
+    """Ncut-SNN over the paper's k_t grid; returns (list of labellings, k values).
+
+    X (n, d) dense or sparse; S: optional precomputed own-task similarity (n, n); order:
+    optional precomputed neighbour order (rows of S sorted, self excluded)."""
     n = X.shape[0]
     if S is None:
         S = st.similarity(X, X, _metric_for(X))
@@ -255,10 +261,6 @@ def _ncut_snn_grid(X, h, seed, S=None, order=None):
         own = st.neighbour_indicator(order, k, n, include_self=True)
         labs.append(_ncut_graph(st.weighted_snn(own), h, seed, S, X))
     return labs, ks
-
-
-#: public name of the grid helper (used by the examples): (labellings, k values)
-ncut_snn_grid = _ncut_snn_grid
 
 
 def kmeans_baseline(tasks, n_clusters, seed: int = 0, n_init: int = 10):
@@ -291,7 +293,7 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
         if k is not None:
             lab = ncut_snn(P, H, k=k, seed=seed)
         else:
-            labs, _ = _ncut_snn_grid(P, H, seed)
+            labs, _ = ncut_snn_grid(P, H, seed)
             if labels is None:
                 lab = labs[select_setting(labs)]
             else:  # label ids are per task: score each task on its own, average
@@ -416,6 +418,22 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
         raise ValueError(f"select: expected 'labels' or 'label-free', got {select!r}")
     if select == "labels" and labels is None:
         raise ValueError("select='labels' needs the true labels (labels=[y_1, ..., y_T])")
+    # options that would otherwise switch the transfer off without a word
+    if not (isinstance(kmm_eps, (int, float, np.floating, np.integer)) and not isinstance(kmm_eps, bool)
+            and 0.0 <= kmm_eps < 1.0):
+        raise ValueError(f"kmm_eps: expected a slack in [0, 1) (|Σβ − ñ_s| ≤ ñ_s·ε; ε ≥ 1 admits β = 0, "
+                         f"i.e. no transfer), got {kmm_eps!r}")
+    if not (isinstance(kmm_B, (int, float, np.floating, np.integer)) and not isinstance(kmm_B, bool)
+            and np.isfinite(kmm_B) and kmm_B >= 1.0 - kmm_eps and kmm_B > 0):
+        raise ValueError(f"kmm_B: expected a finite bound B > 0 with B ≥ 1 − kmm_eps = {1.0 - kmm_eps:g} "
+                         f"(else Σβ ≥ ñ_s(1 − ε) is infeasible), got {kmm_B!r}")
+    if js_tau is not None and not (isinstance(js_tau, (int, float, np.floating, np.integer))
+                                   and not isinstance(js_tau, bool) and np.isfinite(js_tau) and js_tau >= 0):
+        raise ValueError(f"js_tau: expected None or a finite threshold >= 0 (in units of log 2; a negative "
+                         f"one keeps no cluster pair, i.e. no transfer), got {js_tau!r}")
+    if reduce_dim is not None and (isinstance(reduce_dim, bool) or not isinstance(reduce_dim, (int, np.integer))
+                                   or reduce_dim < 1):
+        raise ValueError(f"reduce_dim: expected None or a positive integer, got {reduce_dim!r}")
     tasks, hs = validate_tasks(tasks, n_clusters, labels)
     T = len(tasks)
     ns = [X.shape[0] for X in tasks]
@@ -428,15 +446,24 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     if init_labels is None:
         init = []
         for t in range(T):
-            labs, _ = _ncut_snn_grid(tasks[t], hs[t], seed, S[t], orders[t])
+            labs, _ = ncut_snn_grid(tasks[t], hs[t], seed, S[t], orders[t])
             init.append(labs[select_setting(labs)])
     else:
         if len(init_labels) != T:
             raise ValueError(f"init_labels: expected {T} arrays, got {len(init_labels)}")
-        init = [np.asarray(y).astype(np.int64) for y in init_labels]
-        for t, y in enumerate(init):
+        init = []
+        for t, y in enumerate(init_labels):
+            y = np.asarray(y)
             if y.shape != (ns[t],):
                 raise ValueError(f"init_labels[{t}]: expected shape ({ns[t]},), got {y.shape}")
+            if not (np.issubdtype(y.dtype, np.integer) or (np.issubdtype(y.dtype, np.floating)
+                                                           and np.all(np.isfinite(y)) and np.all(y == np.round(y)))):
+                raise ValueError(f"init_labels[{t}]: expected integer cluster labels, got dtype {y.dtype}")
+            y = y.astype(np.int64)
+            if y.size and (y.min() < 0 or y.max() >= hs[t]):
+                raise ValueError(f"init_labels[{t}]: expected labels in [0, {hs[t] - 1}] (h_t = {hs[t]} "
+                                 f"clusters), got values in [{y.min()}, {y.max()}]")
+            init.append(y)
 
     Y = st.reduce_dimension(tasks, reduce_dim, seed) if T > 1 else None
 
@@ -488,7 +515,7 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
                 # every target point may link to the transferred nodes (mutual k-NN keeps
                 # most points of classes the source lacks away from them; see
                 # transfer_graph); source_rows="subtask": only Z^t (measured, see docstring)
-                omega = _node_weights(variant, R[t, s], n_s, T)
+                omega = node_weights(variant, R[t, s], n_s, T)
                 rows = np.ones(ns[t], bool) if source_rows == "all" else zt
             else:  # the spec read literally: N_s(x) only for x in Z^t, no source nodes
                 omega, rows = np.zeros(n_s), zt
@@ -505,12 +532,21 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
             mask[np.flatnonzero(zs)[omega > 0]] = True
             transferred[t, s] = mask
         n_levels = max([len(v) for v in ks_vals.values()] or [1])
+        # rows of every node of the step-3 graph (target points, then the transferred
+        # source instances), used only to break Ncut's ties between graph components
+        node_rows = [p.node_features for p in parts if p.node_pos.size]
+        if not node_rows:
+            feats = tasks[t]
+        elif sp.issparse(tasks[t]):
+            feats = sp.vstack([tasks[t], *[sp.csr_matrix(r) for r in node_rows]]).tocsr()
+        else:
+            feats = np.vstack([tasks[t], *[np.asarray(r.toarray() if sp.issparse(r) else r) for r in node_rows]])
         settings, labs = [], []
         for kt in kt_vals:
             for lvl in range(n_levels):
                 kd = {s: ks_vals[s][min(lvl, len(ks_vals[s]) - 1)] for s in src}
                 W = transfer_graph(orders[t], kt, parts, [kd[s] for s in src], edges=edges)
-                lab = ncut(W, hs[t], seed=seed)[:ns[t]]   # labels are read off the task's own nodes
+                lab = ncut(W, hs[t], seed=seed, features=feats, metric=_metric_for(tasks[t]))[:ns[t]]  # own nodes
                 if (lab >= 0).sum() < hs[t]:              # (almost) no edges: k-means on the features
                     lab = kmeans(tasks[t], hs[t], seed=seed)[0]
                 labs.append(_fill_isolated(lab, S[t]))
@@ -525,7 +561,7 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
                        transfer=transfer)
 
 
-def _node_weights(variant, R_ts, n_s, n_tasks):
+def node_weights(variant, R_ts, n_s, n_tasks):
     """Node weights ω_z of the source subtask's instances in the target's augmented graph.
 
     Rebuilt: every instance of the source subtask Z^s enters target t's graph with
@@ -576,8 +612,9 @@ class _SourcePart:
         self.node_pos = np.flatnonzero(omega > 0)          # positions in Z^s of the nodes
         self.node_cap = None                               # per node cap on |N_t(z)| (node_reach)
         self.omega = omega[self.node_pos]
+        self.node_features = Zs[self.node_pos]             # rows of the transferred nodes
         if self.node_pos.size:
-            Zn = Zs[self.node_pos]
+            Zn = self.node_features
             self.ord_nt = st.neighbour_order(st.similarity(Zn, Xt, "euclidean"), max_k=max_kt)
             Sns = st.similarity(Zn, Zs, "euclidean")
             Sns[np.arange(self.node_pos.size), self.node_pos] = -np.inf   # exclude self
@@ -590,7 +627,7 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
     Rebuilt (the paper's display equation is lost; the prose says the target is
     clustered "through instance transfer"). Nodes: the n_t target points, then for every
     source s the instances z of its subtask Z^s with node weight ω_z > 0
-    (:func:`_node_weights`). Neighbourhoods per block of the data:
+    (:func:`node_weights`). Neighbourhoods per block of the data:
 
     * target block: N_t(x) = {x} ∪ k_t-NN of x in task t (the Ncut-SNN lists);
       N_t(z) = the k_t + 1 nearest target points of a source node z (``node_reach=
@@ -607,7 +644,7 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
 
     Edges join mutual k-NN pairs: two target points mutual in their own task (the
     spec's rule), a target point x and a node z with z ∈ N_s(x) and x ∈ N_t(z),
-    and two nodes of one source mutual in Z^s. Weight (:func:`samtc_steps.snn_graph`)
+    and two nodes of one source mutual in Z^s. Weight (:func:`tandem.inference.samtc.steps.snn_graph`)
 
         W(u, v) = ω_u ω_v Σ_b w_b |N_b(u) ∩ N_b(v)| / Σ_b w_b |N_b(u) ∪ N_b(v)|,
 

@@ -1,6 +1,6 @@
 """Fitting the shared-atom partial mixture (models/samtc.py) and deriving SAMTC's quantities.
 
-:func:`fit_model` standardises the tasks, builds a data-driven initialisation
+:func:`fit_model` scales the tasks (:func:`scale_tasks`), builds a data-driven initialisation
 (:func:`initial_values`: k-means per task for the slot means, atoms from cross-task
 matching of the slot means), fits the hand-written mean-field guide with the shared
 driver ``tandem.inference.fit`` and ``TraceEnum_ELBO``, and keeps the best of ``restarts`` runs by
@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+import arviz as az
 import numpy as np
 import pyro
 import pyro.optim
@@ -36,23 +37,27 @@ from pyro.infer import TraceEnum_ELBO, infer_discrete
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import cdist
 
-from tandem.guides.samtc import SAMTCGuide
+from tandem.guides.samtc import Guide
 from tandem.models import samtc as samtc_model
 from tandem.models.samtc import MAX_PLATE_NESTING, check_tasks
 
 from tandem.inference.numerics import DTYPE
+from tandem.inference.validation import check_int_range, check_real_range
 from tandem.inference.samtc.spectral import kmeans
 from tandem.inference.svi import fit
 
-__all__ = ["ModelFit", "fit_model", "initial_values", "standardize"]
+__all__ = ["ModelFit", "fit_model", "initial_values", "scale_tasks"]
 
 
-def standardize(tasks, h, seed: int = 0):
+def scale_tasks(tasks, h, seed: int = 0):
     """Centre on the pooled mean and scale by the pooled within-cluster std of per-task k-means.
 
-    Returns (standardised tasks as float64 tensors, centre (d,), scale float, k-means
-    results per task). Working in units of the within-cluster spread makes the default
-    hyperparameters (tau = 0.25, sigma ≈ 1) meaningful for any data scale.
+    Returns (scaled tasks as float64 tensors, centre (d,), scale float, k-means results per
+    task). Working in units of the within-cluster spread makes the default hyperparameters
+    (tau = 0.25, sigma ≈ 1) meaningful for any data scale. One isotropic scale for every
+    feature, not a per-column z-score (:func:`tandem.inference.distances.standardize`): the
+    mixture's clusters are isotropic Gaussians, and rescaling columns separately would
+    change their shapes.
     """
     Xs, hs = check_tasks(tasks, h)
     km = [_kmeans(X.numpy(), hs[t], seed) for t, X in enumerate(Xs)]
@@ -68,7 +73,7 @@ def standardize(tasks, h, seed: int = 0):
 
 def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n_atoms: int | None = None,
                    seed: int = 0, tau: float = 0.25) -> tuple[dict, int]:
-    """Starting values for :class:`tandem.guides.samtc.SAMTCGuide` and the number of atoms K.
+    """Starting values for :class:`tandem.guides.samtc.Guide` and the number of atoms K.
 
     Slot means: k-means centres of each task (``km`` reuses fitted ones). Atoms: slots of
     different tasks whose centres are mutual nearest neighbours across the two tasks and
@@ -137,7 +142,7 @@ class ModelFit:
     h: list
     n_atoms: int
     model_kwargs: dict
-    guide: SAMTCGuide
+    guide: Guide
     param_state: dict
     elbo: float
     losses: np.ndarray
@@ -240,6 +245,56 @@ class ModelFit:
             shared_slot.append(anyo.mean(0))
         return {"reusable_probs": reus, "R": R, "R_std": Rs, "shared_slot": shared_slot}
 
+    def to_inference_data(self, num_samples: int = 100, seed: int = 0):
+        """Joint posterior draws of every site as ``arviz.InferenceData``, in the data's units.
+
+        Each draw: the guide's continuous sites (π, θ, μ_t, w_t, ρ_t, σ_t), then the
+        enumerated sites (a_t, y_t, u_t) from their exact conditional posterior given them
+        (``infer_discrete``, as :meth:`discrete_samples`), then a posterior-predictive x_t
+        from the model given all of them. Groups ``posterior``, ``posterior_predictive``
+        (x_t) and ``observed_data`` (x_t), with the dimension names of
+        :func:`tandem.models.samtc.dims`. The fit works on tasks centred and scaled by
+        :func:`scale_tasks`; locations (θ, μ_t, x_t) are mapped back as v·scale + centre and
+        σ_t as σ·scale, so everything is in the units of the data passed to :func:`fit_model`.
+        """
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
+        self.activate()
+        pyro.set_rng_seed(seed)
+        T = len(self.tasks)
+        kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
+        c, sc = self.centre.numpy(), float(self.scale)
+        post, ppc = {}, {}
+        with torch.no_grad():
+            for _ in range(num_samples):
+                gtr = poutine.trace(self.guide).get_trace(*self.args, **kw)
+                draw = {n: s["value"] for n, s in gtr.nodes.items() if s["type"] == "sample"}
+                m = infer_discrete(poutine.condition(samtc_model.model, data=draw),
+                                   first_available_dim=-1 - MAX_PLATE_NESTING, temperature=1)
+                tr = poutine.trace(m).get_trace(*self.args, **kw)
+                # continuous sites: the guide's draw (conditioned, hence "observed" in tr);
+                # discrete sites: infer_discrete's draw
+                latent = dict(draw)
+                latent.update({n: s["value"] for n, s in tr.nodes.items()
+                               if s["type"] == "sample" and not s["is_observed"]})
+                free = poutine.trace(poutine.uncondition(poutine.condition(samtc_model.model, data=latent))
+                                     ).get_trace(*self.args, **kw)
+                for n, v in latent.items():
+                    discrete = n.split("_")[0] in ("a", "y", "u")
+                    post.setdefault(n, []).append(v.reshape(-1).long().numpy() if discrete else v.numpy())
+                for t in range(T):
+                    ppc.setdefault(f"x_{t}", []).append(free.nodes[f"x_{t}"]["value"].numpy() * sc + c)
+        post = {n: np.stack(v) for n, v in post.items()}
+        post["theta"] = post["theta"] * sc + c
+        for t in range(T):
+            post[f"mu_{t}"] = post[f"mu_{t}"] * sc + c
+            post[f"sigma_{t}"] = post[f"sigma_{t}"] * sc
+        obs = {f"x_{t}": self.tasks[t].numpy() * sc + c for t in range(T)}
+        dims = {k: v for k, v in samtc_model.dims(T).items() if k in post or k in obs}
+        return az.from_dict(posterior={k: v[None] for k, v in post.items()},
+                            posterior_predictive={k: np.stack(v)[None] for k, v in ppc.items()},
+                            observed_data=obs, dims=dims)
+
     def reusable_probs(self, num_samples: int = 100, seed: int = 0) -> dict:
         return self.derived(num_samples, seed)["reusable_probs"]
 
@@ -266,20 +321,29 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
     model (alpha, pi_conc, rho_a, rho_b, sigma_scale, prior_scale). Raises ValueError for
     bad tasks (see ``tandem.models.samtc.check_tasks``).
     """
-    if restarts < 1:
-        raise ValueError(f"restarts: expected >= 1, got {restarts}")
+    check_int_range(restarts, "restarts", 1)
+    check_int_range(num_steps, "num_steps", 0)
+    check_real_range(lr, "lr (learning rate)", 0.0, None, low_open=True)
+    check_real_range(tau, "tau", 0.0, None, low_open=True)
+    check_real_range(widen, "widen", 1.0, None, low_open=True)
+    if n_atoms is not None:
+        check_int_range(n_atoms, "n_atoms", 1)
+    if subsample_size is not None:
+        check_int_range(subsample_size, "subsample_size", 1)
+    if link_threshold is not None:
+        check_real_range(link_threshold, "link_threshold", 0.0, None, low_open=True)
     Xs, hs = check_tasks(tasks, h)
     best = None
     elbos = []
     for r in range(restarts):
-        Z, centre, scale, km = standardize(Xs, hs, seed=seed + r)
+        Z, centre, scale, km = scale_tasks(Xs, hs, seed=seed + r)
         init, K = initial_values(Z, hs, km=km, link_threshold=link_threshold, n_atoms=n_atoms, seed=seed + r,
                                  tau=tau)
         spread = float(torch.cat(Z).std(0).max())
         kwargs = dict(tau=tau, widen=widen, prior_loc=torch.zeros(Z[0].shape[1], dtype=DTYPE),
                       prior_scale=max(3.0, 2.0 * spread), sigma_loc=1.0, subsample_size=subsample_size)
         kwargs.update(hyper)
-        g = SAMTCGuide(init, seed=seed + r)
+        g = Guide(init=init, seed=seed + r)
         res = fit(samtc_model.model, g, Z, hs, K, loss=TraceEnum_ELBO(max_plate_nesting=MAX_PLATE_NESTING),
                   optim=pyro.optim.ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / max(num_steps, 1))}),
                   num_steps=num_steps, seed=seed + r, progress=progress, tol=tol, window=20,

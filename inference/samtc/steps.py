@@ -18,19 +18,17 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.special import logsumexp
 
+from tandem.inference.distances import median_distance, sq_dists
+
 __all__ = ["reduce_dimension", "similarity", "neighbour_order", "silverman_bandwidths",
            "kde_logpdf", "js_divergence", "js_matrix", "mutual_nearest_pairs",
-           "median_distance", "gaussian_kernel", "kmm_frank_wolfe", "kmm_objective",
+           "gaussian_kernel", "kmm_frank_wolfe", "kmm_objective",
            "kmm_relatedness", "neighbour_indicator", "snn_graph", "weighted_snn", "k_grid"]
 
 
 # ---------------------------------------------------------------------------------
 # representations
 # ---------------------------------------------------------------------------------
-
-def _dense(X):
-    return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-
 
 def reduce_dimension(tasks, dim: int | None, seed: int = 0):
     """Project all tasks into one common r-dimensional space for the density steps.
@@ -83,6 +81,8 @@ def similarity(X, Y=None, metric: str = "euclidean"):
         G = G.toarray() if sp.issparse(G) else np.asarray(G)
         return G / nrm(X)[:, None] / nrm(Y)[None, :]
     if metric == "euclidean":
+        if not sp.issparse(X) and not sp.issparse(Y):
+            return -sq_dists(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64))
         G = X @ Y.T
         G = G.toarray() if sp.issparse(G) else np.asarray(G)
         xx = np.asarray(X.multiply(X).sum(1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
@@ -266,21 +266,6 @@ def mutual_nearest_pairs(D, max_value: float | None = None):
 # step 2: kernel mean matching by Frank–Wolfe → asymmetric relatedness
 # ---------------------------------------------------------------------------------
 
-def median_distance(Y, max_points: int = 1000, seed: int = 0):
-    """Median pairwise Euclidean distance of the rows of Y (the Gaussian-kernel width).
-
-    Uses at most ``max_points`` rows (a seeded subsample) to keep it O(max_points²).
-    Zero (all points equal) → 1.0.
-    """
-    Y = np.asarray(Y, dtype=np.float64)
-    if Y.shape[0] > max_points:
-        Y = Y[np.random.default_rng(seed).choice(Y.shape[0], max_points, replace=False)]
-    d2 = -similarity(Y, Y, "euclidean")
-    iu = np.triu_indices(Y.shape[0], 1)
-    med = float(np.sqrt(np.median(d2[iu]))) if iu[0].size else 0.0
-    return med if med > 0 else 1.0
-
-
 def gaussian_kernel(X, Y, width):
     """k(x, y) = exp(−‖x − y‖² / (2 width²)), dense (n, m)."""
     return np.exp(similarity(X, Y, "euclidean") / (2.0 * width ** 2))
@@ -392,7 +377,8 @@ def kmm_relatedness(Zs, Zt, width=None, B: float = 10.0, eps: float = 0.5,
     """Relatedness R^(t)_s = |{i : β_i > 0}| / ñ_s of a source subtask Zs to a target Zt.
 
     K_s(i, j) = k(z^s_i, z^s_j), κ_i = (ñ_s/ñ_t) Σ_j k(z^s_i, z^t_j), Gaussian kernel with
-    width = median pairwise distance of Zs ∪ Zt (spec); β by away-step Frank–Wolfe.
+    width = median pairwise distance of Zs ∪ Zt (spec;
+    :func:`tandem.inference.distances.median_distance`); β by away-step Frank–Wolfe.
     Rebuilt: "β_i > 0" is read as β_i > ``support_tol`` (1 % of the uniform weight 1), so
     that weights left tiny by an iteration budget that ran out do not count as reuse
     (at convergence away-step FW returns exact zeros).
@@ -411,7 +397,8 @@ def kmm_relatedness(Zs, Zt, width=None, B: float = 10.0, eps: float = 0.5,
     if Zs.shape[0] == 0 or Zt.shape[0] == 0:
         return 0.0, np.zeros(Zs.shape[0]), float(width or 1.0)
     if width is None:
-        width = median_distance(np.vstack([Zs, Zt]), seed=seed)
+        # the shared helper, on at most 1000 points (a seeded subsample; O(1000²))
+        width = median_distance(np.vstack([Zs, Zt]), max_points=1000, seed=seed)
     R, beta = _kmm_support(Zs, Zt, width, B, eps, support_tol, max_iter)
     if calibrate and Zt.shape[0] >= 4:
         perm = np.random.default_rng(seed).permutation(Zt.shape[0])

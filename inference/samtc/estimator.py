@@ -1,0 +1,86 @@
+"""SAMTC for the common user path: ``SAMTC(n_clusters).fit(tasks).labels_``.
+
+A thin object over :func:`tandem.inference.samtc.algorithm.samtc` (the paper's algorithm,
+deterministic for a seed) with good defaults, plus the Pyro generative model of the same
+tasks (:func:`tandem.inference.samtc.model_fit.fit_model`) for ``to_inference_data()``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from tandem.inference.samtc.algorithm import SAMTCResult, samtc, validate_tasks
+from tandem.inference.samtc.model_fit import ModelFit, fit_model
+
+__all__ = ["SAMTC"]
+
+
+class SAMTC:
+    """Self-adapted multi-task clustering of T partially related tasks.
+
+    ``SAMTC(n_clusters=[h_1, ..., h_T], ...).fit(tasks)`` clusters every task (rows of
+    ``tasks[t]``, dense or scipy.sparse, one feature space) and stores
+
+    * ``labels_`` — per task, (n_t,) cluster labels in 0..h_t − 1;
+    * ``R_`` — (T, T) relatedness, R_[t, s] of source s for target t (diagonal 1);
+    * ``reusable_`` — {(t, s): (n_s,) bool}, the source instances SAMTC transfers to t;
+    * ``result_`` — the full :class:`tandem.inference.samtc.algorithm.SAMTCResult`.
+
+    Options (keyword-only) go to :func:`tandem.inference.samtc.algorithm.samtc`:
+    ``variant`` ("full", "nr", "ns"), ``select`` ("label-free" by default; "labels" needs
+    ``fit(tasks, labels=...)``), ``seed``, and any other option of that function (k_self,
+    k_src, reduce_dim, js_tau, kmm_B, kmm_eps, ...). The defaults are the paper's algorithm
+    with the label-free choice of the neighbourhood sizes.
+
+    ``to_inference_data()`` fits the shared-atom partial mixture (models/samtc.py) to the
+    same tasks (dense features only; h_t slots per task) and returns its posterior.
+    """
+
+    def __init__(self, n_clusters, *, variant: str = "full", select: str = "label-free", seed: int = 0,
+                 **options):
+        if isinstance(n_clusters, (int, np.integer)) or not hasattr(n_clusters, "__len__"):
+            raise TypeError(f"n_clusters: expected one cluster number per task (a list), got {n_clusters!r}")
+        self.n_clusters = list(n_clusters)
+        self.variant, self.select, self.seed, self.options = variant, select, seed, dict(options)
+        self.model_fit_: ModelFit | None = None
+
+    def fit(self, tasks, labels=None) -> "SAMTC":
+        """Cluster the tasks (see the class docstring); returns ``self``."""
+        self.result_: SAMTCResult = samtc(tasks, self.n_clusters, variant=self.variant, select=self.select,
+                                          labels=labels, seed=self.seed, **self.options)
+        self.tasks_ = list(tasks)
+        self.labels_ = self.result_.labels
+        self.R_ = self.result_.R
+        self.reusable_ = self.result_.reusable
+        self.model_fit_ = None
+        return self
+
+    def fit_predict(self, tasks, labels=None) -> list:
+        """``fit(tasks, labels).labels_``."""
+        return self.fit(tasks, labels).labels_
+
+    def fit_model(self, **kwargs) -> ModelFit:
+        """Fit the Pyro generative model to the fitted tasks (keyword arguments go to
+        :func:`tandem.inference.samtc.model_fit.fit_model`, e.g. ``num_steps``, ``restarts``)."""
+        self._check_fitted()
+        if any(sp.issparse(X) for X in self.tasks_):
+            raise ValueError("tasks: the generative model is a Gaussian mixture in R^d and needs dense "
+                             "features; reduce sparse (text) tasks first, e.g. with "
+                             "tandem.inference.samtc.steps.reduce_dimension")
+        tasks, hs = validate_tasks(self.tasks_, self.n_clusters)
+        self.model_fit_ = fit_model(tasks, hs, seed=self.seed, **kwargs)
+        return self.model_fit_
+
+    def to_inference_data(self, num_samples: int = 100, **fit_kwargs):
+        """Posterior of the generative model as ``arviz.InferenceData`` (fits it first if
+        needed, with ``fit_kwargs``): continuous sites from the guide, cluster labels y_t,
+        typical flags u_t and slot links a_t from their exact conditional posterior; see
+        :meth:`tandem.inference.samtc.model_fit.ModelFit.to_inference_data`."""
+        self._check_fitted()
+        if self.model_fit_ is None or fit_kwargs:
+            self.fit_model(**fit_kwargs)
+        return self.model_fit_.to_inference_data(num_samples=num_samples, seed=self.seed)
+
+    def _check_fitted(self):
+        if not hasattr(self, "result_"):
+            raise ValueError("SAMTC: call fit(tasks) first")
