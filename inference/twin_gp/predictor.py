@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from tandem.inference.distances import knn
+from tandem.inference.distances import knn, sq_dists
 from tandem.inference.numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
 from tandem.models.twin_gp import METHODS, validate_alpha_beta
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
@@ -54,7 +54,12 @@ __all__ = ["TwinGP", "IterationCapWarning", "METHODS", "rbf", "ridge_predict", "
            "validate_alpha_beta"]
 
 class IterationCapWarning(RuntimeWarning):
-    """Some test points were still improving when the iteration cap was reached."""
+    """Some test points were still improving when the iteration cap was reached;
+    ``n_capped`` says how many."""
+
+    def __init__(self, message: str, n_capped: int = 0):
+        super().__init__(message)
+        self.n_capped = int(n_capped)
 
 
 def _centre_scale(Z: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -105,8 +110,8 @@ def wknn_predict(X, Y, Xt, k: int) -> torch.Tensor:
     1/distance (as in the TGP code's WKNNRegressor); an exact match takes its output."""
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     k = check_int_range(k, "k", 1, X.shape[0])
-    d = torch.cdist(Xt, X)
-    dist, idx = d.topk(k, dim=1, largest=False)
+    idx = knn(Xt, X, k)
+    dist = sq_dists(Xt.unsqueeze(1), X[idx]).squeeze(1).sqrt()
     w = 1.0 / dist.clamp_min(1e-12)
     w = w / w.sum(1, keepdim=True)
     return (w.unsqueeze(-1) * Y[idx]).sum(1)
@@ -139,8 +144,8 @@ def kernel_knn_predict(X, Y, Xt, k: int, rho: float) -> torch.Tensor:
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     k = check_int_range(k, "k", 1, X.shape[0])
     rho = check_real_range(rho, "rho", 0.0, low_open=True)
-    dist, idx = torch.cdist(Xt, X).topk(k, dim=1, largest=False)
-    w = torch.softmax(-dist ** 2 / (2.0 * rho * rho), dim=1)
+    idx = knn(Xt, X, k)
+    w = torch.softmax(-sq_dists(Xt.unsqueeze(1), X[idx]).squeeze(1) / (2.0 * rho * rho), dim=1)
     return (w.unsqueeze(-1) * Y[idx]).sum(1)
 
 
@@ -700,10 +705,10 @@ class TwinGP:
         capped = torch.cat([i.capped for i in infos])
         n_capped = int(capped.sum())
         if n_capped:
-            warnings.warn(f"{method}: {n_capped} of {B} test points were still improving when the iteration "
-                          f"cap max_iter={max_iter} was reached (their predictions are not at a minimum); "
-                          "raise max_iter or pass return_info=True to see which", IterationCapWarning,
-                          stacklevel=2)
+            warnings.warn(IterationCapWarning(
+                f"{method}: {n_capped} of {B} test points were still improving when the iteration cap "
+                f"max_iter={max_iter} was reached (their predictions are not at a minimum); raise max_iter "
+                "or pass return_info=True to see which", n_capped), stacklevel=2)
         if not return_info:
             return y
         info = OptInfo(torch.cat([i.n_iter for i in infos]), sum(i.n_eval for i in infos),
