@@ -41,7 +41,7 @@ from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  #
 from tandem.inference.metrics import mean_abs_error  # noqa: E402
 from tandem.inference.twin_gp import TwinGPRegressor  # noqa: E402
 from tandem.inference.twin_gp.predictor import TwinGP, certainty, gpr_predict, lemma41_log_bound, wknn_predict  # noqa: E402
-from tandem.inference.twin_gp.selection import ALPHAS, BETAS, paired_over_draws, select_gpr, select_wknn  # noqa: E402
+from tandem.inference.twin_gp.selection import BETAS, paired_over_draws, select_gpr, select_wknn  # noqa: E402
 from tandem.models.twin_gp import model, simulate  # noqa: E402
 
 EXPERIMENT = "twin_gp_toy"
@@ -55,7 +55,18 @@ BASELINES = ("GPR", "GPR (CV)", "WKNN")
 def parser():
     p = base_parser(__doc__.splitlines()[0], default_seeds=20)
     p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--alpha-step", type=float, default=0.05,
+                   help="alpha grid step of the CV (0.05: the paper's grid; the authors say 0.1 suffices)")
+    p.add_argument("--toys", nargs="+", choices=("toy1", "toy2"), default=("toy1", "toy2"),
+                   help="which toy sets to run")
     return p
+
+
+def alpha_grid(step: float) -> tuple:
+    n = int(round(1 / step))
+    if n < 1 or abs(n * step - 1) > 1e-9:
+        raise ValueError(f"--alpha-step: expected 1/n for an integer n >= 1, got {step}")
+    return tuple(round(i / n, 4) for i in range(n + 1))
 
 
 def run_draw(toy: str, seed: int, args, res) -> tuple[dict, dict, dict]:
@@ -64,7 +75,7 @@ def run_draw(toy: str, seed: int, args, res) -> tuple[dict, dict, dict]:
     X, Y, Xt, Yt = d["X_train"], d["Y_train"], d["X_test"], d["Y_test"]
     folds = 2 if args.quick else args.folds
     grid = dict(rho_mult_x=(1 / 8, 1 / 2), rho_mult_y=(1 / 4,), lam_grid=(1e-3,), alphas=(0.0, 0.5, 1.0),
-                betas=(0.99,)) if args.quick else dict(alphas=ALPHAS, betas=BETAS)
+                betas=(0.99,)) if args.quick else dict(alphas=alpha_grid(args.alpha_step), betas=BETAS)
     t0 = time.perf_counter()
     reg = TwinGPRegressor("SMTGP", folds=folds, seed=seed, **grid).fit(X, Y)
     res.time("SMTGP", "train", time.perf_counter() - t0)
@@ -101,13 +112,14 @@ def run_draw(toy: str, seed: int, args, res) -> tuple[dict, dict, dict]:
 def main(args):
     seeds = seed_list(args)[:1] if args.quick else seed_list(args)
     res = Results(EXPERIMENT, seeds, {"authors_widths": {"rho_x": RHO_X, "rho_y": RHO_Y, "lambda": LAM},
-                                      "gpr_fixed": GPR_FIXED, "alphas": (0.0, 0.5, 1.0) if args.quick else ALPHAS,
+                                      "gpr_fixed": GPR_FIXED,
+                                      "alphas": (0.0, 0.5, 1.0) if args.quick else alpha_grid(args.alpha_step),
                                       "betas": (0.99,) if args.quick else BETAS,
                                       "folds": 2 if args.quick else args.folds, "noise": 0.005,
                                       "optimizer": "bfgs", "max_iter": 50, "paper": PAPER, "quick": args.quick,
                                       "selected": {}, "paired_over_draws": {}, "draws": len(seeds)})
     args.out.mkdir(parents=True, exist_ok=True)
-    for toy in ("toy1", "toy2"):
+    for toy in args.toys:
         vals: dict = {}
         for seed in seeds:
             set_seed(seed)

@@ -19,6 +19,7 @@ widths) and skips its CV.
 """
 from __future__ import annotations
 
+import arviz as az
 import numpy as np
 import pyro
 import torch
@@ -198,7 +199,7 @@ class TwinGPRegressor:
             torch.as_tensor(self.sy_.mean).numpy()
         if Y_true is not None:
             Y_true = as_tensor(Y_true, "Y_true", ndim=2, shape=(Zt.shape[0], self.model_.dy))
-            idata.add_groups(observed_data={"y": Y_true.numpy()}, dims={"y": dims()["y"]})
+            idata.extend(az.from_dict(observed_data={"y": Y_true.numpy()}, dims=dims()))
         idata.posterior.attrs.update({"method": self.method, "method_run": method, "rho_x": self.rho_x_,
                                       "rho_y": self.rho_y_, "lambda": self.lam_,
                                       "alpha": -1.0 if self.alpha_ is None else float(self.alpha_),
