@@ -41,7 +41,7 @@ from tandem.inference.datasets.usps import load_usps_reconstruction
 from tandem.inference.experiments.cli import base_parser, set_seed
 from tandem.inference.metrics import mean_norm_error
 from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict
-from tandem.inference.twin_gp.selection import median_distance
+from tandem.inference.distances import median_distance
 
 EXPERIMENT = "bench_twin_gp"
 

@@ -1,14 +1,16 @@
-"""Hand-written guides for :func:`tandem.models.twin_gp.twin_gp_model`.
+"""Hand-written guides for :func:`tandem.models.twin_gp.model` (the twin-GP model).
 
-* :class:`TwinGPDeltaGuide` — a point mass at ``y_loc`` (B, d_y), initialised at the KLTGP
-  prediction (which itself starts from ridge regression), as in the paper. With it the
-  Trace_ELBO loss is exactly Σ_b L(y_b) (Delta and ImproperUniform have log-density 0), so
+* :class:`Guide` — a point mass at ``y_loc`` (B, d_y), initialised at the KLTGP prediction
+  (which itself starts from ridge regression), as in the paper. With it the Trace_ELBO
+  loss is exactly Σ_b L(y_b) (Delta and ImproperUniform have log-density 0), so
   ``tandem.inference.fit(..., optim=tandem.inference.LBFGS())`` returns the paper's estimate.
-* :class:`TwinGPNormalGuide` — an extension: independent Gaussians N(y_loc, diag y_scale²)
-  per test point, fitted by the ELBO E_q[−L(y)] + H(q); its spread is a quasi-posterior
+* :class:`NormalGuide` — an extension: independent Gaussians N(y_loc, diag y_scale²) per
+  test point, fitted by the ELBO E_q[−L(y)] + H(q); its spread is a quasi-posterior
   uncertainty to compare with the paper's certainty φ_α.
 
-Both take exactly the model's arguments ``(tgp, Xt, method, alpha, form)``.
+Options are keyword-only in the constructor; instances are called with exactly the model's
+arguments ``(tgp, Xt, method, alpha, form)``. ``TwinGPDeltaGuide`` / ``TwinGPNormalGuide``
+are the older names of the same classes.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-__all__ = ["TwinGPDeltaGuide", "TwinGPNormalGuide", "kltgp_init"]
+from tandem.inference.validation import as_tensor, check_real_range
+
+__all__ = ["Guide", "NormalGuide", "TwinGPDeltaGuide", "TwinGPNormalGuide", "kltgp_init"]
 
 
 def kltgp_init(tgp, Xt) -> torch.Tensor:
@@ -25,17 +29,25 @@ def kltgp_init(tgp, Xt) -> torch.Tensor:
     return tgp.predict(Xt, "KLTGP")
 
 
-class TwinGPDeltaGuide:
-    """Point mass q(y_b) = δ(y_b − y_loc_b); ``init`` (B, d_y) defaults to KLTGP's prediction."""
+class Guide:
+    """Point mass q(y_b) = δ(y_b − y_loc_b); ``init`` (B, d_y) defaults to KLTGP's prediction.
 
-    def __init__(self, init: torch.Tensor | None = None, prefix: str = "twin_gp"):
-        self.init = init
+    ``prefix`` names the parameter ``{prefix}_y_loc`` in Pyro's parameter store.
+    """
+
+    def __init__(self, *, init=None, prefix: str = "twin_gp"):
+        self.init = None if init is None else as_tensor(init, "init", ndim=2)
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(f"prefix: expected a non-empty string, got {prefix!r}")
         self.prefix = prefix
 
     def _loc(self, tgp, Xt) -> torch.Tensor:
         """The ``y_loc`` parameter (B, d_y), created at ``init`` (KLTGP's prediction by default)."""
         if self.init is None:
             self.init = kltgp_init(tgp, Xt)
+        if self.init.shape != (Xt.shape[0], tgp.dy):
+            raise ValueError(f"init: expected shape ({Xt.shape[0]}, {tgp.dy}) (test points, output dimension), "
+                             f"got {tuple(self.init.shape)}")
         return pyro.param(f"{self.prefix}_y_loc", lambda: self.init.detach().clone())
 
     def __call__(self, tgp, Xt, method="SMTGP", alpha=0.5, form="log"):
@@ -44,12 +56,14 @@ class TwinGPDeltaGuide:
             return pyro.sample("y", dist.Delta(loc, event_dim=1))
 
 
-class TwinGPNormalGuide(TwinGPDeltaGuide):
-    """Gaussian q(y_b) = N(y_loc_b, diag(y_scale_b²)), loc initialised at KLTGP's prediction."""
+class NormalGuide(Guide):
+    """Gaussian q(y_b) = N(y_loc_b, diag(y_scale_b²)), loc initialised at KLTGP's prediction,
+    every scale at ``init_scale`` (in the outputs' units); parameters ``{prefix}_y_loc`` and
+    ``{prefix}_y_scale``."""
 
-    def __init__(self, init: torch.Tensor | None = None, init_scale: float = 0.01, prefix: str = "twin_gp"):
-        super().__init__(init, prefix)
-        self.init_scale = init_scale
+    def __init__(self, *, init=None, init_scale: float = 0.01, prefix: str = "twin_gp"):
+        super().__init__(init=init, prefix=prefix)
+        self.init_scale = check_real_range(init_scale, "init_scale", 0.0, low_open=True)
 
     def __call__(self, tgp, Xt, method="SMTGP", alpha=0.5, form="log"):
         loc = self._loc(tgp, Xt)
@@ -57,3 +71,8 @@ class TwinGPNormalGuide(TwinGPDeltaGuide):
                            constraint=constraints.positive)
         with pyro.plate("test", loc.shape[0]):
             return pyro.sample("y", dist.Normal(loc, scale).to_event(1))
+
+
+#: older names of the same guides
+TwinGPDeltaGuide = Guide
+TwinGPNormalGuide = NormalGuide

@@ -31,9 +31,16 @@ def _load(tmp_path, name):
 def test_twin_gp_toy(tmp_path):
     _run("twin_gp_toy.py", tmp_path)
     d = _load(tmp_path, "twin_gp_toy")
-    assert {r["method"] for r in d["results"]} == TGP
+    assert {r["method"] for r in d["results"]} == TGP | {"GPR (CV)", "KLTGP (authors' widths)",
+                                                         "IKLTGP (authors' widths)"}
     assert {r["data_set"] for r in d["results"]} == {"toy1", "toy2"}
-    assert all(0 < r["mean"] < 1 for r in d["results"])
+    assert all(0 < r["mean"] < 1 and len(r["values"]) == len(d["seeds"]) for r in d["results"])
+    # the paired comparison across draws of every twin GP with GPR and WKNN, with the worst draw
+    pairs = d["config"]["paired_over_draws"]["toy2"]
+    for m in ("KLTGP", "IKLTGP", "SMTGP"):
+        for b in ("GPR", "WKNN"):
+            assert {"mean", "se", "wins", "losses", "worst_draw", "spread_ratio"} <= set(pairs[f"{m} - {b}"])
+    assert set(d["config"]["selected"]["toy1/seed0"]) >= {"rho_x", "rho_y", "lambda", "alpha", "beta"}
     assert (tmp_path / "twin_gp_toy1.png").exists()
 
 

@@ -12,18 +12,23 @@ from tandem.guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
 from tandem.inference import LBFGS, fit
 from tandem.inference.predictive import posterior_predictive
 from tandem.inference.twin_gp.predictor import (TwinGP, certainty, gpr_predict, hsic, kernel_alignment, kernel_knn_predict,
-                               lemma41_log_bound, minimize_batched, rbf, smtgp_det_objective, toy_data,
+                               lemma41_log_bound, minimize_batched, rbf, smtgp_det_objective,
                                wknn_predict)
 from tandem.inference.twin_gp.predictor import _kvec
 from tandem.inference.twin_gp.selection import kfold_indices, select_alignment_knn, select_alpha_beta
-from tandem.models.twin_gp import DIMS, twin_gp_model
+from tandem.models.twin_gp import DIMS, simulate, twin_gp_model
 
 D = torch.float64
 
 
+def _toy(which, seed):
+    d = simulate(which, seed=seed)
+    return d["X_train"], d["Y_train"], d["X_test"], d["Y_test"]
+
+
 @pytest.fixture(scope="module")
 def toy():
-    X, Y, Xt, Yt = toy_data(1, seed=0)
+    X, Y, Xt, Yt = _toy(1, seed=0)
     return X[::3].contiguous(), Y[::3].contiguous(), Xt[::12].contiguous(), Yt[::12].contiguous()
 
 
@@ -202,10 +207,10 @@ def test_twin_gp_recovers_smooth_map(multi):
 
 
 def test_toy_data_construction():
-    X, Y, Xt, Yt = toy_data(1, 0)
+    X, Y, Xt, Yt = _toy(1, 0)
     assert X.shape == (250, 1) and Xt.shape == (250, 1)
     torch.testing.assert_close(Xt, Yt + 0.3 * torch.sin(2 * math.pi * Yt))
-    X2, Y2, Xt2, Yt2 = toy_data(2, 0)
+    X2, Y2, Xt2, Yt2 = _toy(2, 0)
     assert X2.shape == (250, 1) and Xt2.shape == (500, 1)
     assert Y2.min() < -0.9 and Y2.max() > 0.9 and Yt2.min() > -1 and Yt2.max() < 1
     assert (X2 - (Y2 + 0.3 * torch.sin(2 * math.pi * Y2))).abs().max() < 0.05
@@ -286,8 +291,11 @@ def test_cuda_matches_cpu(multi):
 def _unfused_value_and_grad(tgp, y, ctx, beta=None, form="log", ref=None):
     """The straightforward (pre-fusion) formulas of TwinGP.value_and_grad: per-term (b, n)
     arrays, torch.where on the λ floors, explicit w·K_y for the gradient. K_y is the same
-    tensor (A_Y amplifies its rounding by cond(K_Y) ~ 1/λ; _kvec vs rbf is tested apart)."""
-    method, a, rho = ctx["method"], ctx["alpha"], tgp.rho_y
+    tensor (A_Y amplifies its rounding by cond(K_Y) ~ 1/λ; _kvec vs rbf is tested apart).
+    ``y`` in data units; the formulas run in the model's internal units (outputs centred
+    and divided by y_scale, ρ_y likewise), the gradient is mapped back."""
+    method, a, rho = ctx["method"], ctx["alpha"], tgp.rho_y / tgp.y_scale
+    y = tgp.to_internal_y(y)
     Yt, W = ctx["Yt"], ctx["W"]
     Ky = _kvec(y, Yt, rho)
     Z = Ky @ W if Yt.dim() == 2 else torch.bmm(Ky.unsqueeze(1), W).squeeze(1)
@@ -326,7 +334,7 @@ def _unfused_value_and_grad(tgp, y, ctx, beta=None, form="log", ref=None):
             f, w = Lp, (-cc * Lp).unsqueeze(1) * dell
     wk = w * Ky
     s = wk @ Yt if Yt.dim() == 2 else torch.bmm(wk.unsqueeze(1), Yt).squeeze(1)
-    return f, -(wk.sum(1, keepdim=True) * y - s) / (rho * rho)
+    return f, -(wk.sum(1, keepdim=True) * y - s) / (rho * rho) / tgp.y_scale
 
 
 @pytest.mark.parametrize("method,alpha,form", [("KLTGP", 0.5, "log"), ("IKLTGP", 0.5, "log"),

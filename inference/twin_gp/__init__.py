@@ -1,1 +1,13 @@
-"""."""
+"""Twin Gaussian processes (KLTGP, IKLTGP, SMTGP; Bo & Sminchisescu 2010, Elhoseiny & Elgammal 2015).
+
+* :class:`TwinGPRegressor` — the user path: ``TwinGPRegressor("SMTGP").fit(X, Y).predict(Xt)``
+  (standardised internally, widths/λ/α/β by cross-validation), ``to_inference_data()``.
+* :mod:`.predictor` — :class:`TwinGP` (batched prediction, objectives, certainty φ_α) and the
+  baselines (GPR, weighted k-NN, kernel-alignment k-NN).
+* :mod:`.selection` — the paper's CV protocol and the real-data experiment driver.
+* :mod:`.divergences` — Sharma–Mittal / Rényi / Tsallis / KL between Gaussians.
+"""
+from tandem.inference.twin_gp.predictor import METHODS, IterationCapWarning, TwinGP
+from tandem.inference.twin_gp.regressor import TwinGPRegressor
+
+__all__ = ["TwinGPRegressor", "TwinGP", "IterationCapWarning", "METHODS"]

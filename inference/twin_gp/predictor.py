@@ -38,18 +38,37 @@ per-point step size (backtracking, doubled after each accepted step).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
 
+from tandem.inference.distances import knn, sq_dists
 from tandem.inference.numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
 from tandem.models.twin_gp import METHODS, validate_alpha_beta
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
 
-__all__ = ["TwinGP", "METHODS", "rbf", "ridge_predict", "gpr_predict", "wknn_predict",
+__all__ = ["TwinGP", "IterationCapWarning", "METHODS", "rbf", "ridge_predict", "gpr_predict", "wknn_predict",
            "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic", "kernel_knn_predict", "certainty", "lemma41_log_bound",
-           "validate_alpha_beta", "toy_data"]
+           "validate_alpha_beta"]
+
+class IterationCapWarning(RuntimeWarning):
+    """Some test points were still improving when the iteration cap was reached;
+    ``n_capped`` says how many."""
+
+    def __init__(self, message: str, n_capped: int = 0):
+        super().__init__(message)
+        self.n_capped = int(n_capped)
+
+
+def _centre_scale(Z: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """Column means (d,) and one scale: the RMS of the column standard deviations (1 if
+    every column is constant)."""
+    mean = Z.mean(0)
+    scale = float(Z.var(0, unbiased=False).mean().sqrt())
+    return mean, (scale if scale > 0 else 1.0)
+
 
 def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
     """exp(−‖a−b‖²/(2ρ²)) for rows of A (..., n, d) and B (..., m, d) → (..., n, m).
@@ -91,8 +110,8 @@ def wknn_predict(X, Y, Xt, k: int) -> torch.Tensor:
     1/distance (as in the TGP code's WKNNRegressor); an exact match takes its output."""
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     k = check_int_range(k, "k", 1, X.shape[0])
-    d = torch.cdist(Xt, X)
-    dist, idx = d.topk(k, dim=1, largest=False)
+    idx = knn(Xt, X, k)
+    dist = sq_dists(Xt.unsqueeze(1), X[idx]).squeeze(1).sqrt()
     w = 1.0 / dist.clamp_min(1e-12)
     w = w / w.sum(1, keepdim=True)
     return (w.unsqueeze(-1) * Y[idx]).sum(1)
@@ -125,8 +144,8 @@ def kernel_knn_predict(X, Y, Xt, k: int, rho: float) -> torch.Tensor:
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     k = check_int_range(k, "k", 1, X.shape[0])
     rho = check_real_range(rho, "rho", 0.0, low_open=True)
-    dist, idx = torch.cdist(Xt, X).topk(k, dim=1, largest=False)
-    w = torch.softmax(-dist ** 2 / (2.0 * rho * rho), dim=1)
+    idx = knn(Xt, X, k)
+    w = torch.softmax(-sq_dists(Xt.unsqueeze(1), X[idx]).squeeze(1) / (2.0 * rho * rho), dim=1)
     return (w.unsqueeze(-1) * Y[idx]).sum(1)
 
 
@@ -143,6 +162,8 @@ class OptInfo:
     grad_inf: torch.Tensor
     converged: torch.Tensor
     wall_time: float = 0.0
+    #: points still improving when the iteration cap was reached (bool, (B,))
+    capped: torch.Tensor | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -260,7 +281,7 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
         active[idx[done | pending | tiny]] = False
     if progress is not None:
         progress.update(n_active)  # points still running at the iteration cap
-    info = OptInfo(n_iter, n_eval, f, g.abs().amax(1), converged, time.perf_counter() - t0)
+    info = OptInfo(n_iter, n_eval, f, g.abs().amax(1), converged, time.perf_counter() - t0, active.clone())
     return y, info
 
 
@@ -328,6 +349,13 @@ class TwinGP:
     Parameters: ``X`` (N, d_x), ``Y`` (N, d_y), kernel widths ``rho_x``, ``rho_y`` > 0,
     ridges ``lam_x``, ``lam_y`` > 0 (``lam_y`` defaults to ``lam_x``), ``device``
     ("cpu", "cuda", or None = where X is / CPU). Everything is float64.
+
+    Units: internally X and Y are centred and divided by one scalar each (the RMS column
+    standard deviation), the widths likewise. The kernels, the objectives and hence the
+    minimisers are unchanged; what changes is that the optimiser's absolute quantities
+    become unit-free, so ``TwinGP(c·X, c'·Y, c·ρ_x, c'·ρ_y)`` predicts c'× the outputs of
+    ``TwinGP(X, Y, ρ_x, ρ_y)`` at c× the inputs, for any c, c' > 0. Public methods take and
+    return data units.
     """
 
     def __init__(self, X, Y, rho_x: float, rho_y: float, lam_x: float = 1e-4, lam_y: float | None = None,
@@ -342,6 +370,15 @@ class TwinGP:
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.X = X.to(self.device)
         self.Y = Y.to(self.device)
+        # Internal units: each side centred and divided by ONE scalar (an isotropic kernel
+        # stays isotropic), the widths divided likewise, so every kernel value is unchanged
+        # but the optimiser's absolute quantities (gradient tolerance, first step 1/‖g‖₁,
+        # initial inverse Hessian, ridge init) no longer depend on the data's units.
+        self.x_mean, self.x_scale = _centre_scale(self.X)
+        self.y_mean, self.y_scale = _centre_scale(self.Y)
+        self._X = (self.X - self.x_mean) / self.x_scale
+        self._Y = (self.Y - self.y_mean) / self.y_scale
+        self._rx, self._ry = self.rho_x / self.x_scale, self.rho_y / self.y_scale
         self.N, self.dx = X.shape
         self.dy = Y.shape[1]
         self.kxx = 1.0 + self.lam_x
@@ -356,8 +393,8 @@ class TwinGP:
         """Dense K_X, K_Y, A_X = K_X⁻¹, A_Y = K_Y⁻¹, C = A_Y K_X A_Y, M_α⁻¹ (cached)."""
         s = self._shared
         if "KX" not in s:
-            s["KX"] = rbf(self.X, self.X, self.rho_x) + self.lam_x * self._eye(self.N)
-            s["KY"] = rbf(self.Y, self.Y, self.rho_y) + self.lam_y * self._eye(self.N)
+            s["KX"] = rbf(self._X, self._X, self._rx) + self.lam_x * self._eye(self.N)
+            s["KY"] = rbf(self._Y, self._Y, self._ry) + self.lam_y * self._eye(self.N)
             s["LX"] = cholesky_jitter(s["KX"], "K_X (input kernel matrix)")
             s["LY"] = cholesky_jitter(s["KY"], "K_Y (output kernel matrix)")
         if "AX" in need and "AX" not in s:
@@ -387,6 +424,8 @@ class TwinGP:
     # -- validation -------------------------------------------------------------------
     def _check_test(self, Xt, name="Xt") -> torch.Tensor:
         Xt = as_tensor(Xt, name, ndim=2)
+        if Xt.shape[0] == 0:
+            raise ValueError(f"{name}: expected at least one test input (row), got shape {tuple(Xt.shape)}")
         if Xt.shape[1] != self.dx:
             raise ValueError(f"{name}: test inputs have dimension {Xt.shape[1]}, but the training "
                              f"inputs X have dimension {self.dx}")
@@ -398,6 +437,18 @@ class TwinGP:
         if y.shape != (B, self.dy):
             raise ValueError(f"{name}: expected shape ({B}, {self.dy}), got {tuple(y.shape)}")
         return y.to(self.device)
+
+    def to_internal_x(self, Xt: torch.Tensor) -> torch.Tensor:
+        """Inputs (data units) → the internal units the kernels are evaluated in."""
+        return (Xt - self.x_mean) / self.x_scale
+
+    def to_internal_y(self, y: torch.Tensor) -> torch.Tensor:
+        """Outputs (data units) → internal units."""
+        return (y - self.y_mean) / self.y_scale
+
+    def from_internal_y(self, y: torch.Tensor) -> torch.Tensor:
+        """Outputs in internal units → data units."""
+        return y * self.y_scale + self.y_mean
 
     # -- per-test-point context ------------------------------------------------------
     def context(self, Xt, method: str, alpha: float = 0.5, neighbors: int | None = None,
@@ -415,13 +466,13 @@ class TwinGP:
         if method == "SMTGP" and a in (0.0, 1.0):
             raise ValueError("SMTGP needs 0 < alpha < 1; use method='KLTGP' (alpha -> 0) or "
                              "'IKLTGP' (alpha -> 1) for the endpoints")
-        Xt = self._check_test(Xt)
+        Xt = self.to_internal_x(self._check_test(Xt))
         ctx = {"method": method, "alpha": a, "B": Xt.shape[0], "Xt": Xt}
         if neighbors is None:
             need = {"KLTGP": ("AX",), "IKLTGP": ("AX", "AY", "C"), "SMTGP": ("AX", "AY", "Minv")}[method]
             s = self.matrices(need, alpha=a)
-            Kx = rbf(Xt, self.X, self.rho_x)
-            ctx["Yt"] = self.Y
+            Kx = rbf(Xt, self._X, self._rx)
+            ctx["Yt"] = self._Y
             AX, KX = s["AX"], s["KX"]
             if method == "IKLTGP":
                 ctx["W"] = s["AY_C"]
@@ -433,12 +484,12 @@ class TwinGP:
             ux = _mv(Kx, AX)
         else:
             k = check_int_range(neighbors, "neighbors", 2, self.N)
-            idx = torch.cdist(Xt, self.X).topk(k, dim=1, largest=False).indices  # (B, k)
-            Xn, Yn = self.X[idx], self.Y[idx]
+            idx = knn(Xt, self._X, k)  # (B, k)
+            Xn, Yn = self._X[idx], self._Y[idx]
             eye = self._eye(k)
-            KX = rbf(Xn, Xn, self.rho_x) + self.lam_x * eye
-            KY = rbf(Yn, Yn, self.rho_y) + self.lam_y * eye
-            Kx = torch.exp(-((Xt.unsqueeze(1) - Xn) ** 2).sum(-1) / (2 * self.rho_x ** 2))
+            KX = rbf(Xn, Xn, self._rx) + self.lam_x * eye
+            KY = rbf(Yn, Yn, self._ry) + self.lam_y * eye
+            Kx = rbf(Xt.unsqueeze(1), Xn, self._rx).squeeze(1)
             # u_x = A_X K_x by a solve: the local A_X is used for nothing else
             ux = cho_solve(cholesky_jitter(KX, "local K_X"), Kx.unsqueeze(-1)).squeeze(-1)
             ctx["Yt"] = Yn
@@ -485,7 +536,16 @@ class TwinGP:
     # -- objectives --------------------------------------------------------------------
     def value_and_grad(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
                        form: str = "log", ref: torch.Tensor | None = None):
-        """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at y (b, d_y).
+        """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at outputs y (b, d_y)
+        in data units (the objective itself is unit-free: it only sees kernel values);
+        see :meth:`_value_and_grad`."""
+        f, g = self._value_and_grad(self.to_internal_y(y), ctx, beta=beta, form=form, ref=ref)
+        return f, g / self.y_scale
+
+    def _value_and_grad(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
+                        form: str = "log", ref: torch.Tensor | None = None):
+        """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at y (b, d_y) in
+        internal units.
 
         ``form`` (SMTGP only): "log" → −log φ_α/(α(1−α)); "sm" → the paper's L′ with β,
         rescaled per point by exp((1−β)/(2(1−α)) ℓ_α(ref)) (a positive constant, so the
@@ -498,7 +558,7 @@ class TwinGP:
         needs; only Σ_i w_i K_i Y_i forms w (then ∂f/∂y = −(Σ w_i K_i y − Σ w_i K_i Y_i)/ρ²).
         """
         method, a = ctx["method"], ctx["alpha"]
-        rho = self.rho_y
+        rho = self._ry
         Yt, W = ctx["Yt"], ctx["W"]
         Ky = _kvec(y, Yt, rho)
         n = Ky.shape[1]
@@ -584,21 +644,37 @@ class TwinGP:
         ``max_step`` (default ρ_y) is the trust radius of one step in output units.
         ``progress=True`` shows a tqdm bar of the test points whose optimisation has stopped
         (the KLTGP starting point of IKLTGP/SMTGP gets its own bar).
+
+        The optimisation runs in internal units (see the class docstring), so ``gtol`` is a
+        tolerance on the gradient with respect to outputs measured in units of their RMS
+        spread, and the result does not depend on the data's units. Test points that are
+        still moving when ``max_iter`` iterations are used up are counted and reported by an
+        :class:`IterationCapWarning` (also in ``info.capped`` with ``return_info=True``).
         """
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
         a, b = validate_alpha_beta(alpha, beta)
+        if optimizer not in ("bfgs", "gd"):
+            raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")
+        if form not in ("log", "sm"):
+            raise ValueError(f"form: expected 'log' or 'sm', got {form!r}")
+        max_iter = check_int_range(max_iter, "max_iter", 1)
+        gtol = check_real_range(gtol, "gtol", 0.0)
+        ftol = check_real_range(ftol, "ftol", 0.0)
         Xt = self._check_test(Xt)
         B = Xt.shape[0]
         if init is None:
-            init = ridge_predict(self.X, self.Y, Xt)
+            init = self.from_internal_y(ridge_predict(self._X, self._Y, self.to_internal_x(Xt)))
             if method != "KLTGP":
                 init = self.predict(Xt, "KLTGP", init=init, optimizer=optimizer, max_iter=max_iter,
                                     gtol=gtol, ftol=ftol, neighbors=neighbors, batch_size=batch_size,
                                     max_step=max_step, progress=progress)
-        init = self._check_y(init, B, "init")
+        init = self.to_internal_y(self._check_y(init, B, "init"))
         if batch_size is None:
             batch_size = B if neighbors is None else 64
+        batch_size = check_int_range(batch_size, "batch_size", 1)
+        if max_step is not None:
+            max_step = check_real_range(max_step, "max_step", 0.0, low_open=True) / self.y_scale
         outs, infos = [], []
         bar = tqdm(total=B, desc=f"{method} predict", unit="pt", leave=False) if progress else None
         for start in range(0, B, batch_size):
@@ -608,29 +684,36 @@ class TwinGP:
             ref = None
             if form == "sm":
                 with torch.no_grad():
-                    fl, _ = self.value_and_grad(y0, ctx, form="log")
+                    fl, _ = self._value_and_grad(y0, ctx, form="log")
                 ref = fl * a * (1 - a) + (1 - a) * ctx["eta_x"].log()  # ℓ_α(y0)
 
             rows = _RowCache(ctx["W"]) if ctx["W"] is not None and ctx["W"].dim() == 3 else None
 
             def fg(y, idx, ctx=ctx, ref=ref, rows=rows):
                 sub = self._sub(ctx, idx, rows)
-                return self.value_and_grad(y, sub, beta=b, form=form,
-                                           ref=None if ref is None else ref[idx])
+                return self._value_and_grad(y, sub, beta=b, form=form,
+                                            ref=None if ref is None else ref[idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
-                                           ftol=ftol, max_step=self.rho_y if max_step is None else max_step,
+                                           ftol=ftol, max_step=self._ry if max_step is None else max_step,
                                            progress=bar, on_active=None if rows is None else rows.shrink_to)
             outs.append(y)
             infos.append(info)
         if bar is not None:
             bar.close()
-        y = torch.cat(outs)
+        y = self.from_internal_y(torch.cat(outs))
+        capped = torch.cat([i.capped for i in infos])
+        n_capped = int(capped.sum())
+        if n_capped:
+            warnings.warn(IterationCapWarning(
+                f"{method}: {n_capped} of {B} test points were still improving when the iteration cap "
+                f"max_iter={max_iter} was reached (their predictions are not at a minimum); raise max_iter "
+                "or pass return_info=True to see which", n_capped), stacklevel=2)
         if not return_info:
             return y
         info = OptInfo(torch.cat([i.n_iter for i in infos]), sum(i.n_eval for i in infos),
-                       torch.cat([i.f for i in infos]), torch.cat([i.grad_inf for i in infos]),
-                       torch.cat([i.converged for i in infos]), sum(i.wall_time for i in infos))
+                       torch.cat([i.f for i in infos]), torch.cat([i.grad_inf for i in infos]) / self.y_scale,
+                       torch.cat([i.converged for i in infos]), sum(i.wall_time for i in infos), capped)
         return y, info
 
     def reference_predict(self, Xt, method: str = "SMTGP", alpha: float = 0.5, init=None,
@@ -640,7 +723,8 @@ class TwinGP:
         a, _ = validate_alpha_beta(alpha)
         Xt = self._check_test(Xt)
         if init is None:
-            init = self.predict(Xt, "KLTGP") if method != "KLTGP" else ridge_predict(self.X, self.Y, Xt)
+            init = self.predict(Xt, "KLTGP") if method != "KLTGP" else self.from_internal_y(
+                ridge_predict(self._X, self._Y, self.to_internal_x(Xt)))
         init = self._check_y(init, Xt.shape[0], "init")
         out = []
         for i in range(Xt.shape[0]):
@@ -692,51 +776,17 @@ def smtgp_det_objective(tgp: TwinGP, Xt, y, alpha: float, beta: float | None = N
     """
     from tandem.inference.twin_gp.divergences import log_chernoff_coefficient, sharma_mittal
     a, b = validate_alpha_beta(alpha, beta)
-    Xt = tgp._check_test(Xt)
+    Xt = tgp.to_internal_x(tgp._check_test(Xt))
+    y = tgp.to_internal_y(y)
     out = []
     zeros = torch.zeros(tgp.N + 1, dtype=DTYPE, device=tgp.device)
     for i in range(Xt.shape[0]):
-        Xa = torch.cat([tgp.X, Xt[i:i + 1]])
-        Ya = torch.cat([tgp.Y, y[i:i + 1]])
-        KXa = rbf(Xa, Xa, tgp.rho_x) + tgp.lam_x * tgp._eye(tgp.N + 1)
-        KYa = rbf(Ya, Ya, tgp.rho_y) + tgp.lam_y * tgp._eye(tgp.N + 1)
+        Xa = torch.cat([tgp._X, Xt[i:i + 1]])
+        Ya = torch.cat([tgp._Y, y[i:i + 1]])
+        KXa = rbf(Xa, Xa, tgp._rx) + tgp.lam_x * tgp._eye(tgp.N + 1)
+        KYa = rbf(Ya, Ya, tgp._ry) + tgp.lam_y * tgp._eye(tgp.N + 1)
         if b is None:
             out.append(-log_chernoff_coefficient(zeros, KXa, zeros, KYa, a))
         else:
             out.append(sharma_mittal(zeros, KXa, zeros, KYa, a, b))
     return torch.stack(out)
-
-
-
-def toy_data(which: int, seed: int = 0, noise: float = 0.005):
-    """The twin-GP papers' S-shaped inverse problems (specs/twin_gp.md, "Toy 1"/"Toy 2").
-
-    Generator: y ~ U(0, 1), x = y + 0.3 sin(2πy) + ε, ε ~ N(0, noise²) (the spec's 0.005;
-    Bo & Sminchisescu used 0.05); predict y from x (multi-valued for x ∈ (0.41, 0.59)).
-
-    * Toy 1: 250 training pairs; test: 250 equally spaced outputs y in (0, 1) with
-      x = y + 0.3 sin(2πy) (noise-free, as in the TGP code's GenSData.m: the input is not
-      a function of x, so "equally spaced" can only index the outputs).
-    * Toy 2 (reconstructed from the SMTGP authors' toy script): the 250 training pairs and
-      a copy shifted by (−1, −1) — the range of the test inputs and outputs, which for this
-      curve is exactly 1, so the copy continues the generator: x(y − 1) = x(y) − 1 — are
-      concatenated (two S shapes, y ∈ (−1, 1)), sorted by x and downsampled by 2 (every
-      second point) to 250 training points; test: 500 equally spaced y in (−1, 1),
-      x = y + 0.3 sin(2πy).
-
-    Returns float64 tensors ``X`` (N, 1), ``Y`` (N, 1), ``Xt`` (T, 1), ``Yt`` (T, 1).
-    """
-    if which not in (1, 2):
-        raise ValueError(f"which: expected 1 or 2, got {which!r}")
-    g = torch.Generator().manual_seed(int(seed))
-    f = lambda t: t + 0.3 * torch.sin(2 * torch.pi * t)  # noqa: E731
-    y = torch.rand(250, 1, generator=g, dtype=DTYPE)
-    x = f(y) + noise * torch.randn(250, 1, generator=g, dtype=DTYPE)
-    if which == 1:
-        yt = torch.linspace(0, 1, 252, dtype=DTYPE)[1:-1, None]
-        return x, y, f(yt), yt
-    x2, y2 = torch.cat([x - 1.0, x]), torch.cat([y - 1.0, y])
-    order = x2[:, 0].argsort()
-    x2, y2 = x2[order][::2].contiguous(), y2[order][::2].contiguous()
-    yt = torch.linspace(-1, 1, 502, dtype=DTYPE)[1:-1, None]
-    return x2, y2, f(yt), yt

@@ -15,16 +15,20 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from tandem.inference.twin_gp.predictor import TwinGP
+from tandem.inference.distances import median_distance
+from tandem.inference.twin_gp.predictor import (IterationCapWarning, TwinGP, gpr_predict, hsic, kernel_alignment,
+                                                kernel_knn_predict, rbf, wknn_predict)
 from tandem.inference.validation import as_tensor, check_int_range, check_same_rows
 
-__all__ = ["kfold_indices", "median_distance", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
-           "select_alignment_knn", "run_real_experiment", "paired_differences", "add_protocol_args", "StageCheckpoint", "data_hash",
+__all__ = ["kfold_indices", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
+           "select_alignment_knn", "run_real_experiment", "paired_differences", "paired_over_draws", "add_protocol_args", "StageCheckpoint", "data_hash",
            "ALPHAS", "BETAS"]
 
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(21))
@@ -39,17 +43,6 @@ def kfold_indices(n: int, k: int = 5, seed: int = 0) -> list[np.ndarray]:
     return [np.sort(f) for f in np.array_split(perm, k)]
 
 
-def median_distance(Z, max_points: int = 2000, seed: int = 0) -> float:
-    """Median Euclidean distance between distinct rows of Z (on a random subset)."""
-    Z = as_tensor(Z, "Z", ndim=2, min_rows=2)
-    if Z.shape[0] > max_points:
-        idx = torch.as_tensor(np.random.default_rng(seed).choice(Z.shape[0], max_points, replace=False))
-        Z = Z[idx]
-    D = torch.cdist(Z, Z)
-    iu = torch.triu_indices(Z.shape[0], Z.shape[0], 1)
-    return float(D[iu[0], iu[1]].median())
-
-
 def _folds(X, Y, k, seed):
     X = as_tensor(X, "X", ndim=2)
     Y = as_tensor(Y, "Y", ndim=2)
@@ -60,21 +53,47 @@ def _folds(X, Y, k, seed):
         yield X[tr], Y[tr], X[f], Y[f]
 
 
+class _CapCounter:
+    """Counts the test points that hit the iteration cap inside a CV loop (the per-call
+    :class:`IterationCapWarning` would repeat hundreds of times); the total is returned
+    with the selection as ``"capped"``, so it is reported, not hidden."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __enter__(self):
+        self._cm = warnings.catch_warnings(record=True)
+        self._log = self._cm.__enter__()
+        warnings.simplefilter("always", IterationCapWarning)
+        return self
+
+    def __exit__(self, *exc):
+        self._cm.__exit__(*exc)
+        for w in self._log:
+            if issubclass(w.category, IterationCapWarning):
+                self.count += w.message.n_capped
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return False
+
+
 def select_kltgp(X, Y, rho_x_grid, rho_y_grid, lam_grid, metric, k: int = 5, seed: int = 0,
                  neighbors: int | None = None, max_iter: int = 50) -> dict:
     """Grid search of (ρ_x, ρ_y, λ) for KLTGP by k-fold CV; λ_X = λ_Y = λ.
 
     ``metric(pred, true) -> float`` (lower is better). Returns ``{"best": (ρ_x, ρ_y, λ),
-    "scores": {(ρ_x, ρ_y, λ): [per-fold values]}}``.
+    "scores": {(ρ_x, ρ_y, λ): [per-fold values]}, "capped": n}`` (n: validation points,
+    summed over folds and grid, that hit the iteration cap).
     """
     scores: dict = {}
-    for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
-        for rx, ry, lam in itertools.product(rho_x_grid, rho_y_grid, lam_grid):
-            m = TwinGP(Xtr, Ytr, rx, ry, lam)
-            pred = m.predict(Xva, "KLTGP", max_iter=max_iter, neighbors=neighbors)
-            scores.setdefault((rx, ry, lam), []).append(metric(pred, Yva))
+    with _CapCounter() as cap:
+        for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
+            for rx, ry, lam in itertools.product(rho_x_grid, rho_y_grid, lam_grid):
+                m = TwinGP(Xtr, Ytr, rx, ry, lam)
+                pred = m.predict(Xva, "KLTGP", max_iter=max_iter, neighbors=neighbors)
+                scores.setdefault((rx, ry, lam), []).append(metric(pred, Yva))
     best = min(scores, key=lambda key: np.mean(scores[key]))
-    return {"best": best, "scores": scores}
+    return {"best": best, "scores": scores, "capped": cap.count}
 
 
 def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alphas=ALPHAS,
@@ -82,32 +101,33 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
                       max_iter: int = 50, form: str = "sm") -> dict:
     """k-fold CV of SMTGP over α × β (α = 0: KLTGP, α = 1: IKLTGP, no β there).
 
-    Returns ``{"best": (α, β), "scores": {(α, β): [per-fold values]}}``; endpoint keys use
-    β = None. Ties are broken towards the smaller α, then the listed order of β.
+    Returns ``{"best": (α, β), "scores": {(α, β): [per-fold values]}, "capped": n}``;
+    endpoint keys use β = None. Ties are broken towards the smaller α, then the listed
+    order of β.
     """
     scores: dict = {}
-    for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
-        m = TwinGP(Xtr, Ytr, rho_x, rho_y, lam)
-        init = m.predict(Xva, "KLTGP", max_iter=max_iter, neighbors=neighbors)
-        for a in alphas:
-            if a == 0.0:
-                scores.setdefault((0.0, None), []).append(metric(init, Yva))
-            elif a == 1.0:
-                pred = m.predict(Xva, "IKLTGP", init=init, max_iter=max_iter, neighbors=neighbors)
-                scores.setdefault((1.0, None), []).append(metric(pred, Yva))
-            else:
-                for b in betas:
-                    pred = m.predict(Xva, "SMTGP", alpha=a, beta=b, init=init, max_iter=max_iter,
-                                     neighbors=neighbors, form=form)
-                    scores.setdefault((a, b), []).append(metric(pred, Yva))
+    with _CapCounter() as cap:
+        for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
+            m = TwinGP(Xtr, Ytr, rho_x, rho_y, lam)
+            init = m.predict(Xva, "KLTGP", max_iter=max_iter, neighbors=neighbors)
+            for a in alphas:
+                if a == 0.0:
+                    scores.setdefault((0.0, None), []).append(metric(init, Yva))
+                elif a == 1.0:
+                    pred = m.predict(Xva, "IKLTGP", init=init, max_iter=max_iter, neighbors=neighbors)
+                    scores.setdefault((1.0, None), []).append(metric(pred, Yva))
+                else:
+                    for b in betas:
+                        pred = m.predict(Xva, "SMTGP", alpha=a, beta=b, init=init, max_iter=max_iter,
+                                         neighbors=neighbors, form=form)
+                        scores.setdefault((a, b), []).append(metric(pred, Yva))
     order = list(scores)
     best = min(order, key=lambda key: (round(float(np.mean(scores[key])), 12), order.index(key)))
-    return {"best": best, "scores": scores}
+    return {"best": best, "scores": scores, "capped": cap.count}
 
 
 def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) -> dict:
     """k-fold CV of the GPR baseline's (ρ, σ²)."""
-    from tandem.inference.twin_gp.predictor import gpr_predict
     scores: dict = {}
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for r, s in itertools.product(rho_grid, noise_grid):
@@ -117,7 +137,6 @@ def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) ->
 
 def select_wknn(X, Y, ks, metric, k: int = 5, seed: int = 0) -> dict:
     """k-fold CV of the weighted k-NN baseline's neighbour count."""
-    from tandem.inference.twin_gp.predictor import wknn_predict
     scores: dict = {}
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for kk in ks:
@@ -137,7 +156,6 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
 
     Returns ``{"best": (ρ_x, k), "alignment": {ρ: value}, "scores": {k: [per-fold values]}}``.
     """
-    from tandem.inference.twin_gp.predictor import hsic, kernel_alignment, kernel_knn_predict, rbf
     if criterion not in ("kta", "hsic"):
         raise ValueError(f"criterion: expected 'kta' or 'hsic', got {criterion!r}")
     X = as_tensor(X, "X", ndim=2)
@@ -222,6 +240,34 @@ def paired_differences(preds: dict, Y, metric, methods, baselines) -> dict:
     return out
 
 
+def paired_over_draws(values: dict, seeds, methods, baselines) -> dict:
+    """Paired comparison across data draws: for each method A and baseline B (both in
+    ``values``, one score per draw in ``seeds`` order, lower is better), d_s = A_s − B_s;
+    returns ``{"A - B": {"mean", "se", "wins", "losses", "worst_draw": {"seed", "excess",
+    "relative_excess"}}}`` with se = std(d)/√S, wins: d_s < 0, and the worst draw the one
+    with the largest d_s (relative_excess = d_s / B_s). Also ``"spread_ratio"``: std(A)/std(B)
+    over draws (ddof 1)."""
+    seeds = list(seeds)
+    out = {}
+    for a in methods:
+        for b in baselines:
+            if a == b or a not in values or b not in values:
+                continue
+            va, vb = np.asarray(values[a], dtype=float), np.asarray(values[b], dtype=float)
+            if va.shape != vb.shape or va.size != len(seeds):
+                raise ValueError(f"values: {a!r} and {b!r} need one score per seed ({len(seeds)}), "
+                                 f"got {va.size} and {vb.size}")
+            d = va - vb
+            w = int(np.argmax(d))
+            se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
+            sb = float(vb.std(ddof=1)) if vb.size > 1 else float("nan")
+            out[f"{a} - {b}"] = {
+                "mean": float(d.mean()), "se": se, "wins": int((d < 0).sum()), "losses": int((d > 0).sum()),
+                "worst_draw": {"seed": seeds[w], "excess": float(d[w]), "relative_excess": float(d[w] / vb[w])},
+                "spread_ratio": float(va.std(ddof=1) / sb) if vb.size > 1 and sb > 0 else float("nan")}
+    return out
+
+
 def add_protocol_args(parser, unit: str = "points", cv_subset: int = 1000):
     """The command-line options of :func:`run_real_experiment` shared by the real-data
     examples: --cv-subset (default ``cv_subset``), --alpha-step, --neighbors, --max-iter,
@@ -262,8 +308,6 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     the test points of each twin-GP prediction.
     Returns the predictions and selected settings.
     """
-    import time
-    from tandem.inference.twin_gp.predictor import TwinGP, gpr_predict, kernel_knn_predict, wknn_predict
     alphas = ALPHAS if alphas is None else alphas
     rng = np.random.default_rng(seed)
     Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in

@@ -1,0 +1,208 @@
+"""The user path for twin GPs: ``TwinGPRegressor(method="SMTGP").fit(X, Y).predict(Xt)``.
+
+Fit on your own arrays with the paper's protocol as the default:
+
+1. Standardise every column of X and of Y (zero mean, unit variance), so nothing depends
+   on the data's units; predictions are mapped back.
+2. Kernel widths and λ by k-fold CV of KLTGP (:func:`~tandem.inference.twin_gp.selection.select_kltgp`)
+   on a grid of multiples of the median pairwise distance of each side. The default grid
+   reaches down to 1/16 of the median: on multi-valued inverse problems (the S-shaped toys)
+   the input kernel must be narrow enough that a test input's weights u_x stay on its own
+   stretch of the curve; a width of the order of the input range lets the choice between
+   branches follow training points far away, which changes from one data draw to the next.
+3. For SMTGP, α and β by k-fold CV (:func:`~tandem.inference.twin_gp.selection.select_alpha_beta`;
+   α = 0 / 1 are KLTGP / IKLTGP, the limits of SMTGP's minimiser).
+4. Prediction: ridge regression → KLTGP → (IKLTGP or SMTGP), batched over all test points.
+
+Any hyperparameter given to the constructor is used as is (in standardised units for the
+widths) and skips its CV.
+"""
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import pyro
+import torch
+
+from tandem.inference.distances import Standardizer, median_distance
+from tandem.inference.metrics import mean_abs_error
+from tandem.inference.predictive import posterior_predictive
+from tandem.inference.twin_gp.predictor import METHODS, TwinGP
+from tandem.inference.twin_gp.selection import BETAS, select_alpha_beta, select_kltgp
+from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
+from tandem.guides.twin_gp import Guide
+from tandem.models.twin_gp import dims, model
+
+__all__ = ["TwinGPRegressor", "RHO_MULT_X", "RHO_MULT_Y", "LAM_GRID", "ALPHA_GRID"]
+
+#: default CV grids: widths as multiples of the median pairwise distance (standardised data)
+RHO_MULT_X = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
+RHO_MULT_Y = (1 / 8, 1 / 4, 1 / 2, 1.0)
+LAM_GRID = (1e-3, 1e-2)
+#: α step 0.1 (the authors: it suffices); 0 and 1 are KLTGP and IKLTGP
+ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(11))
+
+
+class TwinGPRegressor:
+    """Twin-GP structured regression with hyperparameters by cross-validation.
+
+    Parameters (keyword-only after ``method``):
+      method: "KLTGP", "IKLTGP" or "SMTGP".
+      rho_x, rho_y, lam: kernel widths (standardised units) and λ; ``None`` → by CV of
+        KLTGP over ``rho_mult_x`` × median distance of the standardised inputs,
+        ``rho_mult_y`` × that of the outputs, and ``lam_grid``.
+      alpha, beta: SMTGP's order parameters; ``None`` → by CV over ``alphas`` × ``betas``.
+      folds: CV folds; cv_subset: at most this many training rows are used for CV (a seeded
+        random subset; the final model uses all rows).
+      metric: ``metric(pred, true) -> float``, lower is better (default mean absolute error).
+      neighbors: local model with the K nearest training points per test point (None: all).
+      max_iter: BFGS iterations per test point at most (the paper: 50).
+      seed: the CV folds' and subset's seed.
+
+    After :meth:`fit`: ``model_`` (the :class:`TwinGP` on standardised data), ``rho_x_``,
+    ``rho_y_``, ``lam_``, ``alpha_``, ``beta_`` (selected or given), ``cv_`` (the CV
+    scores, or None where nothing was selected).
+    """
+
+    def __init__(self, method: str = "SMTGP", *, rho_x: float | None = None, rho_y: float | None = None,
+                 lam: float | None = None, alpha: float | None = None, beta: float | None = None,
+                 rho_mult_x=RHO_MULT_X, rho_mult_y=RHO_MULT_Y, lam_grid=LAM_GRID, alphas=ALPHA_GRID,
+                 betas=BETAS, folds: int = 5, cv_subset: int = 1000, metric=mean_abs_error,
+                 neighbors: int | None = None, max_iter: int = 50, seed: int = 0, device=None):
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+        self.method = method
+        self.rho_x = None if rho_x is None else check_real_range(rho_x, "rho_x", 0.0, low_open=True)
+        self.rho_y = None if rho_y is None else check_real_range(rho_y, "rho_y", 0.0, low_open=True)
+        self.lam = None if lam is None else check_real_range(lam, "lam", 0.0, low_open=True)
+        self.alpha = None if alpha is None else check_real_range(alpha, "alpha", 0.0, 1.0)
+        self.beta = None if beta is None else check_real_range(beta, "beta")
+        if self.beta == 1.0:
+            raise ValueError("beta: expected a real number != 1 (beta = 1 is the Renyi limit), got 1")
+        for name, grid in (("rho_mult_x", rho_mult_x), ("rho_mult_y", rho_mult_y), ("lam_grid", lam_grid)):
+            if len(grid) == 0 or any(not float(v) > 0 for v in grid):
+                raise ValueError(f"{name}: expected a non-empty sequence of positive numbers, got {grid!r}")
+        if len(alphas) == 0 or any(not 0.0 <= float(a) <= 1.0 for a in alphas):
+            raise ValueError(f"alphas: expected a non-empty sequence of values in [0, 1], got {alphas!r}")
+        if len(betas) == 0 or any(float(b) == 1.0 for b in betas):
+            raise ValueError(f"betas: expected a non-empty sequence of values != 1, got {betas!r}")
+        self.rho_mult_x, self.rho_mult_y = tuple(map(float, rho_mult_x)), tuple(map(float, rho_mult_y))
+        self.lam_grid, self.alphas, self.betas = tuple(map(float, lam_grid)), tuple(map(float, alphas)), tuple(betas)
+        self.folds = check_int_range(folds, "folds", 2)
+        self.cv_subset = check_int_range(cv_subset, "cv_subset", 2)
+        if not callable(metric):
+            raise TypeError(f"metric: expected a callable metric(pred, true) -> float, got {type(metric).__name__}")
+        self.metric = metric
+        self.neighbors = None if neighbors is None else check_int_range(neighbors, "neighbors", 2)
+        self.max_iter = check_int_range(max_iter, "max_iter", 1)
+        self.seed = int(seed)
+        self.device = device
+        self.model_ = None
+
+    # -- fitting ----------------------------------------------------------------------
+    def fit(self, X, Y) -> "TwinGPRegressor":
+        """Standardise, select the hyperparameters by CV where not given, build the twin GP.
+        ``X`` (N, d_x), ``Y`` (N, d_y); a 1-d ``Y`` is read as one output column."""
+        X = as_tensor(X, "X", ndim=2, min_rows=2)
+        Y = as_tensor(Y, "Y", min_rows=2)
+        if Y.dim() == 1:
+            Y = Y.unsqueeze(1)
+        if Y.dim() != 2:
+            raise ValueError(f"Y: expected a 1-d or 2-d array, got shape {tuple(Y.shape)}")
+        check_same_rows({"X": X, "Y": Y}, "samples (rows)")
+        if X.shape[0] < self.folds:
+            raise ValueError(f"X: {X.shape[0]} training rows cannot be split into folds={self.folds} CV folds")
+        self.sx_, self.sy_ = Standardizer(X), Standardizer(Y)
+        Z, W = self.sx_.transform(X), self.sy_.transform(Y)
+        rng = np.random.default_rng(self.seed)
+        sub = torch.as_tensor(np.sort(rng.choice(Z.shape[0], min(self.cv_subset, Z.shape[0]), replace=False)))
+        Zs, Ws = Z[sub], W[sub]
+        self.cv_ = {}
+        if None in (self.rho_x, self.rho_y, self.lam):
+            mx, my = median_distance(Z, seed=self.seed), median_distance(W, seed=self.seed)
+            gx = [self.rho_x] if self.rho_x is not None else [mx * r for r in self.rho_mult_x]
+            gy = [self.rho_y] if self.rho_y is not None else [my * r for r in self.rho_mult_y]
+            gl = [self.lam] if self.lam is not None else list(self.lam_grid)
+            sel = select_kltgp(Zs, Ws, gx, gy, gl, self.metric, k=self.folds, seed=self.seed,
+                               neighbors=self._cv_neighbors(Zs), max_iter=self.max_iter)
+            self.cv_["kltgp"] = sel
+            self.rho_x_, self.rho_y_, self.lam_ = sel["best"]
+        else:
+            self.rho_x_, self.rho_y_, self.lam_ = self.rho_x, self.rho_y, self.lam
+        self.alpha_, self.beta_ = self.alpha, self.beta
+        if self.method == "SMTGP" and self.alpha is None:
+            betas = self.betas if self.beta is None else (self.beta,)
+            sel = select_alpha_beta(Zs, Ws, self.rho_x_, self.rho_y_, self.lam_, self.metric, alphas=self.alphas,
+                                    betas=betas, k=self.folds, seed=self.seed, neighbors=self._cv_neighbors(Zs),
+                                    max_iter=self.max_iter)
+            self.cv_["alpha_beta"] = sel
+            self.alpha_, self.beta_ = sel["best"]
+        if self.method == "SMTGP" and self.beta_ is None:
+            self.beta_ = 0.99  # β changes only SMTGP's optimisation path (paper's default list starts here)
+        self.model_ = TwinGP(Z, W, self.rho_x_, self.rho_y_, self.lam_, device=self.device)
+        return self
+
+    def _cv_neighbors(self, Zs) -> int | None:
+        # a CV fold holds (folds−1)/folds of the subset; the local model cannot use more
+        if self.neighbors is None:
+            return None
+        return min(self.neighbors, Zs.shape[0] - -(-Zs.shape[0] // self.folds))
+
+    # -- prediction ---------------------------------------------------------------------
+    def _check_fitted(self):
+        if self.model_ is None:
+            raise RuntimeError("TwinGPRegressor: call fit(X, Y) before predict()")
+
+    def _effective(self) -> tuple[str, float, float | None]:
+        """The method actually run: SMTGP at α = 0 / 1 is KLTGP / IKLTGP (its limits)."""
+        if self.method == "SMTGP" and self.alpha_ in (0.0, 1.0):
+            return ("KLTGP" if self.alpha_ == 0.0 else "IKLTGP"), self.alpha_, None
+        return self.method, (0.5 if self.alpha_ is None else self.alpha_), self.beta_
+
+    def _predict_std(self, Zt, return_info=False):
+        m, kw = self.model_, dict(max_iter=self.max_iter, neighbors=self.neighbors)
+        method, a, b = self._effective()
+        if method == "KLTGP":
+            return m.predict(Zt, "KLTGP", return_info=return_info, **kw)
+        init = m.predict(Zt, "KLTGP", **kw)
+        opts = dict(alpha=a, beta=b, form="sm") if method == "SMTGP" else {}
+        return m.predict(Zt, method, init=init, return_info=return_info, **opts, **kw)
+
+    def predict(self, Xt, return_info: bool = False):
+        """Predicted outputs (B, d_y) in the data's units for test inputs ``Xt`` (B, d_x);
+        with ``return_info=True`` also the optimiser's per-point diagnostics."""
+        self._check_fitted()
+        Zt = self.sx_.transform(self.model_._check_test(Xt))
+        out = self._predict_std(Zt, return_info)
+        if return_info:
+            return self.sy_.inverse(out[0]), out[1]
+        return self.sy_.inverse(out)
+
+    def to_inference_data(self, Xt, Y_true=None):
+        """ArviZ ``InferenceData`` of the prediction through the Pyro model
+        (:func:`tandem.models.twin_gp.model`) with the point-mass guide at the prediction:
+        ``posterior["y"]`` (1 chain, 1 draw, test, output) in data units; ``observed_data["y"]``
+        the true outputs if ``Y_true`` (B, d_y) is given; the hyperparameters in ``attrs``."""
+        self._check_fitted()
+        Zt = self.sx_.transform(self.model_._check_test(Xt))
+        pred = self._predict_std(Zt)
+        method, a, _ = self._effective()
+        prefix = "twin_gp_regressor"
+        store = pyro.get_param_store()
+        for name in (f"{prefix}_y_loc",):  # a parameter left from another call would be reused
+            if name in store:
+                del store[name]
+        idata = posterior_predictive(model, Guide(init=pred, prefix=prefix), self.model_, Zt, method, a,
+                                     num_samples=1, dims=dims(), log_likelihood=False)
+        del store[f"{prefix}_y_loc"]
+        idata.posterior["y"] = idata.posterior["y"] * torch.as_tensor(self.sy_.scale).numpy() + \
+            torch.as_tensor(self.sy_.mean).numpy()
+        if Y_true is not None:
+            Y_true = as_tensor(Y_true, "Y_true", ndim=2, shape=(Zt.shape[0], self.model_.dy))
+            idata.extend(az.from_dict(observed_data={"y": Y_true.numpy()}, dims=dims()))
+        idata.posterior.attrs.update({"method": self.method, "method_run": method, "rho_x": self.rho_x_,
+                                      "rho_y": self.rho_y_, "lambda": self.lam_,
+                                      "alpha": -1.0 if self.alpha_ is None else float(self.alpha_),
+                                      "beta": -1.0 if self.beta_ is None else float(self.beta_),
+                                      "units": "rho_x, rho_y in standardised units"})
+        return idata
