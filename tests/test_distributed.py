@@ -105,7 +105,7 @@ def test_two_gloo_workers_equal_single_process_stochastic_mcgpds():
         for k, v in ref.items():
             torch.testing.assert_close(params[k], v, rtol=1e-8, atol=1e-10, msg=k)
     # the minibatches covered the windows and the fit moved the parameters
-    assert sum(k.startswith("smu_0_") for k in ref) == 8
+    assert sum(k.startswith("sq_") for k in ref) == 8
     assert ref_losses[-1] < ref_losses[0]
 
 

@@ -47,7 +47,7 @@ likelihood the natural gradient step of length ρ on the minibatch is
 ELBO equals the collapsed bound (tested). The hyperparameters and the per-window
 q(X) parameters take Adam steps through :func:`tandem.inference.fit` (a separate,
 larger learning rate for the window parameters, which each step sees only B/S of).
-Each window's μ, λ are their own ``pyro.param`` (``smu_k_i``, ``slam_k_i``), so a step
+Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step
 updates only the B windows it drew: the cost of a step does not grow with N.
 
 Data parallel. On every rank the same windows are drawn; rank r evaluates windows
@@ -167,35 +167,32 @@ def model_params(sdata: StochasticData, idx=None) -> dict:
 def guide_params(sdata: StochasticData, idx: torch.Tensor) -> dict:
     """The guide side for windows ``idx`` (B,): their q(X) parameters and q(V), q(U).
 
-    Returns ``mu``, ``lam``: V × (B, L, Q) (window params ``smu_k_i`` (L, Q) real and
-    ``slam_k_i`` (L, Q) positive, created from the PCA init on first use) and, per view,
-    the natural parameters of the whitened q(ṽ), q(ũ): ``qvP_k`` (M, M), ``qvT_k`` (M, D),
-    ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — updated by natural-gradient steps in
-    :class:`StochasticELBO`, so they enter the loss detached.
+    Returns ``mu``, ``lam``: V × (B, L, Q). Window i has ONE parameter ``sq_i`` (V, L, 2Q)
+    holding ``[μ, log λ]`` of every view (one tensor per window keeps the per-step optimiser
+    work at B small updates; λ = exp(·) > 0), created from the PCA init on first use. The
+    natural parameters of the whitened q(ṽ), q(ũ) — ``qvP_k`` (M, M), ``qvT_k`` (M, D),
+    ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and updated by
+    natural-gradient steps in :class:`StochasticELBO`, so they enter the loss detached.
     """
-    from pyro.distributions import constraints
-    dev, M, J = sdata.device, sdata.M, sdata.J
-    rows, L = sdata.windows.rows, sdata.windows.window
-    mus, lams = [], []
-    for k in range(sdata.V):
-        mk, lk = [], []
-        for i in idx.tolist():
-            r = rows[i]
-            mk.append(pyro.param(f"smu_{k}_{i}", lambda r=r: sdata.X0[r.to(dev)].clone()))
-            lk.append(pyro.param(f"slam_{k}_{i}", lambda: torch.full((L, sdata.Q), float(sdata.lam_init),
-                                                                     dtype=DTYPE, device=dev),
-                                 constraint=constraints.positive))
-        mus.append(torch.stack(mk))
-        lams.append(torch.stack(lk))
-    nat = []
+    dev, M, J, Q, V = sdata.device, sdata.M, sdata.J, sdata.Q, sdata.V
+    rows = sdata.windows.rows
+    loglam = math.log(float(sdata.lam_init))
+
+    def init(r):
+        x0 = sdata.X0[r.to(dev)]
+        return torch.cat([x0, torch.full_like(x0, loglam)], -1).expand(V, -1, -1).clone()
+
+    packed = torch.stack([pyro.param(f"sq_{i}", lambda r=rows[i]: init(r)) for i in idx.tolist()])
+    packed = packed.movedim(1, 0)                                  # (V, B, L, 2Q)
+    mus = list(packed[..., :Q].unbind(0))
+    lams = list(packed[..., Q:].exp().unbind(0))
     for k, D in enumerate(sdata.out_dims):
         eye = torch.eye(M, dtype=DTYPE, device=dev)
-        nat.append({
-            "vP": pyro.param(f"qvP_{k}", lambda: eye.clone()).detach(),
-            "vT": pyro.param(f"qvT_{k}", lambda: torch.zeros(M, D, dtype=DTYPE, device=dev)).detach(),
-            "uP": pyro.param(f"quP_{k}", lambda: eye.expand(J, D, M, M).clone()).detach(),
-            "uT": pyro.param(f"quT_{k}", lambda: torch.zeros(J, M, D, dtype=DTYPE, device=dev)).detach()})
-    return {"mu": mus, "lam": lams, "nat": nat}
+        pyro.param(f"qvP_{k}", lambda: eye.clone())
+        pyro.param(f"qvT_{k}", lambda: torch.zeros(M, D, dtype=DTYPE, device=dev))
+        pyro.param(f"quP_{k}", lambda: eye.expand(J, D, M, M).clone())
+        pyro.param(f"quT_{k}", lambda: torch.zeros(J, M, D, dtype=DTYPE, device=dev))
+    return {"mu": mus, "lam": lams}
 
 
 def _natural_params(k: int) -> dict:
@@ -457,7 +454,8 @@ class StochasticConfig:
     batch: int = 16                 # windows per step
     num_steps: int = 2000
     lr: float = 0.01                # Adam, hyperparameters
-    lr_local: float = 0.05          # Adam, per-window μ, λ
+    lr_local: float = 0.05          # Adam, per-window μ, log λ
+    lr_final: float = 0.1           # both learning rates decay to this fraction at the end
     ng_step: float = 0.5
     fixed: tuple = ("alpha", "eps", "beta", "time", "W")
     mapping_kernel: str = "rbfard"
@@ -557,8 +555,11 @@ class StochasticMcGPDS:
 
     def optimizer(self):
         cfg = self.config
-        return pyro.optim.Adam(lambda name: {"lr": cfg.lr_local if name.startswith(("smu_", "slam_"))
-                                             else cfg.lr})
+        # the learning rates decay geometrically to lr_final × their start over num_steps
+        # (Robbins–Monro: the minibatch noise must be averaged out at the end)
+        lrd = float(cfg.lr_final) ** (1.0 / max(int(cfg.num_steps), 1))
+        return pyro.optim.ClippedAdam(lambda name: {"lr": cfg.lr_local if name.startswith("sq_") else cfg.lr,
+                                                    "lrd": lrd, "clip_norm": 1e6})
 
     def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
             checkpoint=None):
@@ -567,13 +568,22 @@ class StochasticMcGPDS:
         ``loss_wrapper``: e.g. :class:`tandem.inference.distributed.DataParallelLoss` (called
         with the objective) for data-parallel training. Returns ``self``.
         """
-        cfg = self.config
         self.data = self.prepare(views, times, seq_ids, seed)
+        pyro.clear_param_store()
+        return self.train(int(self.config.num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
+                          checkpoint=checkpoint)
+
+    def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None):
+        """``num_steps`` more steps on the prepared data, keeping the parameter store (a fresh
+        optimiser state). Sets ``result`` and returns ``self``."""
+        cfg = self.config
+        if not hasattr(self, "data"):
+            raise ValueError("train: call fit(views, times, seq_ids) first (or prepare())")
         self.objective = StochasticELBO(batch=cfg.batch, ng_step=cfg.ng_step)
         loss = self.objective if loss_wrapper is None else loss_wrapper(self.objective)
         self.result = fit(model_params, guide_params, self.data, loss=loss, optim=self.optimizer(),
-                          num_steps=int(cfg.num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
-                          desc="McGPDS (stochastic)")
+                          num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
+                          clear_params=False, desc="McGPDS (stochastic)")
         return self
 
     # ------------------------------------------------------------------ evaluation
