@@ -245,8 +245,11 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
     b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)                       # (B, L, Q)
     w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
     quad2 = (w * w).sum((1, 2))
-    lam_p = (lam * m[None, :, :, None]).permute(0, 3, 1, 2)                    # (V, Q, B, L)
-    sl = lam_p.sqrt()
+    # padding entries: λ = 0 selected with where (not λ·0), so that neither a NaN there nor
+    # the infinite derivative of √λ at 0 reaches the gradient of the real entries
+    valid = (m > 0)[None, :, :, None].expand_as(lam)
+    lam_p = torch.where(valid, lam, torch.zeros_like(lam)).permute(0, 3, 1, 2)   # (V, Q, B, L)
+    sl = torch.where(valid, lam.clamp_min(1e-300).sqrt(), torch.zeros_like(lam)).permute(0, 3, 1, 2)
     slA = sl[..., :, None] * A[:, None]                                        # Λ^½ A  (V, Q, B, L, L)
     LB = cholesky_jitter(eye + slA * sl[..., None, :], "B_q = I + Λ^½ A Λ^½")
     TB = torch.linalg.solve_triangular(LB, slA, upper=False)
@@ -672,6 +675,48 @@ class StochasticMcGPDS:
         return McGPDSData([Y.cpu() for Y in d.views], d.times.cpu(), d.windows.ids, d.Q, d.M, d.J,
                           d.mapping_kernel, d.time_white, d.time_bias, d.private_prior,
                           frozenset(d.fixed), init)
+
+    def to_fitted(self):
+        """A :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` of this fit (CPU, standardised
+        units, windows as sequences) for the collapsed code's predictors
+        (:func:`~tandem.inference.mcgpds.fit.predict_view`: give it test data through
+        :meth:`to_model_units` and map its predictions back with :meth:`to_data_units`).
+        The prediction re-collapses q(V), q(U) to their optimum given q(X) — at convergence
+        the natural-gradient q(V), q(U) themselves."""
+        from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
+        from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted
+        from tandem.guides.mcgpds import variational_params
+        cfg = self.config
+        data = self.collapsed_data()
+        store = pyro.get_param_store()
+        saved = store.get_state()
+        try:
+            pyro.clear_param_store()
+            with torch.no_grad():
+                hp = hyperparams(data)
+                mus, lams = variational_params(data)
+                F = collapsed_bound(data, hp, mus, lams)
+                lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams,
+                                  need_shared_var=True)
+        finally:
+            store.set_state(saved)
+        mc = McGPDSConfig(Q=cfg.Q, M=cfg.M, J=cfg.J, mapping_kernel=cfg.mapping_kernel,
+                          time_white=cfg.time_white, time_bias=cfg.time_bias, fixed=tuple(cfg.fixed),
+                          private_prior=cfg.private_prior)
+        res = getattr(self, "result", None)
+        return McGPDSFitted(mc, data, dict(data.init), lt["mu_s"], lt["s_s"], [m.detach() for m in mus],
+                            [s.detach() for s in lt["s_diag"]],
+                            np.asarray([] if res is None else res.losses), 0.0 if res is None else res.wall_time,
+                            float(F))
+
+    def to_model_units(self, Y, view: int) -> torch.Tensor:
+        """Data units → the standardised units of the fit (view ``view``)."""
+        return (as_tensor(Y, "Y", ndim=2) - self.means[view].cpu()) / self.scales[view]
+
+    def to_data_units(self, mean, var=None, view: int = 1):
+        """Standardised units → data units: ``(mean, var)`` of view ``view``."""
+        m = mean * self.scales[view] + self.means[view].to(mean.device)
+        return m if var is None else (m, var * self.scales[view] ** 2)
 
     @torch.no_grad()
     def _frame_lams(self):
