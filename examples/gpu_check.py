@@ -25,18 +25,25 @@ script exits 1 — that list is what the CUDA owners fix. Results JSON: ``gpu_ch
 """
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 
-import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
 from pyro import poutine
 from pyro.infer.autoguide import AutoDelta
-
+from tandem.guides.mcgpds import variational_params
 from tandem.inference.experiments.cli import base_parser, set_seed
 from tandem.inference.experiments.results import Results
+from tandem.inference.mcgpds import stochastic as st
+from tandem.inference.mcgpds.bound import collapsed_bound
+from tandem.inference.samtc.simulate import simulate_tasks
+from tandem.inference.svi import fit
+from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict, toy_data
+from tandem.models import coupled_projections, mcgpds, samtc, twin_gp
+from tandem.models.mcgpds import McGPDSData, hyperparams, simulate
 
 EXPERIMENT = "gpu_check"
 DTYPE = torch.float64
@@ -61,7 +68,6 @@ def _to(x, dev):
 
 # ------------------------------------------------------------------ model log densities
 def _mcgpds_args(dev):
-    from tandem.models.mcgpds import McGPDSData, simulate
     t = torch.linspace(0, 1, 30, dtype=DTYPE)
     seq = torch.zeros(30, dtype=torch.long)
     sim = simulate(t, seq, [4, 3], Q=2, M=5, seed=0)
@@ -73,7 +79,6 @@ def _mcgpds_args(dev):
 
 
 def _twin_gp_args(dev):
-    from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict, toy_data
     X, Y, Xt, _ = toy_data(1, seed=0)
     # y has an improper flat prior (ImproperUniform): evaluate at the ridge-regression outputs
     return (TwinGP(X[:50], Y[:50], 0.05, 0.05, 1e-3, device=dev), Xt[:5].to(dev)), {}, \
@@ -81,7 +86,6 @@ def _twin_gp_args(dev):
 
 
 def _samtc_args(dev):
-    from tandem.inference.samtc.simulate import simulate_tasks
     sim = simulate_tasks(n_tasks=2, n_points=(60, 60), n_private=(1, 0), seed=0)
     return ([torch.as_tensor(X, dtype=DTYPE).to(dev) for X in sim.tasks], sim.h, 3), {}
 
@@ -94,7 +98,6 @@ def _cp_args(dev):
 
 
 def _models():
-    from tandem.models import coupled_projections, mcgpds, samtc, twin_gp
     return {"mcgpds": (mcgpds.model, _mcgpds_args), "twin_gp": (twin_gp.twin_gp_model, _twin_gp_args),
             "samtc": (samtc.model, _samtc_args), "coupled_projections": (coupled_projections.model, _cp_args)}
 
@@ -125,7 +128,6 @@ def _regression(X, y):
 
 
 def driver(dev):
-    from tandem.inference.svi import fit
     g = torch.Generator().manual_seed(1)
     X = torch.randn(50, 3, generator=g, dtype=DTYPE)
     y = X @ torch.tensor([1.0, -2.0, 0.5], dtype=DTYPE) + 0.3 * torch.randn(50, generator=g, dtype=DTYPE)
@@ -136,9 +138,6 @@ def driver(dev):
 
 
 def mcgpds_collapsed_bound(dev):
-    from tandem.guides.mcgpds import variational_params
-    from tandem.inference.mcgpds.bound import collapsed_bound
-    from tandem.models.mcgpds import hyperparams
     (data,), _ = _mcgpds_args(dev)
     pyro.clear_param_store()
     with torch.no_grad():
@@ -146,7 +145,6 @@ def mcgpds_collapsed_bound(dev):
 
 
 def mcgpds_stochastic(dev):
-    from tandem.inference.mcgpds import stochastic as st
     sim = st.simulate_sequences(4, 25, [4, 3], Q=2, M=5, seed=0)
     cfg = st.StochasticConfig(Q=2, M=5, window=25, batch=4, num_steps=10, fixed=("alpha", "eps", "beta", "time"))
     m = st.StochasticMcGPDS(cfg, device=dev).fit(sim["views"], sim["times"], sim["seq_ids"], seed=0)
@@ -154,7 +152,6 @@ def mcgpds_stochastic(dev):
 
 
 def twin_gp_predict(dev):
-    from tandem.inference.twin_gp.predictor import TwinGP, toy_data
     X, Y, Xt, _ = toy_data(1, seed=0)
     return TwinGP(X, Y, 0.05, 0.05, 1e-3, device=dev).predict(Xt[:60].to(dev), "SMTGP", alpha=0.5, beta=0.99)
 
@@ -182,7 +179,7 @@ def main(args):
               f"{torch.cuda.is_available()}): running the CPU side only; no CUDA number is measured.")
     res = Results(EXPERIMENT, [args.seed], {"devices": devices, "rtol": args.rtol, "cuda_available": cuda,
                                             "quick": args.quick})
-    checks = [(f"model:{n}", (lambda n=n: lambda dev, vals=None: model_log_density(n, dev, vals))())
+    checks = [(f"model:{n}", functools.partial(model_log_density, n))
               for n in ("mcgpds", "twin_gp", "samtc", "coupled_projections")]
     checks += [("driver", driver), ("mcgpds_collapsed_bound", mcgpds_collapsed_bound),
                ("mcgpds_stochastic", mcgpds_stochastic), ("twin_gp_predict", twin_gp_predict)]
@@ -192,13 +189,14 @@ def main(args):
         for dev in devices:
             try:
                 if name.startswith("model:"):
-                    (val, vals), sec = _timed(lambda: fn(dev, None if ref is None else ref[1]), dev)
+                    call = functools.partial(fn, dev, None if ref is None else ref[1])
+                    (val, vals), sec = _timed(call, dev)
                     out = (val, vals)
                     num = val
                 else:
-                    out, sec = _timed(lambda: fn(dev), dev)
+                    out, sec = _timed(functools.partial(fn, dev), dev)
                     num = out
-            except Exception as err:  # report and continue: the list of failures is the result
+            except Exception as err:  # noqa: BLE001  (report and continue: the failures are the result)
                 tb = traceback.extract_tb(err.__traceback__)
                 where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if "tandem" in f.filename
                               or "/models/" in f.filename or "/inference/" in f.filename), "?")

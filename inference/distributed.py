@@ -45,16 +45,26 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 from pyro import poutine
 from pyro.infer import ELBO
 
-__all__ = ["is_distributed", "rank_world", "all_reduce_sum", "shard_indices", "DataParallelLoss",
-           "init_from_env", "spawn", "sharded_map"]
+__all__ = [
+    "DataParallelLoss",
+    "all_reduce_sum",
+    "init_from_env",
+    "is_distributed",
+    "rank_world",
+    "shard_indices",
+    "sharded_map",
+    "spawn",
+]
 
 
 def is_distributed() -> bool:
@@ -135,7 +145,7 @@ class DataParallelLoss:
         device = params[0].device if params else value.device
         flat = torch.cat([g.reshape(-1).to(torch.float64) for g in grads]
                          + [value.detach().reshape(1).to(device=device, dtype=torch.float64)])
-        rank, world = rank_world()
+        _, world = rank_world()
         if world > 1:
             size = torch.tensor([flat.numel(), -flat.numel()], dtype=torch.float64, device=device)
             dist.all_reduce(size, op=dist.ReduceOp.MAX)
@@ -173,7 +183,7 @@ def init_from_env(backend: str | None = None) -> torch.device:
     cuda = torch.cuda.is_available()
     backend = backend or ("nccl" if cuda else "gloo")
     if cuda:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
@@ -204,7 +214,6 @@ def spawn(fn: Callable, world_size: int = 2, *args, backend: str = "gloo", threa
     """
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size: expected a positive integer, got {world_size!r}")
-    import torch.multiprocessing as mp
     with tempfile.TemporaryDirectory(prefix="tandem_dist_") as tmp:
         init_file = os.path.join(tmp, "rendezvous")
         mp.spawn(_spawn_entry, args=(fn, world_size, init_file, tmp, backend, threads, args),

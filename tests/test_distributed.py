@@ -11,8 +11,12 @@ import pytest
 import torch
 from pyro.infer import Trace_ELBO
 from pyro.infer.autoguide import AutoNormal
-
-from tandem.inference.distributed import DataParallelLoss, shard_indices, sharded_map, spawn
+from tandem.inference.distributed import (
+    DataParallelLoss,
+    shard_indices,
+    sharded_map,
+    spawn,
+)
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.svi import LBFGS, fit
 

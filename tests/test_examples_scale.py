@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(name, *args):
-    r = subprocess.run([sys.executable, f"examples/{name}", *args], cwd=ROOT, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, f"examples/{name}", *args], cwd=ROOT, capture_output=True, text=True, check=False,
                        timeout=900, env={**os.environ, "MPLBACKEND": "Agg"})
     return r
 
