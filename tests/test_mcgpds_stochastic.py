@@ -148,8 +148,8 @@ def test_stochastic_fit_reaches_the_collapsed_optimum(sim):
     held fixed here (the objectives' gradients in them agree exactly, see above; with them
     learned the plain-Adam fit needs many more steps — docs/_incoming/scale.md)."""
     fixed = ("alpha", "eps", "beta", "time", "W", "kernel", "inducing")
-    cfg = st.StochasticConfig(Q=2, M=6, window=24, batch=3, num_steps=400, lr=0.02, lr_local=0.1,
-                              lr_final=0.05, ng_step=0.5, fixed=fixed)
+    cfg = st.StochasticConfig(Q=2, M=6, window=24, batch=3, num_steps=600, lr=0.02, lr_local=0.05,
+                              lr_final=1.0, ng_step=1.0, fixed=fixed)
     m = st.StochasticMcGPDS(cfg)
     m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
     pyro.clear_param_store()
@@ -167,6 +167,7 @@ def test_stochastic_fit_reaches_the_collapsed_optimum(sim):
     r1 = fit(mcgpds_model, mcgpds_guide, d1, loss=collapsed_loss, optim=LBFGS(max_iter=50), num_steps=10,
              progress=False)
     F_star = -r1.final_loss
+    print(f"collapsed from init {F_init:.2f}, stochastic {elbo:.2f}, collapsed polished {F_star:.2f}")
     assert F_star >= elbo - 1e-6 * abs(elbo)            # never above the collapsed optimum
     assert elbo >= F_star - 0.005 * abs(F_star), (elbo, F_star)
     assert elbo >= F_init - 0.005 * abs(F_init), (elbo, F_init)

@@ -341,7 +341,7 @@ class StochasticELBO:
     ``windows``: fix the windows of every step (evaluation, tests) instead of drawing them.
     """
 
-    def __init__(self, batch: int | None = None, ng_step: float = 0.5, windows=None):
+    def __init__(self, batch: int | None = None, ng_step: float = 1.0, windows=None):
         self.batch = batch
         self.ng_step = check_real_range(ng_step, "ng_step", low=0.0, high=1.0, low_open=True)
         self.windows = windows
@@ -481,8 +481,8 @@ class StochasticConfig:
     num_steps: int = 2000
     lr: float = 0.01                # Adam, hyperparameters
     lr_local: float = 0.05          # Adam, per-window μ, log λ
-    lr_final: float = 0.1           # both learning rates decay to this fraction at the end
-    ng_step: float = 0.5
+    lr_final: float = 1.0           # both learning rates decay to this fraction at the end (1: no decay)
+    ng_step: float = 1.0
     fixed: tuple = ("alpha", "eps", "beta", "time", "W")
     mapping_kernel: str = "rbfard"
     time_white: bool = True
