@@ -1,0 +1,846 @@
+"""Stochastic McGPDS: an uncollapsed, minibatched ELBO over windows of the sequences.
+
+The collapsed bound (:func:`tandem.inference.mcgpds.bound.collapsed_bound`) needs every
+frame at every step. Here q(V), q(U) are explicit and the objective is a sum over
+independent time blocks, so a step only touches a minibatch of blocks (Hensman, Fusi &
+Lawrence 2013, "Gaussian processes for big data", with the ψ-statistics of Titsias &
+Lawrence 2010 for the uncertain latent inputs).
+
+Windows (the approximation)
+---------------------------
+Sequences are cut into consecutive, non-overlapping windows of ``window`` frames (the
+last window of a sequence may be shorter); every window is an independent block of the
+time kernels, i.e. the model is McGPDS with ``seq_ids`` := window ids. Within a window
+the time prior is exact (the paper's RBF + white + bias kernels); across a window
+boundary the prior correlation is dropped, and the bias term (a constant offset per
+sequence) becomes one offset per window. With RBF inverse width γ and frame spacing Δt
+the dropped correlation at distance d frames is ``exp(−γ (d Δt)² / 2)``; it is negligible
+once the window is several time-lengthscales long (the default inverse width
+``100/range(t)²`` of one window gives a lengthscale of a tenth of the window). A
+sequence no longer than ``window`` is not cut at all, so on data made of short sequences
+(human pose: 7 sequences of ≤ 194 frames, ``window ≥ 194``) this is the paper's model.
+Why windows rather than a Markovian (state-space) time prior: windows keep the
+paper's kernel, its bias and white terms and the Opper–Archambeau q(X) unchanged; a
+state-space prior would replace the RBF time kernel by a Matérn one. The cost of a
+window is O(L³) and an epoch costs O(N L² + N M²), linear in the number of frames N.
+
+Objective (per step, minibatch ``I`` of ``B`` out of ``S`` windows)
+-------------------------------------------------------------------
+``ELBO ≈ (S/B) Σ_{i∈I} [E_q log p(Y_i | X_i, U, V) − KL_i(q(X) ‖ p(X))] − Σ_k KL(q(V_k, U_k) ‖ p)``
+
+* ``KL_i``: the spec's KL of the shared + private latents of window i (the well-conditioned
+  form of :mod:`tandem.inference.mcgpds.bound`; ``q(x_q^(k)) = N(μ, (A_k⁻¹ + Λ)⁻¹)``,
+  ``q(X^(s))`` in closed form).
+* Expected log-likelihood with the paper's surrogate (h and every w_j g_j fit y
+  separately, as in the collapsed bound), in whitened inducing coordinates
+  ``v_d = L_H ṽ_d`` (``H = L_H L_Hᵀ``), ``q(ṽ_d) = N(m_d, S)``:
+  ``−β/2 [yᵀy − 2 r_dᵀ m_d + m_dᵀ Ã m_d + tr(Ã S) + ψ0 − tr Ã]`` with
+  ``Ã = L_H⁻¹ Ψ2 L_H⁻ᵀ``, ``r_d = L_H⁻¹ Ψ1ᵀ y_d``, plus ``½ n D log(β/2π)``; the same for
+  u_dj with weight w_dj, and ``KL(q(ṽ_d) ‖ N(0, I)) = ½ [tr S + mᵀm − M − log|S|]``.
+* The windows are drawn with ``pyro.plate("windows", S, subsample_size=B)`` from the
+  seeded RNG and the window terms are scaled by ``S/B`` (unbiased).
+
+Updates. q(V), q(U) take natural-gradient steps (Hensman et al. 2013): for a Gaussian
+likelihood the natural gradient step of length ρ on the minibatch is
+``P ← (1−ρ) P + ρ (I + c β w² Ã)``, ``θ ← (1−ρ) θ + ρ c β w R`` (precision P, θ = P m,
+``c = S/B``); with ρ = 1 and the full batch it lands on the optimal q(V), q(U), where the
+ELBO equals the collapsed bound (tested). The step is applied after the ELBO and its
+gradient are evaluated, so every update of a step sees the same q(V), q(U) (evaluating
+after a step fitted to the same minibatch biases the q(X) gradients). The hyperparameters and the per-window
+q(X) parameters take Adam steps through :func:`tandem.inference.fit` (a separate,
+larger learning rate for the window parameters, which each step sees only B/S of).
+Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step
+updates only the B windows it drew: the cost of a step does not grow with N.
+
+Data parallel. On every rank the same windows are drawn; rank r evaluates windows
+``I[r::world]`` (plus the global KL on rank 0), the sufficient statistics of the
+natural-gradient step (Σ Ψ2, Ψ1ᵀY) are all-reduced before the step, and
+:class:`tandem.inference.distributed.DataParallelLoss` all-reduces the gradients.
+
+Device. Everything follows ``device`` (the data are moved there); the algebra is
+float64. Units: every view is standardised internally (mean 0, unit overall variance)
+so the fit does not depend on the data's units; :meth:`StochasticMcGPDS.to_data_units`
+maps back.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyro
+import pyro.optim
+import torch
+from pyro import poutine
+from tandem.guides.mcgpds import variational_params
+from tandem.inference.distributed import all_reduce_sum, rank_world
+from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
+from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted
+from tandem.inference.numerics import DTYPE, cho_logdet, cholesky_jitter
+from tandem.inference.svi import fit
+from tandem.inference.validation import as_tensor, check_int_range, check_real_range
+from tandem.models.gp_kernels import kernel_matrix, psi_stats, time_kernel
+from tandem.models.mcgpds import (
+    McGPDSData,
+    default_init,
+    hyperparams,
+    mcgpds_model,
+    simulate,
+)
+
+__all__ = [
+    "StochasticConfig",
+    "StochasticData",
+    "StochasticELBO",
+    "StochasticMcGPDS",
+    "Windows",
+    "guide_params",
+    "model_params",
+    "simulate_sequences",
+    "window_kl",
+]
+
+
+# --------------------------------------------------------------------------- windows
+class Windows:
+    """Frames cut into windows of at most ``window`` consecutive frames of one sequence.
+
+    ``seq_ids`` (N,) sequence labels (frames of a sequence in row order; they need not be
+    contiguous). Attributes: ``rows`` (S, L) frame indices (padding 0), ``mask`` (S, L)
+    bool, ``ids`` (N,) window id of every frame. Vectorised, O(N log N).
+    """
+
+    def __init__(self, seq_ids, window: int):
+        seq_ids = torch.as_tensor(seq_ids).long().reshape(-1).cpu()
+        L = check_int_range(window, "window", low=1)
+        N = seq_ids.numel()
+        if N == 0:
+            raise ValueError("seq_ids: expected at least one frame")
+        order = torch.argsort(seq_ids, stable=True)
+        s = seq_ids[order]
+        new = torch.ones(N, dtype=torch.bool)
+        new[1:] = s[1:] != s[:-1]
+        start = torch.cummax(torch.where(new, torch.arange(N), torch.zeros(N, dtype=torch.long)), 0).values
+        pos = torch.arange(N) - start                          # position within its sequence
+        wstart = new | (pos % L == 0)
+        wid_sorted = torch.cumsum(wstart.long(), 0) - 1
+        S = int(wid_sorted[-1]) + 1
+        rows = torch.zeros(S, L, dtype=torch.long)
+        mask = torch.zeros(S, L, dtype=torch.bool)
+        rows[wid_sorted, pos % L] = order
+        mask[wid_sorted, pos % L] = True
+        ids = torch.empty(N, dtype=torch.long)
+        ids[order] = wid_sorted
+        self.rows, self.mask, self.ids, self.window = rows, mask, ids, L
+
+    @property
+    def S(self) -> int:
+        return int(self.rows.shape[0])
+
+
+@dataclass
+class StochasticData:
+    """The one argument of the stochastic model/guide/objective (scaled views on ``device``).
+
+    Carries the attributes :func:`tandem.models.mcgpds.hyperparams` reads (``fixed``,
+    ``init``, ``V``, ``mapping_kernel``, ``private_prior``, ``time_white``, ``time_bias``),
+    so the hyperparameters are the model's own ``pyro.param`` s with its names and
+    constraints.
+    """
+    views: list
+    times: torch.Tensor
+    windows: Windows
+    Q: int
+    M: int
+    J: int
+    init: dict
+    X0: torch.Tensor
+    fixed: frozenset = frozenset()
+    mapping_kernel: str = "rbfard"
+    time_white: bool = True
+    time_bias: bool = True
+    private_prior: str = "mcgpds"
+    lam_init: float = 0.5
+    out_dims: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.out_dims = [int(Y.shape[1]) for Y in self.views]
+        self.device = self.times.device
+        self.rows = self.windows.rows.to(self.device)
+        self.mask = self.windows.mask.to(self.device)
+
+    @property
+    def V(self) -> int:
+        return len(self.views)
+
+    @property
+    def N(self) -> int:
+        return int(self.times.numel())
+
+
+# --------------------------------------------------------------------------- model / guide params
+def model_params(sdata: StochasticData, idx=None) -> dict:
+    """The model side: registers (or reads) the McGPDS hyperparameters, as the model does."""
+    return hyperparams(sdata)
+
+
+def guide_params(sdata: StochasticData, idx: torch.Tensor) -> dict:
+    """The guide side for windows ``idx`` (B,): their q(X) parameters and q(V), q(U).
+
+    Returns ``mu``, ``lam``: V × (B, L, Q). Window i has ONE parameter ``sq_i`` (V, L, 2Q)
+    holding ``[μ, log λ]`` of every view (one tensor per window keeps the per-step optimiser
+    work at B small updates; λ = exp(·) > 0), created from the PCA init on first use. The
+    natural parameters of the whitened q(ṽ), q(ũ) — ``qvP_k`` (M, M), ``qvT_k`` (M, D),
+    ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and updated by
+    natural-gradient steps in :class:`StochasticELBO`, so they enter the loss detached.
+    """
+    dev, M, J, Q, V = sdata.device, sdata.M, sdata.J, sdata.Q, sdata.V
+    rows = sdata.windows.rows
+    loglam = math.log(float(sdata.lam_init))
+
+    def init(r):
+        x0 = sdata.X0[r.to(dev)]
+        return torch.cat([x0, torch.full_like(x0, loglam)], -1).expand(V, -1, -1).clone()
+
+    packed = torch.stack([pyro.param(f"sq_{i}", lambda r=rows[i]: init(r)) for i in idx.tolist()])
+    packed = packed.movedim(1, 0)                                  # (V, B, L, 2Q)
+    mus = list(packed[..., :Q].unbind(0))
+    lams = list(packed[..., Q:].exp().unbind(0))
+    eye = torch.eye(M, dtype=DTYPE, device=dev)
+    for k, D in enumerate(sdata.out_dims):
+        pyro.param(f"qvP_{k}", lambda: eye.clone())
+        pyro.param(f"qvT_{k}", lambda D=D: torch.zeros(M, D, dtype=DTYPE, device=dev))
+        pyro.param(f"quP_{k}", lambda D=D: eye.expand(J, D, M, M).clone())
+        pyro.param(f"quT_{k}", lambda D=D: torch.zeros(J, M, D, dtype=DTYPE, device=dev))
+    return {"mu": mus, "lam": lams}
+
+
+def _natural_params(k: int) -> dict:
+    """The current (detached) natural parameters of view k's q(ṽ), q(ũ) from the store."""
+    return {n: pyro.param(f"q{n}_{k}").detach() for n in ("vP", "vT", "uP", "uT")}
+
+
+# --------------------------------------------------------------------------- pieces
+def _mask_kernel(K: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """Zero padding rows/cols of (…, B, L, L) and put 1 on their diagonal (m (B, L) float)."""
+    return K * (m[:, :, None] * m[:, None, :]) + torch.diag_embed(1.0 - m)
+
+
+def _kzz(kind, Z, variance, ard) -> torch.Tensor:
+    """K(Z, Z) + 1e-6·mean diag jitter (as ``gp_kernels.kzz``, with the identity on Z's device)."""
+    K = kernel_matrix(kind, Z, Z, variance, ard)
+    jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
+    return K + jit * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
+
+
+def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: torch.Tensor,
+              lam: torch.Tensor):
+    """KL(q(X_s, X_1..V) ‖ p) of a batch of windows and the private variances.
+
+    t (B, L) times, m (B, L) float mask, ``views[k]`` with ``alpha``, ``eps``, ``time``
+    (dict, or None for the identity private prior); mu, lam (V, B, L, Q), zero at padding.
+    Returns ``(kl (B,), s_diag (V, B, L, Q))``. Same algebra as ``bound.latent_terms``:
+    ``KL = ½ Σ_q [log|B'| + Σ_k (log|B_q^(k)| − Σ_n λ S_nn + μᵀA⁻¹μ) − bᵀ S^(s) b]``.
+    """
+    B, L = m.shape
+    Q = mu.shape[-1]
+    eye = torch.eye(L, dtype=t.dtype, device=t.device)
+
+    def tk(hp):
+        if hp is None:
+            return eye.expand(B, L, L)
+        return _mask_kernel(time_kernel(t, t, hp["var"], hp["invw"], hp.get("white"), hp.get("bias")), m)
+
+    Ls = cholesky_jitter(tk(time_s), "shared time kernel K_t^(s)")             # (B, L, L)
+    A = torch.stack([_mask_kernel(v["alpha"] ** 2 * tk(v["time"]) + (1 - v["alpha"]) ** 2 * v["eps"] * eye, m)
+                     for v in views])                                          # (V, B, L, L)
+    LA = cholesky_jitter(A, "private prior covariance A_k")
+    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=t.dtype, device=t.device).reshape(()) for v in views])
+    T = torch.linalg.solve_triangular(LA, Ls.expand_as(LA), upper=False)       # L_A⁻¹ L_s
+    mm = m[:, :, None] * m[:, None, :]
+    C = (((1 - alpha) ** 2)[:, None, None, None] * (T.mT @ T)).sum(0) * mm     # L_sᵀ C L_s
+    LBp = cholesky_jitter(eye + C, "B' = I + L_sᵀ C L_s")
+    Aimu = torch.cholesky_solve(mu, LA)                                        # A⁻¹ μ (V, B, L, Q)
+    quad1 = (mu * Aimu).sum((0, 2, 3))                                         # (B,)
+    b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)                       # (B, L, Q)
+    w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
+    quad2 = (w * w).sum((1, 2))
+    # padding entries: λ = 0 selected with where (not λ·0), so that neither a NaN there nor
+    # the infinite derivative of √λ at 0 reaches the gradient of the real entries
+    valid = (m > 0)[None, :, :, None].expand_as(lam)
+    lam_p = torch.where(valid, lam, torch.zeros_like(lam)).permute(0, 3, 1, 2)   # (V, Q, B, L)
+    sl = torch.where(valid, lam.clamp_min(1e-300).sqrt(), torch.zeros_like(lam)).permute(0, 3, 1, 2)
+    slA = sl[..., :, None] * A[:, None]                                        # Λ^½ A  (V, Q, B, L, L)
+    LB = cholesky_jitter(eye + slA * sl[..., None, :], "B_q = I + Λ^½ A Λ^½")
+    TB = torch.linalg.solve_triangular(LB, slA, upper=False)
+    sdiag = (A.diagonal(dim1=-2, dim2=-1)[:, None] - (TB * TB).sum(-2)).clamp_min(1e-12)   # (V, Q, B, L)
+    kl = 0.5 * (Q * cho_logdet(LBp) + cho_logdet(LB).sum((0, 1)) - (lam_p * sdiag).sum((0, 1, 3))
+                + quad1 - quad2)
+    return kl, sdiag.permute(0, 2, 3, 1)
+
+
+def _whitened_stats(kind, mu, s, Y, Z, variance, ard):
+    """``(LK, psi0, Ã = L⁻¹Ψ2L⁻ᵀ, R = L⁻¹Ψ1ᵀY)`` of one function's inducing set over rows (n, ·)."""
+    psi0, P1, P2 = psi_stats(kind, mu, s, Z, variance, ard)
+    LK = cholesky_jitter(_kzz(kind, Z, variance, ard), "K_ZZ")
+    tmp = torch.linalg.solve_triangular(LK, P2, upper=False)
+    At = torch.linalg.solve_triangular(LK, tmp.mT, upper=False)
+    R = torch.linalg.solve_triangular(LK, P1.mT @ Y, upper=False)
+    return LK, psi0, At, R
+
+
+def _q_moments(P: torch.Tensor, T: torch.Tensor):
+    """Mean (…, M, D) and Cholesky of the precision from natural parameters P (…, M, M), T."""
+    LP = cholesky_jitter(0.5 * (P + P.mT), "precision of q(U)")
+    return torch.cholesky_solve(T, LP), LP
+
+
+def _fit_terms(yy, At, psi0, R, w, m, LP):
+    """``−β/2 ×`` bracket of the expected fit for all outputs (see module docstring), without β.
+
+    yy scalar Σ y²; At (M, M); R (M, D); w (D,) weights; m (M, D) means; LP (M, M) or
+    (D, M, M) Cholesky of the precision (S = P⁻¹, tr(Ã S) = ‖L_P⁻¹ L_Ã‖² via a solve).
+    """
+    lin = (w * (R * m).sum(0)).sum()
+    quad = (w * w * (m * (At @ m)).sum(0)).sum()
+    Sinv_tr = torch.cholesky_solve(At.expand(LP.shape[:-2] + At.shape) if LP.dim() > 2 else At, LP)
+    trAS = Sinv_tr.diagonal(dim1=-2, dim2=-1).sum(-1)                          # tr(P⁻¹ Ã), () or (D,)
+    trAS = (w * w * trAS).sum() if LP.dim() > 2 else (w * w).sum() * trAS
+    trace = (w * w).sum() * (psi0 - At.diagonal().sum())
+    return yy - 2 * lin + quad + trAS + trace
+
+
+def _kl_white(m, LP):
+    """Σ_d KL(N(m_d, P⁻¹) ‖ N(0, I)); m (M, D), LP (M, M) shared or (D, M, M)."""
+    M, D = m.shape
+    eye = torch.eye(M, dtype=m.dtype, device=m.device)
+    Linv = torch.linalg.solve_triangular(LP, eye.expand(LP.shape), upper=False)   # L_P⁻¹
+    trS = (Linv * Linv).sum((-1, -2))
+    logdetS = -cho_logdet(LP)
+    if LP.dim() == 2:
+        trS, logdetS = D * trS, D * logdetS
+    else:
+        trS, logdetS = trS.sum(), logdetS.sum()
+    return 0.5 * (trS + (m * m).sum() - M * D - logdetS)
+
+
+def _g_off(v) -> bool:
+    """g switched off: W constant and β w² < 1e-8 (the collapsed bound skips it the same way)."""
+    W = v["W"]
+    return (not W.requires_grad) and float((v["beta"].detach() * W * W).max()) < 1e-8
+
+
+# --------------------------------------------------------------------------- the objective
+class StochasticELBO:
+    """Negative minibatch ELBO for :func:`tandem.inference.fit` (a custom loss callable).
+
+    ``loss(model, guide, sdata)``: ``model``/``guide`` are :func:`model_params` /
+    :func:`guide_params` (or compatible registrations). ``batch``: windows per step
+    (``None`` or ≥ S: all windows, deterministic). ``ng_step``: natural-gradient step
+    length ρ ∈ (0, 1] of q(V), q(U) (1 with the full batch gives the optimal q).
+    ``windows``: fix the windows of every step (evaluation, tests) instead of drawing them.
+    """
+
+    def __init__(self, batch: int | None = None, ng_step: float = 1.0, windows=None):
+        self.batch = batch
+        self.ng_step = check_real_range(ng_step, "ng_step", low=0.0, high=1.0, low_open=True)
+        self.windows = windows
+
+    def _draw(self, S: int) -> tuple[torch.Tensor, float]:
+        if self.windows is not None:
+            idx = torch.as_tensor(self.windows).long().reshape(-1)
+            return idx, S / idx.numel()
+        B = S if self.batch is None else min(int(self.batch), S)
+        with pyro.plate("windows", S, subsample_size=B) as idx:
+            pass
+        return idx.cpu(), S / B
+
+    def __call__(self, model, guide, sdata: StochasticData, update: bool = True) -> torch.Tensor:
+        S = sdata.windows.S
+        idx, scale = self._draw(S)
+        rank, world = rank_world()
+        hp = model(sdata, idx)
+        q = guide(sdata, idx)
+        mine = torch.arange(idx.numel())[rank::world]
+        dev = sdata.device
+        kind = sdata.mapping_kernel
+        local = idx[mine]
+        elbo = torch.zeros((), dtype=DTYPE, device=dev)
+        stats = []
+        if local.numel():
+            li = local.to(dev)
+            m = sdata.mask[li].to(DTYPE)                                       # (b, L)
+            rows = sdata.rows[li]
+            t = sdata.times[rows] * m
+            mu = torch.stack([q["mu"][k][mine.to(dev)] for k in range(sdata.V)]) * m[None, :, :, None]
+            lam = torch.stack([q["lam"][k][mine.to(dev)] for k in range(sdata.V)])
+            kl, sdiag = window_kl(t, m, hp["time_s"], hp["views"], mu, lam)
+            elbo = elbo - scale * kl.sum()
+            valid = sdata.mask[li]
+            for k, Y in enumerate(sdata.views):
+                v = hp["views"][k]
+                Yb = Y[rows[valid]]
+                n, D = Yb.shape
+                mk, sk = mu[k][valid], sdiag[k][valid]
+                h = _whitened_stats(kind, mk, sk, Yb, v["Zh"], v.get("kh_var"), v["kh_ard"])
+                gs = []
+                if not _g_off(v):
+                    for j in range(sdata.J):
+                        kgv = v["kg_var"][j] if v.get("kg_var") is not None else None
+                        gs.append(_whitened_stats(kind, mk, sk, Yb, v["Zg"][j], kgv, v["kg_ard"][j]))
+                stats.append((n, D, (Yb * Yb).sum(), h, gs))
+        for k in range(sdata.V):
+            v = hp["views"][k]
+            beta = v["beta"]
+            nat = _natural_params(k)
+            mv, LPv = _q_moments(nat["vP"], nat["vT"])
+            if stats:
+                n, D, yy, (_, psi0, At, R), gs = stats[k]
+                ll = 0.5 * n * D * (beta.log() - math.log(2 * math.pi))
+                ll = ll - 0.5 * beta * _fit_terms(yy, At, psi0, R, torch.ones(D, dtype=DTYPE, device=dev), mv, LPv)
+                for j, (LKg, psi0g, Ag, Rg) in enumerate(gs):
+                    mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
+                    mu_ = mu_[..., 0].mT                                            # (M, D)
+                    ll = ll - 0.5 * beta * (_fit_terms(yy, Ag, psi0g, Rg, v["W"][:, j], mu_, LPu) - yy)
+                elbo = elbo + scale * ll
+            if rank == 0:
+                elbo = elbo - _kl_white(mv, LPv)
+                if not _g_off(v):
+                    for j in range(sdata.J):
+                        mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
+                        elbo = elbo - _kl_white(mu_[..., 0].mT, LPu)
+        # natural-gradient step of q(V), q(U) on the (all-reduced) minibatch statistics, AFTER
+        # the ELBO: every gradient of this step is taken at the current q(V), q(U). (Taking
+        # them after a step that fitted q(U) to this very minibatch biases the q(X) gradients:
+        # the minibatch looks explained already; measured: ELBO −6556 vs −3754 full batch.)
+        if update:
+            self._natgrad(sdata, hp, stats, scale)
+        return -elbo
+
+    @torch.no_grad()
+    def _natgrad(self, sdata, hp, stats, scale):
+        """One natural-gradient step of every view's q(ṽ), q(ũ_j) (see module docstring)."""
+        store = pyro.get_param_store()
+        rho = self.ng_step
+        dev = sdata.device
+        for k, D in enumerate(sdata.out_dims):
+            v = hp["views"][k]
+            M = sdata.M
+            J = sdata.J
+            g_on = not _g_off(v)
+            # Σ Ψ2-type and Ψ1ᵀY-type statistics, whitened with the (rank-independent) L_K
+            parts = []
+            if stats:
+                _, _, _, (_, _, At, R), gs = stats[k]
+                parts += [At.detach(), R.detach()]
+                for (_, _, Ag, Rg) in gs:
+                    parts += [Ag.detach(), Rg.detach()]
+            else:   # this rank drew no window: contribute zeros of the right shapes
+                parts += [torch.zeros(M, M, dtype=DTYPE, device=dev), torch.zeros(M, D, dtype=DTYPE, device=dev)]
+                if g_on:
+                    for _ in range(J):
+                        parts += [torch.zeros(M, M, dtype=DTYPE, device=dev),
+                                  torch.zeros(M, D, dtype=DTYPE, device=dev)]
+            flat = all_reduce_sum(torch.cat([p.reshape(-1) for p in parts]))
+            At, R = flat[:M * M].reshape(M, M), flat[M * M:M * M + M * D].reshape(M, D)
+            beta = v["beta"].detach()
+            eye = torch.eye(M, dtype=DTYPE, device=dev)
+            P_hat = eye + scale * beta * At
+            T_hat = scale * beta * R
+            self._blend(store, f"qvP_{k}", P_hat, rho)
+            self._blend(store, f"qvT_{k}", T_hat, rho)
+            if g_on:
+                off = M * M + M * D
+                uP, uT = [], []
+                W = v["W"].detach()
+                for j in range(J):
+                    Ag = flat[off:off + M * M].reshape(M, M)
+                    Rg = flat[off + M * M:off + M * M + M * D].reshape(M, D)
+                    off += M * M + M * D
+                    w = W[:, j]
+                    uP.append(eye + (scale * beta * w * w)[:, None, None] * Ag)
+                    uT.append(scale * beta * w * Rg)
+                self._blend(store, f"quP_{k}", torch.stack(uP), rho)
+                self._blend(store, f"quT_{k}", torch.stack(uT), rho)
+
+    @staticmethod
+    def _blend(store, name, new, rho):
+        p = store[name].unconstrained()
+        p.mul_(1 - rho).add_(rho * new)
+
+
+# --------------------------------------------------------------------------- high level
+@dataclass
+class StochasticConfig:
+    """Settings of a stochastic McGPDS fit (defaults: the protocol's fixed groups, g off)."""
+    Q: int = 10
+    M: int = 100
+    J: int = 1
+    window: int = 200
+    batch: int = 16                 # windows per step
+    num_steps: int = 2000
+    lr: float = 0.01                # Adam, hyperparameters
+    lr_local: float = 0.05          # Adam, per-window μ, log λ
+    lr_final: float = 1.0           # both learning rates decay to this fraction at the end (1: no decay)
+    ng_step: float = 1.0
+    fixed: tuple = ("alpha", "eps", "beta", "time", "W")
+    mapping_kernel: str = "rbfard"
+    time_white: bool = True
+    time_bias: bool = True
+    time_white_var: float = 1e-2
+    time_bias_var: float = 1.0
+    time_invwidth: float | None = None   # None: 100 / (range of t over one window)²
+    alpha_init: float = 0.5
+    eps_init: float = 1e-3
+    beta_init: float = 100.0        # on the standardised views (= 100 / var(Y) in data units)
+    w_init_scale: float = 1e-6
+    lam_init: float = 0.5
+    private_prior: str = "mcgpds"
+
+
+def _pca_scores(Y: torch.Tensor, q: int) -> torch.Tensor:
+    """Unit-variance PCA scores (N, q) of centred Y from the D×D covariance (linear in N)."""
+    Yc = Y - Y.mean(0)
+    C = Yc.mT @ Yc / max(Y.shape[0] - 1, 1)
+    e, U = torch.linalg.eigh(C)
+    U = U[:, e.argsort(descending=True)[:q]]
+    X = Yc @ U
+    X = X / X.std(0).clamp_min(1e-12)
+    sign = torch.sign(X.gather(0, X.abs().argmax(0, keepdim=True)))
+    return X * sign
+
+
+class StochasticMcGPDS:
+    """McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
+
+    ``views`` list of (N, D_k) arrays, ``times`` (N,), ``seq_ids`` (N,) sequence labels
+    (default: one sequence). ``device``: "cpu", "cuda", ... (float64 there). After
+    :meth:`fit`: ``result`` (the driver's FitResult), :meth:`elbo` (exact full-data ELBO),
+    :meth:`latents` (per-frame q moments), :meth:`to_fitted` (a collapsed-code
+    :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` with the windows as sequences, for
+    :func:`~tandem.inference.mcgpds.fit.predict_view`).
+    """
+
+    def __init__(self, config: StochasticConfig | None = None, device=None):
+        self.config = StochasticConfig() if config is None else config
+        self.device = torch.device("cpu" if device is None else device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device: CUDA was requested but torch.cuda.is_available() is False")
+
+    # ------------------------------------------------------------------ data
+    def prepare(self, views, times, seq_ids=None, seed: int = 0) -> StochasticData:
+        """Validate, standardise and window the data; build the initial values."""
+        cfg = self.config
+        if not isinstance(views, (list, tuple)) or not views:
+            raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2) for k, Y in enumerate(views)]
+        N = vs[0].shape[0]
+        if any(Y.shape[0] != N for Y in vs):
+            raise ValueError(f"views: every view must have the same number of rows, got {[Y.shape[0] for Y in vs]}")
+        t = as_tensor(times, "times", ndim=1)
+        if t.numel() != N:
+            raise ValueError(f"times: expected {N} time stamps (one per frame), got {t.numel()}")
+        seq = torch.zeros(N, dtype=torch.long) if seq_ids is None else torch.as_tensor(np.asarray(seq_ids)).long()
+        if seq.reshape(-1).numel() != N:
+            raise ValueError(f"seq_ids: expected {N} labels (one per frame), got {seq.numel()}")
+        for name in ("Q", "M", "J", "window", "batch"):
+            check_int_range(getattr(cfg, name), name, low=1)
+        if cfg.Q > sum(Y.shape[1] for Y in vs):
+            raise ValueError(f"Q={cfg.Q}: expected at most the total view dimension {sum(Y.shape[1] for Y in vs)}")
+        self.means = [Y.mean(0) for Y in vs]
+        self.scales = [float((Y - mY).std()) or 1.0 for Y, mY in zip(vs, self.means)]
+        vs = [(Y - mY) / s for Y, mY, s in zip(vs, self.means, self.scales)]
+        win = Windows(seq, cfg.window)
+        X0 = _pca_scores(torch.cat(vs, 1), cfg.Q)
+        if cfg.time_invwidth is None:
+            w0 = win.rows[0][win.mask[0]]
+            rng_t = float(t[w0].max() - t[w0].min()) or float(t.max() - t.min()) or 1.0
+            invw = 100.0 / rng_t ** 2
+        else:
+            invw = float(cfg.time_invwidth)
+        gen = torch.Generator().manual_seed(int(seed))
+        # default_init draws Z from a random subset of X0 (first M rows of a permutation)
+        sub = torch.randperm(N, generator=gen)[:max(cfg.M, 1) * 2]
+        init = default_init(sub.numel(), [Y.shape[1] for Y in vs], cfg.Q, cfg.M, cfg.J, cfg.mapping_kernel,
+                            X0=X0[sub], times=t[sub], time_white=cfg.time_white, time_bias=cfg.time_bias,
+                            alpha=cfg.alpha_init, eps=cfg.eps_init, beta=cfg.beta_init, invwidth=invw,
+                            white_var=cfg.time_white_var, bias_var=cfg.time_bias_var, w_scale=cfg.w_init_scale,
+                            lam=cfg.lam_init, private_prior=cfg.private_prior, generator=gen)
+        for k in range(len(vs)):
+            init.pop(f"mu_{k}")
+            init.pop(f"lam_{k}")
+        dev = self.device
+        init = {n: x.to(dev) for n, x in init.items()}
+        fixed = set(cfg.fixed)
+        if "W" in fixed:
+            fixed.add("g")
+        self.seq_ids = seq
+        return StochasticData([Y.to(dev) for Y in vs], t.to(dev), win, cfg.Q, cfg.M, cfg.J, init, X0.to(dev),
+                              frozenset(fixed), cfg.mapping_kernel, cfg.time_white, cfg.time_bias,
+                              cfg.private_prior, cfg.lam_init)
+
+    def optimizer(self):
+        cfg = self.config
+        # the learning rates decay geometrically to lr_final × their start over num_steps
+        # (Robbins–Monro: the minibatch noise must be averaged out at the end)
+        lrd = float(cfg.lr_final) ** (1.0 / max(int(cfg.num_steps), 1))
+        return pyro.optim.ClippedAdam(lambda name: {"lr": cfg.lr_local if name.startswith("sq_") else cfg.lr,
+                                                    "lrd": lrd, "clip_norm": 1e6})
+
+    def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
+            checkpoint=None):
+        """Fit with Adam + natural-gradient steps through :func:`tandem.inference.fit`.
+
+        ``loss_wrapper``: e.g. :class:`tandem.inference.distributed.DataParallelLoss` (called
+        with the objective) for data-parallel training. Returns ``self``.
+        """
+        self.data = self.prepare(views, times, seq_ids, seed)
+        pyro.clear_param_store()
+        return self.train(int(self.config.num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
+                          checkpoint=checkpoint)
+
+    def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None):
+        """``num_steps`` more steps on the prepared data, keeping the parameter store (a fresh
+        optimiser state). Sets ``result`` and returns ``self``."""
+        cfg = self.config
+        if not hasattr(self, "data"):
+            raise ValueError("train: call fit(views, times, seq_ids) first (or prepare())")
+        self.objective = StochasticELBO(batch=cfg.batch, ng_step=cfg.ng_step)
+        loss = self.objective if loss_wrapper is None else loss_wrapper(self.objective)
+        self.result = fit(model_params, guide_params, self.data, loss=loss, optim=self.optimizer(),
+                          num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
+                          clear_params=False, desc="McGPDS (stochastic)")
+        return self
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def elbo(self, chunk: int = 256, optimal_inducing: bool = False) -> float:
+        """Exact full-data ELBO in the standardised units (windows in chunks; no parameter update).
+
+        ``optimal_inducing``: first set q(V), q(U) to their optimum given everything else
+        (one full-batch natural-gradient step of length 1), the value the collapsed bound has.
+        """
+        S = self.data.windows.S
+        if optimal_inducing:
+            self._set_optimal_inducing(chunk)
+        total = 0.0
+        for lo in range(0, S, chunk):
+            idx = torch.arange(lo, min(lo + chunk, S))
+            obj = StochasticELBO(windows=idx)
+            # scale S/|idx| is wrong for a partition; undo it: the window terms have weight 1
+            val = _partition_term(obj, self.data, idx, S)
+            total += val
+        total -= float(_global_kl(self.data))
+        return total
+
+    @torch.no_grad()
+    def _set_optimal_inducing(self, chunk: int = 256):
+        d = self.data
+        S = d.windows.S
+        hp = model_params(d)
+        acc = None
+        for lo in range(0, S, chunk):
+            idx = torch.arange(lo, min(lo + chunk, S))
+            st = _window_stats(d, hp, idx)
+            acc = st if acc is None else [tuple(a + b for a, b in zip(x, y)) for x, y in zip(acc, st)]
+        store = pyro.get_param_store()
+        for k, v in enumerate(hp["views"]):
+            At, R = acc[k][0], acc[k][1]
+            beta = v["beta"]
+            eye = torch.eye(d.M, dtype=DTYPE, device=d.device)
+            store[f"qvP_{k}"].unconstrained().copy_(eye + beta * At)
+            store[f"qvT_{k}"].unconstrained().copy_(beta * R)
+            if not _g_off(v):
+                uP, uT = [], []
+                for j in range(d.J):
+                    Ag, Rg = acc[k][2 + 2 * j], acc[k][3 + 2 * j]
+                    w = v["W"][:, j]
+                    uP.append(eye + (beta * w * w)[:, None, None] * Ag)
+                    uT.append(beta * w * Rg)
+                store[f"quP_{k}"].unconstrained().copy_(torch.stack(uP))
+                store[f"quT_{k}"].unconstrained().copy_(torch.stack(uT))
+
+    @torch.no_grad()
+    def latents(self, chunk: int = 256) -> dict:
+        """Per-frame q moments in frame order: ``mu`` V × (N, Q), ``s`` V × (N, Q) private
+        means/variances (standardised-data latent space)."""
+        d = self.data
+        hp = model_params(d)
+        N, Q, V = d.N, d.Q, d.V
+        mu = torch.zeros(V, N, Q, dtype=DTYPE, device=d.device)
+        s = torch.zeros_like(mu)
+        for lo in range(0, d.windows.S, chunk):
+            idx = torch.arange(lo, min(lo + chunk, d.windows.S))
+            q = guide_params(d, idx)
+            li = idx.to(d.device)
+            m = d.mask[li].to(DTYPE)
+            rows = d.rows[li]
+            mub = torch.stack(q["mu"]) * m[None, :, :, None]
+            _, sd = window_kl(d.times[rows] * m, m, hp["time_s"], hp["views"], mub, torch.stack(q["lam"]))
+            valid = d.mask[li]
+            mu[:, rows[valid]] = mub[:, valid]
+            s[:, rows[valid]] = sd[:, valid]
+        return {"mu": list(mu.unbind(0)), "s": list(s.unbind(0))}
+
+    def collapsed_data(self) -> McGPDSData:
+        """The same model as a :class:`McGPDSData` with windows as sequences (CPU), whose
+        ``init`` holds the current parameters — for the collapsed code (small N only)."""
+        d = self.data
+        lat = self.latents()
+        init = {}
+        store = pyro.get_param_store()
+        for n, x in d.init.items():
+            init[n] = (store[n] if n in store else x).detach().cpu().clone()
+        lams = self._frame_lams()
+        for k in range(d.V):
+            init[f"mu_{k}"] = lat["mu"][k].cpu().clone()
+            init[f"lam_{k}"] = lams[k].cpu().clone()
+        return McGPDSData([Y.cpu() for Y in d.views], d.times.cpu(), d.windows.ids, d.Q, d.M, d.J,
+                          d.mapping_kernel, d.time_white, d.time_bias, d.private_prior,
+                          frozenset(d.fixed), init)
+
+    def to_fitted(self):
+        """A :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` of this fit (CPU, standardised
+        units, windows as sequences) for the collapsed code's predictors
+        (:func:`~tandem.inference.mcgpds.fit.predict_view`: give it test data through
+        :meth:`to_model_units` and map its predictions back with :meth:`to_data_units`).
+        The prediction re-collapses q(V), q(U) to their optimum given q(X) — at convergence
+        the natural-gradient q(V), q(U) themselves."""
+        cfg = self.config
+        data = self.collapsed_data()
+        store = pyro.get_param_store()
+        saved = store.get_state()
+        try:
+            pyro.clear_param_store()
+            with torch.no_grad():
+                hp = hyperparams(data)
+                mus, lams = variational_params(data)
+                F = collapsed_bound(data, hp, mus, lams)
+                lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams,
+                                  need_shared_var=True)
+        finally:
+            store.set_state(saved)
+        mc = McGPDSConfig(Q=cfg.Q, M=cfg.M, J=cfg.J, mapping_kernel=cfg.mapping_kernel,
+                          time_white=cfg.time_white, time_bias=cfg.time_bias, fixed=tuple(cfg.fixed),
+                          private_prior=cfg.private_prior)
+        res = getattr(self, "result", None)
+        return McGPDSFitted(mc, data, dict(data.init), lt["mu_s"], lt["s_s"], [m.detach() for m in mus],
+                            [s.detach() for s in lt["s_diag"]],
+                            np.asarray([] if res is None else res.losses), 0.0 if res is None else res.wall_time,
+                            float(F))
+
+    def to_model_units(self, Y, view: int) -> torch.Tensor:
+        """Data units → the standardised units of the fit (view ``view``)."""
+        return (as_tensor(Y, "Y", ndim=2) - self.means[view].cpu()) / self.scales[view]
+
+    def to_data_units(self, mean, var=None, view: int = 1):
+        """Standardised units → data units: ``(mean, var)`` of view ``view``."""
+        m = mean * self.scales[view] + self.means[view].to(mean.device)
+        return m if var is None else (m, var * self.scales[view] ** 2)
+
+    @torch.no_grad()
+    def _frame_lams(self):
+        d = self.data
+        out = torch.zeros(d.V, d.N, d.Q, dtype=DTYPE, device=d.device)
+        for lo in range(0, d.windows.S, 256):
+            idx = torch.arange(lo, min(lo + 256, d.windows.S))
+            q = guide_params(d, idx)
+            valid = d.mask[idx.to(d.device)]
+            rows = d.rows[idx.to(d.device)]
+            out[:, rows[valid]] = torch.stack(q["lam"])[:, valid]
+        return list(out.unbind(0))
+
+
+def _window_stats(d: StochasticData, hp: dict, idx: torch.Tensor):
+    """Per view ``(Ã_h, R_h, Ã_g1, R_g1, …)`` summed over the windows ``idx`` (no scaling)."""
+    q = guide_params(d, idx)
+    li = idx.to(d.device)
+    m = d.mask[li].to(DTYPE)
+    rows = d.rows[li]
+    mu = torch.stack(q["mu"]) * m[None, :, :, None]
+    _, sdiag = window_kl(d.times[rows] * m, m, hp["time_s"], hp["views"], mu, torch.stack(q["lam"]))
+    valid = d.mask[li]
+    out = []
+    for k, Y in enumerate(d.views):
+        v = hp["views"][k]
+        Yb, mk, sk = Y[rows[valid]], mu[k][valid], sdiag[k][valid]
+        _, _, At, R = _whitened_stats(d.mapping_kernel, mk, sk, Yb, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        st = [At, R]
+        if not _g_off(v):
+            for j in range(d.J):
+                kgv = v["kg_var"][j] if v.get("kg_var") is not None else None
+                _, _, Ag, Rg = _whitened_stats(d.mapping_kernel, mk, sk, Yb, v["Zg"][j], kgv, v["kg_ard"][j])
+                st += [Ag, Rg]
+        out.append(tuple(st))
+    return out
+
+
+def _global_kl(d: StochasticData) -> torch.Tensor:
+    hp = model_params(d)
+    tot = torch.zeros((), dtype=DTYPE, device=d.device)
+    for k, v in enumerate(hp["views"]):
+        nat = _natural_params(k)
+        mv, LPv = _q_moments(nat["vP"], nat["vT"])
+        tot = tot + _kl_white(mv, LPv)
+        if not _g_off(v):
+            for j in range(d.J):
+                mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
+                tot = tot + _kl_white(mu_[..., 0].mT, LPu)
+    return tot
+
+
+def _partition_term(obj: StochasticELBO, d: StochasticData, idx: torch.Tensor, S: int) -> float:
+    """Σ over windows ``idx`` of [E log lik − KL_i] (weight 1), without the global KL."""
+    # the objective returns −(c Σ_i terms_i − KL_global) with c = S/|idx|
+    c = S / idx.numel()
+    val = obj(model_params, guide_params, d, update=False)
+    return float((-val + _global_kl(d)) / c)
+
+
+# --------------------------------------------------------------------------- simulation
+def simulate_sequences(n_seq: int, seq_len: int, out_dims: list, Q: int = 2, M: int = 10, J: int = 1,
+                       chunk_frames: int = 2000, seed: int = 0, **init_kwargs) -> dict:
+    """Many sequences from ONE McGPDS draw, with the model's own simulator.
+
+    :func:`tandem.models.mcgpds.simulate` builds the dense N×N time kernel, so it cannot
+    draw 10⁵ frames at once. Sequences are independent given the output functions, so the
+    first chunk of sequences is drawn with ``simulate`` (which also draws the inducing
+    values v_k, u_k that define h and g), and every further chunk with the model itself
+    (:func:`tandem.models.mcgpds.model`) conditioned on those same inducing values and
+    hyperparameters. Times are ``0, 1/seq_len, …`` within each sequence.
+
+    Returns ``views`` (list of (N, D_k) tensors), ``times`` (N,), ``seq_ids`` (N,),
+    ``X_s`` (N, Q), ``init`` (the hyperparameters).
+    """
+    n_seq = check_int_range(n_seq, "n_seq", low=1)
+    seq_len = check_int_range(seq_len, "seq_len", low=1)
+    per = max(1, chunk_frames // seq_len)
+    t1 = torch.arange(seq_len, dtype=DTYPE) / seq_len
+    views, Xs = [[] for _ in out_dims], []
+    first = min(per, n_seq)
+    times0 = t1.repeat(first)
+    seq0 = torch.arange(first).repeat_interleave(seq_len)
+    sim = simulate(times0, seq0, out_dims, Q=Q, M=M, J=J, seed=seed, **init_kwargs)
+    data0 = sim["data"]
+    for k in range(len(out_dims)):
+        views[k].append(sim[f"y_{k}"])
+    Xs.append(sim["X_s"].mT)
+    cond = {f"v_{k}": sim[f"v_{k}"] for k in range(len(out_dims))}
+    cond.update({f"u_{k}": sim[f"u_{k}"] for k in range(len(out_dims))})
+    done = first
+    pyro.set_rng_seed(seed + 1)
+    while done < n_seq:
+        nb = min(per, n_seq - done)
+        d = McGPDSData(None, t1.repeat(nb), torch.arange(nb).repeat_interleave(seq_len), Q, M, J,
+                       data0.mapping_kernel, data0.time_white, data0.time_bias, data0.private_prior,
+                       out_dims=list(out_dims), init=data0.init, fixed=frozenset(
+                           ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g")))
+        with poutine.block():
+            tr = poutine.trace(poutine.condition(mcgpds_model, cond)).get_trace(d)
+        for k in range(len(out_dims)):
+            views[k].append(tr.nodes[f"y_{k}"]["value"].detach())
+        Xs.append(tr.nodes["X_s"]["value"].detach().mT)
+        done += nb
+    return {"views": [torch.cat(v) for v in views], "times": t1.repeat(n_seq),
+            "seq_ids": torch.arange(n_seq).repeat_interleave(seq_len), "X_s": torch.cat(Xs),
+            "init": data0.init}
