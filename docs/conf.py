@@ -7,6 +7,11 @@ being listed here.
 """
 from __future__ import annotations
 
+from docutils import nodes
+from docutils.frontend import get_default_settings
+from docutils.parsers.rst import Parser
+from docutils.utils import new_document
+
 import tandem
 
 project = "tandem"
@@ -49,26 +54,21 @@ html_title = "tandem"
 # literal block (exactly as in the source) instead of failing the ``-W`` build; docstrings
 # that parse cleanly are rendered as reST.
 
-from docutils import nodes as _nodes  # noqa: E402
-from docutils.frontend import get_default_settings as _settings  # noqa: E402
-from docutils.parsers.rst import Parser as _Parser  # noqa: E402
-from docutils.utils import new_document as _new_document  # noqa: E402
-
-_PARSER = _Parser()
-_SETTINGS = _settings(_Parser)
+_PARSER = Parser()
+_SETTINGS = get_default_settings(Parser)
 _SETTINGS.report_level = 5   # nothing is printed; problems are collected below
 _SETTINGS.halt_level = 5
 
 
 def _is_clean_rst(text: str, env) -> bool:
     _SETTINGS.env = env          # Sphinx's roles (:func:, :math:, ...) look the build up here
-    doc = _new_document("<docstring>", _SETTINGS)
+    doc = new_document("<docstring>", _SETTINGS)
     problems = []
     doc.reporter.attach_observer(lambda msg: problems.append(msg) if msg["level"] >= 2 else None)
     _PARSER.parse(text, doc)
     # substitutions (|x|) fail only later, when they are resolved; a section title inside a
     # docstring is an error in autodoc's context
-    bad = (_nodes.substitution_reference, _nodes.section, _nodes.problematic, _nodes.system_message)
+    bad = (nodes.substitution_reference, nodes.section, nodes.problematic, nodes.system_message)
     return not problems and not any(isinstance(n, bad) for n in doc.findall())
 
 
