@@ -1,6 +1,6 @@
 """Twin Gaussian processes (KLTGP, IKLTGP, SMTGP): batched prediction, reference path, baselines.
 
-Setting (specs/twin_gp.md). Training inputs X (N, d_x), outputs Y (N, d_y); Gaussian kernels
+Setting (docs/specs/twin_gp.md). Training inputs X (N, d_x), outputs Y (N, d_y); Gaussian kernels
 k(a, b) = exp(−‖a−b‖²/(2ρ²)) + λ δ_ab on each side, K_X = k_X(X, X), K_Y = k_Y(Y, Y) (with λ),
 test-to-train vectors K_x = k_X(X, x), K_y = k_Y(Y, y) (without λ), k(z, z) = 1 + λ.
 With A_X = K_X⁻¹, A_Y = K_Y⁻¹: u_x = A_X K_x, η_x = k_X(x,x) − K_xᵀu_x, η_y = k_Y(y,y) − K_yᵀA_Y K_y.
@@ -709,7 +709,7 @@ def smtgp_det_objective(tgp: TwinGP, Xt, y, alpha: float, beta: float | None = N
 
 
 def toy_data(which: int, seed: int = 0, noise: float = 0.005):
-    """The twin-GP papers' S-shaped inverse problems (specs/twin_gp.md, "Toy 1"/"Toy 2").
+    """The twin-GP papers' S-shaped inverse problems (docs/specs/twin_gp.md, "Toy 1"/"Toy 2").
 
     Generator: y ~ U(0, 1), x = y + 0.3 sin(2πy) + ε, ε ~ N(0, noise²) (the spec's 0.005;
     Bo & Sminchisescu used 0.05); predict y from x (multi-valued for x ∈ (0.41, 0.59)).
