@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ DOCS = ROOT / "docs"
 def _make_tables():
     spec = importlib.util.spec_from_file_location("make_tables", DOCS / "make_tables.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod        # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
