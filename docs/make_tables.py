@@ -44,6 +44,8 @@ class Table:
     exactly as they were printed. ``command`` is the command that wrote a generated JSON.
     ``average_over`` names a record key (e.g. ``"task"``) whose records are averaged per seed
     before the mean ± std over seeds is taken (e.g. the per-seed mean accuracy over tasks).
+    ``order`` lists values of the first row key in the order the rows should appear (rows
+    otherwise keep the order of the records).
     """
 
     name: str
@@ -56,6 +58,7 @@ class Table:
     digits: int = 3
     command: str = ""
     average_over: str | None = None
+    order: tuple[str, ...] = ()
 
 
     def __hash__(self):
@@ -135,6 +138,9 @@ def render(table: Table) -> str:
              for rid, cols in groups.items()}
     if not row_ids:
         raise ValueError(f"table {table.name!r}: no records of {table.source} match {table.where}")
+    if table.order:
+        rank = {v: i for i, v in enumerate(table.order)}
+        row_ids.sort(key=lambda rid: rank.get(rid[0], len(rank)))
     heads = list(table.row_headers or table.rows) + [h for _, h in table.columns]
     lines = [_provenance(data, table), "",
              "| " + " | ".join(heads) + " |",
@@ -202,7 +208,7 @@ TABLES: tuple[Table, ...] = (
            ("relatedness_abs_error", "mean abs. error of R"),
            ("relatedness_abs_error_effective", "mean abs. error of R_eff")), row_headers=("method", "set")),
     *(Table(f"samtc_synthetic_30_{s}", f"samtc_synthetic_30_{s}.json", ("method", "selection"),
-            (("accuracy", "accuracy"), ("nmi", "NMI")), average_over="task",
+            (("accuracy", "accuracy"), ("nmi", "NMI")), average_over="task", order=_SAMTC_METHODS,
             row_headers=("method", "grid setting chosen by"), command=_SAMTC_SYNTH_CMD.format(s=s))
       for s in ("partial", "partial-no-trap", "complete")),
     Table("samtc_synthetic_30_partial_transfer", "samtc_synthetic_30_partial.json", ("method",),
