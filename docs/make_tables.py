@@ -61,10 +61,6 @@ class Table:
     order: tuple[str, ...] = ()
 
 
-    def __hash__(self):
-        return hash(self.name)
-
-
 def _decimals(x: float, digits: int) -> int:
     """Decimal places that show ``x`` to ``digits`` significant digits."""
     if x == 0 or not math.isfinite(x):
@@ -97,6 +93,9 @@ def _combine(group: list[dict], table: Table) -> dict:
         if len(group) > 1:
             raise ValueError(f"table {table.name!r}: {len(group)} records for one cell: {group[:2]}")
         return group[0]
+    if len({r.get(table.average_over) for r in group}) != len(group):
+        raise ValueError(f"table {table.name!r}: the records of one cell differ in more than "
+                         f"{table.average_over!r}: {group[:2]}")
     per_seed = [sum(vals) / len(vals) for vals in zip(*(r["values"] for r in group))]
     return {"mean": statistics.fmean(per_seed), "std": statistics.pstdev(per_seed), "values": per_seed}
 
