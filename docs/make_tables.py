@@ -44,6 +44,8 @@ class Table:
     exactly as they were printed. ``command`` is the command that wrote a generated JSON.
     ``average_over`` names a record key (e.g. ``"task"``) whose records are averaged per seed
     before the mean ± std over seeds is taken (e.g. the per-seed mean accuracy over tasks).
+    ``pool`` joins the values of all records that fall into one cell (e.g. one record per
+    seed) before taking mean ± std.
     ``order`` lists values of the first row key in the order the rows should appear (rows
     otherwise keep the order of the records).
     """
@@ -58,6 +60,7 @@ class Table:
     digits: int = 3
     command: str = ""
     average_over: str | None = None
+    pool: bool = False
     order: tuple[str, ...] = ()
 
 
@@ -89,6 +92,9 @@ def _cell(rec: dict, digits: int) -> str:
 
 def _combine(group: list[dict], table: Table) -> dict:
     """The one record of a table cell; with ``average_over``, the per-seed average of the group."""
+    if table.pool:
+        values = [v for r in group for v in r["values"]]
+        return {"mean": statistics.fmean(values), "std": statistics.pstdev(values), "values": values}
     if table.average_over is None:
         if len(group) > 1:
             raise ValueError(f"table {table.name!r}: {len(group)} records for one cell: {group[:2]}")
@@ -163,11 +169,15 @@ TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS
     Table("quickstart", "quickstart.json", ("method",), (("rmse", "RMSE"), ("msll", "MSLL")),
           command="OMP_NUM_THREADS=1 python examples/quickstart.py --out results"),
-    Table("mcgpds_toy1", "recorded/mcgpds_toy1.json", ("method",),
-          (("private 1", "private 1"), ("private 2", "private 2"), ("shared", "shared")), column_key="signal"),
-    Table("mcgpds_toy2", "recorded/mcgpds_toy2.json", ("method",),
-          tuple((f"{v / 10:.1f}", f"{v / 10:.1f}") for v in range(1, 11)), column_key="setting",
-          row_headers=("α (rows) vs view-2 private variance (columns)",)),
+    Table("mcgpds_toy1", "mcgpds_toy.json", ("method",),
+          (("private_1", "private 1"), ("private_2", "private 2"), ("shared", "shared")), column_key="signal",
+          where={"data_set": "toy1", "metric": "recovery_abs_corr"}, pool=True,
+          command="OMP_NUM_THREADS=1 python examples/mcgpds_toy.py --seeds 5 --out results"),
+    Table("mcgpds_toy2", "mcgpds_toy.json", ("metric",),
+          tuple((v, str(v)) for v in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)),
+          column_key="private_var_2", where={"data_set": "toy2", "design": "mix"},
+          row_headers=("learned α (rows) vs view-2 private variance (columns)",),
+          command="OMP_NUM_THREADS=1 python examples/mcgpds_toy.py --seeds 5 --out results"),
     Table("mcgpds_human_pose", "recorded/mcgpds_human_pose.json", ("method",),
           (("mean_joint_error", "mean joint error"), ("msll", "MSLL"),
            ("heldout_train_mean_joint_error", "held-out training error"))),
