@@ -1,7 +1,7 @@
 """McGPDS, CUAVE: generate the 13-d MFCC audio features from the 3750-d video frames.
 
 Reproduces Table 2 of Sun et al. (JMLR 2023) under the authors' protocol
-(specs/mcgpds_protocol.md §2): 194 training / 51 test frames, float64 throughout,
+(docs/specs/mcgpds_protocol.md §2): 194 training / 51 test frames, float64 throughout,
 per-dimension standardisation of both views, Q = 10 ('separately' PPCA init, 7 + 3 dims,
 on the centred views), M = 100, β = 1 + 0.1·U(0,1), α/ε/β and the time kernels fixed,
 1 × (50 variational + 50 model) + 100 joint iterations.

@@ -1,7 +1,7 @@
 """McGPDS, human pose (Agarwal & Triggs): generate the 63-d pose from the 100-d silhouette.
 
 Reproduces Table 1 of Sun et al. (JMLR 2023) under the authors' protocol
-(specs/mcgpds_protocol.md §1): 566 training frames (7 sequences, subsample 3), the
+(docs/specs/mcgpds_protocol.md §1): 566 training frames (7 sequences, subsample 3), the
 158-frame test walk, one scalar scale per view, Q = 10, M = 100, α/ε/β and the time
 kernels fixed, 5 × (50 variational + 50 model) + 1000 joint iterations.
 

@@ -14,7 +14,7 @@ The whole user path is three calls on :class:`tandem.inference.mcgpds.McGPDS`::
 The script prints a table (RMSE and MSLL of view 2 for the McGPDS predictors and the
 trivial baselines), and writes to ``--out``:
 
-* ``quickstart.json`` — the results schema of DESIGN.md;
+* ``quickstart.json`` — the results schema (docs/specs/results_schema.md);
 * ``quickstart.nc``   — an ArviZ ``InferenceData`` of the fitted model (posterior of the
   latents and inducing values, posterior predictive of both views, observed data,
   pointwise log-likelihood) from :func:`tandem.inference.posterior_predictive`;

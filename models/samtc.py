@@ -1,7 +1,7 @@
 """SAMTC's generative story: a shared-atom partial mixture over T clustering tasks.
 
 Zhang, Zhang & Liu, *Self-Adapted Multi-Task Clustering* (IJCAI 2016) is an algorithm,
-not a generative model; the spec (specs/samtc.md, "Generative story") carries its ideas
+not a generative model; the spec (docs/specs/samtc.md, "Generative story") carries its ideas
 into a probabilistic model whose posterior answers SAMTC's two questions — *which source
 instances are reusable for a target* and *how related is source s to target t* — and in
 which transfer flows only through linked atoms, so private clusters cannot transfer

@@ -6,8 +6,14 @@ import pytest
 import torch
 from scipy import integrate, stats
 
-from tandem.inference.twin_gp.divergences import (bhattacharyya, kl_divergence, log_chernoff_coefficient, renyi,
-                                   sharma_mittal, tsallis)
+from tandem.inference.twin_gp.divergences import (
+    bhattacharyya,
+    kl_divergence,
+    log_chernoff_coefficient,
+    renyi,
+    sharma_mittal,
+    tsallis,
+)
 
 
 def _rand_gauss(n, seed):
@@ -63,7 +69,8 @@ def test_limits():
     assert renyi(mp, Sp, mq, Sq, 1 - 1e-6).item() == pytest.approx(kl, rel=1e-4)
     assert sharma_mittal(mp, Sp, mq, Sq, 1.0, 1.0).item() == pytest.approx(kl, rel=1e-12)
     # Bhattacharyya = ½ D_{½,1}
-    assert bhattacharyya(mp, Sp, mq, Sq).item() == pytest.approx(0.5 * sharma_mittal(mp, Sp, mq, Sq, 0.5, 1.0).item(), rel=1e-12)
+    half = 0.5 * sharma_mittal(mp, Sp, mq, Sq, 0.5, 1.0).item()
+    assert bhattacharyya(mp, Sp, mq, Sq).item() == pytest.approx(half, rel=1e-12)
     # non-negative, zero for p = q
     assert sharma_mittal(mp, Sp, mq, Sq, a, 2.0).item() > 0
     assert abs(sharma_mittal(mp, Sp, mp, Sp, a, 2.0).item()) < 1e-12

@@ -1,5 +1,5 @@
 """Smoke tests of the McGPDS real-data scripts: each runs with --quick --seeds 1 and writes
-its results JSON in the DESIGN.md schema (skipped when ../shared/data is absent)."""
+its results JSON in the schema of docs/specs/results_schema.md (skipped when ../shared/data is absent)."""
 import json
 import os
 import subprocess

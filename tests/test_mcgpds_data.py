@@ -1,6 +1,6 @@
 """McGPDS real-data loaders and baselines against the protocol's reference values.
 
-Reference values (../shared/data/README.md, specs/mcgpds_protocol.md §3) were measured
+Reference values (../shared/data/README.md, docs/specs/mcgpds_protocol.md §3) were measured
 independently of this code; a loader that deviates from the protocol (subsampling,
 sequence choice, scaling, dtype) changes them.
 """

@@ -1,4 +1,4 @@
-"""The results-JSON schema of DESIGN.md, shared by every experiment script.
+"""The results-JSON schema (docs/specs/results_schema.md), shared by every experiment script.
 
 A results file ``DIR/<experiment>.json`` holds::
 

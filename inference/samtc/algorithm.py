@@ -4,7 +4,7 @@ Deterministic reference implementation of the paper's algorithm, its ablations a
 baselines of its experiments. The steps live in :mod:`tandem.inference.samtc.steps` (one
 function each) and :mod:`tandem.inference.samtc.spectral` (k-means, Normalized Cut).
 
-Algorithm (equations rebuilt from the paper's prose; see ``specs/samtc.md``)::
+Algorithm (equations rebuilt from the paper's prose; see ``docs/specs/samtc.md``)::
 
     0. init: y^t = Ncut-SNN(X_t, h_t) for every task t (own-task SNN graph)
     for every target t and source s ≠ t:

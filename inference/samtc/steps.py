@@ -1,7 +1,7 @@
 """The steps of SAMTC (Zhang, Zhang & Liu, IJCAI 2016), one function each.
 
 Our copy of the paper lost its display equations; every formula here is rebuilt from
-the prose and the cited methods (see ``specs/samtc.md``). Rebuilt choices are marked
+the prose and the cited methods (see ``docs/specs/samtc.md``). Rebuilt choices are marked
 "Rebuilt:" in the docstrings.
 
 Notation: task t has n_t points (rows of X_t, dense or scipy.sparse, one common

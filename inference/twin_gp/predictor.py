@@ -1,6 +1,6 @@
 """Twin Gaussian processes (KLTGP, IKLTGP, SMTGP): batched prediction, reference path, baselines.
 
-Setting (specs/twin_gp.md). Training inputs X (N, d_x), outputs Y (N, d_y); Gaussian kernels
+Setting (docs/specs/twin_gp.md). Training inputs X (N, d_x), outputs Y (N, d_y); Gaussian kernels
 k(a, b) = exp(−‖a−b‖²/(2ρ²)) + λ δ_ab on each side, K_X = k_X(X, X), K_Y = k_Y(Y, Y) (with λ),
 test-to-train vectors K_x = k_X(X, x), K_y = k_Y(Y, y) (without λ), k(z, z) = 1 + λ.
 With A_X = K_X⁻¹, A_Y = K_Y⁻¹: u_x = A_X K_x, η_x = k_X(x,x) − K_xᵀu_x, η_y = k_Y(y,y) − K_yᵀA_Y K_y.

@@ -1,0 +1,83 @@
+"""Sphinx configuration for the tandem documentation (Markdown via myst-parser, API via autodoc).
+
+Build: ``sphinx-build -W -b html docs docs/_build/html`` with tandem installed
+(``pip install -e ".[docs]"``). The API reference is generated at build time by recursive
+autosummary, so every module and public name of the installed package appears without
+being listed here.
+"""
+from __future__ import annotations
+
+from docutils import nodes
+from docutils.frontend import get_default_settings
+from docutils.parsers.rst import Parser
+from docutils.utils import new_document
+
+import tandem
+
+project = "tandem"
+author = "tandem developers"
+copyright = "tandem developers"
+release = tandem.__version__
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+]
+
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+root_doc = "index"
+templates_path = ["_templates"]
+# _incoming/ holds contributors' drafts not yet folded into the pages; results/_tables/ holds
+# generated tables that the results pages include (they are not pages of their own).
+exclude_patterns = ["_build", "_incoming", "results/_tables", "api/_generated/**/README*"]
+
+myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_heading_anchors = 3
+
+autosummary_generate = True
+autosummary_imported_members = False
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+
+html_theme = "alabaster"
+html_static_path = []
+html_title = "tandem"
+
+
+# --- Docstrings that are not valid reStructuredText are shown verbatim -------------------
+# The package's docstrings are written for readers of the source: they use |x| for
+# determinants and norms, Unicode maths and aligned plain-text tables, which reST reads as
+# substitutions, block quotes or malformed tables. Such a docstring is rendered as a
+# literal block (exactly as in the source) instead of failing the ``-W`` build; docstrings
+# that parse cleanly are rendered as reST.
+
+_PARSER = Parser()
+_SETTINGS = get_default_settings(Parser)
+_SETTINGS.report_level = 5   # nothing is printed; problems are collected below
+_SETTINGS.halt_level = 5
+
+
+def _is_clean_rst(text: str, env) -> bool:
+    _SETTINGS.env = env          # Sphinx's roles (:func:, :math:, ...) look the build up here
+    doc = new_document("<docstring>", _SETTINGS)
+    problems = []
+    doc.reporter.attach_observer(lambda msg: problems.append(msg) if msg["level"] >= 2 else None)
+    _PARSER.parse(text, doc)
+    # substitutions (|x|) fail only later, when they are resolved; a section title inside a
+    # docstring is an error in autodoc's context
+    bad = (nodes.substitution_reference, nodes.section, nodes.problematic, nodes.system_message)
+    return not problems and not any(isinstance(n, bad) for n in doc.findall())
+
+
+def _verbatim_if_not_rst(app, what, name, obj, options, lines):
+    if not lines or _is_clean_rst("\n".join(lines), app.env):
+        return
+    body = ["    " + ln if ln.strip() else "" for ln in lines]
+    lines[:] = ["::", ""] + body + [""]
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _verbatim_if_not_rst)
