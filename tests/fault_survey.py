@@ -287,9 +287,10 @@ def _mcgpds_checkpoint_q_mismatch():
 
 # Twin GPs
 def _twin(scale=1.0, n=60, **predict_kw):
-    from tandem.inference.twin_gp.predictor import TwinGP, toy_data
-    X, Y, Xt, _ = toy_data(1, seed=0)
-    X, Y, Xt = X[:n], Y[:n], Xt[:20]
+    from tandem.inference.twin_gp.predictor import TwinGP
+    from tandem.models.twin_gp import simulate
+    d = simulate(1, seed=0)
+    X, Y, Xt = d["X_train"][:n], d["Y_train"][:n], d["X_test"][:20]
     from tandem.inference.distances import median_distance
     tgp = TwinGP(scale * X, scale * Y, rho_x=median_distance(scale * X), rho_y=median_distance(scale * Y))
     return tgp.predict(scale * Xt, method="SMTGP", alpha=0.5, **predict_kw) / scale
@@ -304,9 +305,10 @@ def _twin_scale_ok(scale):
 
 
 def _twin_stale_cache():
-    from tandem.inference.twin_gp.predictor import TwinGP, toy_data
-    from tandem.models.twin_gp import twin_gp_model
-    X, Y, Xt, _ = toy_data(1, seed=0)
+    from tandem.inference.twin_gp.predictor import TwinGP
+    from tandem.models.twin_gp import simulate, twin_gp_model
+    d = simulate(1, seed=0)
+    X, Y, Xt = d["X_train"], d["Y_train"], d["X_test"]
     tgp = TwinGP(X[:50], Y[:50], rho_x=1.0, rho_y=1.0)
     xt = Xt[:5].clone()
     y = torch.zeros(5, Y.shape[1], dtype=torch.float64)
