@@ -107,7 +107,7 @@ def test_smaller_num_steps_is_refused(y, tmp_path):
     with pytest.raises(CheckpointError, match="holds 30 steps, more than num_steps=10"):
         run(y, ck, n=10)
     same = run(y, ck, n=30)           # the finished run itself comes back without training
-    assert same.resumed_from == 30 and same.num_steps == 30 and same.wall_time < 60
+    assert same.resumed_from == 30 and same.num_steps == 30
 
 
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", None, "truncated", "foreign"])
