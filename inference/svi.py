@@ -30,7 +30,7 @@ from pyro.infer import ELBO, SVI, Trace_ELBO, TraceEnum_ELBO
 from pyro.poutine.subsample_messenger import _Subsample
 from tqdm.auto import tqdm
 
-from tandem.inference.experiments.checkpoints import (CheckpointError, check_fingerprint, describe_callable,
+from tandem.inference.checkpoints import (CheckpointError, check_fingerprint, describe_callable,
                                                       fingerprint, load_checkpoint, save_atomic)
 from tandem.inference.validation import check_int_range, check_real_range
 

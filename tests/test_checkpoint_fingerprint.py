@@ -11,7 +11,7 @@ from pyro.infer.autoguide import AutoNormal
 from torch.distributions import constraints
 
 from tandem.inference import fit, minimize
-from tandem.inference.experiments.checkpoints import (CheckpointError, content_hash, fingerprint, fingerprint_diff,
+from tandem.inference.checkpoints import (CheckpointError, content_hash, fingerprint, fingerprint_diff,
                                                       load_checkpoint, save_atomic)
 
 

@@ -9,6 +9,7 @@ network is needed; the test environment's own (editable) tandem is not visible t
 """
 from __future__ import annotations
 
+import shutil
 import site
 import subprocess
 import sys
@@ -37,9 +38,13 @@ print("version", tandem.__version__)
 
 @pytest.mark.slow
 def test_wheel_installs_under_tandem_only(tmp_path):
+    # build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".*", "build", "docs", "results", "examples", "tests",
+                                                             "__pycache__", "*.egg-info"))
     wheel_dir = tmp_path / "wheel"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                            "-q", "-w", str(wheel_dir), str(ROOT)], capture_output=True, text=True)
+                            "-q", "-w", str(wheel_dir), str(src)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = wheel_dir.glob("tandem-*.whl")
     tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}

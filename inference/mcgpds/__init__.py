@@ -6,8 +6,7 @@
   protocol's defaults), :func:`predict_view` (paper-, code-faithful and generative predictors),
   held-out calibration, :func:`cached_fit`, save/load.
 * :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor.
-* :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`.baselines`;
-  :mod:`.cache` — content fingerprints.
+* :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`.baselines`.
 
 Names are loaded on first use (PEP 562), so importing e.g. :mod:`.bound` stays light.
 """
@@ -20,7 +19,7 @@ _LAZY = {
     "McGPDSConfig": "fit", "McGPDSFitted": "fit", "Prediction": "fit", "fit_mcgpds": "fit", "fit_cgpds": "fit",
     "predict_view": "fit", "cached_fit": "fit", "save_fitted": "fit", "load_fitted": "fit",
     "calibrated_prediction": "predictor", "CalibratedPrediction": "predictor", "TANDEM_PREDICTOR": "predictor",
-    "collapsed_loss": "bound", "set_optimal_inducing": "bound", "fingerprint": "cache",
+    "collapsed_loss": "bound", "set_optimal_inducing": "bound",
 }
 
 __all__ = sorted(_LAZY)

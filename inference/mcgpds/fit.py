@@ -61,7 +61,7 @@ from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperpa
 
 from tandem.inference.mcgpds.bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
     set_optimal_inducing, view_bound, view_posterior
-from tandem.inference.mcgpds.cache import fingerprint
+from tandem.inference.checkpoints import content_hash
 from tandem.inference.distances import knn
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.svi import LBFGS, fit, minimize
@@ -378,7 +378,7 @@ def store_optimal_inducing(data: McGPDSData, limit: float | None = None) -> bool
 def fit_fingerprint(views, times, seq_ends, sequence_ids, config: McGPDSConfig, seed: int) -> str:
     """Content fingerprint of one :func:`fit_mcgpds` problem: data values, sequence layout,
     every configuration field (``init_views`` by content) and the seed."""
-    return fingerprint("fit_mcgpds/1", list(views), times, seq_ends, sequence_ids, config, int(seed))
+    return content_hash("fit_mcgpds/1", list(views), times, seq_ends, sequence_ids, config, int(seed), length=64)
 
 
 def _check_checkpoint(checkpoint, key: str) -> None:
