@@ -57,7 +57,7 @@ def test_lmo_is_the_linear_program_optimum():
     for _ in range(5):
         g = rng.standard_normal(15)
         B, lo, hi = 2.0, 15 * 0.6, 15 * 1.4
-        v = st._kmm_lmo(g, B, lo, hi)
+        v = st.kmm_lmo(g, B, lo, hi)
         lp = linprog(g, A_ub=np.vstack([np.ones(15), -np.ones(15)]), b_ub=[hi, -lo], bounds=[(0, B)] * 15)
         assert g @ v == pytest.approx(lp.fun, abs=1e-9)
 
