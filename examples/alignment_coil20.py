@@ -67,14 +67,27 @@ def fraction_list(text: str) -> list[float]:
     return vals
 
 
+def int_at_least(low: int):
+    """argparse type: an integer >= ``low``."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+    return parse
+
+
 def parser():
     p = base_parser(__doc__.split("\n")[0], real_data=True, default_seeds=5)
     p.add_argument("--pairs", default="all",
                    help="'all' (190 pairs), 'duck-block', or a list like '1-2,3-7' (1-based objects)")
     p.add_argument("--fractions", type=fraction_list, default="0.1,0.2,0.3", help="fractions of poses with known pairs")
-    p.add_argument("--d", type=int, default=2, help="latent dimension")
-    p.add_argument("--k", type=int, default=4, help="k nearest neighbours of the graphs")
-    p.add_argument("--pca", type=int, default=20, help="per-view PCA components (coupled projections)")
+    p.add_argument("--d", type=int_at_least(1), default=2, help="latent dimension")
+    p.add_argument("--k", type=int_at_least(1), default=4, help="k nearest neighbours of the graphs")
+    p.add_argument("--pca", type=int_at_least(1), default=20, help="per-view PCA components (coupled projections)")
     p.add_argument("--ridge", type=float, default=0.0, help="relative ridge on Z Zᵀ")
     p.add_argument("--alpha", type=float, default=1.0, help="α_x = α_y (paper: 1)")
     p.add_argument("--block", type=int, default=BLOCK, help="COIL-20 object used as 'block'")

@@ -66,14 +66,27 @@ def fraction_list(text: str) -> list[float]:
     return vals
 
 
+def int_at_least(low: int):
+    """argparse type: an integer >= ``low``."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+    return parse
+
+
 def parser():
     p = base_parser(__doc__.split("\n")[0], default_seeds=10)
-    p.add_argument("--n", type=int, default=600, help="points per view (S-curve / Swiss roll)")
-    p.add_argument("--n-curve", type=int, default=300, help="points per view (linear curve views)")
+    p.add_argument("--n", type=int_at_least(10), default=600, help="points per view (S-curve / Swiss roll)")
+    p.add_argument("--n-curve", type=int_at_least(10), default=300, help="points per view (linear curve views)")
     p.add_argument("--fractions", type=fraction_list, default="0.1,0.2,0.3", help="fractions of known pairs")
-    p.add_argument("--k", type=int, default=8, help="k nearest neighbours")
+    p.add_argument("--k", type=int_at_least(1), default=8, help="k nearest neighbours")
     p.add_argument("--noise", type=float, default=0.02, help="noise std of each view")
-    p.add_argument("--svi-steps", type=int, default=800, help="SVI steps of the Pyro model")
+    p.add_argument("--svi-steps", type=int_at_least(0), default=800, help="SVI steps of the Pyro model")
     return p
 
 

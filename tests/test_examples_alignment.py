@@ -71,7 +71,8 @@ def test_alignment_coil20_missing_data_names_the_file(tmp_path):
 @pytest.mark.parametrize("script,args,option", [
     ("alignment_coil20.py", ["--fractions", "abc"], "--fractions"),
     ("alignment_coil20.py", ["--fractions", "0.2,0"], "--fractions"),
-    ("alignment_scurve.py", ["--fractions", "0.1,1.5"], "--fractions")])
+    ("alignment_scurve.py", ["--fractions", "0.1,1.5"], "--fractions"),
+    ("alignment_coil20.py", ["--k", "0"], "--k"), ("alignment_scurve.py", ["--svi-steps", "-3"], "--svi-steps")])
 def test_bad_command_line_values_are_argparse_errors_naming_the_option(script, args, option):
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

@@ -4,13 +4,19 @@ Reference values (../shared/data/README.md, docs/specs/mcgpds_protocol.md §3) w
 independently of this code; a loader that deviates from the protocol (subsampling,
 sequence choice, scaling, dtype) changes them.
 """
+from pathlib import Path
+
 import numpy as np
 import pytest
+import scipy.io as sio
 
 from tandem.inference import metrics as M
 from tandem.inference.datasets.cuave import CUAVE_FILE, load_cuave, per_dim_scale
 from tandem.inference.datasets.human_pose import HUMAN_POSE_FILE, constant_columns, load_human_pose, seq_times
 from tandem.inference.datasets.oil import OIL_FILES, load_oil, read_netlab
+from tandem.inference.datasets.coil20 import COIL20_FILE, load_coil20
+from tandem.inference.datasets.poser import load_poser
+from tandem.inference.datasets.usps import load_usps_reconstruction
 from common import DATA_DIR
 from tandem.inference.mcgpds.baselines import nn_latent_space, nn_y_space, training_mean_predictor
 
@@ -207,16 +213,11 @@ def test_oil_loader():
 # ------------------------------------------------------------------ corrupt / wrong files
 
 def _write_mat(path, **variables):
-    import scipy.io as sio
     path.parent.mkdir(parents=True, exist_ok=True)
     sio.savemat(str(path), variables)
 
 
 def _mat_loaders():
-    from tandem.inference.datasets.coil20 import COIL20_FILE, load_coil20
-    from tandem.inference.datasets.poser import load_poser
-    from tandem.inference.datasets.usps import load_usps_reconstruction
-    from pathlib import Path
     return [(load_human_pose, HUMAN_POSE_FILE, "Y, Z, Y_test, Z_test"),
             (load_cuave, CUAVE_FILE, "videoTr, mfccTr, videoTs, mfccTs, seqTr, seqTs"),
             (load_coil20, COIL20_FILE, "fea, gnd"),

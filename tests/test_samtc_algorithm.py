@@ -12,6 +12,9 @@ from tandem.inference.distances import median_distance
 from tandem.inference.metrics import clustering_accuracy
 from tandem.inference.samtc.algorithm import kmeans_baseline, ncut_snn, pooled_baseline, samtc, select_setting
 from tandem.inference.samtc.spectral import kmeans, ncut, ncut_value
+from tandem.inference.samtc.algorithm import node_weights, transfer_graph
+from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks
+from tandem.inference.samtc.spectral import components, merge_components
 
 
 def blobs(centres, n, sd, rng):
@@ -57,7 +60,7 @@ def test_lmo_is_the_linear_program_optimum():
     for _ in range(5):
         g = rng.standard_normal(15)
         B, lo, hi = 2.0, 15 * 0.6, 15 * 1.4
-        v = st._kmm_lmo(g, B, lo, hi)
+        v = st.kmm_lmo(g, B, lo, hi)
         lp = linprog(g, A_ub=np.vstack([np.ones(15), -np.ones(15)]), b_ub=[hi, -lo], bounds=[(0, B)] * 15)
         assert g @ v == pytest.approx(lp.fun, abs=1e-9)
 
@@ -323,7 +326,6 @@ def test_ncut_results_do_not_depend_on_the_thread_count():
 
 
 def test_components_merge_by_average_linkage_or_by_size():
-    from tandem.inference.samtc.spectral import components, merge_components
     B = np.kron(np.eye(3), np.ones((4, 4))) - np.eye(12)
     B = np.pad(B, ((0, 1), (0, 1)))                     # node 12 isolated
     comp, c = components(B)
@@ -490,7 +492,6 @@ def test_reusable_instances_on_simulated_trap_regime(seed):
     task's private class): the JS-tested pairs keep the reusable instances (precision and
     recall ≥ 0.8; without the absolute JS test precision is ~0.6) and the calibrated
     effective relatedness R·ñ_s/n_s tracks R_true."""
-    from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks
     sim = simulate_tasks(n_tasks=3, n_shared=3, n_private=(2, 3, 2), near=2.5, d=5, sigma=1.0,
                          separation=2.5, alpha=1.0, n_points=(120, 150, 90), seed=seed)
     res = samtc(sim.tasks, sim.h, k_self=None, seed=seed)
@@ -565,7 +566,6 @@ def test_zero_relatedness_reduces_to_ncut_snn_exactly():
         assert res.R[0, 1] == 0.0 and not res.reusable[0, 1].any()
         assert not res.transferred or not res.transferred.get((0, 1), np.zeros(1, bool)).any()
         np.testing.assert_array_equal(res.labels[0], ncut_snn(Xt, 3, k=8, seed=2))
-    from tandem.inference.samtc.algorithm import transfer_graph
     order = st.neighbour_order(st.similarity(Xt, Xt), exclude_self=True)
     own = st.neighbour_indicator(order, 8, Xt.shape[0], include_self=True)
     W = transfer_graph(order, 8, [], [])
@@ -611,7 +611,6 @@ def test_ablationnode_weights():
     for key in full.reusable:
         np.testing.assert_array_equal(ns.transferred[key], ns.reusable[key])
         assert nr.transferred[key].all()
-    from tandem.inference.samtc.algorithm import node_weights
     assert np.allclose(node_weights("ns", 0.3, 4, 3), 0.5) and np.allclose(node_weights("full", 0.3, 4, 3), 0.15)
     with pytest.raises(ValueError, match="transfer"):
         samtc(X, [3, 3, 3], transfer="pool", **kw)

@@ -14,6 +14,7 @@ from tandem.guides.samtc import Guide
 from tandem.inference import fit, posterior_predictive
 from tandem.inference.metrics import clustering_accuracy
 from tandem.inference.samtc.model_fit import fit_model
+from tandem.inference.samtc import SAMTC, samtc
 from tandem.inference.samtc.simulate import reusable_scores, simulate_tasks
 from tandem.models import samtc as M
 
@@ -245,7 +246,6 @@ def test_guide_options_are_keyword_only_and_prefix_names_the_params():
 
 
 def test_samtc_object_fits_tasks_and_exports_the_model_posterior():
-    from tandem.inference.samtc import SAMTC, samtc
     sim = simulate_tasks(n_tasks=2, n_shared=2, n_private=(1, 0), d=2, sigma=0.5, separation=5.0,
                          n_points=(60, 40), seed=0)
     m = SAMTC(sim.h, seed=0).fit(sim.tasks)

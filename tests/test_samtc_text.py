@@ -6,6 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from tandem.inference.datasets import text as tx
+from tandem.inference.datasets.text import load_set
 from common import DATA_DIR
 
 needs = lambda rel: pytest.mark.skipif(not (DATA_DIR / rel).exists(),  # noqa: E731
@@ -109,6 +110,5 @@ def test_multitask_sets_as_documented(name):
 @pytest.mark.parametrize("kw,match", [({"per_class": -5}, "per_class"), ({"per_class": 0}, "per_class"),
                                       ({"per_class": 2.5}, "per_class"), ({"max_features": 0}, "max_features")])
 def test_load_set_rejects_bad_sizes_before_reading_data(tmp_path, kw, match):
-    from tandem.inference.datasets.text import load_set
     with pytest.raises(ValueError, match=match):
         load_set("Reuters-p1", data_dir=tmp_path, **kw)    # no data there: the check comes first

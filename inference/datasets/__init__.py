@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import scipy.io as sio
+
 __all__ = ["ENV_VAR", "data_dir", "read_mat"]
 
 #: environment variable naming the folder that holds the shared data sets.
@@ -35,7 +37,6 @@ def read_mat(path, variables, what: str = "data file") -> dict:
     ``ValueError``/``OSError``/``KeyError`` from deep inside the reader, or a later
     ``KeyError``). Returns scipy's dict of variables.
     """
-    import scipy.io as sio
     variables = list(variables)
     expected = ", ".join(variables)
     try:

@@ -22,7 +22,7 @@ from tandem.inference.distances import median_distance, sq_dists
 
 __all__ = ["reduce_dimension", "similarity", "neighbour_order", "silverman_bandwidths",
            "kde_logpdf", "js_divergence", "js_matrix", "mutual_nearest_pairs",
-           "gaussian_kernel", "kmm_frank_wolfe", "kmm_objective",
+           "gaussian_kernel", "kmm_frank_wolfe", "kmm_lmo", "kmm_objective",
            "kmm_relatedness", "neighbour_indicator", "snn_graph", "weighted_snn", "k_grid"]
 
 
@@ -271,7 +271,7 @@ def gaussian_kernel(X, Y, width):
     return np.exp(similarity(X, Y, "euclidean") / (2.0 * width ** 2))
 
 
-def _kmm_lmo(g, B, lo, hi):
+def kmm_lmo(g, B, lo, hi):
     """argmin_v g·v over {0 ≤ v ≤ B, lo ≤ Σv ≤ hi} (a continuous knapsack).
 
     Fill coordinates in increasing order of g with B each, up to the total
@@ -310,7 +310,7 @@ def kmm_frank_wolfe(K, kappa, B: float = 10.0, eps: float = 0.5, max_iter: int =
     lo, hi = max(0.0, n * (1 - eps)), n * (1 + eps)
     if B * n < lo:
         raise ValueError(f"kmm: infeasible, B·n = {B * n} < n(1−ε) = {lo}")
-    v0 = _kmm_lmo(-kappa, B, lo, hi)
+    v0 = kmm_lmo(-kappa, B, lo, hi)
     # active set: rows of V (vertices) with convex weights w (0 = dropped); index by bytes
     V = np.zeros((max_iter + 2, n))
     w = np.zeros(max_iter + 2)
@@ -322,7 +322,7 @@ def kmm_frank_wolfe(K, kappa, B: float = 10.0, eps: float = 0.5, max_iter: int =
     it = 0
     for it in range(1, max_iter + 1):
         g = Kb - kappa
-        s = _kmm_lmo(g, B, lo, hi)
+        s = kmm_lmo(g, B, lo, hi)
         d_fw = s - beta
         gap = float(-g @ d_fw)
         f = 0.5 * beta @ Kb - kappa @ beta
