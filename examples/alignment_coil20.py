@@ -26,7 +26,6 @@ Usage::
 """
 from __future__ import annotations
 
-import argparse
 
 import os
 
@@ -44,7 +43,7 @@ from tandem.inference.coupled_projections.baselines import HamAlignment, Procrus
 from tandem.inference.coupled_projections.solver import CoupledProjections, knn_heat_weights
 from tandem.inference.distances import nearest
 from tandem.inference.datasets.coil20 import BLOCK, DUCK, N_POSES, POSE_STEP_DEG, load_coil20
-from tandem.inference.experiments.cli import base_parser, seed_list
+from tandem.inference.experiments.cli import base_parser, fraction_list, int_at_least, seed_list
 from tandem.inference.metrics import circular_pose_error_deg, match_accuracy
 from tandem.inference.experiments.results import Results
 
@@ -54,30 +53,6 @@ METRICS = ("match_accuracy", "match_accuracy_pm1", "pose_error_deg", "oos_match_
            "oos_match_accuracy_pm1")
 
 
-def fraction_list(text: str) -> list[float]:
-    """argparse type of --fractions: comma-separated numbers in (0, 1), e.g. '0.1,0.2'."""
-    try:
-        vals = [float(v) for v in str(text).split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated fractions in (0, 1) like '0.1,0.2', "
-                                         f"got {text!r}") from None
-    bad = [v for v in vals if not 0 < v < 1]
-    if bad:
-        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]!r} in {text!r}")
-    return vals
-
-
-def int_at_least(low: int):
-    """argparse type: an integer >= ``low``."""
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
-        return v
-    return parse
 
 
 def parser():

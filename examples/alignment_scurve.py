@@ -27,7 +27,6 @@ Usage::
 """
 from __future__ import annotations
 
-import argparse
 
 import os
 
@@ -45,7 +44,7 @@ from tandem.inference.coupled_projections.solver import CoupledProjections
 from tandem.inference.distances import nearest
 from tandem.models.coupled_projections import dims, model, orthonormal, whiten
 from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
-from tandem.inference.experiments.cli import base_parser, seed_list
+from tandem.inference.experiments.cli import base_parser, fraction_list, int_at_least, seed_list
 from tandem.inference.metrics import match_accuracy, mean_norm_error
 from tandem.inference.experiments.results import Results
 
@@ -53,30 +52,6 @@ EXPERIMENT = "alignment_scurve"
 METHODS = ("coupled projections", "Ham", "Procrustes")
 
 
-def fraction_list(text: str) -> list[float]:
-    """argparse type of --fractions: comma-separated numbers in (0, 1), e.g. '0.1,0.2'."""
-    try:
-        vals = [float(v) for v in str(text).split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated fractions in (0, 1) like '0.1,0.2', "
-                                         f"got {text!r}") from None
-    bad = [v for v in vals if not 0 < v < 1]
-    if bad:
-        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]!r} in {text!r}")
-    return vals
-
-
-def int_at_least(low: int):
-    """argparse type: an integer >= ``low``."""
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
-        return v
-    return parse
 
 
 def parser():

@@ -33,7 +33,6 @@ algorithm's R vs the model's R̂, mean over seeds).
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import matplotlib
@@ -42,7 +41,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, int_at_least, seed_list, set_seed  # noqa: E402
 from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
 from tandem.inference.samtc.algorithm import (ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
@@ -63,18 +62,6 @@ DATA_SETS = {
 N_POINTS = (240, 300, 180)
 QUICK_N_POINTS = (100, 120, 80)
 
-
-def int_at_least(low: int):
-    """argparse type: an integer >= ``low``."""
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
-        return v
-    return parse
 
 
 def parser():

@@ -16,7 +16,6 @@ Writes ``OUT/samtc_text.json`` and ``OUT/samtc_text_<set>.png`` (bar charts).
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 import matplotlib
@@ -27,7 +26,7 @@ import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
 from tandem.inference.datasets import text as tx  # noqa: E402
-from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, int_at_least, seed_list, set_seed  # noqa: E402
 from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
 from tandem.inference.samtc.algorithm import (ncut_snn_grid, add_step3_args, kmeans_baseline, pooled_baseline, samtc,  # noqa: E402
@@ -38,18 +37,6 @@ METHODS = ["SAMTC", "SAMTC-nr", "SAMTC-ns", "Ncut-SNN", "k-means", "pooled Ncut-
 QUICK_SET = "Reuters-p1"
 QUICK_PER_CLASS = 40
 
-
-def int_at_least(low: int):
-    """argparse type: an integer >= ``low``."""
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
-        return v
-    return parse
 
 
 def parser():

@@ -10,20 +10,40 @@ import numpy as np
 import pyro
 import torch
 
-__all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "positive_int", "seed_int"]
+__all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "int_at_least", "positive_int", "fraction_list",
+           "seed_int"]
 
 _MAX_SEED = 2 ** 32 - 1  # numpy's legacy global RNG takes seeds in [0, 2**32)
 
 
-def positive_int(text: str) -> int:
-    """argparse ``type=``: an integer >= 1 (else an argparse error naming the option)."""
+def int_at_least(low: int):
+    """argparse ``type=`` factory: an integer >= ``low`` (else an argparse error naming the option)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+    return parse
+
+
+#: argparse ``type=``: an integer >= 1.
+positive_int = int_at_least(1)
+
+
+def fraction_list(text: str) -> list[float]:
+    """argparse ``type=``: comma-separated numbers in (0, 1), e.g. ``'0.1,0.2'``."""
     try:
-        value = int(text)
+        vals = [float(v) for v in str(text).split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions in (0, 1) like '0.1,0.2', "
+                                         f"got {text!r}") from None
+    bad = [v for v in vals if not 0 < v < 1]
+    if bad:
+        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]!r} in {text!r}")
+    return vals
 
 
 def seed_int(text: str) -> int:
