@@ -184,10 +184,14 @@ def pose(args):
     ends = list(data.seq_ends)
     for i, (a, b) in enumerate(zip([0, *ends[:-1]], ends)):
         seq[a:b] = i
+    Q, M, sched = 10, 100, dict(cycles=3, var_iters=20, model_iters=20, joint_iters=0)
+    if args.quick:   # smoke size
+        Q, M, args.pose_steps = 3, 10, 2
+        sched = dict(cycles=1, var_iters=2, model_iters=2, joint_iters=0, lbfgs_max_iter=2)
     res = Results(EXPERIMENT + "_pose", [args.seed], {"steps": args.pose_steps, "batch": args.pose_batch,
-                                                      "Q": 10, "M": 100, "fixed": POSE_FIXED,
-                                                      "predictor": POSE_PREDICTOR})
-    cfg = st.StochasticConfig(Q=10, M=100, window=int(np.diff([0, *ends]).max()), batch=args.pose_batch,
+                                                      "Q": Q, "M": M, "fixed": POSE_FIXED, "collapsed": sched,
+                                                      "predictor": POSE_PREDICTOR, "quick": args.quick})
+    cfg = st.StochasticConfig(Q=Q, M=M, window=int(np.diff([0, *ends]).max()), batch=args.pose_batch,
                               num_steps=args.pose_steps, lr=0.01, lr_local=0.05, fixed=POSE_FIXED)
     t0 = time.perf_counter()
     m = st.StochasticMcGPDS(cfg).fit(data.views, data.t, seq, seed=args.seed)
@@ -203,8 +207,7 @@ def pose(args):
     res.time("McGPDS stochastic", "train", t_fit)
     print(f"stochastic: {args.pose_steps} steps of {args.pose_batch}/7 sequences, ELBO {elbo:.1f}, "
           f"mean joint error {err:.3f}, train {t_fit:.1f} s", flush=True)
-    cc = McGPDSConfig(Q=10, M=100, J=1, fixed=POSE_FIXED, cycles=3, var_iters=20, model_iters=20, joint_iters=0,
-                      init="pca", beta_init="snr")
+    cc = McGPDSConfig(Q=Q, M=M, J=1, fixed=POSE_FIXED, init="pca", beta_init="snr", **sched)
     t0 = time.perf_counter()
     fc = fit_mcgpds(data.views, data.t, seq_ends=data.seq_ends, config=cc, seed=args.seed, progress=False)
     t_c = time.perf_counter() - t0
