@@ -195,3 +195,11 @@ def test_shard_indices_and_sharded_map_single_process():
     assert sharded_map(lambda xs: [2 * x for x in xs], [1, 2, 3]) == [2, 4, 6]
     with pytest.raises(TypeError, match="loss"):
         DataParallelLoss(3)
+
+
+def test_init_from_env_names_the_missing_torchrun_variables(monkeypatch):
+    from tandem.inference.distributed import init_from_env
+    for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(v, raising=False)
+    with pytest.raises(RuntimeError, match="torchrun"):
+        init_from_env()
