@@ -41,10 +41,13 @@ import numpy as np
 import pyro
 import torch
 from tandem.guides.mcgpds import mcgpds_guide
+from tandem.inference import metrics
+from tandem.inference.datasets.human_pose import load_human_pose
 from tandem.inference.experiments.cli import base_parser, set_seed
 from tandem.inference.experiments.results import Results
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_loss
+from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, predict_view
 from tandem.inference.svi import fit
 from tandem.models.mcgpds import mcgpds_model
 
@@ -65,6 +68,11 @@ def parser():
                    help="skip the collapsed bound when its estimated memory exceeds this")
     p.add_argument("--min-time", type=float, default=5.0,
                    help="time epochs until this many seconds have passed (mean per epoch)")
+    p.add_argument("--pose", action="store_true",
+                   help="instead: stochastic vs collapsed McGPDS on the human-pose protocol (real data)")
+    p.add_argument("--pose-steps", type=int, default=600, help="--pose: stochastic steps")
+    p.add_argument("--pose-batch", type=int, default=3, help="--pose: sequences per step (of 7)")
+    p.add_argument("--data-dir", type=Path, default=None, help="--pose: shared data folder")
     p.add_argument("--in-process", action="store_true",
                    help="measure in this process (faster; peak memory is then cumulative)")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "N", "DEVICE"), help=argparse.SUPPRESS)
@@ -160,7 +168,63 @@ def growth_exponent(ns, ts) -> float:
     return float(np.polyfit(np.log(ns), np.log(ts), 1)[0])
 
 
+#: the code-faithful pose predictor of bench_mcgpds (h only, authors' demo settings)
+POSE_PREDICTOR = dict(method="code", test_iters=8, fixll=True, beta_target_override=100.0,
+                      latent_for_prediction="shared_nn", output_components="h")
+POSE_FIXED = ("alpha", "eps", "beta", "time", "W")
+
+
+def pose(args):
+    """Human pose (566 frames, 7 sequences): the stochastic fit with windows = sequences (the
+    paper's model) and minibatches of ``--pose-batch`` sequences vs the collapsed fit with
+    bench_mcgpds's short schedule (3 × [20 + 20] L-BFGS); Q = 10, M = 100, α/ε/β/time/W fixed;
+    the same code-faithful predictor; mean joint error in original units."""
+    data = load_human_pose(args.data_dir)
+    seq = np.zeros(data.n_train, dtype=np.int64)
+    ends = list(data.seq_ends)
+    for i, (a, b) in enumerate(zip([0, *ends[:-1]], ends)):
+        seq[a:b] = i
+    Q, M, sched = 10, 100, dict(cycles=3, var_iters=20, model_iters=20, joint_iters=0)
+    if args.quick:   # smoke size
+        Q, M, args.pose_steps = 3, 10, 2
+        sched = dict(cycles=1, var_iters=2, model_iters=2, joint_iters=0, lbfgs_max_iter=2)
+    res = Results(EXPERIMENT + "_pose", [args.seed], {"steps": args.pose_steps, "batch": args.pose_batch,
+                                                      "Q": Q, "M": M, "fixed": POSE_FIXED, "collapsed": sched,
+                                                      "predictor": POSE_PREDICTOR, "quick": args.quick})
+    cfg = st.StochasticConfig(Q=Q, M=M, window=int(np.diff([0, *ends]).max()), batch=args.pose_batch,
+                              num_steps=args.pose_steps, lr=0.01, lr_local=0.05, fixed=POSE_FIXED)
+    t0 = time.perf_counter()
+    m = st.StochasticMcGPDS(cfg).fit(data.views, data.t, seq, seed=args.seed)
+    t_fit = time.perf_counter() - t0
+    elbo = m.elbo(optimal_inducing=True)
+    f = m.to_fitted()     # predict_view clears the parameter store: evaluate the ELBO first
+    pred = predict_view(f, m.to_model_units(torch.as_tensor(data.m1_test), 0), data.t_test, seed=args.seed,
+                        **POSE_PREDICTOR)
+    err = float(metrics.mean_joint_error(data.unscale_mean(m.to_data_units(pred.mean, view=1).numpy()),
+                                         data.Y2_test))
+    res.add("McGPDS stochastic", "mean_joint_error", err)
+    res.add("McGPDS stochastic", "bound", elbo)
+    res.time("McGPDS stochastic", "train", t_fit)
+    print(f"stochastic: {args.pose_steps} steps of {args.pose_batch}/7 sequences, ELBO {elbo:.1f}, "
+          f"mean joint error {err:.3f}, train {t_fit:.1f} s", flush=True)
+    cc = McGPDSConfig(Q=Q, M=M, J=1, fixed=POSE_FIXED, init="pca", beta_init="snr", **sched)
+    t0 = time.perf_counter()
+    fc = fit_mcgpds(data.views, data.t, seq_ends=data.seq_ends, config=cc, seed=args.seed, progress=False)
+    t_c = time.perf_counter() - t0
+    pc = predict_view(fc, data.m1_test, data.t_test, seed=args.seed, **POSE_PREDICTOR)
+    err_c = float(metrics.mean_joint_error(data.unscale_mean(pc.mean.numpy()), data.Y2_test))
+    res.add("McGPDS collapsed", "mean_joint_error", err_c)
+    res.add("McGPDS collapsed", "bound", fc.bound)
+    res.time("McGPDS collapsed", "train", t_c)
+    print(f"collapsed: bound {fc.bound:.1f}, mean joint error {err_c:.3f}, train {t_c:.1f} s")
+    print(res.table())
+    print(f"wrote {res.write(args.out)}")
+    return res
+
+
 def main(args):
+    if args.pose:
+        return pose(args)
     if args.one:
         method, N, device = args.one
         print(json.dumps(run_one(method, int(N), device, args)))

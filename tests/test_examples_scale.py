@@ -51,3 +51,13 @@ def test_gpu_check_runs_the_cpu_side_and_reports_cuda(tmp_path):
     else:
         assert r.returncode == 0, r.stderr[-3000:]
         assert "CUDA is absent" in r.stdout
+
+
+def test_bench_scale_pose_quick(tmp_path, data_dir):
+    """--pose on the real human-pose data (skipped without the shared data folder)."""
+    r = _run("bench_scale.py", "--pose", "--quick", "--out", str(tmp_path), "--data-dir", str(data_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "bench_scale_pose.json").read_text())
+    errs = {x["method"]: x["mean"] for x in res["results"] if x["metric"] == "mean_joint_error"}
+    assert set(errs) == {"McGPDS stochastic", "McGPDS collapsed"}
+    assert all(0 < e < 10 for e in errs.values())      # joint positions in the data's units
