@@ -41,7 +41,8 @@ from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_bound
 from tandem.inference.samtc.simulate import simulate_tasks
 from tandem.inference.svi import fit
-from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict, toy_data
+from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict
+from tandem.models.twin_gp import simulate as simulate_twin_gp
 from tandem.models import coupled_projections, mcgpds, samtc, twin_gp
 from tandem.models.mcgpds import McGPDSData, hyperparams, simulate
 
@@ -79,7 +80,8 @@ def _mcgpds_args(dev):
 
 
 def _twin_gp_args(dev):
-    X, Y, Xt, _ = toy_data(1, seed=0)
+    toy = simulate_twin_gp(1, seed=0)
+    X, Y, Xt = toy["X_train"], toy["Y_train"], toy["X_test"]
     # y has an improper flat prior (ImproperUniform): evaluate at the ridge-regression outputs
     return (TwinGP(X[:50], Y[:50], 0.05, 0.05, 1e-3, device=dev), Xt[:5].to(dev)), {}, \
         {"y": ridge_predict(X[:50], Y[:50], Xt[:5])}
@@ -152,7 +154,8 @@ def mcgpds_stochastic(dev):
 
 
 def twin_gp_predict(dev):
-    X, Y, Xt, _ = toy_data(1, seed=0)
+    toy = simulate_twin_gp(1, seed=0)
+    X, Y, Xt = toy["X_train"], toy["Y_train"], toy["X_test"]
     return TwinGP(X, Y, 0.05, 0.05, 1e-3, device=dev).predict(Xt[:60].to(dev), "SMTGP", alpha=0.5, beta=0.99)
 
 

@@ -126,15 +126,17 @@ def test_data_parallel_lbfgs_generic():
 
 # ----------------------------------------------------------------- embarrassingly parallel
 def _twin_gp_predict(Xt, batch_size=None):
-    from tandem.inference.twin_gp.predictor import TwinGP, toy_data
-    X, Y, _, _ = toy_data(1, seed=0)
+    from tandem.inference.twin_gp.predictor import TwinGP
+    from tandem.models.twin_gp import simulate
+    toy = simulate(1, seed=0)
+    X, Y = toy["X_train"], toy["Y_train"]
     return TwinGP(X, Y, rho_x=0.05, rho_y=0.05, lam_x=1e-3).predict(Xt, "SMTGP", alpha=0.5, beta=0.99,
                                                                     batch_size=batch_size)
 
 
 def _worker_twin_gp(rank, world):
-    from tandem.inference.twin_gp.predictor import toy_data
-    Xt = toy_data(1, seed=0)[2][:60]
+    from tandem.models.twin_gp import simulate
+    Xt = simulate(1, seed=0)["X_test"][:60]
     return sharded_map(_twin_gp_predict, Xt)
 
 
@@ -143,8 +145,8 @@ def test_sharded_twin_gp_prediction_equals_full():
     30 (``batch_size=30``), to the last bits; and == the one-batch prediction to the
     optimiser's tolerance (the batched BFGS stops each point at gtol 1e-6, and BLAS rounds a
     30-row and a 60-row product differently, so points stop at slightly different iterates)."""
-    from tandem.inference.twin_gp.predictor import toy_data
-    Xt = toy_data(1, seed=0)[2][:60]
+    from tandem.models.twin_gp import simulate
+    Xt = simulate(1, seed=0)["X_test"][:60]
     ref_chunks = _twin_gp_predict(Xt, batch_size=30)
     ref_full = _twin_gp_predict(Xt)
     for pred in spawn(_worker_twin_gp, 2):
