@@ -153,6 +153,13 @@ class TwinGPRegressor:
         if self.model_ is None:
             raise RuntimeError("TwinGPRegressor: call fit(X, Y) before predict()")
 
+    def _check_test(self, Xt) -> torch.Tensor:
+        Xt = as_tensor(Xt, "Xt", ndim=2, min_rows=1)
+        if Xt.shape[1] != self.model_.dx:
+            raise ValueError(f"Xt: test inputs have dimension {Xt.shape[1]}, but the training inputs X "
+                             f"have dimension {self.model_.dx}")
+        return Xt
+
     def _effective(self) -> tuple[str, float, float | None]:
         """The method actually run: SMTGP at α = 0 / 1 is KLTGP / IKLTGP (its limits)."""
         if self.method == "SMTGP" and self.alpha_ in (0.0, 1.0):
@@ -172,7 +179,7 @@ class TwinGPRegressor:
         """Predicted outputs (B, d_y) in the data's units for test inputs ``Xt`` (B, d_x);
         with ``return_info=True`` also the optimiser's per-point diagnostics."""
         self._check_fitted()
-        Zt = self.sx_.transform(self.model_._check_test(Xt))
+        Zt = self.sx_.transform(self._check_test(Xt))
         out = self._predict_std(Zt, return_info)
         if return_info:
             return self.sy_.inverse(out[0]), out[1]
@@ -184,7 +191,7 @@ class TwinGPRegressor:
         ``posterior["y"]`` (1 chain, 1 draw, test, output) in data units; ``observed_data["y"]``
         the true outputs if ``Y_true`` (B, d_y) is given; the hyperparameters in ``attrs``."""
         self._check_fitted()
-        Zt = self.sx_.transform(self.model_._check_test(Xt))
+        Zt = self.sx_.transform(self._check_test(Xt))
         pred = self._predict_std(Zt)
         method, a, _ = self._effective()
         prefix = "twin_gp_regressor"
