@@ -1,6 +1,6 @@
 """Twin Gaussian processes as a Pyro model: the test outputs are latent, −L(y) is a factor.
 
-Generative story (specs/twin_gp.md, "Pyro framing"). Given training pairs (X, Y) and B test
+Generative story. Given training pairs (X, Y) and B test
 inputs Xt, the twin GP marginals p(X, x) = N(0, K_{X∪x}) and p(Y, y) = N(0, K_{Y∪y}) are
 tied by a divergence between them; the prediction rule of each method is the mode of the
 quasi-posterior
