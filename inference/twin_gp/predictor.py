@@ -692,7 +692,7 @@ class TwinGP:
             def fg(y, idx, ctx=ctx, ref=ref, rows=rows):
                 sub = self._sub(ctx, idx, rows)
                 return self.value_and_grad_internal(y, sub, beta=b, form=form,
-                                            ref=None if ref is None else ref[idx])
+                                                    ref=None if ref is None else ref[idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
                                            ftol=ftol, max_step=self._ry if max_step is None else max_step,
