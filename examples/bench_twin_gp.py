@@ -93,14 +93,14 @@ def main(args):
     # evaluate the same points at the same iterates, so the speed-up is the ratio of the
     # costs of one point-evaluation
     phase, counts = ["setup"], {}
-    vg = m.value_and_grad
+    vg = m.value_and_grad_internal
 
     def counted(y, ctx, **kw):
         c = counts.setdefault(phase[0], [0, 0])
         c[0] += 1
         c[1] += int(y.shape[0])
         return vg(y, ctx, **kw)
-    m.value_and_grad = counted
+    m.value_and_grad_internal = counted
 
     # KLTGP, batched, from ridge regression
     init0 = ridge_predict(m.X, m.Y, Xt_d)

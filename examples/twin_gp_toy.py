@@ -57,6 +57,8 @@ def parser():
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--alpha-step", type=float, default=0.05,
                    help="alpha grid step of the CV (0.05: the paper's grid; the authors say 0.1 suffices)")
+    p.add_argument("--cv-repeats", type=int, default=1,
+                   help="average the width/lambda CV over this many fold partitions")
     p.add_argument("--toys", nargs="+", choices=("toy1", "toy2"), default=("toy1", "toy2"),
                    help="which toy sets to run")
     return p
@@ -77,7 +79,7 @@ def run_draw(toy: str, seed: int, args, res) -> tuple[dict, dict, dict]:
     grid = dict(rho_mult_x=(1 / 8, 1 / 2), rho_mult_y=(1 / 4,), lam_grid=(1e-3,), alphas=(0.0, 0.5, 1.0),
                 betas=(0.99,)) if args.quick else dict(alphas=alpha_grid(args.alpha_step), betas=BETAS)
     t0 = time.perf_counter()
-    reg = TwinGPRegressor("SMTGP", folds=folds, seed=seed, **grid).fit(X, Y)
+    reg = TwinGPRegressor("SMTGP", folds=folds, cv_repeats=args.cv_repeats, seed=seed, **grid).fit(X, Y)
     res.time("SMTGP", "train", time.perf_counter() - t0)
     m, Zt = reg.model_, reg.sx_.transform(Xt)
     preds, times = {}, {}
@@ -115,7 +117,7 @@ def main(args):
                                       "gpr_fixed": GPR_FIXED,
                                       "alphas": (0.0, 0.5, 1.0) if args.quick else alpha_grid(args.alpha_step),
                                       "betas": (0.99,) if args.quick else BETAS,
-                                      "folds": 2 if args.quick else args.folds, "noise": 0.005,
+                                      "folds": 2 if args.quick else args.folds, "cv_repeats": args.cv_repeats, "noise": 0.005,
                                       "optimizer": "bfgs", "max_iter": 50, "paper": PAPER, "quick": args.quick,
                                       "selected": {}, "paired_over_draws": {}, "draws": len(seeds)})
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,8 @@
 """Twin Gaussian processes as a Pyro model: the test outputs are latent, −L(y) is a factor.
 
-Generative story (docs/specs/twin_gp.md, "Pyro framing"). Given training pairs (X, Y) and B test
-inputs Xt, the twin GP marginals p(X, x) = N(0, K_{X∪x}) and p(Y, y) = N(0, K_{Y∪y}) are
-tied by a divergence between them; the prediction rule of each method is the mode of the
-quasi-posterior
+Generative story. Given training pairs (X, Y) and B test inputs Xt, the twin GP marginals
+p(X, x) = N(0, K_{X∪x}) and p(Y, y) = N(0, K_{Y∪y}) are tied by a divergence between them;
+the prediction rule of each method is the mode of the quasi-posterior
 
     p(y_b | x_b, X, Y) ∝ 1 · exp(−L(y_b)),     b = 1..B independently,
 
@@ -30,8 +29,8 @@ import hashlib
 
 import numpy as np
 import pyro
-import torch
 import pyro.distributions as dist
+import torch
 from torch.distributions import constraints
 
 from tandem.inference.numerics import DTYPE
@@ -53,6 +52,7 @@ def validate_alpha_beta(alpha, beta=None) -> tuple[float, float | None]:
         raise ValueError("beta: expected a real number != 1 (the Sharma-Mittal objective L' has a "
                          "1/(beta-1) factor; beta = 1 is the Renyi limit), got 1")
     return a, b
+
 
 def dims() -> dict:
     """Named dims of the model's sites for ArviZ (without chain/draw): the latent test

@@ -76,6 +76,7 @@ def test_bench_twin_gp(tmp_path):
     assert c["gemm_vs_gemv_ceiling"]["ratio"] > 0
 
 
+@pytest.mark.skipif(not HAVE_USPS, reason="USPS data not available")
 def test_bench_twin_gp_capped_iterations(tmp_path):
     # the bounded-time variant (issue setting at full size): same cap and start for batch and loop
     _run("bench_twin_gp.py", tmp_path, "--max-iter", "2", "--init", "ridge", "--loop-points", "5")

@@ -219,3 +219,17 @@ def test_paired_over_draws_hand_values():
     assert out["spread_ratio"] == pytest.approx(np.std([1, 2, 3], ddof=1) / np.std([2, 1, 3.5], ddof=1))
     with pytest.raises(ValueError, match="one score per seed"):
         paired_over_draws({"A": [1.0], "B": [1.0, 2.0]}, [0, 1], ("A",), ("B",))
+
+
+def test_select_kltgp_repeats_average_over_partitions(multi):
+    from tandem.inference.twin_gp.selection import select_kltgp
+    X, Y, _, _ = multi
+    err = lambda p, t: float((p - t).abs().mean())  # noqa: E731
+    one = select_kltgp(X, Y, [0.5, 1.0], [0.8], [1e-3], err, k=3, seed=4)
+    two = select_kltgp(X, Y, [0.5, 1.0], [0.8], [1e-3], err, k=3, seed=4, repeats=2)
+    other = select_kltgp(X, Y, [0.5, 1.0], [0.8], [1e-3], err, k=3, seed=5)
+    for key in one["scores"]:
+        assert len(two["scores"][key]) == 6  # 3 folds × 2 partitions: seed 4 then seed 5
+        assert two["scores"][key] == one["scores"][key] + other["scores"][key]
+    with pytest.raises(ValueError, match="repeats"):
+        select_kltgp(X, Y, [0.5], [0.8], [1e-3], err, k=3, repeats=0)

@@ -1,6 +1,6 @@
 """Twin Gaussian processes (KLTGP, IKLTGP, SMTGP): batched prediction, reference path, baselines.
 
-Setting (docs/specs/twin_gp.md). Training inputs X (N, d_x), outputs Y (N, d_y); Gaussian kernels
+Setting (Bo & Sminchisescu 2010; Elhoseiny & Elgammal 2015). Training inputs X (N, d_x), outputs Y (N, d_y); Gaussian kernels
 k(a, b) = exp(−‖a−b‖²/(2ρ²)) + λ δ_ab on each side, K_X = k_X(X, X), K_Y = k_Y(Y, Y) (with λ),
 test-to-train vectors K_x = k_X(X, x), K_y = k_Y(Y, y) (without λ), k(z, z) = 1 + λ.
 With A_X = K_X⁻¹, A_Y = K_Y⁻¹: u_x = A_X K_x, η_x = k_X(x,x) − K_xᵀu_x, η_y = k_Y(y,y) − K_yᵀA_Y K_y.
@@ -538,12 +538,12 @@ class TwinGP:
                        form: str = "log", ref: torch.Tensor | None = None):
         """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at outputs y (b, d_y)
         in data units (the objective itself is unit-free: it only sees kernel values);
-        see :meth:`_value_and_grad`."""
-        f, g = self._value_and_grad(self.to_internal_y(y), ctx, beta=beta, form=form, ref=ref)
+        see :meth:`value_and_grad_internal`."""
+        f, g = self.value_and_grad_internal(self.to_internal_y(y), ctx, beta=beta, form=form, ref=ref)
         return f, g / self.y_scale
 
-    def _value_and_grad(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
-                        form: str = "log", ref: torch.Tensor | None = None):
+    def value_and_grad_internal(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
+                                form: str = "log", ref: torch.Tensor | None = None):
         """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at y (b, d_y) in
         internal units.
 
@@ -684,15 +684,15 @@ class TwinGP:
             ref = None
             if form == "sm":
                 with torch.no_grad():
-                    fl, _ = self._value_and_grad(y0, ctx, form="log")
+                    fl, _ = self.value_and_grad_internal(y0, ctx, form="log")
                 ref = fl * a * (1 - a) + (1 - a) * ctx["eta_x"].log()  # ℓ_α(y0)
 
             rows = _RowCache(ctx["W"]) if ctx["W"] is not None and ctx["W"].dim() == 3 else None
 
             def fg(y, idx, ctx=ctx, ref=ref, rows=rows):
                 sub = self._sub(ctx, idx, rows)
-                return self._value_and_grad(y, sub, beta=b, form=form,
-                                            ref=None if ref is None else ref[idx])
+                return self.value_and_grad_internal(y, sub, beta=b, form=form,
+                                                    ref=None if ref is None else ref[idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
                                            ftol=ftol, max_step=self._ry if max_step is None else max_step,

@@ -52,8 +52,10 @@ class TwinGPRegressor:
         KLTGP over ``rho_mult_x`` × median distance of the standardised inputs,
         ``rho_mult_y`` × that of the outputs, and ``lam_grid``.
       alpha, beta: SMTGP's order parameters; ``None`` → by CV over ``alphas`` × ``betas``.
-      folds: CV folds; cv_subset: at most this many training rows are used for CV (a seeded
-        random subset; the final model uses all rows).
+      folds: CV folds; cv_repeats: the width/λ CV is averaged over this many random fold
+        partitions (steadier choice on small sets, at cv_repeats× the cost); cv_subset: at most
+        this many training rows are used for CV (a seeded random subset; the final model uses
+        all rows).
       metric: ``metric(pred, true) -> float``, lower is better (default mean absolute error).
       neighbors: local model with the K nearest training points per test point (None: all).
       max_iter: BFGS iterations per test point at most (the paper: 50).
@@ -67,7 +69,7 @@ class TwinGPRegressor:
     def __init__(self, method: str = "SMTGP", *, rho_x: float | None = None, rho_y: float | None = None,
                  lam: float | None = None, alpha: float | None = None, beta: float | None = None,
                  rho_mult_x=RHO_MULT_X, rho_mult_y=RHO_MULT_Y, lam_grid=LAM_GRID, alphas=ALPHA_GRID,
-                 betas=BETAS, folds: int = 5, cv_subset: int = 1000, metric=mean_abs_error,
+                 betas=BETAS, folds: int = 5, cv_repeats: int = 1, cv_subset: int = 1000, metric=mean_abs_error,
                  neighbors: int | None = None, max_iter: int = 50, seed: int = 0, device=None):
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
@@ -89,6 +91,7 @@ class TwinGPRegressor:
         self.rho_mult_x, self.rho_mult_y = tuple(map(float, rho_mult_x)), tuple(map(float, rho_mult_y))
         self.lam_grid, self.alphas, self.betas = tuple(map(float, lam_grid)), tuple(map(float, alphas)), tuple(betas)
         self.folds = check_int_range(folds, "folds", 2)
+        self.cv_repeats = check_int_range(cv_repeats, "cv_repeats", 1)
         self.cv_subset = check_int_range(cv_subset, "cv_subset", 2)
         if not callable(metric):
             raise TypeError(f"metric: expected a callable metric(pred, true) -> float, got {type(metric).__name__}")
@@ -124,7 +127,7 @@ class TwinGPRegressor:
             gy = [self.rho_y] if self.rho_y is not None else [my * r for r in self.rho_mult_y]
             gl = [self.lam] if self.lam is not None else list(self.lam_grid)
             sel = select_kltgp(Zs, Ws, gx, gy, gl, self.metric, k=self.folds, seed=self.seed,
-                               neighbors=self._cv_neighbors(Zs), max_iter=self.max_iter)
+                               neighbors=self._cv_neighbors(Zs), max_iter=self.max_iter, repeats=self.cv_repeats)
             self.cv_["kltgp"] = sel
             self.rho_x_, self.rho_y_, self.lam_ = sel["best"]
         else:
@@ -153,6 +156,13 @@ class TwinGPRegressor:
         if self.model_ is None:
             raise RuntimeError("TwinGPRegressor: call fit(X, Y) before predict()")
 
+    def _check_test(self, Xt) -> torch.Tensor:
+        Xt = as_tensor(Xt, "Xt", ndim=2, min_rows=1)
+        if Xt.shape[1] != self.model_.dx:
+            raise ValueError(f"Xt: test inputs have dimension {Xt.shape[1]}, but the training inputs X "
+                             f"have dimension {self.model_.dx}")
+        return Xt
+
     def _effective(self) -> tuple[str, float, float | None]:
         """The method actually run: SMTGP at α = 0 / 1 is KLTGP / IKLTGP (its limits)."""
         if self.method == "SMTGP" and self.alpha_ in (0.0, 1.0):
@@ -172,7 +182,7 @@ class TwinGPRegressor:
         """Predicted outputs (B, d_y) in the data's units for test inputs ``Xt`` (B, d_x);
         with ``return_info=True`` also the optimiser's per-point diagnostics."""
         self._check_fitted()
-        Zt = self.sx_.transform(self.model_._check_test(Xt))
+        Zt = self.sx_.transform(self._check_test(Xt))
         out = self._predict_std(Zt, return_info)
         if return_info:
             return self.sy_.inverse(out[0]), out[1]
@@ -184,7 +194,7 @@ class TwinGPRegressor:
         ``posterior["y"]`` (1 chain, 1 draw, test, output) in data units; ``observed_data["y"]``
         the true outputs if ``Y_true`` (B, d_y) is given; the hyperparameters in ``attrs``."""
         self._check_fitted()
-        Zt = self.sx_.transform(self.model_._check_test(Xt))
+        Zt = self.sx_.transform(self._check_test(Xt))
         pred = self._predict_std(Zt)
         method, a, _ = self._effective()
         prefix = "twin_gp_regressor"
