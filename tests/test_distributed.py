@@ -10,7 +10,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 from pyro.infer import Trace_ELBO
-from pyro.infer.autoguide import AutoNormal
+from pyro.infer.autoguide import AutoDelta, AutoNormal
 from tandem.inference.distributed import (
     DataParallelLoss,
     shard_indices,
@@ -40,9 +40,9 @@ def regression_model(X, y, idx, N):
         pyro.sample("y", dist.Normal(X[idx] @ w, s), obs=y[idx])
 
 
-def _fit_regression(idx, loss, steps=30, optim=None):
+def _fit_regression(idx, loss, steps=30, optim=None, guide_cls=AutoNormal):
     X, y = _regression_data()
-    guide = AutoNormal(regression_model)
+    guide = guide_cls(regression_model)
     res = fit(regression_model, guide, X, y, idx, X.shape[0], loss=loss, num_steps=steps, seed=0,
               progress=False, optim=optim or pyro.optim.Adam({"lr": 0.05}))
     return {k: v.detach() for k, v in res.params.items()}, res.losses
@@ -56,7 +56,7 @@ def _worker_regression(rank, world):
 def _worker_regression_lbfgs(rank, world):
     idx = shard_indices(40)
     return _fit_regression(idx, DataParallelLoss(Trace_ELBO(), reduce="mean"), steps=3,
-                           optim=LBFGS(max_iter=10))
+                           optim=LBFGS(max_iter=10), guide_cls=AutoDelta)
 
 
 def test_two_gloo_workers_equal_single_process_generic_driver():
@@ -114,9 +114,10 @@ def test_two_gloo_workers_equal_single_process_stochastic_mcgpds():
 
 
 def test_data_parallel_lbfgs_generic():
-    """L-BFGS through the wrapper: 2 workers equal one process (deterministic full-data loss)."""
-    from pyro.infer import TraceMeanField_ELBO  # noqa: F401  (same family; Trace_ELBO is MC)
-    ref_params, ref_losses = _fit_regression(torch.arange(40), Trace_ELBO(), steps=3, optim=LBFGS(max_iter=10))
+    """L-BFGS through the wrapper: 2 workers equal one process. L-BFGS needs a deterministic
+    loss, so the guide is a point mass (AutoDelta: Trace_ELBO is then the exact MAP objective)."""
+    ref_params, ref_losses = _fit_regression(torch.arange(40), Trace_ELBO(), steps=3, optim=LBFGS(max_iter=10),
+                                             guide_cls=AutoDelta)
     out = spawn(_worker_regression_lbfgs, 2)
     for params, losses in out:
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-8)
