@@ -1,9 +1,41 @@
 """Helpers shared by the test modules: project paths and the example-script runner."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 #: the repository root (tests/ lives directly under it).
 ROOT = Path(__file__).resolve().parent.parent
 #: ../shared/data relative to the project root, where CI and developers keep the data.
 DATA_DIR = ROOT.parent / "shared" / "data"
+
+#: the keys every results JSON written by an example has (the results schema).
+RESULT_KEYS = {"experiment", "seeds", "results", "timings_s", "config", "environment"}
+
+
+def run_example(name: str, *args: str, timeout: int = 600, returncode: int | None = 0):
+    """Run ``examples/<name> *args`` from the project root with a headless matplotlib.
+
+    ``returncode``: the exit status the run must end with (0: success; 2: an argparse
+    error); ``None`` checks nothing (the caller asserts on the result). Returns the
+    ``subprocess.CompletedProcess`` with captured text output.
+    """
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "MPLBACKEND": "Agg"})
+    if returncode is not None:
+        assert proc.returncode == returncode, (
+            f"{name} exited {proc.returncode} (expected {returncode}):\n"
+            f"STDOUT:\n{proc.stdout[-3000:]}\nSTDERR:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def read_results(out_dir, experiment: str) -> dict:
+    """``out_dir/<experiment>.json``, checked against the results schema's top-level keys."""
+    res = json.loads((Path(out_dir) / f"{experiment}.json").read_text())
+    assert res["experiment"] == experiment
+    assert RESULT_KEYS <= set(res), sorted(RESULT_KEYS - set(res))
+    return res

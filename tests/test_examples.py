@@ -6,23 +6,12 @@ test below fails when an example is added without one.
 """
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, run_example
+
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
-
-
-def run_example(name: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run ``examples/<name>`` from the project root; fail with its output if it fails."""
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**__import__("os").environ, "MPLBACKEND": "Agg"})
-    assert proc.returncode == 0, f"{name} failed:\nSTDOUT:\n{proc.stdout[-4000:]}\nSTDERR:\n{proc.stderr[-4000:]}"
-    return proc
 
 
 @pytest.mark.parametrize("example", [p.name for p in EXAMPLES])

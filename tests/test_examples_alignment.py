@@ -1,29 +1,17 @@
 """Smoke tests of the alignment examples (run with --quick from the project root)."""
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tandem.inference.datasets.coil20 import COIL20_FILE
-from common import DATA_DIR
+from common import DATA_DIR, ROOT, run_example
 
-ROOT = Path(__file__).resolve().parent.parent
 METHODS = {"coupled projections", "Ham", "Procrustes"}
 
 
-def _run(name, *args):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "MPLBACKEND": "Agg"})
-    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
 def test_alignment_scurve_quick(tmp_path):
-    proc = _run("alignment_scurve.py", "--quick", "--out", str(tmp_path), "--no-progress")
+    proc = run_example("alignment_scurve.py", "--quick", "--out", str(tmp_path), "--no-progress")
     res = json.loads((tmp_path / "alignment_scurve.json").read_text())
     assert res["experiment"] == "alignment_scurve"
     methods = {r["method"] for r in res["results"]}
@@ -42,7 +30,7 @@ def test_alignment_scurve_quick(tmp_path):
 
 @pytest.mark.skipif(not (DATA_DIR / COIL20_FILE).exists(), reason="COIL-20 data not present")
 def test_alignment_coil20_quick(tmp_path):
-    _run("alignment_coil20.py", "--quick", "--out", str(tmp_path), "--no-progress")
+    run_example("alignment_coil20.py", "--quick", "--out", str(tmp_path), "--no-progress")
     res = json.loads((tmp_path / "alignment_coil20.json").read_text())
     assert res["experiment"] == "alignment_coil20"
     assert {r["method"] for r in res["results"]} == METHODS
@@ -74,6 +62,5 @@ def test_alignment_coil20_missing_data_names_the_file(tmp_path):
     ("alignment_scurve.py", ["--fractions", "0.1,1.5"], "--fractions"),
     ("alignment_coil20.py", ["--k", "0"], "--k"), ("alignment_scurve.py", ["--svi-steps", "-3"], "--svi-steps")])
 def test_bad_command_line_values_are_argparse_errors_naming_the_option(script, args, option):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and f"argument {option}" in proc.stderr, proc.stderr[-2000:]
+    proc = run_example(script, *args, timeout=120, returncode=2)
+    assert f"argument {option}" in proc.stderr, proc.stderr[-2000:]

@@ -1,26 +1,17 @@
 """Smoke tests of the McGPDS real-data scripts: each runs with --quick --seeds 1 and writes
 its results JSON in the schema of docs/specs/results_schema.md (skipped when ../shared/data is absent)."""
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+from common import DATA_DIR as DATA, ROOT, run_example
 
 pytestmark = pytest.mark.skipif(not DATA.exists(), reason="../shared/data not present")
 
 
 def _run(script, tmp_path, *extra):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--quick", "--seeds", "1",
-                           "--no-progress", "--out", str(tmp_path), *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "MPLBACKEND": "Agg"})
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+    return run_example(script, "--quick", "--seeds", "1", "--no-progress", "--out", str(tmp_path), *extra)
 
 
 def _load(tmp_path, experiment):
@@ -89,9 +80,8 @@ def test_bench_quick(tmp_path):
 
 
 def test_missing_data_dir_names_file(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "mcgpds_cuave.py"), "--quick",
-                           "--data-dir", str(tmp_path), "--out", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = run_example("mcgpds_cuave.py", "--quick", "--data-dir", str(tmp_path), "--out", str(tmp_path),
+                       timeout=120, returncode=None)
     assert proc.returncode != 0
     assert "FileNotFoundError" in proc.stderr and "AudioVideoAlignedData1.mat" in proc.stderr
 

@@ -1,18 +1,14 @@
 """Smoke test of examples/mcgpds_toy.py (--quick)."""
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, run_example
 
 
 def test_mcgpds_toy_quick(tmp_path):
-    r = subprocess.run([sys.executable, "examples/mcgpds_toy.py", "--quick", "--out", str(tmp_path),
-                        "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    run_example("mcgpds_toy.py", "--quick", "--out", str(tmp_path), "--no-progress")
     res = json.loads((tmp_path / "mcgpds_toy.json").read_text())
     assert res["experiment"] == "mcgpds_toy"
     recs = res["results"]

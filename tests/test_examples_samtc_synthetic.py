@@ -1,21 +1,15 @@
 """Smoke test of examples/samtc_synthetic.py (run with --quick from the project root)."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import run_example
 METHODS = {"SAMTC", "SAMTC-nr", "SAMTC-ns", "Ncut-SNN", "k-means", "pooled Ncut-SNN", "pooled k-means",
            "SAMTC generative (Pyro)"}
 
 
 def test_samtc_synthetic_quick(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "samtc_synthetic.py"), "--quick",
-                           "--out", str(tmp_path), "--no-progress"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "MPLBACKEND": "Agg"})
+    proc = run_example("samtc_synthetic.py", "--quick", "--out", str(tmp_path), "--no-progress", returncode=None)
     assert proc.returncode == 0, f"samtc_synthetic.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     res = json.loads((tmp_path / "samtc_synthetic.json").read_text())
     assert res["experiment"] == "samtc_synthetic" and len(res["seeds"]) == 1
@@ -41,9 +35,8 @@ def test_samtc_synthetic_quick(tmp_path):
 def test_samtc_synthetic_quick_without_generative_model(tmp_path):
     """--no-generative: the algorithm and the baselines only (no Pyro fit); the paired
     per-seed claims are still written."""
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "samtc_synthetic.py"), "--quick", "--sets", "partial",
-                           "--no-generative", "--out", str(tmp_path), "--no-progress"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})
+    proc = run_example("samtc_synthetic.py", "--quick", "--sets", "partial", "--no-generative", "--out", str(tmp_path),
+                       "--no-progress", timeout=300, returncode=None)
     assert proc.returncode == 0, f"samtc_synthetic.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     res = json.loads((tmp_path / "samtc_synthetic.json").read_text())
     assert {r["method"] for r in res["results"]} == METHODS - {"SAMTC generative (Pyro)"}
@@ -58,6 +51,5 @@ def test_samtc_synthetic_quick_without_generative_model(tmp_path):
 @pytest.mark.parametrize("args,option", [(["--restarts", "0"], "--restarts"), (["--steps", "-1"], "--steps"),
                                          (["--steps", "many"], "--steps")])
 def test_bad_command_line_values_are_argparse_errors_naming_the_option(args, option):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "samtc_synthetic.py"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = run_example("samtc_synthetic.py", *args, timeout=120, returncode=None)
     assert proc.returncode == 2 and f"argument {option}" in proc.stderr, proc.stderr[-2000:]

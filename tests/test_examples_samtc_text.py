@@ -1,21 +1,16 @@
 """Smoke test of examples/samtc_text.py (--quick)."""
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from tandem.inference.datasets.text import REUTERS_RAW
-from common import DATA_DIR
+from common import DATA_DIR, run_example
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.skipif(not (DATA_DIR / REUTERS_RAW).exists(), reason="Reuters data not present")
 def test_samtc_text_quick(tmp_path):
-    subprocess.run([sys.executable, "examples/samtc_text.py", "--quick", "--out", str(tmp_path), "--no-progress"],
-                   cwd=ROOT, check=True, timeout=300)
+    run_example("samtc_text.py", "--quick", "--out", str(tmp_path), "--no-progress", timeout=300)
     out = json.loads((tmp_path / "samtc_text.json").read_text())
     assert out["experiment"] == "samtc_text"
     methods = {r["method"] for r in out["results"]}
@@ -28,15 +23,13 @@ def test_samtc_text_quick(tmp_path):
 
 
 def test_samtc_text_missing_data(tmp_path):
-    proc = subprocess.run([sys.executable, "examples/samtc_text.py", "--quick", "--out", str(tmp_path),
-                           "--data-dir", str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = run_example("samtc_text.py", "--quick", "--out", str(tmp_path), "--data-dir", str(tmp_path / "nowhere"),
+                       timeout=120, returncode=None)
     assert proc.returncode != 0
     assert "FileNotFoundError" in proc.stderr and "reuters21578_raw_sgml.tar.gz" in proc.stderr
 
 
 @pytest.mark.parametrize("args,option", [(["--per-class", "-5"], "--per-class"), (["--reduce-dim", "0"], "--reduce-dim")])
 def test_bad_command_line_values_are_argparse_errors_naming_the_option(args, option):
-    proc = subprocess.run([sys.executable, "examples/samtc_text.py", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    proc = run_example("samtc_text.py", *args, timeout=120, returncode=None)
     assert proc.returncode == 2 and f"argument {option}" in proc.stderr, proc.stderr[-2000:]

@@ -1,19 +1,13 @@
 """Smoke tests of examples/bench_scale.py and examples/gpu_check.py (--quick)."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import run_example
 
 
 def _run(name, *args):
-    r = subprocess.run([sys.executable, f"examples/{name}", *args], cwd=ROOT, capture_output=True, text=True, check=False,
-                       timeout=900, env={**os.environ, "MPLBACKEND": "Agg"})
-    return r
+    return run_example(name, *args, timeout=900, returncode=None)
 
 
 def test_bench_scale_quick(tmp_path):

@@ -1,15 +1,10 @@
 """Smoke tests: every twin-GP example runs with --quick and writes its results JSON."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from common import DATA_DIR
+from common import DATA_DIR, run_example
 
-ROOT = Path(__file__).resolve().parent.parent
 HAVE_USPS = (DATA_DIR / "usps" / "usps_9298.mat").exists()
 HAVE_POSER = (DATA_DIR / "human_pose" / "ankurDataPoseSilhouette.mat").exists()
 TGP = {"KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN"}
@@ -17,9 +12,7 @@ REAL = TGP | {"KTA-kNN", "HSIC-kNN"}  # the real-data protocol adds the alignmen
 
 
 def _run(script, tmp_path, *extra):
-    env = dict(os.environ, MPLBACKEND="Agg")
-    subprocess.run([sys.executable, f"examples/{script}", "--quick", "--out", str(tmp_path), "--no-progress", *extra],
-                   cwd=ROOT, check=True, env=env, timeout=600)
+    return run_example(script, "--quick", "--out", str(tmp_path), "--no-progress", *extra)
 
 
 def _load(tmp_path, name):
@@ -89,7 +82,7 @@ def test_bench_twin_gp_capped_iterations(tmp_path):
 
 
 def test_missing_data_names_the_file(tmp_path):
-    r = subprocess.run([sys.executable, "examples/twin_gp_poser.py", "--quick", "--out", str(tmp_path),
-                        "--data-dir", str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True)
+    r = run_example("twin_gp_poser.py", "--quick", "--out", str(tmp_path), "--data-dir", str(tmp_path / "nowhere"),
+                    returncode=None)
     assert r.returncode != 0
     assert "ankurDataPoseSilhouette.mat" in r.stderr and "FileNotFoundError" in r.stderr
