@@ -349,7 +349,6 @@ def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
 
 
 #: the old private name (kept for code written against it)
-_param = param
 
 
 def _time_hp(data, tn, frozen):

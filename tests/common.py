@@ -39,3 +39,15 @@ def read_results(out_dir, experiment: str) -> dict:
     assert res["experiment"] == experiment
     assert RESULT_KEYS <= set(res), sorted(RESULT_KEYS - set(res))
     return res
+
+
+def smooth_multi_output_problem():
+    """``(X, Y, Xt, Yt)``: a smooth map R² → R³ (60 noisy training pairs, 9 noise-free test
+    points), float64 tensors — the twin-GP tests' multivariate-output problem."""
+    import torch
+    D = torch.float64
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(60, 2, generator=g, dtype=D) * 2 - 1
+    f = lambda x: torch.stack([torch.sin(2 * x[:, 0]), x[:, 0] * x[:, 1], torch.cos(x[:, 1])], 1)  # noqa: E731
+    Xt = torch.rand(9, 2, generator=g, dtype=D) * 2 - 1
+    return X, f(X) + 0.01 * torch.randn(60, 3, generator=g, dtype=D), Xt, f(Xt)

@@ -18,6 +18,8 @@ from tandem.inference.twin_gp.predictor import _kvec
 from tandem.inference.twin_gp.selection import kfold_indices, select_alignment_knn, select_alpha_beta
 from tandem.models.twin_gp import DIMS, simulate, twin_gp_model
 
+from common import smooth_multi_output_problem
+
 D = torch.float64
 
 
@@ -34,12 +36,7 @@ def toy():
 
 @pytest.fixture(scope="module")
 def multi():
-    """A 2-d → 3-d problem with a smooth map (multivariate outputs)."""
-    g = torch.Generator().manual_seed(1)
-    X = torch.rand(60, 2, generator=g, dtype=D) * 2 - 1
-    f = lambda x: torch.stack([torch.sin(2 * x[:, 0]), x[:, 0] * x[:, 1], torch.cos(x[:, 1])], 1)  # noqa: E731
-    Xt = torch.rand(9, 2, generator=g, dtype=D) * 2 - 1
-    return X, f(X) + 0.01 * torch.randn(60, 3, generator=g, dtype=D), Xt, f(Xt)
+    return smooth_multi_output_problem()
 
 
 @pytest.mark.parametrize("method,alpha", [("KLTGP", 0.5), ("IKLTGP", 0.5), ("SMTGP", 0.3), ("SMTGP", 0.9)])

@@ -24,18 +24,15 @@ from tandem.inference.twin_gp.predictor import gpr_predict
 from tandem.inference.twin_gp.selection import paired_over_draws
 from tandem.models import twin_gp as tgp_model
 
+from common import smooth_multi_output_problem
+
 D = torch.float64
 AUTHORS = dict(rho_x=1 / math.sqrt(0.4), rho_y=1 / math.sqrt(40.0), lam=1e-4)
 
 
 @pytest.fixture(scope="module")
 def multi():
-    """A 2-d → 3-d problem with a smooth map (multivariate outputs)."""
-    g = torch.Generator().manual_seed(1)
-    X = torch.rand(60, 2, generator=g, dtype=D) * 2 - 1
-    f = lambda x: torch.stack([torch.sin(2 * x[:, 0]), x[:, 0] * x[:, 1], torch.cos(x[:, 1])], 1)  # noqa: E731
-    Xt = torch.rand(9, 2, generator=g, dtype=D) * 2 - 1
-    return X, f(X) + 0.01 * torch.randn(60, 3, generator=g, dtype=D), Xt, f(Xt)
+    return smooth_multi_output_problem()
 
 
 # -- issue 14: the cause and the fix --------------------------------------------------------

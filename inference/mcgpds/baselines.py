@@ -27,22 +27,27 @@ __all__ = ["nn_y_space", "training_mean_predictor", "nn_latent_space", "gpy_avai
            "MRDResult"]
 
 
+def _nn_rows(train, test, Y2, train_name: str, test_name: str, standardise: bool = False):
+    """Rows of ``Y2`` at the nearest ``train`` row of each ``test`` row: (prediction, indices)."""
+    train = as_array(train, train_name, ndim=2)
+    Y2 = as_array(Y2, "Y2", ndim=2)
+    check_same_rows({train_name: train, "Y2": Y2}, "training frames")
+    test = as_array(test, test_name, ndim=2)
+    if test.shape[1] != train.shape[1]:
+        raise ValueError(f"{test_name} has {test.shape[1]} columns but {train_name} has {train.shape[1]}")
+    if standardise:
+        st = Standardizer(train)
+        train, test = st.transform(train), st.transform(test)
+    idx = nearest(test, train)
+    return Y2[idx].copy(), idx
+
+
 def nn_y_space(Y1, Y2, Y1_test, standardise: bool = False):
     """Nearest neighbour in view-1 space. Returns (prediction (N*, D2), indices (N*,)).
 
     ``standardise=True`` searches on per-dimension standardised view-1 features.
     """
-    Y1 = as_array(Y1, "Y1", ndim=2)
-    Y2 = as_array(Y2, "Y2", ndim=2)
-    check_same_rows({"Y1": Y1, "Y2": Y2}, "training frames")
-    Yt = as_array(Y1_test, "Y1_test", ndim=2)
-    if Yt.shape[1] != Y1.shape[1]:
-        raise ValueError(f"Y1_test has {Yt.shape[1]} columns but Y1 has {Y1.shape[1]}")
-    if standardise:
-        st = Standardizer(Y1)
-        Y1, Yt = st.transform(Y1), st.transform(Yt)
-    idx = nearest(Yt, Y1)
-    return Y2[idx].copy(), idx
+    return _nn_rows(Y1, Y1_test, Y2, "Y1", "Y1_test", standardise)
 
 
 def training_mean_predictor(Y2, n_test: int):
@@ -59,14 +64,7 @@ def training_mean_predictor(Y2, n_test: int):
 
 def nn_latent_space(mu_train, mu_test, Y2):
     """Nearest neighbour in a learned latent space: (prediction (N*, D2), indices)."""
-    mu_train = as_array(mu_train, "mu_train", ndim=2)
-    Y2 = as_array(Y2, "Y2", ndim=2)
-    check_same_rows({"mu_train": mu_train, "Y2": Y2}, "training frames")
-    mu_test = as_array(mu_test, "mu_test", ndim=2)
-    if mu_test.shape[1] != mu_train.shape[1]:
-        raise ValueError(f"mu_test has {mu_test.shape[1]} columns but mu_train has {mu_train.shape[1]}")
-    idx = nearest(mu_test, mu_train)
-    return Y2[idx].copy(), idx
+    return _nn_rows(mu_train, mu_test, Y2, "mu_train", "mu_test")
 
 
 # ---------------------------------------------------------------------------------------------
