@@ -97,13 +97,23 @@ class FitResult:
 
 
 def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """Every RNG a fit draws from: torch (CPU and, once CUDA is initialised, each CUDA
+    device's generator), numpy and Python's ``random``."""
+    s = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    # only when CUDA is already in use: querying it would otherwise initialise it (slow, and
+    # wrong in a forked worker)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        s["torch_cuda"] = torch.cuda.get_rng_state_all()
+    return s
 
 
 def _set_rng_state(s: dict) -> None:
-    torch.set_rng_state(s["torch"])
+    torch.set_rng_state(s["torch"].cpu())
     np.random.set_state(s["numpy"])
     random.setstate(s["python"])
+    cuda = s.get("torch_cuda")
+    if cuda is not None and torch.cuda.is_available() and len(cuda) <= torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([c.cpu() for c in cuda])
 
 
 # ---------------------------------------------------------------- fingerprint of a run

@@ -95,7 +95,8 @@ def resolve_device(device, *inputs) -> torch.device:
             raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:<index>' or a torch.device, "
                              f"got {device!r}") from None
         if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device: {device!r} was requested but torch.cuda.is_available() is False")
+            raise ValueError(f"device: {device!r} was requested but CUDA is not available "
+                             "(torch.cuda.is_available() is False)")
         return dev
     for x in inputs:
         for y in (x if isinstance(x, (list, tuple)) else [x]):

@@ -412,7 +412,8 @@ def dense_time_K(data: McGPDSData, thp: dict | None) -> torch.Tensor:
 
 def dense_A(data: McGPDSData, v: dict) -> torch.Tensor:
     a = v["alpha"]
-    return a * a * dense_time_K(data, v["time"]) + (1 - a) ** 2 * v["eps"] * torch.eye(data.N, dtype=DTYPE, device=data.times.device)
+    eye = torch.eye(data.N, dtype=DTYPE, device=data.times.device)
+    return a * a * dense_time_K(data, v["time"]) + (1 - a) ** 2 * v["eps"] * eye
 
 
 def mcgpds_model(data: McGPDSData):

@@ -479,7 +479,7 @@ def uncollapsed_elbo_analytic(data, hp: dict, mus: list, lams: list, q_v: list, 
         psi0, P1, P2 = bh.psi(mu, s)
         LH = bh.chol()
         mv, Lv = q_v[k]
-        elbo = elbo + _expected_fit(Y, beta, torch.ones(D, dtype=Y.dtype, device=Y.device), mv, Lv @ Lv.mT, LH, psi0, P1, P2)
+        elbo = elbo + _expected_fit(Y, beta, Y.new_ones(D), mv, Lv @ Lv.mT, LH, psi0, P1, P2)
         elbo = elbo - gauss_kl_diag_prior(mv, Lv, LH)
         mu_, Lu = q_u[k]
         for j, bg in enumerate(bgs):

@@ -122,7 +122,8 @@ class Windows:
         s = seq_ids[order]
         new = torch.ones(N, dtype=torch.bool, device="cpu")
         new[1:] = s[1:] != s[:-1]
-        start = torch.cummax(torch.where(new, torch.arange(N, device="cpu"), torch.zeros(N, dtype=torch.long, device="cpu")), 0).values
+        start = torch.cummax(torch.where(new, torch.arange(N, device="cpu"),
+                                         torch.zeros(N, dtype=torch.long, device="cpu")), 0).values
         pos = torch.arange(N, device="cpu") - start                          # position within its sequence
         wstart = new | (pos % L == 0)
         wid_sorted = torch.cumsum(wstart.long(), 0) - 1
