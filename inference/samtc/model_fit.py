@@ -282,8 +282,8 @@ class ModelFit:
                                      ).get_trace(*self.args, **kw)
                 for n, v in latent.items():
                     discrete = n.split("_")[0] in ("a", "y", "u")
-                    v = v.detach().cpu()
-                    post.setdefault(n, []).append(v.reshape(-1).long().numpy() if discrete else v.numpy())
+                    v = v.detach()
+                    post.setdefault(n, []).append(v.reshape(-1).long().cpu().numpy() if discrete else v.cpu().numpy())
                 for t in range(T):
                     ppc.setdefault(f"x_{t}", []).append(free.nodes[f"x_{t}"]["value"].detach().cpu().numpy() * sc + c)
         post = {n: np.stack(v) for n, v in post.items()}
