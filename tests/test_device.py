@@ -121,10 +121,19 @@ class FactoryRecorder(TorchFunctionMode):
                 fr = sys._getframe(1)
                 fn = Path(fr.f_code.co_filename).resolve()
                 if ROOT in fn.parents and "tests" not in fn.relative_to(ROOT).parts:
-                    src = self._lines.setdefault(fn, fn.read_text().splitlines())
-                    if MARK not in src[fr.f_lineno - 1]:
+                    src = self._lines.setdefault(fn, fn.read_text().splitlines() if fn.exists() else [])
+                    if MARK not in (src[fr.f_lineno - 1] if fr.f_lineno <= len(src) else ""):
                         self.hits.add(f"{fn.relative_to(ROOT)}:{fr.f_lineno}: torch.{name}")
         return func(*args, **kwargs)
+
+
+def test_recorder_catches_a_device_less_factory_in_a_tandem_file():
+    code = compile("import torch\nx = torch.zeros(2)\ny = torch.zeros(2, device=x.device)\n"
+                   "z = torch.as_tensor(x)\n", str(ROOT / "models" / "_probe.py"), "exec")
+    rec = FactoryRecorder()
+    with rec:
+        exec(code, {})
+    assert rec.hits == {"models/_probe.py:2: torch.zeros"}
 
 
 def _mcgpds_small():
@@ -145,7 +154,7 @@ def _stochastic_small():
 
 
 def _samtc_small():
-    sim = simulate_tasks(n_tasks=2, n_points=(30, 30), n_private=(1, 0), seed=0)
+    sim = simulate_tasks(n_tasks=2, n_points=(60, 60), n_private=(1, 0), seed=0)
     mf = fit_model([torch.as_tensor(X) for X in sim.tasks], sim.h, num_steps=3, seed=0, device="cpu")
     return mf, mf.cluster_probs(num_samples=1), mf.to_inference_data(num_samples=2)
 
