@@ -344,8 +344,14 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         # run happened at step 0, so on resume the guide is built first (the RNG draws
         # this costs are undone below) and the checkpoint's parameters are put back.
         if state is not None:
+            # checkpoints are read onto the CPU: put every parameter back on the device the
+            # model/guide just created it on (the data's device), so a CUDA fit resumes on CUDA
+            live = {n: v.device for n, v in pyro.get_param_store().items()}
+            default = next(iter(live.values()), None)
+            saved = dict(state["params"])
+            saved["params"] = {n: v.to(live.get(n, default or v.device)) for n, v in saved["params"].items()}
             pyro.clear_param_store()
-            pyro.get_param_store().set_state(state["params"])
+            pyro.get_param_store().set_state(saved)
 
     if use_lbfgs:
         if isinstance(loss, ELBO):
