@@ -51,7 +51,7 @@ from pyro import poutine
 from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
-from tandem.inference.validation import as_tensor, check_int_range
+from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
 from tandem.models.sequence_blocks import Blocks
 
@@ -158,10 +158,7 @@ class McGPDSData:
     device: torch.device | str | None = None
 
     def __post_init__(self):
-        if self.device is None:
-            given = [x for x in [*(self.views or []), self.times] if isinstance(x, torch.Tensor)]
-            self.device = given[0].device if given else torch.device("cpu")
-        self.device = torch.device(self.device)
+        self.device = resolve_device(self.device, self.views or [], self.times)
         self.times = as_tensor(self.times, "times").reshape(-1).to(self.device)
         N = int(self.times.numel())
         if N < 2:
