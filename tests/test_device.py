@@ -39,7 +39,7 @@ from tandem.inference.samtc.simulate import simulate_tasks
 from tandem.inference.svi import fit
 from tandem.models import coupled_projections as cpm
 from tandem.inference.validation import resolve_device
-from tandem.models.mcgpds import simulate
+from tandem.models.mcgpds import McGPDSData, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -236,6 +236,10 @@ def test_device_argument_is_checked_early():
         McGPDS(device="cuda")
     with pytest.raises(ValueError, match="CUDA"):
         fit_mcgpds([np.random.randn(10, 2), np.random.randn(10, 2)], np.arange(10.0), device="cuda")
+    with pytest.raises(ValueError, match="CUDA"):
+        McGPDSData([np.random.randn(10, 2)], np.arange(10.0), np.zeros(10), 1, 3, device="cuda")
+    with pytest.raises(ValueError, match="CUDA"):
+        fit_model([np.random.randn(20, 2)] * 2, [2, 2], num_steps=1, device="cuda")
 
 
 def test_checkpoint_rng_state_round_trip():
