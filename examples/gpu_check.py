@@ -2,7 +2,8 @@
 
 Convention checked here: **the models follow the device of their input tensors** (data,
 time stamps, test inputs; float64), and the high-level objects take ``device=``
-(``TwinGP(..., device=)``, ``StochasticMcGPDS(config, device=)``). For every check the
+(``McGPDS(device=)``, ``fit_mcgpds(..., device=)``, ``StochasticMcGPDS(config, device=)``,
+``fit_model(..., device=)`` of SAMTC, ``TwinGP(..., device=)``). For every check the
 script runs the computation on the CPU and, when CUDA is present, on CUDA, compares the
 numbers (relative tolerance ``--rtol``) and prints both times. On a machine without CUDA
 it runs the CPU side, says that CUDA is absent, and exits 0 — the first machine with a
@@ -17,6 +18,12 @@ Checks
   deterministic) with data on the device.
 * ``mcgpds_collapsed_bound`` — the paper's collapsed bound on the device.
 * ``mcgpds_stochastic`` — 10 full-batch steps of the stochastic McGPDS fit (deterministic).
+* ``mcgpds_fit`` — ``McGPDS(device=...)`` on numpy views: a short L-BFGS schedule of the
+  collapsed bound (deterministic; the final bound and a prediction are compared with
+  ``100 × rtol``: a few L-BFGS iterations amplify round-off differences).
+* ``samtc_fit`` — :func:`tandem.inference.samtc.model_fit.fit_model` with ``device=...`` (SVI
+  with TraceEnum_ELBO; Monte Carlo, so only the number of atoms — chosen on the CPU — is
+  compared; the check shows the whole fit runs on the device).
 * ``twin_gp_predict`` — batched SMTGP prediction of 60 test points (toy 1).
 
 A failing check prints its error (the first line names the file and line) and the
@@ -37,8 +44,10 @@ from pyro.infer.autoguide import AutoDelta
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.experiments.cli import base_parser, set_seed
 from tandem.inference.experiments.results import Results
+from tandem.inference.mcgpds import McGPDS
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_bound
+from tandem.inference.samtc.model_fit import fit_model
 from tandem.inference.samtc.simulate import simulate_tasks
 from tandem.inference.svi import fit
 from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict
@@ -153,6 +162,26 @@ def mcgpds_stochastic(dev):
     return torch.tensor([m.elbo(), *m.result.losses], dtype=DTYPE)
 
 
+def mcgpds_fit(dev):
+    t = torch.linspace(0, 1, 30, dtype=DTYPE)
+    sim = simulate(t, torch.zeros(30, dtype=torch.long), [4, 3], Q=2, M=5, seed=0)
+    views = [sim["y_0"].numpy(), sim["y_1"].numpy()]
+    m = McGPDS(Q=2, M=5, cycles=1, var_iters=5, model_iters=5, joint_iters=5, device=dev)
+    m.fit(views, times=t.numpy())
+    pred = m.predict(views[0][:6], t[:6].numpy(), method="paper", test_iters=3)
+    return torch.cat([torch.tensor([m.fitted_.bound], dtype=DTYPE), torch.as_tensor(pred.mean).reshape(-1)])
+
+
+def samtc_fit(dev):
+    sim = simulate_tasks(n_tasks=2, n_points=(60, 60), n_private=(1, 0), seed=0)
+    mf = fit_model(sim.tasks, sim.h, num_steps=20, seed=0, device=dev)
+    return torch.tensor([float(mf.n_atoms)], dtype=DTYPE)
+
+
+#: checks whose numbers are compared with a looser tolerance (multiples of --rtol)
+LOOSE = {"mcgpds_fit": 100.0}
+
+
 def twin_gp_predict(dev):
     toy = simulate_twin_gp(1, seed=0)
     X, Y, Xt = toy["X_train"], toy["Y_train"], toy["X_test"]
@@ -185,7 +214,8 @@ def main(args):
     checks = [(f"model:{n}", functools.partial(model_log_density, n))
               for n in ("mcgpds", "twin_gp", "samtc", "coupled_projections")]
     checks += [("driver", driver), ("mcgpds_collapsed_bound", mcgpds_collapsed_bound),
-               ("mcgpds_stochastic", mcgpds_stochastic), ("twin_gp_predict", twin_gp_predict)]
+               ("mcgpds_stochastic", mcgpds_stochastic), ("mcgpds_fit", mcgpds_fit), ("samtc_fit", samtc_fit),
+               ("twin_gp_predict", twin_gp_predict)]
     failed = []
     for name, fn in checks:
         ref = None
@@ -214,11 +244,12 @@ def main(args):
                 print(f"{name:28s} {dev:6s} {sec:8.3f} s  value {float(torch.as_tensor(num).reshape(-1)[0]):.6g}")
             else:
                 d = _rel(num, ref[0] if name.startswith("model:") else ref)
-                ok = d <= args.rtol
+                tol = args.rtol * LOOSE.get(name, 1.0)
+                ok = d <= tol
                 res.add(name, "max_rel_diff", d, device=dev)
                 print(f"{name:28s} {dev:6s} {sec:8.3f} s  max rel diff vs cpu {d:.2e} {'ok' if ok else 'MISMATCH'}")
                 if not ok:
-                    failed.append((name, dev, f"max rel diff {d:.2e} > {args.rtol}"))
+                    failed.append((name, dev, f"max rel diff {d:.2e} > {tol}"))
     path = res.write(args.out)
     print(f"wrote {path}")
     if failed:

@@ -57,9 +57,9 @@ class Guide:
                  precondition: bool = True):
         zhat, omega = check_model_args(zhat, omega, d, beta, gamma, sigma)
         N, D = zhat.shape
-        Q = frame(pyro.param("Q_raw", lambda: q_raw_init(D, d)), zhat, omega, beta, precondition)
+        Q = frame(pyro.param("Q_raw", lambda: q_raw_init(D, d, zhat.device)), zhat, omega, beta, precondition)
         s0 = float(sigma) if self.scale_init is None else float(self.scale_init)
-        s = pyro.param(self.name, torch.tensor(s0, dtype=zhat.dtype), constraint=constraints.positive)
+        s = pyro.param(self.name, zhat.new_tensor(s0), constraint=constraints.positive)
         loc = (zhat @ Q).T  # (d, N): row k holds the k-th coordinate of every point
         with pyro.plate("latent_dim", d):
             U = pyro.sample("U", dist.Normal(loc, s).to_event(1))

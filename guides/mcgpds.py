@@ -37,11 +37,11 @@ def variational_params(data, frozen=()):
 def q_latent_dense(data, hp, mus, lams):
     """Dense q moments: ``(mu_s (N,Q), L_s (N,N) chol of S^(s), [L_kq (Q,N,N) chol of S_q^(k)])``."""
     N = data.N
-    eye = torch.eye(N, dtype=DTYPE)
+    eye = torch.eye(N, dtype=DTYPE, device=data.device)
     Ks = dense_time_K(data, hp["time_s"])
     Lk = cholesky_jitter(Ks, "K_t^(s)")
-    C = torch.zeros(N, N, dtype=DTYPE)
-    b = torch.zeros(N, data.Q, dtype=DTYPE)
+    C = torch.zeros(N, N, dtype=DTYPE, device=data.device)
+    b = torch.zeros(N, data.Q, dtype=DTYPE, device=data.device)
     Ls_priv = []
     for k, v in enumerate(hp["views"]):
         A = dense_A(data, v)
@@ -78,11 +78,11 @@ def mcgpds_guide(data, inducing_scale: float = 0.1):
             pyro.sample(f"X_{k}", dist.MultivariateNormal(mus[k].mT, scale_tril=L_priv[k]))
     for k in range(data.V):
         D = data.out_dims[k]
-        eyeM = torch.eye(M, dtype=DTYPE)
-        qv_m = pyro.param(f"qv_m_{k}", lambda: torch.zeros(D, M, dtype=DTYPE))
+        eyeM = torch.eye(M, dtype=DTYPE, device=data.device)
+        qv_m = pyro.param(f"qv_m_{k}", lambda: torch.zeros(D, M, dtype=DTYPE, device=data.device))
         qv_L = pyro.param(f"qv_L_{k}", lambda: inducing_scale * eyeM.expand(D, M, M).clone(),
                           constraint=constraints.lower_cholesky)
-        qu_m = pyro.param(f"qu_m_{k}", lambda: torch.zeros(J, D, M, dtype=DTYPE))
+        qu_m = pyro.param(f"qu_m_{k}", lambda: torch.zeros(J, D, M, dtype=DTYPE, device=data.device))
         qu_L = pyro.param(f"qu_L_{k}", lambda: inducing_scale * eyeM.expand(J, D, M, M).clone(),
                           constraint=constraints.lower_cholesky)
         out_plate = pyro.plate(f"output_{k}", D, dim=-1)

@@ -51,48 +51,54 @@ class Guide:
         self.seed = seed
         self.prefix = prefix
 
-    def _get(self, key, t=None, default=None):
+    def _get(self, key, t=None, default=None, device=None):
         v = self.init.get(key)
         if v is None:
             return default()
         v = v[t] if t is not None else v
-        return torch.as_tensor(v, dtype=DTYPE).clone()
+        return torch.as_tensor(v, dtype=DTYPE, device=device).clone()
 
     def __call__(self, tasks, h, n_atoms, subsample_size=None, subsample=None, **_hyper):
         tasks, h = check_tasks(tasks, h)
         K, d = int(n_atoms), tasks[0].shape[1]
         s0 = float(self.init.get("scale", 0.05))
+        dev = tasks[0].device
+        opts = dict(dtype=DTYPE, device=dev)    # the parameters follow the data's device
+        pos = constraints.positive
+        # a CPU generator: the same seed picks the same starting points on every device
         gen = torch.Generator().manual_seed(self.seed)
         pooled = torch.cat(tasks)
 
         def rand_points(m):
-            return pooled[torch.randint(len(pooled), (m,), generator=gen)].clone()
+            return pooled[torch.randint(len(pooled), (m,), generator=gen, device="cpu").to(dev)].clone()
 
-        pc = pyro.param(self.prefix + "pi_conc", lambda: self._get("pi_conc", default=lambda: torch.full((K + 1,), 2.0, dtype=DTYPE)),
-                        constraint=constraints.positive)
+        def get(key, t=None, default=None):
+            return self._get(key, t, default=default, device=dev)
+
+        p = self.prefix
+        pc = pyro.param(p + "pi_conc", lambda: get("pi_conc", default=lambda: torch.full((K + 1,), 2.0, **opts)),
+                        constraint=pos)
         pyro.sample("pi", dist.Dirichlet(pc))
-        tl = pyro.param(self.prefix + "theta_loc", lambda: self._get("theta_loc", default=lambda: rand_points(K)))
-        ts = pyro.param(self.prefix + "theta_scale", lambda: torch.full((K, d), s0, dtype=DTYPE), constraint=constraints.positive)
+        tl = pyro.param(p + "theta_loc", lambda: get("theta_loc", default=lambda: rand_points(K)))
+        ts = pyro.param(p + "theta_scale", lambda: torch.full((K, d), s0, **opts), constraint=pos)
         with pyro.plate("atoms", K):
             pyro.sample("theta", dist.Normal(tl, ts).to_event(1))
         for t, X in enumerate(tasks):
             h_t = h[t]
-            ml = pyro.param(f"{self.prefix}mu_{t}_loc", lambda: self._get("mu_loc", t, default=lambda: rand_points(h_t)))
-            ms = pyro.param(f"{self.prefix}mu_{t}_scale", lambda: torch.full((h_t, d), s0, dtype=DTYPE),
-                            constraint=constraints.positive)
+            ml = pyro.param(f"{p}mu_{t}_loc", lambda: get("mu_loc", t, default=lambda: rand_points(h_t)))
+            ms = pyro.param(f"{p}mu_{t}_scale", lambda: torch.full((h_t, d), s0, **opts), constraint=pos)
             with pyro.plate(f"slots_{t}", h_t):
                 pyro.sample(f"mu_{t}", dist.Normal(ml, ms).to_event(1))
-            wc = pyro.param(f"{self.prefix}w_{t}_conc", lambda: self._get(
-                "w_conc", t, default=lambda: torch.full((h_t,), X.shape[0] / h_t + 1.0, dtype=DTYPE)),
-                constraint=constraints.positive)
+            wc = pyro.param(f"{p}w_{t}_conc", lambda: get(
+                "w_conc", t, default=lambda: torch.full((h_t,), X.shape[0] / h_t + 1.0, **opts)), constraint=pos)
             pyro.sample(f"w_{t}", dist.Dirichlet(wc))
             r0 = float(self.init["rho"][t]) if "rho" in self.init else 0.9
-            ra = pyro.param(f"{self.prefix}rho_{t}_a", lambda: torch.tensor(50.0 * r0, dtype=DTYPE), constraint=constraints.positive)
-            rb = pyro.param(f"{self.prefix}rho_{t}_b", lambda: torch.tensor(50.0 * (1 - r0), dtype=DTYPE), constraint=constraints.positive)
+            ra = pyro.param(f"{p}rho_{t}_a", lambda: torch.tensor(50.0 * r0, **opts), constraint=pos)
+            rb = pyro.param(f"{p}rho_{t}_b", lambda: torch.tensor(50.0 * (1 - r0), **opts), constraint=pos)
             pyro.sample(f"rho_{t}", dist.Beta(ra, rb))
             sg0 = float(self.init["sigma"][t]) if "sigma" in self.init else float(X.std(0).mean())
-            sl = pyro.param(f"{self.prefix}sigma_{t}_loc", lambda: torch.tensor(sg0, dtype=DTYPE).log())
-            ss = pyro.param(f"{self.prefix}sigma_{t}_scale", lambda: torch.tensor(0.05, dtype=DTYPE), constraint=constraints.positive)
+            sl = pyro.param(f"{p}sigma_{t}_loc", lambda: torch.tensor(sg0, **opts).log())
+            ss = pyro.param(f"{p}sigma_{t}_scale", lambda: torch.tensor(0.05, **opts), constraint=pos)
             pyro.sample(f"sigma_{t}", dist.LogNormal(sl, ss))
 
 

@@ -97,13 +97,23 @@ class FitResult:
 
 
 def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """Every RNG a fit draws from: torch (CPU and, once CUDA is initialised, each CUDA
+    device's generator), numpy and Python's ``random``."""
+    s = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    # only when CUDA is already in use: querying it would otherwise initialise it (slow, and
+    # wrong in a forked worker)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        s["torch_cuda"] = torch.cuda.get_rng_state_all()
+    return s
 
 
 def _set_rng_state(s: dict) -> None:
-    torch.set_rng_state(s["torch"])
+    torch.set_rng_state(s["torch"].cpu())
     np.random.set_state(s["numpy"])
     random.setstate(s["python"])
+    cuda = s.get("torch_cuda")
+    if cuda is not None and torch.cuda.is_available() and len(cuda) <= torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([c.cpu() for c in cuda])
 
 
 # ---------------------------------------------------------------- fingerprint of a run
@@ -334,8 +344,14 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         # run happened at step 0, so on resume the guide is built first (the RNG draws
         # this costs are undone below) and the checkpoint's parameters are put back.
         if state is not None:
+            # checkpoints are read onto the CPU: put every parameter back on the device the
+            # model/guide just created it on (the data's device), so a CUDA fit resumes on CUDA
+            live = {n: v.device for n, v in pyro.get_param_store().items()}
+            default = next(iter(live.values()), None)
+            saved = dict(state["params"])
+            saved["params"] = {n: v.to(live.get(n, default or v.device)) for n, v in saved["params"].items()}
             pyro.clear_param_store()
-            pyro.get_param_store().set_state(state["params"])
+            pyro.get_param_store().set_state(saved)
 
     if use_lbfgs:
         if isinstance(loss, ELBO):

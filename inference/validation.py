@@ -37,7 +37,8 @@ def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
             raise ValueError(f"{name}: expected a real numeric array, got dtype {a.dtype}")
         if np.iscomplexobj(a):
             raise ValueError(f"{name}: expected a real numeric array, got complex values")
-        t = torch.as_tensor(a.astype(np.float64 if dtype == torch.float64 else np.float32))
+        # numpy data start on the CPU; callers move them to the device they work on
+        t = torch.as_tensor(a.astype(np.float64 if dtype == torch.float64 else np.float32), device="cpu")
         t = t.to(dtype)
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-d array, got shape {tuple(t.shape)}")
@@ -67,17 +68,41 @@ def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
         if min_rows is not None and x.shape[0] < min_rows:
             raise ValueError(f"{name}: expected at least {min_rows} rows, got shape {x.shape}")
         return x
-    return as_tensor(x, name, ndim=ndim, finite=finite, min_rows=min_rows).numpy()
+    return as_tensor(x, name, ndim=ndim, finite=finite, min_rows=min_rows).detach().cpu().numpy()
 
 
 def check_finite(x, name: str) -> None:
     """Raise ``ValueError`` if ``x`` has NaN or inf entries, saying how many and where."""
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float64))
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float64), device="cpu")
     bad = ~torch.isfinite(t)
     if bad.any():
         idx = tuple(int(i) for i in bad.nonzero()[0])
         raise ValueError(f"{name}: contains {int(bad.sum())} NaN or inf entries "
                          f"(first at index {idx}); expected finite values")
+
+
+def resolve_device(device, *inputs) -> torch.device:
+    """The device a high-level fit runs on: ``device`` if given ("cpu", "cuda", "cuda:1", a
+    :class:`torch.device`), else the device of the first tensor among ``inputs`` (lists and
+    tuples are searched one level deep), else the CPU (numpy inputs).
+
+    Raises ``ValueError`` naming ``device`` when CUDA is asked for but not available.
+    """
+    if device is not None:
+        try:
+            dev = torch.device(device)
+        except (TypeError, RuntimeError):
+            raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:<index>' or a torch.device, "
+                             f"got {device!r}") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device: {device!r} was requested but CUDA is not available "
+                             "(torch.cuda.is_available() is False)")
+        return dev
+    for x in inputs:
+        for y in (x if isinstance(x, (list, tuple)) else [x]):
+            if isinstance(y, torch.Tensor):
+                return y.device
+    return torch.device("cpu")
 
 
 def check_same_rows(arrays: dict, what: str = "rows") -> int:

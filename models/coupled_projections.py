@@ -117,10 +117,11 @@ def orthonormal(A: torch.Tensor) -> torch.Tensor:
     return Q * s
 
 
-def q_raw_init(D: int, d: int) -> torch.Tensor:
-    """Random initial value of ``Q_raw`` (standard normal, drawn from torch's RNG, which
-    the shared driver seeds)."""
-    return torch.randn(D, d, dtype=DTYPE)
+def q_raw_init(D: int, d: int, device=None) -> torch.Tensor:
+    """Random initial value of ``Q_raw`` (standard normal, drawn from torch's CPU RNG, which
+    the shared driver seeds, so the same seed gives the same start on every device), on
+    ``device`` (default the CPU)."""
+    return torch.randn(D, d, dtype=DTYPE, device="cpu").to(device)
 
 
 class _Precondition(torch.autograd.Function):
@@ -139,7 +140,7 @@ class _Precondition(torch.autograd.Function):
         Q = orthonormal(q_raw)
         d = Q.shape[1]
         mu = float(torch.trace(Q.T @ A @ Q)) / d
-        eye = torch.eye(A.shape[0], dtype=A.dtype)
+        eye = torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
         # μ > 0 (Â is PSD and tr QᵀÂQ > 0 unless Q lies in Â's null space); the floor keeps
         # M positive definite in that corner case
         mu = max(mu, 1e-12 * max(float(torch.diagonal(A).mean()), 1e-300))
@@ -198,7 +199,7 @@ class FrameNormal(TorchDistribution):
     def sample(self, sample_shape=torch.Size()):
         with torch.no_grad():
             loc = self.mean
-            return loc + self.sigma * torch.randn(sample_shape + loc.shape, dtype=loc.dtype)
+            return loc + self.sigma * torch.randn(sample_shape + loc.shape, dtype=loc.dtype, device=loc.device)
 
     def log_prob(self, value):
         Q, s2 = self.Q, self.sigma ** 2
@@ -224,17 +225,17 @@ def model(zhat: torch.Tensor, omega: torch.Tensor, d: int, beta: float = 1.0,
     """
     zhat, omega = check_model_args(zhat, omega, d, beta, gamma, sigma)
     N, D = zhat.shape
-    Q = frame(pyro.param("Q_raw", lambda: q_raw_init(D, d)), zhat, omega, beta, precondition)
-    prec = beta * omega + gamma * torch.eye(N, dtype=zhat.dtype)
+    Q = frame(pyro.param("Q_raw", lambda: q_raw_init(D, d, zhat.device)), zhat, omega, beta, precondition)
+    prec = beta * omega + gamma * torch.eye(N, dtype=zhat.dtype, device=zhat.device)
     L = cholesky_jitter(prec, "beta*Omega + gamma*I")  # clear error if not PD
     # torch turns a precision matrix into the covariance's Cholesky factor by triangular
     # solves (no explicit inverse); L Lᵀ is Λ (plus jitter, if any was needed)
-    prior = dist.MultivariateNormal(torch.zeros(N, dtype=zhat.dtype), precision_matrix=L @ L.T)
+    prior = dist.MultivariateNormal(zhat.new_zeros(N), precision_matrix=L @ L.T)
     with pyro.plate("latent_dim", d):
         U = pyro.sample("U", prior)  # (d, N)
     with pyro.plate("point", N):
         pyro.sample("zhat", FrameNormal(Q, U, sigma), obs=zhat)
-    pyro.factor("whitening_constant", torch.tensor(-whitening_constant(N, D, d, sigma), dtype=zhat.dtype))
+    pyro.factor("whitening_constant", zhat.new_tensor(-whitening_constant(N, D, d, sigma)))
 
 
 def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.0, gamma: float = 1e-2,
@@ -288,8 +289,9 @@ class WhitenedProblem:
         return sla.solve_triangular(self.R, Q, lower=False)
 
 
-def whiten(cp) -> WhitenedProblem:
-    """Whitened data and GMRF matrix of a fitted :class:`CoupledProjections` ``cp``."""
+def whiten(cp, device=None) -> WhitenedProblem:
+    """Whitened data and GMRF matrix of a fitted :class:`CoupledProjections` ``cp``; ``zhat``
+    and ``omega`` are float64 tensors on ``device`` (default the CPU; the solver is numpy)."""
     if not hasattr(cp, "P"):
         raise ValueError("whiten: expected a fitted CoupledProjections (call .fit first)")
     Z, Om, B = cp.Z, cp.Omega, cp.B
@@ -302,7 +304,8 @@ def whiten(cp) -> WhitenedProblem:
     R = np.linalg.cholesky(B).T  # upper, B = Rᵀ R
     zhat = sla.solve_triangular(R, Z, trans="T", lower=False).T  # rows ẑ_nᵀ = (R^{-T} z_n)ᵀ
     Q_eig = R @ cp.P  # orthonormal because Pᵀ B P = I
-    return WhitenedProblem(torch.as_tensor(zhat, dtype=DTYPE), torch.as_tensor(Om, dtype=DTYPE),
+    return WhitenedProblem(torch.as_tensor(zhat, dtype=DTYPE, device=device),
+                           torch.as_tensor(Om, dtype=DTYPE, device=device),
                            R, N, Q_eig)
 
 
@@ -310,13 +313,13 @@ def check_model_args(zhat, omega, d, beta, gamma, sigma):
     """Validate :func:`model`'s arguments (shapes, PSD size match, positivity)."""
     zhat = as_tensor(zhat, "zhat", ndim=2)
     N, D = zhat.shape
-    omega = as_tensor(omega, "omega", shape=(N, N))
+    omega = as_tensor(omega, "omega", shape=(N, N)).to(zhat.device)
     check_int_range(d, "d (latent dimension)", 1, D)
     for v, nm in ((beta, "beta"), (gamma, "gamma"), (sigma, "sigma")):
         check_real_range(v, nm, 0.0, None, low_open=True)
     G = zhat.detach().T @ zhat.detach()
-    dev = float((G - torch.eye(D, dtype=G.dtype)).abs().max())
-    if dev > 1e-6:
+    err = float((G - torch.eye(D, dtype=G.dtype, device=G.device)).abs().max())
+    if err > 1e-6:
         raise ValueError(f"zhat: expected whitened data with orthonormal columns (ẐᵀẐ = I), "
-                         f"got max |ẐᵀẐ − I| = {dev:.3g}; build it with whiten(CoupledProjections().fit(...))")
+                         f"got max |ẐᵀẐ − I| = {err:.3g}; build it with whiten(CoupledProjections().fit(...))")
     return zhat, omega

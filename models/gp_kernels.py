@@ -193,4 +193,4 @@ def kzz(kind: str, Z: torch.Tensor, variance, ard) -> torch.Tensor:
     """K(Z, Z) with a small fixed jitter (1e-6 of the mean diagonal) for a stable Cholesky."""
     K = kernel_matrix(kind, Z, Z, variance, ard)
     jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
-    return K + jit * torch.eye(K.shape[0], dtype=K.dtype)
+    return K + jit * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)

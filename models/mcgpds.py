@@ -51,7 +51,7 @@ from pyro import poutine
 from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
-from tandem.inference.validation import as_tensor, check_int_range
+from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
 from tandem.models.sequence_blocks import Blocks
 
@@ -137,6 +137,9 @@ class McGPDSData:
     fixed : parameter groups held at their init values; default :data:`SAFE_FIXED` (α, ε, β, the
         time kernels, W and g). Learning β together with W is allowed but warns: the paper's
         bound is unbounded in β then.
+    device : where every tensor lives (data, time stamps, sequence labels, ``init``); default
+        ``None`` = the device of the first tensor among ``views`` and ``times`` (CPU for numpy
+        inputs). The model, guide and bounds follow it.
     """
     views: list | None
     times: torch.Tensor
@@ -152,13 +155,16 @@ class McGPDSData:
     init: dict = field(default_factory=dict)
     out_dims: list | None = None
     seed: int = 0
+    device: torch.device | str | None = None
 
     def __post_init__(self):
-        self.times = as_tensor(self.times, "times").reshape(-1)
+        self.device = resolve_device(self.device, self.views or [], self.times)
+        self.times = as_tensor(self.times, "times").reshape(-1).to(self.device)
         N = int(self.times.numel())
         if N < 2:
             raise ValueError(f"times: expected at least 2 time stamps (frames) to fit a latent space, got {N}")
-        seq = torch.as_tensor(self.seq_ids.detach() if isinstance(self.seq_ids, torch.Tensor) else self.seq_ids)
+        seq = torch.as_tensor(self.seq_ids.detach() if isinstance(self.seq_ids, torch.Tensor) else self.seq_ids,
+                              device=self.device)
         if seq.is_floating_point() and not bool((seq == seq.round()).all()):
             raise ValueError("seq_ids: expected integer sequence labels")
         self.seq_ids = seq.long().reshape(-1)
@@ -180,7 +186,7 @@ class McGPDSData:
         if self.views is not None:
             if not isinstance(self.views, (list, tuple)) or not self.views:
                 raise ValueError("views: expected a non-empty list of (N, D_k) arrays, or None to simulate")
-            self.views = [as_tensor(Y, f"views[{k}]", ndim=2) for k, Y in enumerate(self.views)]
+            self.views = [as_tensor(Y, f"views[{k}]", ndim=2).to(self.device) for k, Y in enumerate(self.views)]
             for k, Y in enumerate(self.views):
                 if Y.shape[0] != N:
                     raise ValueError(f"views[{k}]: expected {N} rows (one per time stamp), got {Y.shape[0]}")
@@ -198,7 +204,7 @@ class McGPDSData:
         missing = set(required_params(self)) - set(self.init)
         if missing:
             self.init = {**self._default_init(), **self.init}
-        self.init = {k: torch.as_tensor(v, dtype=DTYPE) for k, v in self.init.items()}
+        self.init = {k: torch.as_tensor(v, dtype=DTYPE, device=self.device) for k, v in self.init.items()}
         check_init(self.init)
         if "beta" not in self.fixed and "W" not in self.fixed:
             warnings.warn("McGPDS: learning β with W learned can diverge — the paper's bound fits y with h "
@@ -219,7 +225,7 @@ class McGPDSData:
             beta = [100.0 / float(Y.var()) for Y in self.views]
         return default_init(self.N, self.out_dims, self.Q, self.M, self.J, self.mapping_kernel, X0=X0,
                             times=self.times, time_white=self.time_white, time_bias=self.time_bias, beta=beta,
-                            private_prior=self.private_prior, generator=gen)
+                            private_prior=self.private_prior, generator=gen, device=self.device)
 
     @property
     def N(self) -> int:
@@ -281,30 +287,38 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
                  X0: torch.Tensor | None = None, times: torch.Tensor | None = None,
                  time_white: bool = True, time_bias: bool = True, alpha=0.5, eps=1e-3, beta=None,
                  invwidth=None, white_var=1e-2, bias_var=1.0, w_scale=1e-6, lam=0.5,
-                 private_prior: str = "mcgpds", generator: torch.Generator | None = None) -> dict:
+                 private_prior: str = "mcgpds", generator: torch.Generator | None = None,
+                 device=None) -> dict:
     """Initial constrained values (spec/protocol rules): α=0.5, ε=1e-3, RBF variance 1,
     ARD ``5/range(X_q)²``, time inverse width ``100/range(t)²``, W ~ 1e-6·U(0,1), λ = 0.5,
     inducing inputs = rows of one random permutation of ``X0`` (first M for h, last M for g).
+
+    The values are computed on the CPU (the ``generator`` is a CPU generator, so the same seed
+    gives the same initial values on every device) and returned on ``device`` (default: the
+    device of ``X0``, else of ``times``, else the CPU).
     """
+    if device is None:
+        device = X0.device if X0 is not None else times.device if isinstance(times, torch.Tensor) else "cpu"
     gen = generator
     if X0 is None:
-        X0 = torch.randn(N, Q, dtype=DTYPE, generator=gen)
+        X0 = torch.randn(N, Q, dtype=DTYPE, generator=gen, device="cpu")
+    X0 = X0.detach().cpu()
     V = len(out_dims)
     if times is None:
-        times = torch.linspace(0, 1, N, dtype=DTYPE)
+        times = torch.linspace(0, 1, N, dtype=DTYPE, device="cpu")
     rng_t = float(times.max() - times.min()) or 1.0
     invw = 100.0 / rng_t ** 2 if invwidth is None else float(invwidth)
     rngX = (X0.max(0).values - X0.min(0).values).clamp_min(1e-6)
-    ard = 5.0 / rngX ** 2 if kind == "rbfard" else torch.ones(Q, dtype=DTYPE)
+    ard = 5.0 / rngX ** 2 if kind == "rbfard" else torch.ones(Q, dtype=DTYPE, device="cpu")
     init = {}
     tnames = ["s"] + ([str(k) for k in range(V)] if private_prior == "mcgpds" else [])
     for tn in tnames:
-        init[f"t_var_{tn}"] = torch.tensor(1.0, dtype=DTYPE)
-        init[f"t_invw_{tn}"] = torch.tensor(invw, dtype=DTYPE)
+        init[f"t_var_{tn}"] = torch.tensor(1.0, dtype=DTYPE, device="cpu")
+        init[f"t_invw_{tn}"] = torch.tensor(invw, dtype=DTYPE, device="cpu")
         if time_white:
-            init[f"t_white_{tn}"] = torch.tensor(white_var, dtype=DTYPE)
+            init[f"t_white_{tn}"] = torch.tensor(white_var, dtype=DTYPE, device="cpu")
         if time_bias:
-            init[f"t_bias_{tn}"] = torch.tensor(bias_var, dtype=DTYPE)
+            init[f"t_bias_{tn}"] = torch.tensor(bias_var, dtype=DTYPE, device="cpu")
 
     def per_view(x, k):
         if isinstance(x, (list, tuple)):
@@ -312,27 +326,27 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
         return float(x)
 
     for k in range(V):
-        init[f"alpha_{k}"] = torch.tensor(per_view(alpha, k), dtype=DTYPE)
-        init[f"eps_{k}"] = torch.tensor(per_view(eps, k), dtype=DTYPE)
-        init[f"beta_{k}"] = torch.tensor(per_view(beta if beta is not None else 100.0, k), dtype=DTYPE)
-        init[f"W_{k}"] = w_scale * torch.rand(out_dims[k], J, dtype=DTYPE, generator=gen)
-        perm = torch.randperm(N, generator=gen)
+        init[f"alpha_{k}"] = torch.tensor(per_view(alpha, k), dtype=DTYPE, device="cpu")
+        init[f"eps_{k}"] = torch.tensor(per_view(eps, k), dtype=DTYPE, device="cpu")
+        init[f"beta_{k}"] = torch.tensor(per_view(beta if beta is not None else 100.0, k), dtype=DTYPE, device="cpu")
+        init[f"W_{k}"] = w_scale * torch.rand(out_dims[k], J, dtype=DTYPE, generator=gen, device="cpu")
+        perm = torch.randperm(N, generator=gen, device="cpu")
         if N >= M:
             zh, zg = X0[perm[:M]], X0[perm[-M:]]
         else:  # fewer points than inducing inputs: jittered copies
-            reps = perm[torch.arange(M) % N]
-            zh = X0[reps] + 1e-3 * torch.randn(M, Q, dtype=DTYPE, generator=gen)
-            zg = X0[reps.flip(0)] + 1e-3 * torch.randn(M, Q, dtype=DTYPE, generator=gen)
+            reps = perm[torch.arange(M, device="cpu") % N]
+            zh = X0[reps] + 1e-3 * torch.randn(M, Q, dtype=DTYPE, generator=gen, device="cpu")
+            zg = X0[reps.flip(0)] + 1e-3 * torch.randn(M, Q, dtype=DTYPE, generator=gen, device="cpu")
         init[f"Zh_{k}"] = zh.clone()
         init[f"Zg_{k}"] = zg.clone()[None].repeat(J, 1, 1)
         if kind == "rbfard":
-            init[f"kh_var_{k}"] = torch.tensor(1.0, dtype=DTYPE)
-            init[f"kg_var_{k}"] = torch.ones(J, dtype=DTYPE)
+            init[f"kh_var_{k}"] = torch.tensor(1.0, dtype=DTYPE, device="cpu")
+            init[f"kg_var_{k}"] = torch.ones(J, dtype=DTYPE, device="cpu")
         init[f"kh_ard_{k}"] = ard.clone()
         init[f"kg_ard_{k}"] = ard.clone()[None].repeat(J, 1)
         init[f"mu_{k}"] = X0.clone()
-        init[f"lam_{k}"] = torch.full((N, Q), float(lam), dtype=DTYPE)
-    return init
+        init[f"lam_{k}"] = torch.full((N, Q), float(lam), dtype=DTYPE, device="cpu")
+    return {k: v.to(device) for k, v in init.items()}
 
 
 def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
@@ -384,17 +398,18 @@ def dense_time_K(data: McGPDSData, thp: dict | None) -> torch.Tensor:
     """Full N×N block-diagonal time kernel (or I for the "gplvm" private prior)."""
     N = data.N
     if thp is None:
-        return torch.eye(N, dtype=DTYPE)
+        return torch.eye(N, dtype=DTYPE, device=data.times.device)
     t = data.times
     K = time_kernel(t, t, thp["var"], thp["invw"], None, thp.get("bias")) * block_mask(data.seq_ids)
     if thp.get("white") is not None:
-        K = K + thp["white"] * torch.eye(N, dtype=DTYPE)
+        K = K + thp["white"] * torch.eye(N, dtype=DTYPE, device=K.device)
     return K
 
 
 def dense_A(data: McGPDSData, v: dict) -> torch.Tensor:
     a = v["alpha"]
-    return a * a * dense_time_K(data, v["time"]) + (1 - a) ** 2 * v["eps"] * torch.eye(data.N, dtype=DTYPE)
+    eye = torch.eye(data.N, dtype=DTYPE, device=data.times.device)
+    return a * a * dense_time_K(data, v["time"]) + (1 - a) ** 2 * v["eps"] * eye
 
 
 def mcgpds_model(data: McGPDSData):
@@ -405,7 +420,7 @@ def mcgpds_model(data: McGPDSData):
     Ls = cholesky_jitter(dense_time_K(data, hp["time_s"]), "K_t^(s)")
     out = {}
     with pyro.plate("latent_dim", Q, dim=-1):
-        Xs = pyro.sample("X_s", dist.MultivariateNormal(torch.zeros(N, dtype=DTYPE), scale_tril=Ls))
+        Xs = pyro.sample("X_s", dist.MultivariateNormal(Ls.new_zeros(N), scale_tril=Ls))
         Xk = []
         for k, v in enumerate(hp["views"]):
             LA = cholesky_jitter(dense_A(data, v), f"A_{k}")
@@ -419,9 +434,9 @@ def mcgpds_model(data: McGPDSData):
         LG = torch.stack([b.chol() for b in bgs])
         out_plate = pyro.plate(f"output_{k}", D, dim=-1)
         with out_plate:
-            vv = pyro.sample(f"v_{k}", dist.MultivariateNormal(torch.zeros(M, dtype=DTYPE), scale_tril=LH))
+            vv = pyro.sample(f"v_{k}", dist.MultivariateNormal(LH.new_zeros(M), scale_tril=LH))
             with pyro.plate(f"basis_{k}", J, dim=-2):
-                uu = pyro.sample(f"u_{k}", dist.MultivariateNormal(torch.zeros(M, dtype=DTYPE),
+                uu = pyro.sample(f"u_{k}", dist.MultivariateNormal(LG.new_zeros(M),
                                                                    scale_tril=LG[:, None]))
         X = Xk[k].mT                                                     # (N, Q)
         Ah, tr_h = bh.projection(X, LH)                                  # H⁻¹ K_ZX, tr(K_XX − Q_XX)
@@ -522,7 +537,7 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
     :data:`SAFE_FIXED`). Every hyperparameter comes from :func:`default_init` (``init_kwargs``
     go to it, e.g. ``alpha``, ``eps``, ``beta``), never from Pyro's parameter store.
     """
-    times = torch.as_tensor(times, dtype=DTYPE)
+    times = torch.as_tensor(times, dtype=DTYPE, device=times.device if isinstance(times, torch.Tensor) else None)
     gen = torch.Generator().manual_seed(seed)
     init = default_init(len(times), out_dims, Q, M, J, mapping_kernel, times=times, generator=gen,
                         **init_kwargs)

@@ -99,18 +99,20 @@ def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
     """Validate ``tasks`` (list of (n_t, d) arrays) and ``h`` (list of h_t); return float64 tensors.
 
     Raises ValueError for: fewer than 1 task, a task that is not 2-d, different feature
-    dimensions across tasks, NaN/inf, len(h) != T, h_t < 2, or n_t < h_t.
+    dimensions across tasks, NaN/inf, len(h) != T, h_t < 2, or n_t < h_t. Every task is put on
+    the device of the first task given as a tensor (the CPU if all are arrays).
     """
     if not isinstance(tasks, (list, tuple)) or len(tasks) == 0:
         raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
     if not isinstance(h, (list, tuple)) or len(h) != len(tasks):
         raise ValueError(f"h: expected a list with one cluster count per task ({len(tasks)}), got {h!r}")
     out, hs, d = [], [], None
+    dev = next((X.device for X in tasks if isinstance(X, torch.Tensor)), torch.device("cpu"))
     for t, X in enumerate(tasks):
-        if isinstance(X, torch.Tensor) and X.dtype == DTYPE:
-            Xt = X
+        if isinstance(X, torch.Tensor):
+            Xt = X.detach().to(device=dev, dtype=DTYPE) if X.requires_grad else X.to(device=dev, dtype=DTYPE)
         else:
-            Xt = torch.as_tensor(X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X, dtype=DTYPE)
+            Xt = torch.as_tensor(np.asarray(X), dtype=DTYPE, device=dev)
         if Xt.dim() != 2:
             raise ValueError(f"tasks[{t}]: expected a 2-d (n_t, d) array, got shape {tuple(Xt.shape)}")
         if Xt.shape[0] == 0:
@@ -157,7 +159,7 @@ def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: fl
     if not widen > 1:
         raise ValueError(f"widen: expected > 1, got {widen!r}")
     K, d = int(n_atoms), tasks[0].shape[1]
-    opts = dict(dtype=DTYPE)
+    opts = dict(dtype=DTYPE, device=tasks[0].device)   # every site follows the data's device
     if prior_loc is None:
         prior_loc = torch.cat(tasks).mean(0)
     prior_loc = torch.as_tensor(prior_loc, **opts).expand(d)
@@ -189,7 +191,7 @@ def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: fl
                 u = pyro.sample(f"u_{t}", dist.Bernoulli(rho), infer={"enumerate": "parallel"})
                 scale = sigma * (1.0 + (widen - 1.0) * (1.0 - u))
                 pyro.sample(f"x_{t}", dist.Normal(Vindex(mu)[..., y, :], scale.unsqueeze(-1)).to_event(1),
-                            obs=X.index_select(0, ind))
+                            obs=X.index_select(0, ind.to(X.device)))
             else:
                 # Pyro's TraceEnum_ELBO needs ONE common scale for all enumerated sites, but the
                 # slot sites a_t (scale 1) and the subsampled instance plates (scale n_t/b,
@@ -201,7 +203,7 @@ def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: fl
                 scales = torch.cat([sigma.expand(h_t), (widen * sigma).expand(h_t)], -1)
                 comp = dist.Normal(locs, scales.unsqueeze(-1)).to_event(1)
                 pyro.sample(f"x_{t}", dist.MixtureSameFamily(dist.Categorical(logits=logits), comp),
-                            obs=X.index_select(0, ind))
+                            obs=X.index_select(0, ind.to(X.device)))
 
 
 def simulate(n, h, n_atoms: int, d: int = 2, seed: int = 0, prior_loc=None, **hyper) -> dict:
@@ -226,8 +228,10 @@ def simulate(n, h, n_atoms: int, d: int = 2, seed: int = 0, prior_loc=None, **hy
             raise ValueError(f"n[{t}]: expected a positive number of instances, got {nt!r}")
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
         raise ValueError(f"d: expected a positive feature dimension, got {d!r}")
-    dummy = [torch.zeros(int(nt), int(d), dtype=DTYPE) for nt in n]
-    loc = torch.zeros(int(d), dtype=DTYPE) if prior_loc is None else torch.as_tensor(prior_loc, dtype=DTYPE)
+    # drawn on the CPU: the same seed gives the same tasks on every machine (numpy out)
+    dummy = [torch.zeros(int(nt), int(d), dtype=DTYPE, device="cpu") for nt in n]
+    loc = torch.zeros(int(d), dtype=DTYPE, device="cpu") if prior_loc is None \
+        else torch.as_tensor(prior_loc, dtype=DTYPE, device="cpu")
     pyro.set_rng_seed(seed)
     with torch.no_grad():
         tr = poutine.trace(poutine.uncondition(model)).get_trace(dummy, list(h), n_atoms, prior_loc=loc, **hyper)

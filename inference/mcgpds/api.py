@@ -44,7 +44,7 @@ from tandem.inference.mcgpds.fit import (McGPDSConfig, McGPDSFitted, Prediction,
                                          fitted_to_dict, predict_view)
 from tandem.inference.mcgpds.predictor import calibrated_prediction
 from tandem.inference.predictive import posterior_predictive
-from tandem.inference.validation import as_tensor, check_int_range
+from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.mcgpds import SAFE_FIXED, dims, model
 
 __all__ = ["McGPDS", "McGPDSPrediction", "DEFAULT_SCHEDULE"]
@@ -75,12 +75,15 @@ class McGPDS:
         :data:`tandem.models.mcgpds.SAFE_FIXED`).
     scale : "view" (default; one scalar per view) or "column" (per-column standard deviation).
     seed : seeds the initialisation and the optimiser; progress : show progress bars.
+    device : where the fit runs ("cpu", "cuda", ...); default ``None`` = the device of the
+        views given to :meth:`fit` (the CPU for numpy arrays). Predictions come back as numpy
+        arrays for numpy test inputs and as tensors on the test input's device otherwise.
     **config : any other :class:`tandem.inference.mcgpds.fit.McGPDSConfig` field (schedule,
         kernels, private prior, ...); the schedule defaults to :data:`DEFAULT_SCHEDULE`.
     """
 
     def __init__(self, *, Q: int | None = None, M: int | None = None, J: int = 1, fixed=None,
-                 scale: str = "view", seed: int = 0, progress: bool = False, **config):
+                 scale: str = "view", seed: int = 0, progress: bool = False, device=None, **config):
         if scale not in ("view", "column"):
             raise ValueError(f"scale: expected 'view' or 'column', got {scale!r}")
         if Q is not None:
@@ -94,6 +97,7 @@ class McGPDS:
         fixed = tuple(sorted(SAFE_FIXED - {"g"})) if fixed is None else tuple(fixed)
         self.Q, self.M, self.J, self.fixed, self.scale = Q, M, J, fixed, scale
         self.seed, self.progress = int(seed), bool(progress)
+        self.device = None if device is None else str(resolve_device(device))
         self.config = {**DEFAULT_SCHEDULE, **config}
         self.fitted_: McGPDSFitted | None = None
         self.scalers_: list[Standardizer] | None = None
@@ -120,14 +124,16 @@ class McGPDS:
         Returns ``self``."""
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
-        vs = [as_tensor(Y, f"views[{k}]", ndim=2) for k, Y in enumerate(views)]
+        dev = resolve_device(self.device, views, times)
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2).to(dev) for k, Y in enumerate(views)]
         Ns = [int(Y.shape[0]) for Y in vs]
         if len(set(Ns)) != 1:
             raise ValueError(f"views: every view must have the same number of rows (frames), got {Ns}")
         N = Ns[0]
         if N < 2:
             raise ValueError(f"views: expected at least 2 frames (rows) to fit a latent space, got {N}")
-        t = torch.arange(N, dtype=torch.float64) if times is None else as_tensor(times, "times", ndim=1)
+        t = torch.arange(N, dtype=torch.float64, device=dev) if times is None \
+            else as_tensor(times, "times", ndim=1).to(dev)
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per row), got {t.numel()}")
         self.scalers_ = [self._scaler(Y, k) for k, Y in enumerate(vs)]
@@ -137,7 +143,7 @@ class McGPDS:
         M = min(50, N) if self.M is None else self.M
         cfg = McGPDSConfig(Q=Q, M=M, J=self.J, fixed=self.fixed, **self.config)
         self.fitted_ = fit_mcgpds(zs, t, sequence_ids=sequence_ids, config=cfg, seed=self.seed,
-                                  progress=self.progress)
+                                  progress=self.progress, device=dev)
         self._times_given = times is not None
         return self
 
@@ -163,7 +169,8 @@ class McGPDS:
         if source == target:
             raise ValueError(f"target: expected a view other than source={source}")
         as_torch = isinstance(source_view_test, torch.Tensor)
-        Ys = as_tensor(source_view_test, "source_view_test", ndim=2)
+        dev = self.fitted_.data.device
+        Ys = as_tensor(source_view_test, "source_view_test", ndim=2).to(dev)
         D_s = self.fitted_.data.out_dims[source]
         if Ys.shape[1] != D_s:
             raise ValueError(f"source_view_test: expected {D_s} columns (view {source}), got {Ys.shape[1]}")
@@ -172,7 +179,7 @@ class McGPDS:
         if t_test is None:
             if self._times_given:
                 raise ValueError("t_test: fit was given times, so give the test frames' time stamps too")
-            t_test = torch.arange(Ys.shape[0], dtype=torch.float64)
+            t_test = torch.arange(Ys.shape[0], dtype=torch.float64, device=dev)
         Zs = self.scalers_[source].transform(Ys)
         if method == "tandem":
             raw = calibrated_prediction(self.fitted_, Zs, t_test, source, target, seed=self.seed,
@@ -183,8 +190,10 @@ class McGPDS:
             raise ValueError(f"method: expected 'tandem', 'paper', 'code' or 'generative', got {method!r}")
         st = self.scalers_[target]
         mean, var = st.inverse(raw.mean), st.inverse_var(raw.var)
-        if not as_torch:
-            mean, var = mean.numpy(), var.numpy()
+        if as_torch:
+            mean, var = mean.to(source_view_test.device), var.to(source_view_test.device)
+        else:
+            mean, var = mean.detach().cpu().numpy(), var.detach().cpu().numpy()
         return McGPDSPrediction(mean, var, raw, method)
 
     # ------------------------------------------------------------------ save / load
@@ -193,20 +202,24 @@ class McGPDS:
         self._check_fitted()
         torch.save({"format": "McGPDS/1",
                     "options": dict(Q=self.Q, M=self.M, J=self.J, fixed=self.fixed, scale=self.scale,
-                                    seed=self.seed, progress=self.progress, **self.config),
+                                    seed=self.seed, progress=self.progress, device=self.device, **self.config),
                     "scalers": [(st.mean, st.scale) for st in self.scalers_],
                     "times_given": self._times_given, "fitted": fitted_to_dict(self.fitted_)}, str(path))
 
     @classmethod
-    def load(cls, path) -> "McGPDS":
-        """Read an object written by :meth:`save` (ready to ``predict``)."""
-        z = torch.load(str(path), weights_only=False)
+    def load(cls, path, map_location=None) -> "McGPDS":
+        """Read an object written by :meth:`save` (ready to ``predict``); ``map_location`` as in
+        :func:`torch.load` (e.g. "cpu" to read a CUDA fit on a machine without a GPU)."""
+        z = torch.load(str(path), weights_only=False, map_location=map_location)
         if not isinstance(z, dict) or z.get("format") != "McGPDS/1":
             raise ValueError(f"path: {path!s} is not a file written by McGPDS.save")
-        m = cls(**z["options"])
+        opts = dict(z["options"])
+        if map_location is not None:
+            opts["device"] = None           # the tensors' (mapped) device decides
+        m = cls(**opts)
         m.scalers_ = []
         for mean, scale in z["scalers"]:
-            st = Standardizer(torch.zeros(1, mean.numel(), dtype=mean.dtype))
+            st = Standardizer(mean.new_zeros(1, mean.numel()))
             st.mean, st.scale = mean, scale
             m.scalers_.append(st)
         m._times_given = bool(z["times_given"])
@@ -233,8 +246,8 @@ class McGPDS:
                                      dims=dims(data.V))
         for k, st in enumerate(self.scalers_):
             name, dim = f"y_{k}", f"output_{k}"
-            sc = xr.DataArray(np.asarray(st.scale, dtype=float), dims=[dim])
-            mu = xr.DataArray(np.asarray(st.mean, dtype=float), dims=[dim])
+            sc = xr.DataArray(st.scale.detach().cpu().numpy().astype(float), dims=[dim])
+            mu = xr.DataArray(st.mean.detach().cpu().numpy().astype(float), dims=[dim])
             for group in ("posterior_predictive", "observed_data"):
                 if group in idata.groups() and name in idata[group]:
                     idata[group][name] = idata[group][name] * sc + mu

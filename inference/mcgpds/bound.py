@@ -72,7 +72,7 @@ def _mask_kernel(K: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def _time_K(t: torch.Tensor, hp: dict | None, mask: torch.Tensor) -> torch.Tensor:
     if hp is None:  # "gplvm" private prior: identity instead of a time kernel
         n = t.shape[-1]
-        return torch.eye(n, dtype=t.dtype).expand(t.shape[0], n, n)
+        return torch.eye(n, dtype=t.dtype, device=t.device).expand(t.shape[0], n, n)
     K = time_kernel(t, t, hp["var"], hp["invw"], hp.get("white"), hp.get("bias"))
     return _mask_kernel(K, mask)
 
@@ -93,7 +93,7 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps) -> 
     const = not any(x.requires_grad for x in leaves)
     key = None
     if const:
-        key = (g, times.detach().numpy().tobytes(), tuple(float(x) for x in leaves for x in x.reshape(-1)),
+        key = (g, times.detach().cpu().numpy().tobytes(), tuple(float(x) for x in leaves for x in x.reshape(-1)),
                tuple(sorted(time_s or {})), tuple(None if v["time"] is None else tuple(sorted(v["time"]))
                                                   for v in views))
         cache = blocks.__dict__.setdefault("_prior_cache", {})
@@ -106,7 +106,7 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps) -> 
     t = blocks.pack(times, g)                                  # (nb, n)
     Ks = _time_K(t, time_s, mask)
     Ls = cholesky_jitter(Ks, "shared time kernel K_t^(s)")
-    eye = torch.eye(n, dtype=dtype)
+    eye = torch.eye(n, dtype=dtype, device=times.device)
     A = torch.stack([(a * a) * _time_K(t, v["time"], mask) + ((1 - a) ** 2 * e) * eye
                      for a, e, v in zip(alpha, eps, views)])   # (V, nb, n, n)
     A = _mask_kernel(A.reshape(V * nb, n, n), mask.repeat(V, 1)).reshape(V, nb, n, n)
@@ -140,8 +140,8 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     Q = mus[0].shape[1]
     mu = torch.stack(mus)                      # (V, N, Q)
     lam = torch.stack(lams)
-    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=mu.dtype).reshape(()) for v in views])
-    eps = torch.stack([torch.as_tensor(v["eps"], dtype=mu.dtype).reshape(()) for v in views])
+    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=mu.dtype, device=mu.device).reshape(()) for v in views])
+    eps = torch.stack([torch.as_tensor(v["eps"], dtype=mu.dtype, device=mu.device).reshape(()) for v in views])
     # Nothing requires a gradient (the schedule's model-only phases with α, ε and the time
     # kernels fixed): the KL and the moments are constants, so the last result is reused
     # when μ, λ and the hyperparameters are bit-for-bit the same.
@@ -160,7 +160,7 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     sd_parts, mus_parts, ss_parts = [], [], []
     for g, (idx, mask) in enumerate(blocks.groups):
         nb, n = mask.shape
-        eye = torch.eye(n, dtype=mu.dtype)
+        eye = torch.eye(n, dtype=mu.dtype, device=mu.device)
         cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps)
         Ls, A, Ainv, LBp = cst["Ls"], cst["A"], cst["Ainv"], cst["LBp"]
         mu_g = blocks.pack(mu, g, dim=1)                           # (V, nb, n, Q)
@@ -218,7 +218,7 @@ class _PrivateCov(torch.autograd.Function):
         n = A.shape[-1]
         sl = lam.sqrt()
         slA = sl[..., :, None] * A[:, None]
-        B = torch.eye(n, dtype=A.dtype) + slA * sl[..., None, :]
+        B = torch.eye(n, dtype=A.dtype, device=A.device) + slA * sl[..., None, :]
         LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
         T = torch.linalg.solve_triangular(LB, slA, upper=False)
         sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)
@@ -309,7 +309,7 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
     # h: shared Woodbury correction for all outputs (one M×M Cholesky)
     psi0, At, R = bh.whitened(mu, s, Y)                                  # L⁻¹ ψ4 L⁻ᵀ, L⁻¹ ψ0ᵀ Y
     M = At.shape[0]
-    LP = cholesky_jitter(torch.eye(M, dtype=Y.dtype) + beta * At, "I + β L⁻¹ψ4L⁻ᵀ")
+    LP = cholesky_jitter(torch.eye(M, dtype=Y.dtype, device=Y.device) + beta * At, "I + β L⁻¹ψ4L⁻ᵀ")
     RP = torch.linalg.solve_triangular(LP, R, upper=False)
     F = F - 0.5 * D * cho_logdet(LP) + 0.5 * beta * beta * (RP * RP).sum() \
         + 0.5 * D * beta * (At.diagonal().sum() - psi0)
@@ -358,7 +358,7 @@ def collapsed_loss(model, guide, data, frozen=(), **kwargs) -> torch.Tensor:
         # An L-BFGS line-search trial point so extreme that a kernel overflowed: report a
         # huge finite loss (zero gradient) so the strong-Wolfe search shrinks the step
         # instead of aborting the run. Never returned at an accepted point.
-        return torch.zeros((), dtype=torch.float64, requires_grad=True) + _FAILED_LOSS
+        return torch.zeros((), dtype=torch.float64, device=data.device, requires_grad=True) + _FAILED_LOSS
 
 
 _FAILED_LOSS = 1e30
@@ -383,7 +383,7 @@ class ViewPosterior:
 
 def view_posterior(Y, mu, s, hp, kind, beta=None) -> ViewPosterior:
     """Optimal inducing posteriors of a trained view (``beta`` overrides β, protocol §1.8.7)."""
-    beta = hp["beta"] if beta is None else torch.as_tensor(beta, dtype=Y.dtype)
+    beta = hp["beta"] if beta is None else torch.as_tensor(beta, dtype=Y.dtype, device=Y.device)
     W = hp["W"]
     fh, fgs = view_bases(hp, kind)
     _, Psi1, Psi2 = fh.psi(mu, s)
@@ -479,7 +479,7 @@ def uncollapsed_elbo_analytic(data, hp: dict, mus: list, lams: list, q_v: list, 
         psi0, P1, P2 = bh.psi(mu, s)
         LH = bh.chol()
         mv, Lv = q_v[k]
-        elbo = elbo + _expected_fit(Y, beta, torch.ones(D, dtype=Y.dtype), mv, Lv @ Lv.mT, LH, psi0, P1, P2)
+        elbo = elbo + _expected_fit(Y, beta, Y.new_ones(D), mv, Lv @ Lv.mT, LH, psi0, P1, P2)
         elbo = elbo - gauss_kl_diag_prior(mv, Lv, LH)
         mu_, Lu = q_u[k]
         for j, bg in enumerate(bgs):

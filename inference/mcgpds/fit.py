@@ -65,7 +65,7 @@ from tandem.inference.checkpoints import content_hash
 from tandem.inference.distances import knn
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.svi import LBFGS, fit, minimize
-from tandem.inference.validation import as_tensor, check_real_range
+from tandem.inference.validation import as_tensor, check_real_range, resolve_device
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
            "constant_hyperparams", "pca_init", "save_fitted", "load_fitted", "holdout_folds", "holdout_predictions",
@@ -162,17 +162,18 @@ def _seq_ids(N: int, seq_ends, sequence_ids) -> torch.Tensor:
     if seq_ends is not None and sequence_ids is not None:
         raise ValueError("give either seq_ends or sequence_ids, not both")
     if sequence_ids is not None:
-        s = torch.as_tensor(np.asarray(sequence_ids)).reshape(-1)
+        s = torch.as_tensor(np.asarray(sequence_ids.detach().cpu() if torch.is_tensor(sequence_ids)
+                                       else sequence_ids), device="cpu").reshape(-1)
         if s.numel() != N:
             raise ValueError(f"sequence_ids: expected {N} labels (one per frame), got {s.numel()}")
         return s.long()
     if seq_ends is None:
-        return torch.zeros(N, dtype=torch.long)
+        return torch.zeros(N, dtype=torch.long, device="cpu")
     ends = [int(e) for e in np.asarray(seq_ends).reshape(-1)]
     if not ends or any(b <= a for a, b in zip([0] + ends[:-1], ends)) or ends[-1] != N:
         raise ValueError(f"seq_ends: expected strictly increasing sequence end indices ending at N={N}, "
                          f"got {ends}")
-    ids = torch.zeros(N, dtype=torch.long)
+    ids = torch.zeros(N, dtype=torch.long, device="cpu")
     for i, (a, b) in enumerate(zip([0] + ends[:-1], ends)):
         ids[a:b] = i
     return ids
@@ -224,7 +225,7 @@ def constant_hyperparams(fitted: McGPDSFitted) -> dict:
 
 # ------------------------------------------------------------------ fitting
 def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSConfig | None = None,
-               seed: int = 0, progress: bool = True, checkpoint=None) -> McGPDSFitted:
+               seed: int = 0, progress: bool = True, checkpoint=None, device=None) -> McGPDSFitted:
     """Fit McGPDS to time-aligned views ``views`` (list of (N, D_k)) at ``times`` (N,).
 
     The views are fitted in the units given (the protocol's own scaling); the fit depends on
@@ -233,13 +234,20 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
 
     Sequences: ``seq_ends`` (cumulative end indices, e.g. [34, 57, ...]) or
     ``sequence_ids`` (N,). Returns a :class:`McGPDSFitted`.
+
+    ``device``: where the fit runs ("cpu", "cuda", a :class:`torch.device`); default ``None`` =
+    the device of the first tensor among ``views`` and ``times`` (the CPU for numpy inputs).
+    The data are moved there; every fitted tensor lives there. The initial values are drawn on
+    the CPU (same seed → same start on every device).
     """
     cfg = McGPDSConfig() if config is None else config
+    dev = resolve_device(device, views, times)
     vs, t = _check_views(views, times)
+    vs, t = [Y.to(dev) for Y in vs], t.to(dev)
     N = vs[0].shape[0]
     Ds = [int(Y.shape[1]) for Y in vs]
     V = len(vs)
-    seq = _seq_ids(N, seq_ends, sequence_ids)
+    seq = _seq_ids(N, seq_ends, sequence_ids).to(dev)
     _check_config_values(cfg)
     for k, Y in enumerate(vs):
         sd = float((Y - Y.mean(0)).pow(2).mean().sqrt())
@@ -263,7 +271,7 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     if bad:
         raise ValueError(f"fixed: unknown groups {sorted(bad)}; allowed alpha, eps, beta, time, W, kernel, "
                          "inducing")
-    init_views = vs if cfg.init_views is None else [as_tensor(Y, f"init_views[{k}]", ndim=2)
+    init_views = vs if cfg.init_views is None else [as_tensor(Y, f"init_views[{k}]", ndim=2).to(dev)
                                                      for k, Y in enumerate(cfg.init_views)]
     if cfg.init == "pca":
         if cfg.Q > sum(Ds) or cfg.Q >= N:
@@ -308,9 +316,9 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
                         time_bias=cfg.time_bias, alpha=alpha, eps=cfg.eps_init, beta=beta,
                         invwidth=invw, white_var=cfg.time_white_var, bias_var=cfg.time_bias_var,
                         w_scale=cfg.w_init_scale, lam=cfg.lam_init, private_prior=cfg.private_prior,
-                        generator=gen)
+                        generator=gen, device=dev)
     data = McGPDSData(vs, t, seq, cfg.Q, cfg.M, cfg.J, kind, cfg.time_white, cfg.time_bias,
-                      cfg.private_prior, frozenset(fixed), init)
+                      cfg.private_prior, frozenset(fixed), init, device=dev)
     phases = []
     for c in range(cfg.cycles):
         phases.append((f"var {c + 1}/{cfg.cycles}", cfg.var_iters, ("model",)))
@@ -442,7 +450,7 @@ def fitted_to_dict(fitted: McGPDSFitted) -> dict:
             "views": [Y.detach() for Y in d.views], "times": d.times, "seq_ids": d.seq_ids,
             "Q": d.Q, "M": d.M, "J": d.J, "mapping_kernel": d.mapping_kernel, "time_white": d.time_white,
             "time_bias": d.time_bias, "private_prior": d.private_prior, "fixed": sorted(d.fixed),
-            "init": {k: torch.as_tensor(v).detach() if torch.is_tensor(v) else v for k, v in d.init.items()},
+            "init": {k: v.detach() if torch.is_tensor(v) else v for k, v in d.init.items()},
             "params": {k: v.detach() if torch.is_tensor(v) else v for k, v in fitted.params.items()},
             "mu_s": fitted.mu_s, "s_s": fitted.s_s, "mu": fitted.mu, "s_diag": fitted.s_diag,
             "losses": np.asarray(fitted.losses), "wall_time": fitted.wall_time, "bound": fitted.bound,
@@ -487,7 +495,7 @@ def _test_loss(Ystar, tstar, blocks, time_s, vhp, kind, fixll, init_mu, init_lam
             F = F + view_bound(torch.cat([Ytr, Ystar]), torch.cat([mu_tr, mu]),
                                torch.cat([s_tr, lt["s_diag"][0]]), vhp, kind)
     except NotPositiveDefiniteError:   # extreme line-search trial point: see collapsed_loss
-        return torch.zeros((), dtype=DTYPE, requires_grad=True) + 1e30
+        return torch.zeros((), dtype=DTYPE, device=Ystar.device, requires_grad=True) + 1e30
     return -F
 
 
@@ -536,11 +544,12 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     for nm, k in (("source", source), ("target", target)):
         if not (0 <= int(k) < V):
             raise ValueError(f"{nm}: expected a view index in [0, {V}), got {k}")
-    Ys = as_tensor(Y_source_test, "Y_source_test", ndim=2)
+    dev = data.device
+    Ys = as_tensor(Y_source_test, "Y_source_test", ndim=2).to(dev)
     if Ys.shape[1] != data.out_dims[source]:
         raise ValueError(f"Y_source_test: expected {data.out_dims[source]} columns (view {source}), "
                          f"got {Ys.shape[1]}")
-    ts = as_tensor(t_test, "t_test", ndim=1)
+    ts = as_tensor(t_test, "t_test", ndim=1).to(dev)
     Ns = Ys.shape[0]
     if Ns == 0:
         raise ValueError(f"Y_source_test: expected at least one test frame (row), got shape {tuple(Ys.shape)}")
@@ -556,15 +565,15 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     if k_nb < 1:
         raise ValueError(f"k_neighbours: expected an integer >= 1, got {k_neighbours}")
     if candidates is None:
-        cand = torch.arange(data.N)
+        cand = torch.arange(data.N, device=dev)
     else:
-        cand = torch.as_tensor(np.asarray(candidates)).long().reshape(-1)
+        cand = _index(candidates, dev).reshape(-1)
         if cand.numel() < k_nb or int(cand.min()) < 0 or int(cand.max()) >= data.N:
             raise ValueError(f"candidates: expected at least k_neighbours={k_nb} training indices in [0, {data.N})")
     if nn_index_y is None:
         nn_y_all = cand[knn(Ys, data.views[source][cand], k_nb)]
     else:
-        nn_y_all = torch.as_tensor(np.asarray(nn_index_y)).long()
+        nn_y_all = _index(nn_index_y, dev)
         if nn_y_all.ndim == 1:
             nn_y_all = nn_y_all[:, None]
         if nn_y_all.ndim != 2 or nn_y_all.shape[0] != Ns:
@@ -572,7 +581,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                              f"{tuple(nn_y_all.shape)}")
     nn_y = nn_y_all[:, 0]
     # --- 1. test latents of the source view (test block = its own time block)
-    blocks = Blocks(torch.zeros(Ns, dtype=torch.long))
+    blocks = Blocks(torch.zeros(Ns, dtype=torch.long, device=dev))
     vhp = hp["views"][source]
     if init_from is None:
         init_from = "shared"
@@ -605,7 +614,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
             a = tv["alpha"]
             th = tv["time"]
             if th is None:
-                kdiag = torch.tensor(1.0, dtype=DTYPE)
+                kdiag = torch.tensor(1.0, dtype=DTYPE, device=dev)
             else:
                 kdiag = th["var"] + (th["white"] if th.get("white") is not None else 0.0) \
                     + (th["bias"] if th.get("bias") is not None else 0.0)
@@ -638,12 +647,19 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
         else:
             mean, var = predict_moments(post, x_mean, x_var, components=output_components)
         if extra_var is not None:
-            var = var + torch.as_tensor(np.asarray(extra_var), dtype=var.dtype)
+            var = var + as_tensor(extra_var, "extra_var").to(var.device)
     return Prediction(mean.detach(), var.detach(), mu_s_t.detach(), nn_s, mu_t.detach(), s_t.detach(),
                       method, nn_y, x_mean.detach(), x_var.detach(), _time.perf_counter() - t0)
 
 
 # ------------------------------------------------------------------ held-out calibration (tandem)
+def _index(x, device) -> torch.Tensor:
+    """Integer index array (numpy, list or tensor on any device) as a long tensor on ``device``."""
+    if isinstance(x, torch.Tensor):
+        return x.long().to(device)
+    return torch.as_tensor(np.asarray(x), device=device).long()
+
+
 def holdout_folds(fitted: McGPDSFitted, n_chunks: int = 5) -> list[torch.Tensor]:
     """Folds of training rows for held-out checks: one per sequence when there are several
     (human pose: 7), else ``n_chunks`` contiguous chunks of the single sequence (CUAVE)."""
@@ -653,7 +669,7 @@ def holdout_folds(fitted: McGPDSFitted, n_chunks: int = 5) -> list[torch.Tensor]
         return [torch.nonzero(seq == u).reshape(-1) for u in labels]
     if n_chunks < 2:
         raise ValueError(f"n_chunks: expected >= 2 for a single training sequence, got {n_chunks}")
-    return [c for c in torch.arange(fitted.data.N).tensor_split(int(n_chunks)) if c.numel()]
+    return [c for c in torch.arange(fitted.data.N, device=seq.device).tensor_split(int(n_chunks)) if c.numel()]
 
 
 def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, folds=None,
@@ -669,18 +685,18 @@ def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, 
     training-row order.
     """
     data = fitted.data
-    folds = holdout_folds(fitted, n_chunks) if folds is None else [torch.as_tensor(f).long() for f in folds]
+    folds = holdout_folds(fitted, n_chunks) if folds is None else [_index(f, data.device) for f in folds]
     Ysrc = data.views[source]
-    feats = Ysrc if nn_features is None else as_tensor(nn_features, "nn_features", ndim=2)
+    feats = Ysrc if nn_features is None else as_tensor(nn_features, "nn_features", ndim=2).to(data.device)
     if feats.shape[0] != data.N:
         raise ValueError(f"nn_features: expected {data.N} rows (training frames), got {feats.shape[0]}")
     k = int(predict_kwargs.get("k_neighbours", 1))
     kq = k if predict_kwargs.get("latent_for_prediction") == "y_nn" else 1
     D = data.out_dims[target]
-    mean = torch.zeros(data.N, D, dtype=DTYPE)
-    var = torch.zeros(data.N, D, dtype=DTYPE)
+    mean = torch.zeros(data.N, D, dtype=DTYPE, device=data.device)
+    var = torch.zeros(data.N, D, dtype=DTYPE, device=data.device)
     for held in folds:
-        keep = torch.ones(data.N, dtype=torch.bool)
+        keep = torch.ones(data.N, dtype=torch.bool, device=data.device)
         keep[held] = False
         cand = torch.nonzero(keep).reshape(-1)
         pk = dict(predict_kwargs)

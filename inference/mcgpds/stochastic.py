@@ -78,8 +78,8 @@ from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted
 from tandem.inference.numerics import DTYPE, cho_logdet, cholesky_jitter
 from tandem.inference.svi import fit
-from tandem.inference.validation import as_tensor, check_int_range, check_real_range
-from tandem.models.gp_kernels import kernel_matrix, psi_stats, time_kernel
+from tandem.inference.validation import as_tensor, check_int_range, check_real_range, resolve_device
+from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
 from tandem.models.mcgpds import (
     McGPDSData,
     default_init,
@@ -107,29 +107,32 @@ class Windows:
 
     ``seq_ids`` (N,) sequence labels (frames of a sequence in row order; they need not be
     contiguous). Attributes: ``rows`` (S, L) frame indices (padding 0), ``mask`` (S, L)
-    bool, ``ids`` (N,) window id of every frame. Vectorised, O(N log N).
+    bool, ``ids`` (N,) window id of every frame. Vectorised, O(N log N). The bookkeeping stays
+    on the CPU (:class:`StochasticData` moves ``rows`` and ``mask`` to the data's device).
     """
 
     def __init__(self, seq_ids, window: int):
-        seq_ids = torch.as_tensor(seq_ids).long().reshape(-1).cpu()
+        seq_ids = (seq_ids.detach() if isinstance(seq_ids, torch.Tensor)
+                   else torch.as_tensor(np.asarray(seq_ids), device="cpu")).long().reshape(-1).cpu()
         L = check_int_range(window, "window", low=1)
         N = seq_ids.numel()
         if N == 0:
             raise ValueError("seq_ids: expected at least one frame")
         order = torch.argsort(seq_ids, stable=True)
         s = seq_ids[order]
-        new = torch.ones(N, dtype=torch.bool)
+        new = torch.ones(N, dtype=torch.bool, device="cpu")
         new[1:] = s[1:] != s[:-1]
-        start = torch.cummax(torch.where(new, torch.arange(N), torch.zeros(N, dtype=torch.long)), 0).values
-        pos = torch.arange(N) - start                          # position within its sequence
+        start = torch.cummax(torch.where(new, torch.arange(N, device="cpu"),
+                                         torch.zeros(N, dtype=torch.long, device="cpu")), 0).values
+        pos = torch.arange(N, device="cpu") - start                          # position within its sequence
         wstart = new | (pos % L == 0)
         wid_sorted = torch.cumsum(wstart.long(), 0) - 1
         S = int(wid_sorted[-1]) + 1
-        rows = torch.zeros(S, L, dtype=torch.long)
-        mask = torch.zeros(S, L, dtype=torch.bool)
+        rows = torch.zeros(S, L, dtype=torch.long, device="cpu")
+        mask = torch.zeros(S, L, dtype=torch.bool, device="cpu")
         rows[wid_sorted, pos % L] = order
         mask[wid_sorted, pos % L] = True
-        ids = torch.empty(N, dtype=torch.long)
+        ids = torch.empty(N, dtype=torch.long, device="cpu")
         ids[order] = wid_sorted
         self.rows, self.mask, self.ids, self.window = rows, mask, ids, L
 
@@ -226,13 +229,6 @@ def _mask_kernel(K: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return K * (m[:, :, None] * m[:, None, :]) + torch.diag_embed(1.0 - m)
 
 
-def _kzz(kind, Z, variance, ard) -> torch.Tensor:
-    """K(Z, Z) + 1e-6·mean diag jitter (as ``gp_kernels.kzz``, with the identity on Z's device)."""
-    K = kernel_matrix(kind, Z, Z, variance, ard)
-    jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
-    return K + jit * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
-
-
 def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: torch.Tensor,
               lam: torch.Tensor):
     """KL(q(X_s, X_1..V) ‖ p) of a batch of windows and the private variances.
@@ -282,7 +278,7 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
 def _whitened_stats(kind, mu, s, Y, Z, variance, ard):
     """``(LK, psi0, Ã = L⁻¹Ψ2L⁻ᵀ, R = L⁻¹Ψ1ᵀY)`` of one function's inducing set over rows (n, ·)."""
     psi0, P1, P2 = psi_stats(kind, mu, s, Z, variance, ard)
-    LK = cholesky_jitter(_kzz(kind, Z, variance, ard), "K_ZZ")
+    LK = cholesky_jitter(kzz(kind, Z, variance, ard), "K_ZZ")
     tmp = torch.linalg.solve_triangular(LK, P2, upper=False)
     At = torch.linalg.solve_triangular(LK, tmp.mT, upper=False)
     R = torch.linalg.solve_triangular(LK, P1.mT @ Y, upper=False)
@@ -348,7 +344,7 @@ class StochasticELBO:
 
     def _draw(self, S: int) -> tuple[torch.Tensor, float]:
         if self.windows is not None:
-            idx = torch.as_tensor(self.windows).long().reshape(-1)
+            idx = torch.as_tensor(self.windows, device="cpu").long().reshape(-1)
             return idx, S / idx.numel()
         B = S if self.batch is None else min(int(self.batch), S)
         with pyro.plate("windows", S, subsample_size=B) as idx:
@@ -361,7 +357,7 @@ class StochasticELBO:
         rank, world = rank_world()
         hp = model(sdata, idx)
         q = guide(sdata, idx)
-        mine = torch.arange(idx.numel())[rank::world]
+        mine = torch.arange(idx.numel(), device="cpu")[rank::world]
         dev = sdata.device
         kind = sdata.mapping_kernel
         local = idx[mine]
@@ -514,7 +510,8 @@ class StochasticMcGPDS:
     """McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
 
     ``views`` list of (N, D_k) arrays, ``times`` (N,), ``seq_ids`` (N,) sequence labels
-    (default: one sequence). ``device``: "cpu", "cuda", ... (float64 there). After
+    (default: one sequence). ``device``: "cpu", "cuda", ... (float64 there); default ``None`` =
+    the device of the views given to :meth:`fit` (the CPU for numpy arrays). After
     :meth:`fit`: ``result`` (the driver's FitResult), :meth:`elbo` (exact full-data ELBO),
     :meth:`latents` (per-frame q moments), :meth:`to_fitted` (a collapsed-code
     :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` with the windows as sequences, for
@@ -523,9 +520,7 @@ class StochasticMcGPDS:
 
     def __init__(self, config: StochasticConfig | None = None, device=None):
         self.config = StochasticConfig() if config is None else config
-        self.device = torch.device("cpu" if device is None else device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device: CUDA was requested but torch.cuda.is_available() is False")
+        self.device = None if device is None else resolve_device(device)
 
     # ------------------------------------------------------------------ data
     def prepare(self, views, times, seq_ids=None, seed: int = 0) -> StochasticData:
@@ -533,14 +528,21 @@ class StochasticMcGPDS:
         cfg = self.config
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
-        vs = [as_tensor(Y, f"views[{k}]", ndim=2) for k, Y in enumerate(views)]
+        dev = resolve_device(self.device, views, times)
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2).to(dev) for k, Y in enumerate(views)]
         N = vs[0].shape[0]
         if any(Y.shape[0] != N for Y in vs):
             raise ValueError(f"views: every view must have the same number of rows, got {[Y.shape[0] for Y in vs]}")
-        t = as_tensor(times, "times", ndim=1)
+        t = as_tensor(times, "times", ndim=1).to(dev)
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per frame), got {t.numel()}")
-        seq = torch.zeros(N, dtype=torch.long) if seq_ids is None else torch.as_tensor(np.asarray(seq_ids)).long()
+        # sequence labels are CPU bookkeeping (Windows)
+        if seq_ids is None:
+            seq = torch.zeros(N, dtype=torch.long, device="cpu")
+        elif isinstance(seq_ids, torch.Tensor):
+            seq = seq_ids.detach().cpu().long()
+        else:
+            seq = torch.as_tensor(np.asarray(seq_ids), device="cpu").long()
         if seq.reshape(-1).numel() != N:
             raise ValueError(f"seq_ids: expected {N} labels (one per frame), got {seq.numel()}")
         for name in ("Q", "M", "J", "window", "batch"):
@@ -560,7 +562,7 @@ class StochasticMcGPDS:
             invw = float(cfg.time_invwidth)
         gen = torch.Generator().manual_seed(int(seed))
         # default_init draws Z from a random subset of X0 (first M rows of a permutation)
-        sub = torch.randperm(N, generator=gen)[:max(cfg.M, 1) * 2]
+        sub = torch.randperm(N, generator=gen, device="cpu")[:max(cfg.M, 1) * 2].to(dev)
         init = default_init(sub.numel(), [Y.shape[1] for Y in vs], cfg.Q, cfg.M, cfg.J, cfg.mapping_kernel,
                             X0=X0[sub], times=t[sub], time_white=cfg.time_white, time_bias=cfg.time_bias,
                             alpha=cfg.alpha_init, eps=cfg.eps_init, beta=cfg.beta_init, invwidth=invw,
@@ -569,7 +571,6 @@ class StochasticMcGPDS:
         for k in range(len(vs)):
             init.pop(f"mu_{k}")
             init.pop(f"lam_{k}")
-        dev = self.device
         init = {n: x.to(dev) for n, x in init.items()}
         fixed = set(cfg.fixed)
         if "W" in fixed:
@@ -625,7 +626,7 @@ class StochasticMcGPDS:
             self._set_optimal_inducing(chunk)
         total = 0.0
         for lo in range(0, S, chunk):
-            idx = torch.arange(lo, min(lo + chunk, S))
+            idx = torch.arange(lo, min(lo + chunk, S), device="cpu")
             obj = StochasticELBO(windows=idx)
             # scale S/|idx| is wrong for a partition; undo it: the window terms have weight 1
             val = _partition_term(obj, self.data, idx, S)
@@ -640,7 +641,7 @@ class StochasticMcGPDS:
         hp = model_params(d)
         acc = None
         for lo in range(0, S, chunk):
-            idx = torch.arange(lo, min(lo + chunk, S))
+            idx = torch.arange(lo, min(lo + chunk, S), device="cpu")
             st = _window_stats(d, hp, idx)
             acc = st if acc is None else [tuple(a + b for a, b in zip(x, y)) for x, y in zip(acc, st)]
         store = pyro.get_param_store()
@@ -670,7 +671,7 @@ class StochasticMcGPDS:
         mu = torch.zeros(V, N, Q, dtype=DTYPE, device=d.device)
         s = torch.zeros_like(mu)
         for lo in range(0, d.windows.S, chunk):
-            idx = torch.arange(lo, min(lo + chunk, d.windows.S))
+            idx = torch.arange(lo, min(lo + chunk, d.windows.S), device="cpu")
             q = guide_params(d, idx)
             li = idx.to(d.device)
             m = d.mask[li].to(DTYPE)
@@ -743,7 +744,7 @@ class StochasticMcGPDS:
         d = self.data
         out = torch.zeros(d.V, d.N, d.Q, dtype=DTYPE, device=d.device)
         for lo in range(0, d.windows.S, 256):
-            idx = torch.arange(lo, min(lo + 256, d.windows.S))
+            idx = torch.arange(lo, min(lo + 256, d.windows.S), device="cpu")
             q = guide_params(d, idx)
             valid = d.mask[idx.to(d.device)]
             rows = d.rows[idx.to(d.device)]
@@ -815,11 +816,12 @@ def simulate_sequences(n_seq: int, seq_len: int, out_dims: list, Q: int = 2, M: 
     n_seq = check_int_range(n_seq, "n_seq", low=1)
     seq_len = check_int_range(seq_len, "seq_len", low=1)
     per = max(1, chunk_frames // seq_len)
-    t1 = torch.arange(seq_len, dtype=DTYPE) / seq_len
+    # drawn on the CPU (the same seed gives the same data everywhere); move the result to a device
+    t1 = torch.arange(seq_len, dtype=DTYPE, device="cpu") / seq_len
     views, Xs = [[] for _ in out_dims], []
     first = min(per, n_seq)
     times0 = t1.repeat(first)
-    seq0 = torch.arange(first).repeat_interleave(seq_len)
+    seq0 = torch.arange(first, device="cpu").repeat_interleave(seq_len)
     sim = simulate(times0, seq0, out_dims, Q=Q, M=M, J=J, seed=seed, **init_kwargs)
     data0 = sim["data"]
     for k in range(len(out_dims)):
@@ -831,7 +833,7 @@ def simulate_sequences(n_seq: int, seq_len: int, out_dims: list, Q: int = 2, M: 
     pyro.set_rng_seed(seed + 1)
     while done < n_seq:
         nb = min(per, n_seq - done)
-        d = McGPDSData(None, t1.repeat(nb), torch.arange(nb).repeat_interleave(seq_len), Q, M, J,
+        d = McGPDSData(None, t1.repeat(nb), torch.arange(nb, device="cpu").repeat_interleave(seq_len), Q, M, J,
                        data0.mapping_kernel, data0.time_white, data0.time_bias, data0.private_prior,
                        out_dims=list(out_dims), init=data0.init, fixed=frozenset(
                            ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g")))
@@ -842,5 +844,5 @@ def simulate_sequences(n_seq: int, seq_len: int, out_dims: list, Q: int = 2, M: 
         Xs.append(tr.nodes["X_s"]["value"].detach().mT)
         done += nb
     return {"views": [torch.cat(v) for v in views], "times": t1.repeat(n_seq),
-            "seq_ids": torch.arange(n_seq).repeat_interleave(seq_len), "X_s": torch.cat(Xs),
+            "seq_ids": torch.arange(n_seq, device="cpu").repeat_interleave(seq_len), "X_s": torch.cat(Xs),
             "init": data0.init}

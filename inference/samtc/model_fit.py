@@ -42,7 +42,7 @@ from tandem.models import samtc as samtc_model
 from tandem.models.samtc import MAX_PLATE_NESTING, check_tasks
 
 from tandem.inference.numerics import DTYPE
-from tandem.inference.validation import check_int_range, check_real_range
+from tandem.inference.validation import check_int_range, check_real_range, resolve_device
 from tandem.inference.samtc.spectral import kmeans
 from tandem.inference.svi import fit
 
@@ -60,7 +60,7 @@ def scale_tasks(tasks, h, seed: int = 0):
     change their shapes.
     """
     Xs, hs = check_tasks(tasks, h)
-    km = [_kmeans(X.numpy(), hs[t], seed) for t, X in enumerate(Xs)]
+    km = [_kmeans(X.detach().cpu().numpy(), hs[t], seed) for t, X in enumerate(Xs)]
     ss = sum(k.inertia_ for k in km)
     n = sum(len(X) for X in Xs)
     d = Xs[0].shape[1]
@@ -81,12 +81,13 @@ def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n
     each connected group spanning >= 2 tasks becomes one atom (init: mean of its centres).
     ``n_atoms`` (default: number of such groups, at least 1) pads with random slot centres.
     """
-    Xs = [torch.as_tensor(X, dtype=DTYPE) for X in tasks_std]
+    Xs = [X.to(DTYPE) if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X), dtype=DTYPE, device="cpu")
+          for X in tasks_std]
     T, d = len(Xs), Xs[0].shape[1]
     if km is None:
-        km = [_kmeans(X.numpy(), h[t], seed) for t, X in enumerate(Xs)]
+        km = [_kmeans(X.detach().cpu().numpy(), h[t], seed) for t, X in enumerate(Xs)]
     else:  # km fitted on raw data: map its labels to standardised centres
-        km = [_Centres(X.numpy(), k.labels_, h[t]) for t, (X, k) in enumerate(zip(Xs, km))]
+        km = [_Centres(X.detach().cpu().numpy(), k.labels_, h[t]) for t, (X, k) in enumerate(zip(Xs, km))]
     C = [k.cluster_centers_ for k in km]
     thr = 2.0 * tau * np.sqrt(d) if link_threshold is None else float(link_threshold)
     offs = np.cumsum([0] + [len(c) for c in C])
@@ -112,7 +113,7 @@ def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n
     for t, k in enumerate(km):
         counts = np.bincount(k.labels_, minlength=h[t]).astype(float)
         w_conc.append(counts + 1.0)
-        resid = Xs[t].numpy() - C[t][k.labels_]
+        resid = Xs[t].detach().cpu().numpy() - C[t][k.labels_]
         sig.append(float(np.sqrt((resid ** 2).mean())))
     init = {"theta_loc": atoms, "mu_loc": C, "w_conc": w_conc, "sigma": sig,
             "rho": [0.9] * T, "pi_conc": np.full(K + 1, 2.0)}
@@ -177,9 +178,9 @@ class ModelFit:
             for _ in range(num_samples):
                 m = elbo.compute_marginals(samtc_model.model, self.guide, *self.args, **self.model_kwargs)
                 for t in range(T):
-                    acc["y"][t] = acc["y"][t] + m[f"y_{t}"].probs.reshape(-1, self.h[t]).numpy()
-                    acc["u"][t] = acc["u"][t] + m[f"u_{t}"].probs.reshape(-1).numpy()
-                    acc["a"][t] = acc["a"][t] + m[f"a_{t}"].probs.reshape(self.h[t], -1).numpy()
+                    acc["y"][t] = acc["y"][t] + m[f"y_{t}"].probs.reshape(-1, self.h[t]).detach().cpu().numpy()
+                    acc["u"][t] = acc["u"][t] + m[f"u_{t}"].probs.reshape(-1).detach().cpu().numpy()
+                    acc["a"][t] = acc["a"][t] + m[f"a_{t}"].probs.reshape(self.h[t], -1).detach().cpu().numpy()
         return {k: [v / num_samples for v in vs] for k, vs in acc.items()}
 
     def labels(self, num_samples: int = 10, seed: int = 0) -> list:
@@ -208,7 +209,7 @@ class ModelFit:
                 tr = poutine.trace(m).get_trace(*self.args, **kw)
                 for t in range(T):
                     for s in ("a", "y", "u"):
-                        out[s][t].append(tr.nodes[f"{s}_{t}"]["value"].reshape(-1).long().numpy())
+                        out[s][t].append(tr.nodes[f"{s}_{t}"]["value"].reshape(-1).long().detach().cpu().numpy())
         return {k: [np.stack(v) for v in vs] for k, vs in out.items()}
 
     @staticmethod
@@ -263,7 +264,7 @@ class ModelFit:
         pyro.set_rng_seed(seed)
         T = len(self.tasks)
         kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
-        c, sc = self.centre.numpy(), float(self.scale)
+        c, sc = self.centre.detach().cpu().numpy(), float(self.scale)
         post, ppc = {}, {}
         with torch.no_grad():
             for _ in range(num_samples):
@@ -281,15 +282,16 @@ class ModelFit:
                                      ).get_trace(*self.args, **kw)
                 for n, v in latent.items():
                     discrete = n.split("_")[0] in ("a", "y", "u")
-                    post.setdefault(n, []).append(v.reshape(-1).long().numpy() if discrete else v.numpy())
+                    v = v.detach()
+                    post.setdefault(n, []).append(v.reshape(-1).long().cpu().numpy() if discrete else v.cpu().numpy())
                 for t in range(T):
-                    ppc.setdefault(f"x_{t}", []).append(free.nodes[f"x_{t}"]["value"].numpy() * sc + c)
+                    ppc.setdefault(f"x_{t}", []).append(free.nodes[f"x_{t}"]["value"].detach().cpu().numpy() * sc + c)
         post = {n: np.stack(v) for n, v in post.items()}
         post["theta"] = post["theta"] * sc + c
         for t in range(T):
             post[f"mu_{t}"] = post[f"mu_{t}"] * sc + c
             post[f"sigma_{t}"] = post[f"sigma_{t}"] * sc
-        obs = {f"x_{t}": self.tasks[t].numpy() * sc + c for t in range(T)}
+        obs = {f"x_{t}": self.tasks[t].detach().cpu().numpy() * sc + c for t in range(T)}
         dims = {k: v for k, v in samtc_model.dims(T).items() if k in post or k in obs}
         return az.from_dict(posterior={k: v[None] for k, v in post.items()},
                             posterior_predictive={k: np.stack(v)[None] for k, v in ppc.items()},
@@ -314,12 +316,14 @@ class ModelFit:
 def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: float = 0.05,
               restarts: int = 1, seed: int = 0, subsample_size: int | None = None,
               tau: float = 0.25, widen: float = 3.0, link_threshold: float | None = None,
-              progress: bool = False, tol: float | None = None, **hyper) -> ModelFit:
+              progress: bool = False, tol: float | None = None, device=None, **hyper) -> ModelFit:
     """Standardise, initialise, fit with ``tandem.inference.fit`` + TraceEnum_ELBO; best of ``restarts`` by ELBO.
 
     Restart r uses k-means seed ``seed + r`` and SVI seed ``seed + r``. ``hyper`` goes to the
     model (alpha, pi_conc, rho_a, rho_b, sigma_scale, prior_scale). Raises ValueError for
-    bad tasks (see ``tandem.models.samtc.check_tasks``).
+    bad tasks (see ``tandem.models.samtc.check_tasks``). ``device``: where the fit runs ("cpu",
+    "cuda", ...; default ``None`` = the device of the tasks given as tensors, the CPU for numpy
+    arrays); the k-means initialisation runs on the CPU.
     """
     check_int_range(restarts, "restarts", 1)
     check_int_range(num_steps, "num_steps", 0)
@@ -332,7 +336,9 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
         check_int_range(subsample_size, "subsample_size", 1)
     if link_threshold is not None:
         check_real_range(link_threshold, "link_threshold", 0.0, None, low_open=True)
+    dev = resolve_device(device, tasks)
     Xs, hs = check_tasks(tasks, h)
+    Xs = [X.to(dev) for X in Xs]
     best = None
     elbos = []
     for r in range(restarts):
@@ -340,7 +346,7 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
         init, K = initial_values(Z, hs, km=km, link_threshold=link_threshold, n_atoms=n_atoms, seed=seed + r,
                                  tau=tau)
         spread = float(torch.cat(Z).std(0).max())
-        kwargs = dict(tau=tau, widen=widen, prior_loc=torch.zeros(Z[0].shape[1], dtype=DTYPE),
+        kwargs = dict(tau=tau, widen=widen, prior_loc=Z[0].new_zeros(Z[0].shape[1]),
                       prior_scale=max(3.0, 2.0 * spread), sigma_loc=1.0, subsample_size=subsample_size)
         kwargs.update(hyper)
         g = Guide(init=init, seed=seed + r)
