@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-import arviz as az
 import numpy as np
 import pyro
 import pyro.optim
@@ -44,6 +43,7 @@ from tandem.models.samtc import MAX_PLATE_NESTING, check_tasks
 from tandem.inference.numerics import DTYPE
 from tandem.inference.validation import check_int_range, check_real_range, resolve_device
 from tandem.inference.samtc.spectral import kmeans
+from tandem.inference.predictive import to_arviz
 from tandem.inference.svi import fit
 
 __all__ = ["ModelFit", "fit_model", "initial_values", "scale_tasks"]
@@ -293,9 +293,9 @@ class ModelFit:
             post[f"sigma_{t}"] = post[f"sigma_{t}"] * sc
         obs = {f"x_{t}": self.tasks[t].detach().cpu().numpy() * sc + c for t in range(T)}
         dims = {k: v for k, v in samtc_model.dims(T).items() if k in post or k in obs}
-        return az.from_dict(posterior={k: v[None] for k, v in post.items()},
-                            posterior_predictive={k: np.stack(v)[None] for k, v in ppc.items()},
-                            observed_data=obs, dims=dims)
+        return to_arviz({"posterior": {k: v[None] for k, v in post.items()},
+                         "posterior_predictive": {k: np.stack(v)[None] for k, v in ppc.items()},
+                         "observed_data": obs}, dims=dims)
 
     def reusable_probs(self, num_samples: int = 100, seed: int = 0) -> dict:
         return self.derived(num_samples, seed)["reusable_probs"]

@@ -100,7 +100,7 @@ def ridge_predict(X, Y, Xt, lam: float = 1e-2) -> torch.Tensor:
 def gpr_predict(X, Y, Xt, rho: float, noise: float) -> torch.Tensor:
     """GP regression mean with independent outputs: k_X(x, X)(K + σ²I)⁻¹ Y (baseline "GPR")."""
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
-    K = rbf(X, X, rho) + noise * torch.eye(X.shape[0], dtype=DTYPE)
+    K = rbf(X, X, rho) + noise * torch.eye(X.shape[0], dtype=DTYPE, device=X.device)
     W = cho_solve(cholesky_jitter(K, "GPR kernel"), Y)
     return rbf(Xt, X, rho) @ W
 

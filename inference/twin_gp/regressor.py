@@ -19,14 +19,13 @@ widths) and skips its CV.
 """
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
 import pyro
 import torch
 
 from tandem.inference.distances import Standardizer, median_distance
 from tandem.inference.metrics import mean_abs_error
-from tandem.inference.predictive import posterior_predictive
+from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.twin_gp.predictor import METHODS, TwinGP
 from tandem.inference.twin_gp.selection import BETAS, select_alpha_beta, select_kltgp
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
@@ -205,12 +204,14 @@ class TwinGPRegressor:
         idata = posterior_predictive(model, Guide(init=pred, prefix=prefix), self.model_, Zt, method, a,
                                      num_samples=1, dims=dims(), log_likelihood=False)
         del store[f"{prefix}_y_loc"]
-        idata.posterior["y"] = idata.posterior["y"] * torch.as_tensor(self.sy_.scale).numpy() + \
-            torch.as_tensor(self.sy_.mean).numpy()
+        # back to data units; rebuilt with to_arviz so that ArviZ 0.x and 1.x both work
+        y = np.asarray(idata["posterior"]["y"]) * np.asarray(self.sy_.scale) + np.asarray(self.sy_.mean)
+        groups = {"posterior": {"y": y}}
         if Y_true is not None:
             Y_true = as_tensor(Y_true, "Y_true", ndim=2, shape=(Zt.shape[0], self.model_.dy))
-            idata.extend(az.from_dict(observed_data={"y": Y_true.numpy()}, dims=dims()))
-        idata.posterior.attrs.update({"method": self.method, "method_run": method, "rho_x": self.rho_x_,
+            groups["observed_data"] = {"y": Y_true.detach().cpu().numpy()}
+        idata = to_arviz(groups, dims=dims())
+        idata["posterior"].attrs.update({"method": self.method, "method_run": method, "rho_x": self.rho_x_,
                                       "rho_y": self.rho_y_, "lambda": self.lam_,
                                       "alpha": -1.0 if self.alpha_ is None else float(self.alpha_),
                                       "beta": -1.0 if self.beta_ is None else float(self.beta_),

@@ -12,9 +12,7 @@ say which); every fold is a fresh :class:`~tandem.inference.twin_gp.predictor.Tw
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
-import os
 import time
 import warnings
 from pathlib import Path
@@ -22,13 +20,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tandem.inference.checkpoints import check_fingerprint, content_hash, load_checkpoint, save_atomic
 from tandem.inference.distances import median_distance
 from tandem.inference.twin_gp.predictor import (IterationCapWarning, TwinGP, gpr_predict, hsic, kernel_alignment,
                                                 kernel_knn_predict, rbf, wknn_predict)
 from tandem.inference.validation import as_tensor, check_int_range, check_same_rows
 
 __all__ = ["kfold_indices", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
-           "select_alignment_knn", "run_real_experiment", "paired_differences", "paired_over_draws", "add_protocol_args", "StageCheckpoint", "data_hash",
+           "select_alignment_knn", "run_real_experiment", "paired_differences", "paired_over_draws", "add_protocol_args", "StageCheckpoint",
            "ALPHAS", "BETAS"]
 
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(21))
@@ -188,17 +187,15 @@ class StageCheckpoint:
     state intact. ``folder=None`` turns checkpointing off (every stage is computed).
     """
 
+    KIND = "tandem.stages/1"
+
     def __init__(self, folder, fingerprint: dict):
         self.path = None if folder is None else Path(folder) / "state.pt"
         self.fingerprint = fingerprint
         self.stages: dict = {}
         if self.path is not None and self.path.exists():
-            state = torch.load(self.path, weights_only=False)
-            old = state.get("fingerprint", {})
-            if old != fingerprint:
-                keys = sorted(k for k in set(old) | set(fingerprint) if old.get(k) != fingerprint.get(k))
-                raise ValueError(f"checkpoint {self.path} was written by a different run (differs in: "
-                                 f"{', '.join(keys)}); use another checkpoint folder or delete this one")
+            state = load_checkpoint(self.path, self.KIND)
+            check_fingerprint(self.path, state.get("fingerprint"), fingerprint, what="run")
             self.stages = state["stages"]
 
     def __contains__(self, stage: str) -> bool:
@@ -209,20 +206,8 @@ class StageCheckpoint:
 
     def save(self, stage: str, value) -> None:
         self.stages[stage] = value
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        torch.save({"fingerprint": self.fingerprint, "stages": self.stages}, tmp)
-        os.replace(tmp, self.path)
-
-
-def data_hash(*arrays) -> str:
-    """SHA-1 of the float64 bytes of the given arrays (identifies a data split)."""
-    h = hashlib.sha1()
-    for a in arrays:
-        h.update(np.ascontiguousarray(torch.as_tensor(a, dtype=torch.float64).numpy()).tobytes())
-    return h.hexdigest()
+        if self.path is not None:
+            save_atomic({"kind": self.KIND, "fingerprint": self.fingerprint, "stages": self.stages}, self.path)
 
 
 def paired_differences(preds: dict, Y, metric, methods, baselines) -> dict:
@@ -320,7 +305,7 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     Xs, Ys = Xtr[sub], Ytr[sub]
     rho_mult_y = rho_mult if rho_mult_y is None else rho_mult_y
     ckpt = StageCheckpoint(checkpoint, {
-        "data": data_hash(Xtr, Ytr, Xte, Yte), "metric": metric_name, "cv_subset": int(cv_subset),
+        "data": content_hash(Xtr, Ytr, Xte, Yte), "metric": metric_name, "cv_subset": int(cv_subset),
         "folds": int(folds), "rho_mult": [float(r) for r in rho_mult], "rho_mult_y": [float(r) for r in rho_mult_y],
         "lam_grid": [float(v) for v in lam_grid], "alphas": [float(v) for v in alphas],
         "betas": [float(v) for v in betas], "wknn_ks": [int(k) for k in wknn_ks], "neighbors": neighbors,
