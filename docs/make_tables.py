@@ -39,7 +39,7 @@ class Table:
 
     ``rows`` are record keys whose values label a row (one table column each); ``columns``
     lists ``(value, header)`` pairs of the record key ``column_key`` (``"metric"`` unless
-    given). ``where`` keeps only records whose keys have the given values. ``digits`` is the
+    given). ``where`` keeps only records whose keys have the given values (a tuple: any of them). ``digits`` is the
     number of significant digits of freshly generated means; recorded numbers are shown
     exactly as they were printed. ``command`` is the command that wrote a generated JSON.
     ``average_over`` names a record key (e.g. ``"task"``) whose records are averaged per seed
@@ -126,7 +126,7 @@ def render(table: Table) -> str:
     """The Markdown of one table: a provenance line, a blank line, the pipe table."""
     data = json.loads((RESULTS / table.source).read_text())
     recs = [r for r in data["results"]
-            if all(r.get(k) == v for k, v in table.where.items())]
+            if all(r.get(k) in v if isinstance(v, tuple) else r.get(k) == v for k, v in table.where.items())]
     wanted = {c for c, _ in table.columns}
     row_ids: list[tuple] = []
     groups: dict[tuple, dict[str, list[dict]]] = {}
