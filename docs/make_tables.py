@@ -39,7 +39,7 @@ class Table:
 
     ``rows`` are record keys whose values label a row (one table column each); ``columns``
     lists ``(value, header)`` pairs of the record key ``column_key`` (``"metric"`` unless
-    given). ``where`` keeps only records whose keys have the given values. ``digits`` is the
+    given). ``where`` keeps only records whose keys have the given values (a tuple: any of them). ``digits`` is the
     number of significant digits of freshly generated means; recorded numbers are shown
     exactly as they were printed. ``command`` is the command that wrote a generated JSON.
     ``average_over`` names a record key (e.g. ``"task"``) whose records are averaged per seed
@@ -126,7 +126,7 @@ def render(table: Table) -> str:
     """The Markdown of one table: a provenance line, a blank line, the pipe table."""
     data = json.loads((RESULTS / table.source).read_text())
     recs = [r for r in data["results"]
-            if all(r.get(k) == v for k, v in table.where.items())]
+            if all(r.get(k) in v if isinstance(v, tuple) else r.get(k) == v for k, v in table.where.items())]
     wanted = {c for c, _ in table.columns}
     row_ids: list[tuple] = []
     groups: dict[tuple, dict[str, list[dict]]] = {}
@@ -194,8 +194,9 @@ TABLES: tuple[Table, ...] = (
           (("wall_time_s", "train + predict, wall s"), ("cpu_time_s", "CPU s"),
            ("mean_joint_error", "mean joint error"), ("msll", "MSLL"))),
     # ---- twin GP
-    Table("twin_gp_toy", "recorded/twin_gp_toy.json", ("data_set",), _cols("KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN"),
-          column_key="method", row_headers=("data",)),
+    Table("twin_gp_toy", "twin_gp_toy.json", ("data_set",), _cols("KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN"),
+          column_key="method", row_headers=("data",), digits=4,
+          command="OMP_NUM_THREADS=1 python examples/twin_gp_toy.py --out results"),
     Table("twin_gp_usps", "recorded/twin_gp_usps.json", ("setting",),
           _cols("KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN", "KTA-kNN", "HSIC-kNN"), column_key="method",
           row_headers=("evaluation",)),
@@ -206,16 +207,20 @@ TABLES: tuple[Table, ...] = (
           _cols("KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN", "KTA-kNN", "HSIC-kNN"), column_key="method",
           row_headers=("evaluation",)),
     # ---- SAMTC
-    Table("samtc_text_labels", "recorded/samtc_text.json", ("data_set",), _cols(*_SAMTC_METHODS),
-          column_key="method", where={"selection": "labels"}, row_headers=("set",)),
-    Table("samtc_text_label_free", "recorded/samtc_text.json", ("data_set",), _cols(*_SAMTC_METHODS),
-          column_key="method", where={"selection": "label-free"}, row_headers=("set",)),
-    Table("samtc_synthetic", "recorded/samtc_synthetic.json", ("method",),
-          _cols("partial", "partial-no-trap", "complete"), column_key="data_set"),
-    Table("samtc_synthetic_transfer", "recorded/samtc_synthetic_transfer.json", ("method", "data_set"),
+    *(Table(f"samtc_text_{sel.replace('-', '_')}", "samtc_text.json", ("data_set",), _cols(*_SAMTC_METHODS),
+            column_key="method", where={"metric": "accuracy", "selection": (sel, "n/a")}, average_over="task",
+            row_headers=("set",), command="OMP_NUM_THREADS=1 python examples/samtc_text.py --out results")
+      for sel in ("labels", "label-free")),
+    Table("samtc_synthetic", "samtc_synthetic.json", ("method", "selection"),
+          _cols("partial", "partial-no-trap", "complete"), column_key="data_set",
+          where={"metric": "accuracy"}, average_over="task", order=_SAMTC_METHODS + ("SAMTC generative (Pyro)",),
+          row_headers=("method", "grid setting chosen by"),
+          command="OMP_NUM_THREADS=1 nice python examples/samtc_synthetic.py --seeds 10 --out results"),
+    Table("samtc_synthetic_transfer", "samtc_synthetic.json", ("method", "data_set"),
           (("reusable_precision", "reusable precision"), ("reusable_recall", "reusable recall"),
            ("relatedness_abs_error", "mean abs. error of R"),
-           ("relatedness_abs_error_effective", "mean abs. error of R_eff")), row_headers=("method", "set")),
+           ("relatedness_abs_error_effective", "mean abs. error of R_eff")), row_headers=("method", "set"),
+          command="OMP_NUM_THREADS=1 nice python examples/samtc_synthetic.py --seeds 10 --out results"),
     *(Table(f"samtc_synthetic_30_{s}", f"samtc_synthetic_30_{s}.json", ("method", "selection"),
             (("accuracy", "accuracy"), ("nmi", "NMI")), average_over="task", order=_SAMTC_METHODS,
             row_headers=("method", "grid setting chosen by"), command=_SAMTC_SYNTH_CMD.format(s=s))
@@ -230,12 +235,16 @@ TABLES: tuple[Table, ...] = (
           _cols("match_accuracy", "partner_latent_error", "oos_match_accuracy", "svi_principal_angle_rad"),
           row_headers=("data", "known pairs", "method"),
           command="OMP_NUM_THREADS=1 python examples/alignment_scurve.py --out results"),
-    Table("alignment_coil20", "recorded/alignment_coil20.json", ("setting", "method"),
+    Table("alignment_coil20", "alignment_coil20.json", ("setting", "method"),
           _cols("match_accuracy", "match_accuracy_pm1", "pose_error_deg", "oos_match_accuracy",
-                "oos_match_accuracy_pm1"), row_headers=("known pairs", "method")),
-    Table("alignment_coil20_duck_block", "recorded/alignment_coil20_duck_block.json", ("setting", "method"),
+                "oos_match_accuracy_pm1"), where={"data_set": "mean over 190 object pairs"},
+          row_headers=("known pairs", "method"),
+          command="OMP_NUM_THREADS=1 python examples/alignment_coil20.py --seeds 5 --out results"),
+    Table("alignment_coil20_duck_block", "alignment_coil20_duck_block.json", ("setting", "method"),
           _cols("match_accuracy", "match_accuracy_pm1", "pose_error_deg", "oos_match_accuracy",
-                "oos_match_accuracy_pm1"), row_headers=("known pairs", "method")),
+                "oos_match_accuracy_pm1"), row_headers=("known pairs", "method"),
+          command="OMP_NUM_THREADS=1 python examples/alignment_coil20.py --pairs duck-block --seeds 20 "
+                  "--out results/coil_duck_block"),
 )
 
 
