@@ -26,7 +26,7 @@ Usage::
 """
 from __future__ import annotations
 
-
+# ruff: noqa: E402 — the thread settings below must precede the numpy import
 import os
 
 # the solvers work on small dense matrices (≤ 144 × 144): one BLAS thread is fastest and
@@ -41,11 +41,11 @@ import numpy as np
 
 from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment, laplacian_eigenmaps
 from tandem.inference.coupled_projections.solver import CoupledProjections, knn_heat_weights
-from tandem.inference.distances import nearest
 from tandem.inference.datasets.coil20 import BLOCK, DUCK, N_POSES, POSE_STEP_DEG, load_coil20
+from tandem.inference.distances import nearest
 from tandem.inference.experiments.cli import base_parser, fraction_list, int_at_least, seed_list
-from tandem.inference.metrics import circular_pose_error_deg, match_accuracy
 from tandem.inference.experiments.results import Results
+from tandem.inference.metrics import circular_pose_error_deg, match_accuracy
 
 EXPERIMENT = "alignment_coil20"
 METHODS = ("coupled projections", "Ham", "Procrustes")
@@ -242,7 +242,8 @@ def main(args):
             for m in ("coupled projections", "Ham"):
                 own = per[f][m]["match_accuracy"].mean(1)
                 res.config.setdefault("pairs_where_beats_procrustes", {})[
-                    f"{m} @ {setting}"] = f"{int((own > per[f]['Procrustes']['match_accuracy'].mean(1)).sum())}/{len(pairs)}"
+                    f"{m} @ {setting}"] = (
+                        f"{int((own > per[f]['Procrustes']['match_accuracy'].mean(1)).sum())}/{len(pairs)}")
     args.out.mkdir(parents=True, exist_ok=True)
     path = res.write(args.out)
     # per-pair table (means over seeds), for inspection

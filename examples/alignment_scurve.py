@@ -27,7 +27,7 @@ Usage::
 """
 from __future__ import annotations
 
-
+# ruff: noqa: E402 — the thread settings below must precede the numpy import
 import os
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -37,16 +37,16 @@ import time
 
 import numpy as np
 
-from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
 from tandem.guides.coupled_projections import guide
 from tandem.inference import fit, posterior_predictive
+from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
 from tandem.inference.coupled_projections.solver import CoupledProjections
-from tandem.inference.distances import nearest
-from tandem.models.coupled_projections import dims, model, orthonormal, whiten
 from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
+from tandem.inference.distances import nearest
 from tandem.inference.experiments.cli import base_parser, fraction_list, int_at_least, seed_list
-from tandem.inference.metrics import match_accuracy, mean_norm_error
 from tandem.inference.experiments.results import Results
+from tandem.inference.metrics import match_accuracy, mean_norm_error
+from tandem.models.coupled_projections import dims, model, orthonormal, whiten
 
 EXPERIMENT = "alignment_scurve"
 METHODS = ("coupled projections", "Ham", "Procrustes")
@@ -134,9 +134,9 @@ def plot_alignments(data, fitted, known, path):
 
 def run_svi(args, res, seed):
     """Fit the whitened GMRF model by SVI; compare with the eigen-solution; ArviZ export."""
+    import matplotlib
     import pyro
     import scipy.linalg as sla
-    import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -18,9 +18,9 @@ errors are printed beside them. Targets: McGPDS train + predict ≤ 60 s on 2 co
 
 Schedule: the error of this predictor is not monotone in the number of L-BFGS iterations
 (it follows the shared-space NN step); on pose it reaches its best level after about 3
-cycles of (20 + 20) iterations and then fluctuates by ± 0.1 with the seed (README "Speed"). ``--cycles/--var-iters/--model-iters/
---joint-iters`` override it (``--cycles 5 --var-iters 50 --model-iters 50 --joint-iters 1000``
-is the full protocol schedule).
+cycles of (20 + 20) iterations and then fluctuates by ± 0.1 with the seed (docs/results/mcgpds.md,
+"Speed"). ``--cycles/--var-iters/--model-iters/--joint-iters`` override it
+(``--cycles 5 --var-iters 50 --model-iters 50 --joint-iters 1000`` is the full protocol schedule).
 
 Times: wall (``time.perf_counter``) in ``timings_s``; CPU (``time.process_time``) in the
 records "cpu_time_s". Run with ``OMP_NUM_THREADS=1`` on a shared machine (torch and numpy
@@ -146,7 +146,8 @@ def main(args):
     res.add(TANDEM_NAME, "cpu_time_s", t_cpu)
     t_mc = float(np.mean(tot))
     print(f"McGPDS (Q={cfg.Q}, M={cfg.M}, {cfg.cycles}x({cfg.var_iters}+{cfg.model_iters})+{cfg.joint_iters} "
-          f"L-BFGS, fixed {','.join(cfg.fixed)}, code-faithful h-only predictor): train+predict {t_mc:.1f} s wall / {np.mean(cpu):.1f} s CPU, "
+          f"L-BFGS, fixed {','.join(cfg.fixed)}, code-faithful h-only predictor): "
+          f"train+predict {t_mc:.1f} s wall / {np.mean(cpu):.1f} s CPU, "
           f"mean joint error {np.mean(errs):.3f}, MSLL {np.mean(lls):.3f}")
     print(f"{TANDEM_NAME}, same fits: train+predict {np.mean(t_tot):.1f} s wall / {np.mean(t_cpu):.1f} s CPU, "
           f"mean joint error {np.mean(t_errs):.3f}, MSLL {np.mean(t_lls):.3f}")

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pyro
 import torch
+
 from tandem.guides.mcgpds import mcgpds_guide
 from tandem.inference import metrics
 from tandem.inference.datasets.human_pose import load_human_pose
@@ -122,9 +123,9 @@ def run_one(method: str, N: int, device: str, args) -> dict:
         m.train(1, seed=args.seed)        # registers every window's q(X): the same init
         data = m.collapsed_data()          # windows = the sequences: the collapsed model
         pyro.clear_param_store()
-        step = lambda first=False: fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, num_steps=1,
-                                       seed=args.seed, progress=False, clear_params=first,
-                                       optim=pyro.optim.Adam({"lr": 0.01}))
+        def step(first=False):
+            return fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, num_steps=1, seed=args.seed,
+                       progress=False, clear_params=first, optim=pyro.optim.Adam({"lr": 0.01}))
         t0 = time.perf_counter()
         res = step(True)                   # one Adam step on the collapsed bound = one epoch; warms caches
         first = time.perf_counter() - t0

@@ -38,10 +38,10 @@ import torch
 
 from tandem.inference import Results
 from tandem.inference.datasets.usps import load_usps_reconstruction
+from tandem.inference.distances import median_distance
 from tandem.inference.experiments.cli import base_parser, set_seed
 from tandem.inference.metrics import mean_norm_error
 from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict
-from tandem.inference.distances import median_distance
 
 EXPERIMENT = "bench_twin_gp"
 
@@ -160,7 +160,8 @@ def main(args):
                        "objective_calls": {k: v[0] for k, v in counts.items()},
                        "point_evaluations_per_point": {"KLTGP batched": counts["KLTGP batched"][1] / B,
                                                        "SMTGP batched": counts["SMTGP batched"][1] / B,
-                                                       "SMTGP per-point loop": counts["SMTGP per-point loop"][1] / n_loop},
+                                                       "SMTGP per-point loop":
+                                                           counts["SMTGP per-point loop"][1] / n_loop},
                        "seconds_per_point_evaluation": {
                            "SMTGP batched": t_sm / counts["SMTGP batched"][1],
                            "SMTGP per-point loop": t_loop / counts["SMTGP per-point loop"][1],

@@ -41,6 +41,7 @@ import pyro.distributions as dist
 import torch
 from pyro import poutine
 from pyro.infer.autoguide import AutoDelta
+
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.experiments.cli import base_parser, set_seed
 from tandem.inference.experiments.results import Results
@@ -51,9 +52,9 @@ from tandem.inference.samtc.model_fit import fit_model
 from tandem.inference.samtc.simulate import simulate_tasks
 from tandem.inference.svi import fit
 from tandem.inference.twin_gp.predictor import TwinGP, ridge_predict
-from tandem.models.twin_gp import simulate as simulate_twin_gp
 from tandem.models import coupled_projections, mcgpds, samtc, twin_gp
 from tandem.models.mcgpds import McGPDSData, hyperparams, simulate
+from tandem.models.twin_gp import simulate as simulate_twin_gp
 
 EXPERIMENT = "gpu_check"
 DTYPE = torch.float64

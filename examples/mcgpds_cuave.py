@@ -30,8 +30,7 @@ matplotlib.use("Agg")
 
 from tandem.inference.datasets.cuave import load_cuave  # noqa: E402
 from tandem.inference.experiments.cli import base_parser  # noqa: E402
-from tandem.inference.experiments.mcgpds_protocol import (PLOT_METHODS, add_common_options,  # noqa: E402
-                                                          plot_traces, run_and_report)
+from tandem.inference.experiments.mcgpds_protocol import PLOT_METHODS, add_common_options, plot_traces, run_and_report  # noqa: E402
 
 EXPERIMENT = "mcgpds_cuave"
 PAPER = {"McGPDS": (1.19, 1.94), "MRD with dynamics": (1.24, 3.45), "NN in Y space": (1.31, None),

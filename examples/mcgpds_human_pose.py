@@ -52,8 +52,7 @@ matplotlib.use("Agg")
 
 from tandem.inference.datasets.human_pose import load_human_pose  # noqa: E402
 from tandem.inference.experiments.cli import base_parser  # noqa: E402
-from tandem.inference.experiments.mcgpds_protocol import (TANDEM_POSE, add_common_options,  # noqa: E402
-                                                          plot_traces, run_and_report)
+from tandem.inference.experiments.mcgpds_protocol import TANDEM_POSE, add_common_options, plot_traces, run_and_report  # noqa: E402
 
 EXPERIMENT = "mcgpds_human_pose"
 

@@ -47,8 +47,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
-from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
+from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds  # noqa: E402
 
 EXPERIMENT = "mcgpds_toy"
 

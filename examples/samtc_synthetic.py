@@ -25,7 +25,8 @@ R̂ is already a whole-task fraction: both metrics coincide).
 
     python examples/samtc_synthetic.py --out results             # 3 data sets, 10 seeds
     python examples/samtc_synthetic.py --quick --out /tmp/q       # 1 seed, small tasks, 2 sets (< 60 s)
-    python examples/samtc_synthetic.py --sets partial --seeds 30 --no-generative --out results/x  # algorithm + baselines only
+    # algorithm + baselines only:
+    python examples/samtc_synthetic.py --sets partial --seeds 30 --no-generative --out results/x
 
 Writes ``OUT/samtc_synthetic.json``, ``OUT/samtc_synthetic_data.png`` (2-D PCA scatter
 coloured by class, marker by task) and ``OUT/samtc_synthetic_R.png`` (R_true vs the
@@ -42,10 +43,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tandem.inference.experiments.cli import base_parser, int_at_least, seed_list, set_seed  # noqa: E402
-from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
-from tandem.inference.samtc.algorithm import (ncut_snn_grid, add_step3_args, pooled_baseline, kmeans_baseline, samtc,  # noqa: E402
-                             select_setting)
+from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
+from tandem.inference.samtc.algorithm import (  # noqa: E402
+    add_step3_args,
+    kmeans_baseline,
+    ncut_snn_grid,
+    pooled_baseline,
+    samtc,
+    select_setting,
+)
 from tandem.inference.samtc.model_fit import fit_model  # noqa: E402
 from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks  # noqa: E402
 
@@ -68,7 +75,8 @@ def parser():
     p = base_parser(__doc__.splitlines()[0], default_seeds=10)
     p.add_argument("--sets", nargs="+", default=None, choices=list(DATA_SETS),
                    help="data sets (default: all three; --quick: partial and complete)")
-    p.add_argument("--steps", type=int_at_least(0), default=None, help="SVI steps of the generative model (default 250; quick 80)")
+    p.add_argument("--steps", type=int_at_least(0), default=None,
+                   help="SVI steps of the generative model (default 250; quick 80)")
     p.add_argument("--restarts", type=int_at_least(1), default=1, help="restarts of the generative model (best ELBO)")
     add_step3_args(p)
     p.add_argument("--no-generative", action="store_true",
@@ -148,7 +156,8 @@ def main(args):
     res = Results(EXPERIMENT, seeds, config={
         "data_sets": {n: {**BASE, **DATA_SETS[n], "n_points": QUICK_N_POINTS if quick else N_POINTS}
                       for n in args.sets},
-        "samtc": "tandem.inference.samtc.algorithm.samtc defaults (transfer='augment': source-subtask instances as nodes of the "
+        "samtc": "tandem.inference.samtc.algorithm.samtc defaults (transfer='augment': source-subtask instances "
+                 "as nodes of the "
                  "target graph, weight R/(T-1); paper grid 3x3, KMM B=10, eps=0.5), init = label-free Ncut-SNN",
         "model": {"steps": steps, "restarts": args.restarts, "tau": 0.25, "widen": 3.0,
                   "optim": "ClippedAdam lr 0.05 (decayed x0.1)", "loss": "TraceEnum_ELBO(max_plate_nesting=1)",
@@ -247,7 +256,8 @@ def claims(res, sets, methods=METHODS):
         # seed noise: per-seed (task-mean) accuracy differences, paired over seeds
         for other in ("Ncut-SNN", "pooled Ncut-SNN", "pooled k-means"):
             d = seed_acc(res, "SAMTC", name, T, "label-free") - seed_acc(res, other, name, T, _sel(other, "label-free"))
-            c[f"SAMTC - {other} per seed"] = {"mean": float(d.mean()), "std": float(d.std(ddof=1)) if d.size > 1 else 0.0,
+            c[f"SAMTC - {other} per seed"] = {"mean": float(d.mean()),
+                                               "std": float(d.std(ddof=1)) if d.size > 1 else 0.0,
                                              "se": float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0,
                                              "wins": int((d > 0).sum()), "ties": int((d == 0).sum()),
                                              "losses": int((d < 0).sum())}

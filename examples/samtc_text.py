@@ -27,16 +27,28 @@ import scipy.sparse as sp  # noqa: E402
 
 from tandem.inference.datasets import text as tx  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, int_at_least, seed_list, set_seed  # noqa: E402
-from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
-from tandem.inference.samtc.algorithm import (ncut_snn_grid, add_step3_args, kmeans_baseline, pooled_baseline, samtc,  # noqa: E402
-                             select_setting)
+from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
+from tandem.inference.samtc.algorithm import (  # noqa: E402
+    add_step3_args,
+    kmeans_baseline,
+    ncut_snn_grid,
+    pooled_baseline,
+    samtc,
+    select_setting,
+)
 
 EXPERIMENT = "samtc_text"
 METHODS = ["SAMTC", "SAMTC-nr", "SAMTC-ns", "Ncut-SNN", "k-means", "pooled Ncut-SNN", "pooled k-means"]
 QUICK_SET = "Reuters-p1"
 QUICK_PER_CLASS = 40
 
+
+
+def label_chosen(grid, y):
+    """The labels of the grid setting that the true labels ``y`` select (the paper's protocol)."""
+    labels = [g["labels"] for g in grid]
+    return labels[select_setting(labels, y)]
 
 
 def parser():
@@ -79,8 +91,7 @@ def run_set(ds, seeds, reduce_dim, progress=True, source_rows="all", node_reach=
                         init_labels=init, source_rows=source_rows, node_reach=node_reach)
             timing[name] = timing.get(name, 0) + time.perf_counter() - t0
             put((name, "label-free"), res.labels)
-            put((name, "labels"), [[g["labels"] for g in res.grid[t]][select_setting([g["labels"] for g in res.grid[t]], Y[t])]
-                                   for t in range(len(X))])
+            put((name, "labels"), [label_chosen(res.grid[t], Y[t]) for t in range(len(X))])
             if variant == "full":
                 extra["R"].append(res.R.tolist())
                 extra["pairs"].append({f"{t}<-{s}": p for (t, s), p in res.pairs.items()})

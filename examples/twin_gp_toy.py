@@ -28,9 +28,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pyro  # noqa: E402
-import torch  # noqa: E402
 from pyro.infer import Trace_ELBO  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
@@ -117,7 +115,8 @@ def main(args):
                                       "gpr_fixed": GPR_FIXED,
                                       "alphas": (0.0, 0.5, 1.0) if args.quick else alpha_grid(args.alpha_step),
                                       "betas": (0.99,) if args.quick else BETAS,
-                                      "folds": 2 if args.quick else args.folds, "cv_repeats": args.cv_repeats, "noise": 0.005,
+                                      "folds": 2 if args.quick else args.folds, "cv_repeats": args.cv_repeats,
+                                      "noise": 0.005,
                                       "optimizer": "bfgs", "max_iter": 50, "paper": PAPER, "quick": args.quick,
                                       "selected": {}, "paired_over_draws": {}, "draws": len(seeds)})
     args.out.mkdir(parents=True, exist_ok=True)

@@ -96,7 +96,7 @@ def mean_norm_error(pred, true) -> float:
     """Per-row Euclidean error averaged over rows: (1/N) Σ_n ‖ŷ_n − y_n‖₂ (USPS reconstruction)."""
     p, t = _pair(pred, true)
     if p.ndim == 0:
-        raise ValueError(f"pred: expected rows (N, ...), got a scalar")
+        raise ValueError("pred: expected rows (N, ...), got a scalar")
     p2 = p.reshape(p.shape[0], -1)
     return float(np.linalg.norm(p2 - t.reshape(t.shape[0], -1), axis=1).mean())
 

@@ -134,7 +134,9 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
                     ppc.setdefault(name, []).append(_np(free.nodes[name]["value"]))
                 elif name in guide_latents or name in enumerated:
                     post.setdefault(name, []).append(_np(site["value"]))
-    stack = lambda d: {k: np.stack(v) for k, v in d.items()}
+    def stack(d):
+        return {k: np.stack(v) for k, v in d.items()}
+
     return {"posterior": stack(post), "posterior_predictive": stack(ppc), "observed_data": obs,
             "log_likelihood": stack(loglik)}
 
@@ -175,7 +177,10 @@ def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: i
     observed site, so LOO/WAIC work where the observations are conditionally independent.
     """
     d = draw(model, guide, *args, num_samples=num_samples, seed=seed, log_likelihood=log_likelihood, **kwargs)
-    add_chain = lambda g: {k: v[None] for k, v in g.items()}
+
+    def add_chain(g):                  # one chain: a leading axis of length 1
+        return {k: v[None] for k, v in g.items()}
+
     return to_arviz({"posterior": add_chain(d["posterior"]),
                      "posterior_predictive": add_chain(d["posterior_predictive"]),
                      "log_likelihood": add_chain(d["log_likelihood"]),

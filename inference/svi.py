@@ -30,8 +30,14 @@ from pyro.infer import ELBO, SVI, Trace_ELBO, TraceEnum_ELBO
 from pyro.poutine.subsample_messenger import _Subsample
 from tqdm.auto import tqdm
 
-from tandem.inference.checkpoints import (CheckpointError, check_fingerprint, describe_callable,
-                                                      fingerprint, load_checkpoint, save_atomic)
+from tandem.inference.checkpoints import (
+    CheckpointError,
+    check_fingerprint,
+    describe_callable,
+    fingerprint,
+    load_checkpoint,
+    save_atomic,
+)
 from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["fit", "minimize", "FitResult", "LBFGS", "fit_fingerprint"]
@@ -136,7 +142,8 @@ def _describe_optim(optim) -> Any:
     if isinstance(optim, LBFGS):
         return optim
     return {"class": describe_callable(type(optim)),
-            "constructor": getattr(optim, "pt_scheduler_constructor", None) or getattr(optim, "pt_optim_constructor", None),
+            "constructor": (getattr(optim, "pt_scheduler_constructor", None)
+                            or getattr(optim, "pt_optim_constructor", None)),
             "args": getattr(optim, "pt_optim_args", None), "clip": getattr(optim, "pt_clip_args", None)}
 
 

@@ -3,8 +3,12 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from tandem.inference.coupled_projections.baselines import (HamAlignment, ProcrustesAlignment, laplacian_eigenmaps,
-                                           nystrom_extend)
+from tandem.inference.coupled_projections.baselines import (
+    HamAlignment,
+    ProcrustesAlignment,
+    laplacian_eigenmaps,
+    nystrom_extend,
+)
 from tandem.inference.coupled_projections.solver import knn_heat_weights, nearest_partner
 from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
 

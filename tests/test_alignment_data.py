@@ -2,10 +2,9 @@
 import numpy as np
 import pytest
 
-from tandem.inference.datasets.coil20 import COIL20_FILE, N_POSES, load_coil20
-from tandem.inference.datasets.manifolds import (linear_views_of_curve, paired_scurve_swissroll,
-                                          scurve, swiss_roll)
 from common import DATA_DIR
+from tandem.inference.datasets.coil20 import COIL20_FILE, N_POSES, load_coil20
+from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll, scurve, swiss_roll
 
 
 @pytest.mark.skipif(not (DATA_DIR / COIL20_FILE).exists(), reason="COIL-20 data not present")

@@ -11,8 +11,14 @@ from pyro.infer.autoguide import AutoNormal
 from torch.distributions import constraints
 
 from tandem.inference import fit, minimize
-from tandem.inference.checkpoints import (CheckpointError, content_hash, fingerprint, fingerprint_diff,
-                                                      load_checkpoint, save_atomic)
+from tandem.inference.checkpoints import (
+    CheckpointError,
+    content_hash,
+    fingerprint,
+    fingerprint_diff,
+    load_checkpoint,
+    save_atomic,
+)
 
 
 def model(y):

@@ -4,10 +4,16 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from tandem.inference.coupled_projections.solver import (CoupledProjections, alignment_omega,
-                                           correspondence_laplacian, graph_laplacian,
-                                           knn_heat_weights, nearest_partner, objective_loops,
-                                           objective_trace)
+from tandem.inference.coupled_projections.solver import (
+    CoupledProjections,
+    alignment_omega,
+    correspondence_laplacian,
+    graph_laplacian,
+    knn_heat_weights,
+    nearest_partner,
+    objective_loops,
+    objective_trace,
+)
 from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
 
 
@@ -71,7 +77,6 @@ def _cca_independent(X, Y):
 
 
 def test_alpha_zero_full_pairing_is_cca():
-    rng = np.random.default_rng(3)
     n = 200
     X, Y = _two_views(n=n, dx=5, dy=3, seed=3)
     rho, Ax, Ay = _cca_independent(X, Y)

@@ -12,8 +12,16 @@ from tandem.guides.coupled_projections import Guide, guide, optimal_scale
 from tandem.inference import fit, posterior_predictive
 from tandem.inference.coupled_projections.solver import CoupledProjections
 from tandem.inference.datasets.coil20 import load_coil20
-from tandem.models.coupled_projections import (DIMS, FrameNormal, dims, model, orthonormal, simulate, whiten,
-                                               whitening_constant)
+from tandem.models.coupled_projections import (
+    DIMS,
+    FrameNormal,
+    dims,
+    model,
+    orthonormal,
+    simulate,
+    whiten,
+    whitening_constant,
+)
 
 
 def _small_problem(ridge=0.0, seed=0):

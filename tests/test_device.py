@@ -29,16 +29,16 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 
 from tandem.guides.coupled_projections import Guide
-from tandem.inference.coupled_projections.solver import CoupledProjections
 from tandem.inference import svi
+from tandem.inference.coupled_projections.solver import CoupledProjections
 from tandem.inference.mcgpds import McGPDS
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.fit import fit_mcgpds
 from tandem.inference.samtc.model_fit import fit_model
 from tandem.inference.samtc.simulate import simulate_tasks
 from tandem.inference.svi import fit
-from tandem.models import coupled_projections as cpm
 from tandem.inference.validation import resolve_device
+from tandem.models import coupled_projections as cpm
 from tandem.models.mcgpds import McGPDSData, simulate
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,6 +11,7 @@ import pytest
 import torch
 from pyro.infer import Trace_ELBO
 from pyro.infer.autoguide import AutoDelta, AutoNormal
+
 from tandem.inference.distributed import (
     DataParallelLoss,
     shard_indices,

@@ -18,7 +18,8 @@ EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.star
 def test_every_example_has_a_smoke_test(example):
     """An example counts as covered when a test file runs it (names it in a quoted string)."""
     pattern = re.compile(r"[\"'](examples/)?" + re.escape(example) + r"[\"']")
-    tests = [p for p in (ROOT / "tests").glob("test_*.py") if p.name != "test_examples.py" or example == "quickstart.py"]
+    tests = [p for p in (ROOT / "tests").glob("test_*.py")
+             if p.name != "test_examples.py" or example == "quickstart.py"]
     assert any(pattern.search(p.read_text()) for p in tests), (
         f"examples/{example} has no smoke test: add one to tests/test_examples_<model>.py "
         "that runs it with --quick")

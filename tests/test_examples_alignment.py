@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from tandem.inference.datasets.coil20 import COIL20_FILE
 from common import DATA_DIR, ROOT, run_example
+from tandem.inference.datasets.coil20 import COIL20_FILE
 
 METHODS = {"coupled projections", "Ham", "Procrustes"}
 

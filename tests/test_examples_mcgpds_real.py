@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from common import DATA_DIR as DATA, ROOT, run_example
+from common import DATA_DIR as DATA
+from common import ROOT, run_example
 
 pytestmark = pytest.mark.skipif(not DATA.exists(), reason="../shared/data not present")
 

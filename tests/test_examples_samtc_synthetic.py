@@ -4,6 +4,7 @@ import json
 import pytest
 
 from common import run_example
+
 METHODS = {"SAMTC", "SAMTC-nr", "SAMTC-ns", "Ncut-SNN", "k-means", "pooled Ncut-SNN", "pooled k-means",
            "SAMTC generative (Pyro)"}
 

@@ -3,9 +3,8 @@ import json
 
 import pytest
 
-from tandem.inference.datasets.text import REUTERS_RAW
 from common import DATA_DIR, run_example
-
+from tandem.inference.datasets.text import REUTERS_RAW
 
 
 @pytest.mark.skipif(not (DATA_DIR / REUTERS_RAW).exists(), reason="Reuters data not present")
@@ -29,7 +28,8 @@ def test_samtc_text_missing_data(tmp_path):
     assert "FileNotFoundError" in proc.stderr and "reuters21578_raw_sgml.tar.gz" in proc.stderr
 
 
-@pytest.mark.parametrize("args,option", [(["--per-class", "-5"], "--per-class"), (["--reduce-dim", "0"], "--reduce-dim")])
+@pytest.mark.parametrize("args,option", [(["--per-class", "-5"], "--per-class"),
+                                         (["--reduce-dim", "0"], "--reduce-dim")])
 def test_bad_command_line_values_are_argparse_errors_naming_the_option(args, option):
     proc = run_example("samtc_text.py", *args, timeout=120, returncode=None)
     assert proc.returncode == 2 and f"argument {option}" in proc.stderr, proc.stderr[-2000:]

@@ -1,7 +1,6 @@
 """Every case of the bad-input / fault survey ends in a clear error or a correct result."""
-import pytest
-
 import fault_survey
+import pytest
 
 
 @pytest.mark.slow

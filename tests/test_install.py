@@ -83,4 +83,5 @@ def test_every_package_folder_is_listed_in_pyproject():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT)
             found.add(".".join(("tandem", *rel.parts)))
-    assert found == listed, f"in the tree, not listed: {sorted(found - listed)}; listed, not in the tree: {sorted(listed - found)}"
+    assert found == listed, (f"in the tree, not listed: {sorted(found - listed)}; "
+                             f"listed, not in the tree: {sorted(listed - found)}")

@@ -13,14 +13,20 @@ from pyro import poutine
 from pyro.infer import Trace_ELBO
 from pyro.infer.autoguide import AutoNormal
 
-from tandem.guides.mcgpds import Guide, mcgpds_guide
+from tandem.guides.mcgpds import Guide, mcgpds_guide, variational_params
 from tandem.inference import LBFGS, fit, posterior_predictive
 from tandem.inference.mcgpds import McGPDS
 from tandem.inference.mcgpds.bound import collapsed_loss, optimal_q_inducing
-from tandem.inference.mcgpds.fit import (McGPDSConfig, cached_fit, calibrated_extra_var, fit_fingerprint,
-                                         fit_mcgpds, holdout_predictions, predict_view)
+from tandem.inference.mcgpds.fit import (
+    McGPDSConfig,
+    cached_fit,
+    calibrated_extra_var,
+    fit_fingerprint,
+    fit_mcgpds,
+    holdout_predictions,
+    predict_view,
+)
 from tandem.inference.mcgpds.predictor import calibrated_prediction
-from tandem.guides.mcgpds import variational_params
 from tandem.models.mcgpds import SAFE_FIXED, McGPDSData, dims, hyperparams, model, simulate
 
 D64 = torch.float64

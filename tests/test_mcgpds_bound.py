@@ -6,12 +6,22 @@ import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
 from tandem.guides.mcgpds import q_latent_dense, variational_params
-from tandem.inference.mcgpds.bound import (Blocks, collapsed_bound, eig_logdet_quad, latent_terms,
-                                    optimal_q_inducing, uncollapsed_elbo_analytic)
+from tandem.inference.mcgpds.bound import (
+    Blocks,
+    collapsed_bound,
+    eig_logdet_quad,
+    latent_terms,
+    optimal_q_inducing,
+    uncollapsed_elbo_analytic,
+)
 from tandem.models.gp_kernels import psi_linear, psi_rbf, rbf_ard
 from tandem.models.mcgpds import McGPDSData, default_init, dense_A, dense_time_K, hyperparams
 
 D64 = torch.float64
+
+
+def _detached(d: dict) -> dict:
+    return {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
 
 
 def tiny_problem(seed=0, kind="rbfard", J=1, sizes=(7, 5), private_prior="mcgpds", M=4, Q=2):
@@ -283,9 +293,8 @@ def test_private_cov_inverse_form_matches_b_form_and_gradcheck():
 def test_cached_prior_factors_follow_hyperparameter_values():
     """The constant-prior cache on Blocks must not return factors of other α / time values."""
     data, hp, mus, lams = tiny_problem()
-    det = lambda d: {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
-    views = [dict(det(v), time=det(v["time"])) for v in hp["views"]]
-    ts = det(hp["time_s"])
+    views = [dict(_detached(v), time=_detached(v["time"])) for v in hp["views"]]
+    ts = _detached(hp["time_s"])
     kl1 = latent_terms(data.times, data.blocks, ts, views, mus, lams)["kl"].item()
     assert latent_terms(data.times, data.blocks, ts, views, mus, lams)["kl"].item() == kl1   # cached
     views2 = [dict(v, alpha=v["alpha"] * 0.5) for v in views]
@@ -313,9 +322,8 @@ def test_psi2_pair_sum_gradcheck_with_constant_inputs():
 def test_latent_terms_memo_only_reuses_identical_constant_inputs():
     """Model-only phases reuse the constant KL; any change of μ or λ recomputes it."""
     data, hp, mus, lams = tiny_problem()
-    det = lambda d: {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
-    views = [dict(det(v), time=det(v["time"])) for v in hp["views"]]
-    ts = det(hp["time_s"])
+    views = [dict(_detached(v), time=_detached(v["time"])) for v in hp["views"]]
+    ts = _detached(hp["time_s"])
     mus = [m.detach().clone() for m in mus]
     lams = [l.detach().clone() for l in lams]
     a = latent_terms(data.times, data.blocks, ts, views, mus, lams)

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import scipy.io as sio
 
+from common import DATA_DIR
 from tandem.inference import metrics as M
+from tandem.inference.datasets.coil20 import COIL20_FILE, load_coil20
 from tandem.inference.datasets.cuave import CUAVE_FILE, load_cuave, per_dim_scale
 from tandem.inference.datasets.human_pose import HUMAN_POSE_FILE, constant_columns, load_human_pose, seq_times
 from tandem.inference.datasets.oil import OIL_FILES, load_oil, read_netlab
-from tandem.inference.datasets.coil20 import COIL20_FILE, load_coil20
 from tandem.inference.datasets.poser import load_poser
 from tandem.inference.datasets.usps import load_usps_reconstruction
-from common import DATA_DIR
 from tandem.inference.mcgpds.baselines import nn_latent_space, nn_y_space, training_mean_predictor
 
 needs_pose = pytest.mark.skipif(not (DATA_DIR / HUMAN_POSE_FILE).exists(), reason="human pose data missing")
@@ -105,6 +105,7 @@ def test_nn_latent_space_returns_training_rows():
 
 def test_gpy_wrapper_raises_import_error_when_absent(monkeypatch):
     import builtins
+
     from tandem.inference.mcgpds import baselines as B
     real = builtins.__import__
 

@@ -30,7 +30,8 @@ def two_view_data(seed=0, N=48, Ntest=12):
 
 
 def small_cfg(**kw):
-    base = dict(Q=3, M=10, fixed=("alpha", "eps", "beta", "time", "W"), cycles=1, var_iters=10, model_iters=10, joint_iters=60, lbfgs_max_iter=30)
+    base = dict(Q=3, M=10, fixed=("alpha", "eps", "beta", "time", "W"), cycles=1, var_iters=10, model_iters=10,
+                joint_iters=60, lbfgs_max_iter=30)
     base.update(kw)
     return McGPDSConfig(**base)
 

@@ -108,8 +108,8 @@ def test_frozen_groups_do_not_move():
 
 
 def test_posterior_predictive_after_collapsed_fit():
-    from tandem.inference.mcgpds.bound import set_optimal_inducing
     from tandem.inference import posterior_predictive
+    from tandem.inference.mcgpds.bound import set_optimal_inducing
     data = small_data()
     fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=10), num_steps=1,
         seed=0, progress=False)

@@ -5,6 +5,7 @@ import numpy as np
 import pyro
 import pytest
 import torch
+
 from tandem.guides.mcgpds import mcgpds_guide, variational_params
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_loss, latent_terms

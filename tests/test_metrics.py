@@ -55,7 +55,9 @@ def test_nmi_hand_value():
     assert M.nmi([0, 0, 1, 1], [1, 1, 0, 0]) == pytest.approx(1.0)
     assert M.nmi([0, 0, 1, 1], [0, 1, 0, 1]) == pytest.approx(0.0, abs=1e-12)
     # true = [0,0,1,1], pred = [0,0,0,1]: I = H(pred) - H(pred|true)
-    h = lambda ps: -sum(p * math.log(p) for p in ps if p > 0)
+    def h(ps):
+        return -sum(p * math.log(p) for p in ps if p > 0)
+
     H_t, H_p = h([.5, .5]), h([.75, .25])
     H_p_given_t = 0.5 * 0 + 0.5 * h([.5, .5])
     I = H_p - H_p_given_t

@@ -4,8 +4,14 @@ import pytest
 import torch
 
 from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cho_solve, cholesky_jitter
-from tandem.inference.validation import (as_array, as_tensor, check_int_range, check_real_range,
-                                  check_same_rows, require_file)
+from tandem.inference.validation import (
+    as_array,
+    as_tensor,
+    check_int_range,
+    check_real_range,
+    check_same_rows,
+    require_file,
+)
 
 
 def test_cholesky_exact_and_with_jitter():

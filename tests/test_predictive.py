@@ -150,7 +150,8 @@ def test_enumerated_sites_are_drawn_from_their_exact_posterior():
     assert "centre" not in d["observed_data"] and set(d["observed_data"]) == {"x"}
     # the predictive of x given the drawn label: x_rep - centre ~ N(0, 1)
     r = d["posterior_predictive"]["x"] - d["posterior"]["centre"]
-    assert abs(r.mean()) < 4 / np.sqrt(r.size) and abs(r.var() - 1) < 0.12  # 4 standard errors of a variance from 2400 draws
+    # 4 standard errors of a variance from 2400 draws
+    assert abs(r.mean()) < 4 / np.sqrt(r.size) and abs(r.var() - 1) < 0.12
     idata = posterior_predictive(mixture, mixture_guide, x, num_samples=10, dims={"z": ["obs"], "x": ["obs"]})
     assert idata.posterior["z"].dims == ("chain", "draw", "obs")
 

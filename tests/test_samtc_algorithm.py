@@ -7,14 +7,20 @@ import scipy.sparse as sp
 from scipy.optimize import linprog, minimize
 from scipy.stats import multivariate_normal
 
-from tandem.inference.samtc import steps as st
 from tandem.inference.distances import median_distance
 from tandem.inference.metrics import clustering_accuracy
-from tandem.inference.samtc.algorithm import kmeans_baseline, ncut_snn, pooled_baseline, samtc, select_setting
-from tandem.inference.samtc.spectral import kmeans, ncut, ncut_value
-from tandem.inference.samtc.algorithm import node_weights, transfer_graph
+from tandem.inference.samtc import steps as st
+from tandem.inference.samtc.algorithm import (
+    kmeans_baseline,
+    ncut_snn,
+    node_weights,
+    pooled_baseline,
+    samtc,
+    select_setting,
+    transfer_graph,
+)
 from tandem.inference.samtc.simulate import relatedness_abs_error, reusable_scores, simulate_tasks
-from tandem.inference.samtc.spectral import components, merge_components
+from tandem.inference.samtc.spectral import components, kmeans, merge_components, ncut, ncut_value
 
 
 def blobs(centres, n, sd, rng):

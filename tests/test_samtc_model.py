@@ -8,17 +8,20 @@ from pyro import poutine
 from pyro.infer import TraceEnum_ELBO
 from pyro.infer.autoguide import AutoNormal
 from scipy.special import logsumexp
-from scipy.stats import beta as beta_d, dirichlet, lognorm, norm
+from scipy.stats import beta as beta_d
+from scipy.stats import dirichlet, lognorm, norm
 
 from tandem.guides.samtc import Guide
 from tandem.inference import fit, posterior_predictive
 from tandem.inference.metrics import clustering_accuracy
-from tandem.inference.samtc.model_fit import fit_model
 from tandem.inference.samtc import SAMTC, samtc
+from tandem.inference.samtc.model_fit import fit_model
 from tandem.inference.samtc.simulate import reusable_scores, simulate_tasks
 from tandem.models import samtc as M
 
-ELBO = lambda **kw: TraceEnum_ELBO(max_plate_nesting=M.MAX_PLATE_NESTING, **kw)
+
+def ELBO(**kw):  # noqa: N802 - reads as the ELBO class it builds
+    return TraceEnum_ELBO(max_plate_nesting=M.MAX_PLATE_NESTING, **kw)
 
 
 def small_problem(seed=0, n=(40, 30)):
@@ -71,7 +74,9 @@ def test_enumerated_elbo_equals_closed_form():
     v = fixed_values(tasks, h, K)
     loss = ELBO().loss(M.model, delta_guide(v), tasks, h, K, **hyper)
     assert np.isfinite(loss)
-    n = lambda k: v[k].numpy()
+    def n(k):
+        return v[k].numpy()
+
     lp = dirichlet.logpdf(n("pi"), np.ones(K + 1)) + norm.logpdf(n("theta"), 0, s0).sum()
     locs = np.vstack([np.zeros(2), n("theta")])
     scales = np.array([s0] + [tau] * K)

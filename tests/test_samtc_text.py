@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from common import DATA_DIR
 from tandem.inference.datasets import text as tx
 from tandem.inference.datasets.text import load_set
-from common import DATA_DIR
 
 needs = lambda rel: pytest.mark.skipif(not (DATA_DIR / rel).exists(),  # noqa: E731
                                        reason=f"data file {rel} not present")

@@ -70,7 +70,8 @@ def _neg_elbo(model, guide, y):
     m = pyro.param("m", torch.tensor(0.0, dtype=y.dtype))
     s = pyro.param("s", torch.tensor(1.0, dtype=y.dtype), constraint=constraints.positive)
     ell = (-0.5 * math.log(2 * math.pi) - ((y - m) ** 2 + s ** 2) / 2).sum()
-    kl = torch.distributions.kl_divergence(dist.Normal(m, s), dist.Normal(torch.tensor(PRIOR_MU, dtype=y.dtype), PRIOR_SD))
+    prior = dist.Normal(torch.tensor(PRIOR_MU, dtype=y.dtype), PRIOR_SD)
+    kl = torch.distributions.kl_divergence(dist.Normal(m, s), prior)
     return -(ell - kl)
 
 

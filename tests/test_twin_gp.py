@@ -8,17 +8,26 @@ import pytest
 import torch
 from pyro.infer import Trace_ELBO
 
+from common import smooth_multi_output_problem
 from tandem.guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
 from tandem.inference import LBFGS, fit
 from tandem.inference.predictive import posterior_predictive
-from tandem.inference.twin_gp.predictor import (TwinGP, certainty, gpr_predict, hsic, kernel_alignment, kernel_knn_predict,
-                               lemma41_log_bound, minimize_batched, rbf, smtgp_det_objective,
-                               wknn_predict)
-from tandem.inference.twin_gp.predictor import _kvec
+from tandem.inference.twin_gp.predictor import (
+    TwinGP,
+    _kvec,
+    certainty,
+    gpr_predict,
+    hsic,
+    kernel_alignment,
+    kernel_knn_predict,
+    lemma41_log_bound,
+    minimize_batched,
+    rbf,
+    smtgp_det_objective,
+    wknn_predict,
+)
 from tandem.inference.twin_gp.selection import kfold_indices, select_alignment_knn, select_alpha_beta
 from tandem.models.twin_gp import DIMS, simulate, twin_gp_model
-
-from common import smooth_multi_output_problem
 
 D = torch.float64
 

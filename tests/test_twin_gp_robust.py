@@ -12,19 +12,17 @@ import math
 import warnings
 
 import numpy as np
-import pyro
 import pytest
 import torch
 from pyro import poutine
 
+from common import smooth_multi_output_problem
 from tandem.guides.twin_gp import Guide, NormalGuide, TwinGPDeltaGuide
 from tandem.inference.metrics import mean_abs_error
 from tandem.inference.twin_gp import IterationCapWarning, TwinGP, TwinGPRegressor
 from tandem.inference.twin_gp.predictor import gpr_predict
 from tandem.inference.twin_gp.selection import paired_over_draws
 from tandem.models import twin_gp as tgp_model
-
-from common import smooth_multi_output_problem
 
 D = torch.float64
 AUTHORS = dict(rho_x=1 / math.sqrt(0.4), rho_y=1 / math.sqrt(40.0), lam=1e-4)

@@ -34,11 +34,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.sparse.csgraph import connected_components
 from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
-from tandem.inference.coupled_projections.solver import (check_pairs, correspondence_laplacian, knn_heat_weights,
-                                                         sign_fix)
+from tandem.inference.coupled_projections.solver import (
+    check_pairs,
+    correspondence_laplacian,
+    knn_heat_weights,
+    sign_fix,
+)
 from tandem.inference.distances import knn, sq_dists
 from tandem.inference.validation import as_array, check_int_range, check_real_range
 

@@ -28,7 +28,8 @@ Choices the paper leaves open (documented here, tested in tests/test_coupled_pro
 * **Ridge.** ``B = Z Zᵀ + blockdiag(r_x I, r_y I)`` with ``r_v = ridge · tr(Z_v Z_vᵀ)/p_v``
   (relative to the mean per-direction variance). ``ridge = 0`` is the paper's constraint.
 * **Graph.** Symmetrised k-nearest-neighbour graph (i ~ i' when either is among the other's
-  k nearest neighbours; joined by minimum-spanning-tree edges if it is disconnected), heat-kernel weights S = exp(−‖x_i − x_i'‖² / t) on the edges; the
+  k nearest neighbours; joined by minimum-spanning-tree edges if it is disconnected),
+  heat-kernel weights S = exp(−‖x_i − x_i'‖² / t) on the edges; the
   default width t is the mean squared edge length of the k-NN graph; ``t=np.inf`` gives 0/1
   weights. The graph is built on the centred input data (before PCA).
 * **Signs.** Each eigenvector is signed so that its largest-magnitude entry is positive
@@ -43,12 +44,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyro.optim
 import scipy.linalg as sla
-
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
-
-import pyro.optim
 
 from tandem.guides.coupled_projections import Guide
 from tandem.inference.distances import knn, nearest, sq_dists
@@ -56,7 +55,6 @@ from tandem.inference.predictive import posterior_predictive
 from tandem.inference.svi import fit
 from tandem.inference.validation import as_array, check_int_range, check_real_range
 from tandem.models import coupled_projections as cp_model
-
 
 __all__ = ["knn_heat_weights", "graph_laplacian", "check_pairs",
            "correspondence_matrix", "correspondence_laplacian", "alignment_omega",

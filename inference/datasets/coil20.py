@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import read_mat
 from tandem.inference.validation import check_int_range, require_file
 
 __all__ = ["COIL20_FILE", "DUCK", "BLOCK", "WOODEN_BLOCKS", "N_POSES", "POSE_STEP_DEG",

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
-from tandem.inference.validation import require_file
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import read_mat
 from tandem.inference.datasets.human_pose import DATA_HINT, DT, TwoViewData
+from tandem.inference.validation import require_file
 
 __all__ = ["load_cuave", "CUAVE_FILE", "per_dim_scale"]
 
@@ -41,7 +42,8 @@ def load_cuave(data_dir=None, dt: float = DT) -> TwoViewData:
     d = read_mat(path, ["videoTr", "mfccTr", "videoTs", "mfccTs", "seqTr", "seqTs"], "CUAVE split (McGPDS)")
     V, A = np.asarray(d["videoTr"], dtype=np.float64), np.asarray(d["mfccTr"], dtype=np.float64)
     Vt, At = np.asarray(d["videoTs"], dtype=np.float64), np.asarray(d["mfccTs"], dtype=np.float64)
-    n, nt = int(np.asarray(d["seqTr"], dtype=np.float64).ravel()[0]), int(np.asarray(d["seqTs"], dtype=np.float64).ravel()[0])
+    n = int(np.asarray(d["seqTr"], dtype=np.float64).ravel()[0])
+    nt = int(np.asarray(d["seqTs"], dtype=np.float64).ravel()[0])
     if n != V.shape[0] or nt != Vt.shape[0]:
         raise ValueError(f"{path}: seqTr/seqTs ({n}, {nt}) disagree with the frame counts "
                          f"({V.shape[0]}, {Vt.shape[0]})")

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import read_mat
 from tandem.inference.validation import require_file
 
 __all__ = ["TwoViewData", "load_human_pose", "HUMAN_POSE_FILE", "TRAIN_SEQUENCES", "SUBSAMPLE",
@@ -159,5 +160,6 @@ def load_human_pose(data_dir=None, subsample: int = SUBSAMPLE,
         view_names=("silhouette", "pose"),
         info={"file": str(path), "subsample": subsample, "sequences": list(sequences), "dt": dt,
               # §1.4: initial temporal inverse width uses the LAST sequence's time range.
-              "time_range_for_init": float((ends[-1] - ends[-2] - 1) * dt) if len(ends) > 1 else float((ends[0] - 1) * dt),
+              "time_range_for_init": (float((ends[-1] - ends[-2] - 1) * dt) if len(ends) > 1
+                                      else float((ends[0] - 1) * dt)),
               "constant_pose_columns": np.flatnonzero(constant_columns(Y2)).tolist()})

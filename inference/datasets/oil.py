@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from tandem.inference.datasets import data_dir as resolve_data_dir
-from tandem.inference.validation import require_file
 from tandem.inference.datasets.human_pose import DATA_HINT
+from tandem.inference.validation import require_file
 
 __all__ = ["OilData", "load_oil", "read_netlab", "OIL_FILES"]
 

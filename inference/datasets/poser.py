@@ -8,11 +8,10 @@ this copy has 3-D joint positions, so the metric is the mean per-joint position 
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import read_mat
 from tandem.inference.validation import require_file
 
 __all__ = ["load_poser", "HINT"]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tandem.inference.datasets import data_dir as resolve_data_dir, read_mat
+from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.datasets import read_mat
 from tandem.inference.validation import require_file
 
 __all__ = ["load_usps_reconstruction", "centre_mask", "HINT"]

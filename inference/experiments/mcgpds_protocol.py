@@ -240,10 +240,12 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
                 name, cfg_v = "independent CGPDS", protocol_config(dataset, quick, s, data, coupling=False, **ov)
                 pk = dict(method="paper", latent_for_prediction="private_nn", test_iters=test_iters)
             elif v == "gplvm":
-                name, cfg_v = "McGPDS, GPLVM private prior", protocol_config(dataset, quick, s, data, private_prior="gplvm", **ov)
+                name = "McGPDS, GPLVM private prior"
+                cfg_v = protocol_config(dataset, quick, s, data, private_prior="gplvm", **ov)
                 pk = dict(method="paper", test_iters=test_iters)
             elif v == "linear":
-                name, cfg_v = "McGPDS, linear output layer", protocol_config(dataset, quick, s, data, output_layer="linear", **ov)
+                name = "McGPDS, linear output layer"
+                cfg_v = protocol_config(dataset, quick, s, data, output_layer="linear", **ov)
                 pk = dict(method="paper", test_iters=test_iters)
             else:
                 raise ValueError(f"unknown variant {v!r}")

@@ -40,8 +40,15 @@ import xarray as xr
 from tandem.guides.mcgpds import Guide
 from tandem.inference.distances import Standardizer
 from tandem.inference.mcgpds.bound import set_optimal_inducing
-from tandem.inference.mcgpds.fit import (McGPDSConfig, McGPDSFitted, Prediction, fit_mcgpds, fitted_from_dict,
-                                         fitted_to_dict, predict_view)
+from tandem.inference.mcgpds.fit import (
+    McGPDSConfig,
+    McGPDSFitted,
+    Prediction,
+    fit_mcgpds,
+    fitted_from_dict,
+    fitted_to_dict,
+    predict_view,
+)
 from tandem.inference.mcgpds.predictor import calibrated_prediction
 from tandem.inference.predictive import posterior_predictive
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device

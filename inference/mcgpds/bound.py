@@ -52,11 +52,11 @@ import pyro
 import torch
 from pyro.distributions import constraints
 
-from tandem.models.gp_kernels import time_kernel
-from tandem.models.sequence_blocks import Blocks
-from tandem.models.mcgpds import hyperparams, view_bases
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter
+from tandem.models.gp_kernels import time_kernel
+from tandem.models.mcgpds import hyperparams, view_bases
+from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed_loss",
            "ViewPosterior", "view_posterior", "predict_moments", "uncollapsed_elbo_analytic",

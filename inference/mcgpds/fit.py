@@ -57,15 +57,22 @@ import pyro
 import torch
 
 from tandem.guides.mcgpds import mcgpds_guide, variational_params
-from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
-
-from tandem.inference.mcgpds.bound import Blocks, collapsed_bound, collapsed_loss, latent_terms, predict_moments, \
-    set_optimal_inducing, view_bound, view_posterior
 from tandem.inference.checkpoints import content_hash
 from tandem.inference.distances import knn
+from tandem.inference.mcgpds.bound import (
+    Blocks,
+    collapsed_bound,
+    collapsed_loss,
+    latent_terms,
+    predict_moments,
+    set_optimal_inducing,
+    view_bound,
+    view_posterior,
+)
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.svi import LBFGS, fit, minimize
 from tandem.inference.validation import as_tensor, check_real_range, resolve_device
+from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
            "constant_hyperparams", "pca_init", "save_fitted", "load_fitted", "holdout_folds", "holdout_predictions",
@@ -367,7 +374,8 @@ def store_optimal_inducing(data: McGPDSData, limit: float | None = None) -> bool
 
     The collapsed bound integrates q(U), q(V) out, but the hand-written guide samples them
     from its ``qv_*`` / ``qu_*`` parameters; left at their initial values (mean 0, scale 0.1)
-    the posterior-predictive draws of a collapsed fit would ignore the data. Returns True when written; above ``limit`` entries
+    the posterior-predictive draws of a collapsed fit would ignore the data. Returns True
+    when written; above ``limit`` entries
     (default :data:`INDUCING_STORE_LIMIT`) it warns and returns False — call
     :func:`tandem.inference.mcgpds.bound.set_optimal_inducing` yourself if you need the draws.
     """

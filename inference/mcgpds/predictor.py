@@ -27,8 +27,13 @@ import numpy as np
 import torch
 
 from tandem.inference.distances import Standardizer, knn
-from tandem.inference.mcgpds.fit import (McGPDSFitted, Prediction, calibrated_extra_var, holdout_predictions,
-                                         predict_view)
+from tandem.inference.mcgpds.fit import (
+    McGPDSFitted,
+    Prediction,
+    calibrated_extra_var,
+    holdout_predictions,
+    predict_view,
+)
 from tandem.inference.validation import as_tensor, check_int_range
 
 __all__ = ["TANDEM_PREDICTOR", "CalibratedPrediction", "nn_features", "calibrated_prediction"]

@@ -72,6 +72,7 @@ import pyro
 import pyro.optim
 import torch
 from pyro import poutine
+
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
@@ -79,7 +80,7 @@ from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted
 from tandem.inference.numerics import DTYPE, cho_logdet, cholesky_jitter
 from tandem.inference.svi import fit
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, resolve_device
-from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
+from tandem.models.gp_kernels import kzz, psi_stats, time_kernel
 from tandem.models.mcgpds import (
     McGPDSData,
     default_init,

@@ -61,8 +61,9 @@ from tandem.inference import metrics
 from tandem.inference.samtc import steps as st
 from tandem.inference.samtc.spectral import kmeans, ncut
 
-__all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "node_weights", "transfer_graph", "kmeans_baseline", "pooled_baseline", "SAMTCResult",
-           "select_setting", "validate_tasks", "add_step3_args", "SOURCE_ROWS", "NODE_REACH"]
+__all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "node_weights", "transfer_graph", "kmeans_baseline",
+           "pooled_baseline", "SAMTCResult", "select_setting", "validate_tasks", "add_step3_args", "SOURCE_ROWS",
+           "NODE_REACH"]
 
 # the values of samtc()'s step-3 options (first = default; see its docstring)
 SOURCE_ROWS = ("all", "subtask")
@@ -363,13 +364,14 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     0.9400): "paired" 0.9532 / 0.9686 / 0.9642 (wins/ties/losses vs Ncut-SNN 17/1/12,
     18/2/10, 25/2/3) vs "k" 0.9504 / 0.9666 / 0.9638 (16/0/14, 14/2/14, 22/3/5) — paired
     "paired" − "k" +0.0028 (se 0.0031) / +0.0021 (0.0017) / +0.0004 (0.0016); 100 seeds
-    +0.0024 (0.0014) / +0.0022 (0.0008) / +0.0026 (0.0021) — small but consistent; text (examples/samtc_text.py, six sets × 10 runs, SAMTC − Ncut-SNN over
+    +0.0024 (0.0014) / +0.0022 (0.0008) / +0.0026 (0.0021) — small but consistent; text
+    (examples/samtc_text.py, six sets × 10 runs, SAMTC − Ncut-SNN over
     the 21 tasks): +0.0019 label-free / +0.0088 label-chosen vs "k" +0.0017 / +0.0098
     (best-or-second 9/21 and 11/21 vs 9/21 and 12/21). Not better on both: not the default.
     source_rows: which target points get source neighbour lists N_s(x) — hence mutual
     k-NN edges to the transferred source nodes — in the ``"augment"`` graph: "all"
-    (default) or "subtask" (only x ∈ Z^t, the spec's rows; measured alternative, round
-    5). Why the default, measured (simulator, 30 seeds, label-free accuracy; Ncut-SNN
+    (default) or "subtask" (only x ∈ Z^t, the spec's rows; a measured alternative). Why
+    the default, measured (simulator, 30 seeds, label-free accuracy; Ncut-SNN
     0.930 / 0.960 / 0.940 on partial / partial-no-trap / complete): "all" 0.950 / 0.967
     / 0.964, "subtask" 0.945 / 0.959 / 0.945. On the trap regime "all" loses mostly
     private-class points (30 seeds: 204 points right under Ncut-SNN turn wrong, 49 of
@@ -650,7 +652,8 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
 
     block weights w_t = 1, w_s = R^(t)_s; ω = 1 on target points. On target–target
     edges this has the form of the spec's relatedness-weighted SNN (the transfer
-    re-weights the target's own edges; ``transfer="reweight"`` is exactly the spec's); the source nodes add what that re-weighting
+    re-weights the target's own edges; ``transfer="reweight"`` is exactly the spec's); the
+    source nodes add what that re-weighting
     cannot — paths through reusable source instances, so that a target point whose own
     neighbours are ambiguous is pulled towards the cluster that the matching source
     instances form. R = 0 for every source (or no part) → the Ncut-SNN graph exactly.

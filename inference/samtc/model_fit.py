@@ -37,14 +37,13 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import cdist
 
 from tandem.guides.samtc import Guide
+from tandem.inference.numerics import DTYPE
+from tandem.inference.predictive import to_arviz
+from tandem.inference.samtc.spectral import kmeans
+from tandem.inference.svi import fit
+from tandem.inference.validation import check_int_range, check_real_range, resolve_device
 from tandem.models import samtc as samtc_model
 from tandem.models.samtc import MAX_PLATE_NESTING, check_tasks
-
-from tandem.inference.numerics import DTYPE
-from tandem.inference.validation import check_int_range, check_real_range, resolve_device
-from tandem.inference.samtc.spectral import kmeans
-from tandem.inference.predictive import to_arviz
-from tandem.inference.svi import fit
 
 __all__ = ["ModelFit", "fit_model", "initial_values", "scale_tasks"]
 

@@ -1,6 +1,7 @@
 """Twin Gaussian processes (KLTGP, IKLTGP, SMTGP): batched prediction, reference path, baselines.
 
-Setting (Bo & Sminchisescu 2010; Elhoseiny & Elgammal 2015). Training inputs X (N, d_x), outputs Y (N, d_y); Gaussian kernels
+Setting (Bo & Sminchisescu 2010; Elhoseiny & Elgammal 2015; docs/specs/twin_gp.md). Training inputs
+X (N, d_x), outputs Y (N, d_y); Gaussian kernels
 k(a, b) = exp(−‖a−b‖²/(2ρ²)) + λ δ_ab on each side, K_X = k_X(X, X), K_Y = k_Y(Y, Y) (with λ),
 test-to-train vectors K_x = k_X(X, x), K_y = k_Y(Y, y) (without λ), k(z, z) = 1 + λ.
 With A_X = K_X⁻¹, A_Y = K_Y⁻¹: u_x = A_X K_x, η_x = k_X(x,x) − K_xᵀu_x, η_y = k_Y(y,y) − K_yᵀA_Y K_y.
@@ -46,11 +47,12 @@ from tqdm.auto import tqdm
 
 from tandem.inference.distances import knn, sq_dists
 from tandem.inference.numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
-from tandem.models.twin_gp import METHODS, validate_alpha_beta
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
+from tandem.models.twin_gp import METHODS, validate_alpha_beta
 
 __all__ = ["TwinGP", "IterationCapWarning", "METHODS", "rbf", "ridge_predict", "gpr_predict", "wknn_predict",
-           "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic", "kernel_knn_predict", "certainty", "lemma41_log_bound",
+           "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic", "kernel_knn_predict", "certainty",
+           "lemma41_log_bound",
            "validate_alpha_beta"]
 
 class IterationCapWarning(RuntimeWarning):

@@ -23,13 +23,13 @@ import numpy as np
 import pyro
 import torch
 
+from tandem.guides.twin_gp import Guide
 from tandem.inference.distances import Standardizer, median_distance
 from tandem.inference.metrics import mean_abs_error
 from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.twin_gp.predictor import METHODS, TwinGP
 from tandem.inference.twin_gp.selection import BETAS, select_alpha_beta, select_kltgp
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
-from tandem.guides.twin_gp import Guide
 from tandem.models.twin_gp import dims, model
 
 __all__ = ["TwinGPRegressor", "RHO_MULT_X", "RHO_MULT_Y", "LAM_GRID", "ALPHA_GRID"]

@@ -22,12 +22,21 @@ import torch
 
 from tandem.inference.checkpoints import check_fingerprint, content_hash, load_checkpoint, save_atomic
 from tandem.inference.distances import median_distance
-from tandem.inference.twin_gp.predictor import (IterationCapWarning, TwinGP, gpr_predict, hsic, kernel_alignment,
-                                                kernel_knn_predict, rbf, wknn_predict)
+from tandem.inference.twin_gp.predictor import (
+    IterationCapWarning,
+    TwinGP,
+    gpr_predict,
+    hsic,
+    kernel_alignment,
+    kernel_knn_predict,
+    rbf,
+    wknn_predict,
+)
 from tandem.inference.validation import as_tensor, check_int_range, check_same_rows
 
 __all__ = ["kfold_indices", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
-           "select_alignment_knn", "run_real_experiment", "paired_differences", "paired_over_draws", "add_protocol_args", "StageCheckpoint",
+           "select_alignment_knn", "run_real_experiment", "paired_differences", "paired_over_draws",
+           "add_protocol_args", "StageCheckpoint",
            "ALPHAS", "BETAS"]
 
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(21))
