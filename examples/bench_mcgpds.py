@@ -8,7 +8,7 @@ schedule (default 3 × [20 variational + 20 model] L-BFGS iterations, no joint p
 code-faithful predictor, h only (authors' demo: Y-space NN init, 8 KL-only test iterations,
 β⁽²⁾ := 100; ``output_components="h"`` because the paper's bound double-counts h + w·g), and
 from the same fit with the tandem predictor fixed in advance (standardised-Y NN init, the
-model's own β⁽²⁾, leave-one-sequence-out variance calibration; README "Tandem predictors"),
+model's own β⁽²⁾, leave-one-sequence-out variance calibration; docs/models/mcgpds.md),
 timed with its held-out calibration.
 Then, unless ``--skip-gpy`` or GPy is absent, fits GPy's MRD (Q = 5, M = 100, the peer of
 the data README: 706 s train + 20 s predict, error 2.865 on the authors' machine) on the
@@ -51,10 +51,10 @@ EXPERIMENT = "bench_mcgpds"
 FAST_SCHEDULE = dict(cycles=3, var_iters=20, model_iters=20, joint_iters=0)
 #: W fixed at the 1e-6 init (g off; the bound then skips the g terms): cheaper and no worse on pose
 FAST_FIXED = ("alpha", "eps", "beta", "time", "W")
-#: the predictor (protocol §1.8 with the h-only output, README "Findings about the paper's bound")
+#: the predictor (protocol §1.8 with the h-only output, docs/models/mcgpds.md, findings)
 PREDICTOR = dict(method="code", test_iters=8, fixll=True, beta_target_override=100.0,
                  latent_for_prediction="shared_nn", output_components="h")
-#: the tandem predictor fixed in advance (README "Tandem predictors"): the same pipeline with the
+#: the tandem predictor fixed in advance (docs/models/mcgpds.md): the same pipeline with the
 #: standardised-Y NN init, the model's own β⁽²⁾ and held-out calibrated variances (k = 1)
 TANDEM = next(c for c in TANDEM_POSE if c[0] == "std-Y init, 1-NN, model β")
 TANDEM_NAME = "McGPDS (tandem: std-Y init, model β, calibrated)"

@@ -38,7 +38,7 @@ Usage::
 
     python examples/mcgpds_human_pose.py                 # 5 seeds, full protocol
     python examples/mcgpds_human_pose.py --quick --seeds 1
-    # the 5-seed run of the README (reduced schedule; --fit-cache saves/reloads the fits)
+    # the 5-seed run of docs/results/mcgpds.md (reduced schedule; --fit-cache saves/reloads the fits)
     python examples/mcgpds_human_pose.py --seeds 5 --cycles 5 --var-iters 20 --model-iters 20 \
         --joint-iters 400 --variants "" --fit-cache results/mcgpds_fitcache --out results/mcgpds_acc/pose_final
 """

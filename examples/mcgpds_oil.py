@@ -14,7 +14,7 @@ What this script does (documented choices):
   every point's prior variance (kept simple: prior variance var + white).
 * Views are standardised per dimension (0 → 1), Q = 5 (2 in --quick), M = 50, ARD RBF
   mapping kernels, α, ε, β, time kernels fixed (protocol), W fixed at ≈ 0 (g switched off:
-  the paper's bound fits y with h and with w·g separately, see README; it also halves the
+  the paper's bound fits y with h and with w·g separately, see docs/models/mcgpds.md; it also halves the
   ψ work). Schedule ``--cycles`` × (``--var-iters`` + ``--model-iters``) + ``--joint-iters``
   L-BFGS iterations (default 2 × (50 + 50) + 300, the protocol's is 5 × (50 + 50) + 1000).
 * Evaluation 1 (paper, "loo"): leave-one-out 1-NN on the training subset: in the McGPDS

@@ -22,7 +22,7 @@ latent is the shared signal plus its private signal): x^(k) = sin(2πt) + p_k, p
 Design "blocks" builds the views like toy 1 ([private 10, shared 5], Q = 2).
 
 Why the earlier setting (blocks, Q = 2, RBF private time kernels) saturated at α ≈ 1 (see
-README "Toy experiments"): (1) a private prior A_k = α² K_t^(k) + (1−α)² ε I whose time kernel
+docs/results/mcgpds.md, "Toy 2"): (1) a private prior A_k = α² K_t^(k) + (1−α)² ε I whose time kernel
 is RBF (ℓ = 0.2) + 0.01 white can carry only α²·0.01 of white variance, so a white-noise
 private signal pushes α to its maximum, where the views decouple; (2) with the blocks design
 the shared and private signals sit in different latent columns that share one α per view:

@@ -42,7 +42,7 @@ EXPERIMENT = "twin_gp_usps"
 def parser():
     p = base_parser(__doc__.splitlines()[0], real_data=True)
     # CV on 500 images picked lambda by chance (1e-2 on two of three splits, where the twin GPs
-    # then tie with GPR); on 2000 every split picks 1e-3 (README, "Other splits")
+    # then tie with GPR); on 2000 every split picks 1e-3 (docs/results/twin_gp.md, USPS)
     add_protocol_args(p, unit="images", cv_subset=2000)
     p.add_argument("--n-train", type=int, default=4649, help="random subset of the training images "
                    "(CPU budget; default all 4649)")

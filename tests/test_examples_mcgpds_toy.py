@@ -21,7 +21,7 @@ def test_mcgpds_toy_quick(tmp_path):
     # a single latent space with Q = 2 columns cannot hold three independent signals
     assert min(rec[("shared-only (MRD-style)", s)] for s in ("private_1", "private_2")) < 0.5
     # toy 2: the learned α^(2) rises strictly with view 2's private noise variance (0.1, 0.5, 1.0)
-    # and stays away from the saturation at 1 of the earlier setting (README "Toy experiments")
+    # and stays away from the saturation at 1 of the earlier setting (docs/results/mcgpds.md, "Toy 2")
     a2 = sorted(((r["private_var_2"], r["mean"]) for r in recs if r["metric"] == "alpha_2"))
     assert [v for v, _ in a2] == [0.1, 0.5, 1.0]
     vals = [a for _, a in a2]

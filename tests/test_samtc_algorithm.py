@@ -105,7 +105,7 @@ def test_kmm_relatedness_calibration_against_target_halves():
     half = st.kmm_relatedness(np.vstack([A2, far]), A, calibrate=True)[0]
     unrelated = st.kmm_relatedness(far, A, calibrate=True)[0]
     # a half-related source stays well below a related one (the half-size ceiling
-    # over-corrects mixtures: 0.71 here for truth 0.5 — documented in the README)
+    # over-corrects mixtures: 0.71 here for truth 0.5 — documented in docs/models/samtc.md)
     assert unrelated < 0.15 < 0.35 < half < 0.8 < cal
     assert st.kmm_relatedness(np.zeros((0, 4)), A)[0] == 0.0   # empty subtask: nothing reused
 
@@ -629,7 +629,7 @@ def test_source_rows_subtask_and_paired_reach_keep_private_points_off_the_source
     point outside Z^t gets an edge to a transferred source node, while the points of Z^t
     still do (the transfer itself is kept); the default 'all' lets points of the private
     class that borders the shared one link to the source nodes (the step-3 artefact that
-    costs the simulator's private classes accuracy, see the README); node_reach='paired'
+    costs the simulator's private classes accuracy, see docs/models/samtc.md); node_reach='paired'
     reduces the spill by capping the nodes' target neighbourhoods instead."""
     import tandem.inference.samtc.algorithm as sm
     rng = np.random.default_rng(3)

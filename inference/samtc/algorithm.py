@@ -24,7 +24,7 @@ Algorithm (equations rebuilt from the paper's prose; see ``docs/specs/samtc.md``
        ``transfer="reweight"`` (the spec's formula read literally, the previous
        default): no source nodes, N_s(x) only for x ∈ Z^t, the transfer only
        re-weights the target's own mutual-kNN edges — measured on text to leave the
-       cut almost unchanged (see the README).
+       cut almost unchanged (see docs/models/samtc.md).
 
 Ablations (of whichever ``transfer`` construction): ``variant="nr"`` (no
 reusable-instance step: Z^t, Z^s = whole tasks, R by KMM of whole tasks — every source
@@ -338,12 +338,12 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     pairing: "mutual" (mutual-nearest pairs under the JS test; default) or "close" (every
     target/source cluster pair with D̂_JS ≤ js_tau·log 2 — a split class keeps both
     halves; measured on the simulator's trap regime: accuracy 0.940 vs 0.932, neutral on
-    text with the label-free choice, −0.003 with the label choice; see the README).
+    text with the label-free choice, −0.003 with the label choice; see docs/models/samtc.md).
     transfer: "augment" (default; the source subtasks' instances become nodes of the
     target graph, :func:`transfer_graph`) or "reweight" (the spec's formula read
     literally: source neighbourhoods only re-weight the target's own edges).
     js_bandwidth: "separate" (default; each cluster's KDE its own Silverman bandwidths,
-    D̂_JS clipped to [0, log 2]) or "pooled" (measured alternative, round 4: the two KDEs
+    D̂_JS clipped to [0, log 2]) or "pooled" (measured alternative: the two KDEs
     of a cluster pair share one Silverman bandwidth from the pooled pair and D̂_JS is
     kept signed, so the mutual-nearest ranking has no ties; a pair is kept when
     D̂_JS ≤ js_tau·log 2). "pooled" raises the text sets' class precision of the
@@ -353,10 +353,10 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     the six sets: −0.0001 vs +0.0040; WebKB-p2 +0.007 vs +0.035, because it drops a
     correct transfer to texas), and on the simulator's trap regime it moves the
     margin over Ncut-SNN to +0.0177 (se 0.0131, 6/4) from +0.0126 (se 0.0087, 7/3).
-    See :func:`tandem.inference.samtc.steps.js_divergence` and the README.
+    See :func:`tandem.inference.samtc.steps.js_divergence` and docs/models/samtc.md.
     node_reach: the target neighbourhood N_t(z) of a transferred source node z — "k"
     (default: its k_t + 1 nearest target points, like a target point's own list) or
-    "paired" (measured alternative, round 5: at most |C^t_i| nearest target points, C^t_i
+    "paired" (measured alternative: at most |C^t_i| nearest target points, C^t_i
     the target cluster that z's source cluster C^s_j is paired with in step 1 — a source
     instance of a class should not reach further into the target than that class's
     cluster there; this targets the private-class spill described under
@@ -392,7 +392,7 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     (best-or-second 12/21 vs 9/21 label-free, 10/21 vs 12/21 label-chosen), so neither
     setting is better on both; the default stays "all". Other step-3 changes measured and dropped (same
     protocols; partial label-free mean over 30 seeds / text label-free SAMTC − Ncut-SNN,
-    seed 0, mean of the six set means, default +0.0040; see the README): Kron
+    seed 0, mean of the six set means, default +0.0040; see docs/models/samtc.md): Kron
     reduction of the source nodes before the Ncut 0.936 / −0.0010; one random-walk hop
     through them 0.940 / —; k-means of the NJW embedding on the target rows only
     0.949 / +0.0062 (label-chosen text 0.8351); source block weights w_s = R/(T − 1)
@@ -585,7 +585,7 @@ def node_weights(variant, R_ts, n_s, n_tasks):
     * no edges between source nodes (they only bridge target points; with ω = R):
       0.941 / 0.978 / 0.947.
 
-    Re-measured on 30 seeds (round 5; Ncut-SNN 0.9299 / 0.9604 / 0.9400): R/(T − 1)
+    Measured on 30 seeds (Ncut-SNN 0.9299 / 0.9604 / 0.9400): R/(T − 1)
     0.9504 / 0.9666 / 0.9638; ½·R/(T − 1) 0.9510 / 0.9685 / 0.9484; 2·R/(T − 1) (= R
     for T = 3) 0.9445 / 0.9572 / 0.9652 — a stronger transfer helps the completely related set
     and hurts the partially related ones, a weaker one the reverse; R/(T − 1) is the
