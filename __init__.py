@@ -12,7 +12,13 @@ shared SVI driver:
 
 The repository keeps ``models/``, ``guides/`` and ``inference/`` at its top level; they
 install as subpackages of ``tandem`` so that nothing generic lands in site-packages.
+
+The common path of each paper is one object, also importable from here:
+:class:`~tandem.inference.mcgpds.McGPDS`, :class:`~tandem.inference.twin_gp.TwinGPRegressor`,
+:class:`~tandem.inference.samtc.SAMTC` and
+:class:`~tandem.inference.coupled_projections.CoupledProjections`.
 """
+import importlib as _importlib
 from importlib import metadata as _metadata
 
 try:
@@ -20,4 +26,28 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+#: the common path of each paper (one object per model) and the driver, loaded on first use
+#: so that ``import tandem`` stays light.
+_LAZY = {
+    "McGPDS": "tandem.inference.mcgpds",
+    "TwinGPRegressor": "tandem.inference.twin_gp",
+    "SAMTC": "tandem.inference.samtc",
+    "CoupledProjections": "tandem.inference.coupled_projections",
+    "fit": "tandem.inference",
+    "minimize": "tandem.inference",
+    "posterior_predictive": "tandem.inference",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tandem' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

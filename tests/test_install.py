@@ -85,3 +85,15 @@ def test_every_package_folder_is_listed_in_pyproject():
             found.add(".".join(("tandem", *rel.parts)))
     assert found == listed, (f"in the tree, not listed: {sorted(found - listed)}; "
                              f"listed, not in the tree: {sorted(listed - found)}")
+
+
+def test_top_level_names_resolve_lazily():
+    """``import tandem`` loads nothing heavy; each exported object resolves to its home module."""
+    code = ("import sys, tandem; assert 'tandem.inference.svi' not in sys.modules and 'arviz' not in sys.modules; "
+            "from tandem.inference.mcgpds import McGPDS; from tandem.inference.twin_gp import TwinGPRegressor; "
+            "from tandem.inference.samtc import SAMTC; "
+            "from tandem.inference.coupled_projections import CoupledProjections; "
+            "assert (tandem.McGPDS, tandem.TwinGPRegressor, tandem.SAMTC, tandem.CoupledProjections) == "
+            "(McGPDS, TwinGPRegressor, SAMTC, CoupledProjections); "
+            "assert callable(tandem.fit) and callable(tandem.minimize) and set(tandem.__all__) <= set(dir(tandem))")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
