@@ -32,7 +32,7 @@ from pyro.poutine.subsample_messenger import _Subsample
 
 from tandem.inference.validation import check_int_range
 
-__all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz"]
+__all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz", "arviz_groups"]
 
 #: Major version of the installed ArviZ: 0 (``InferenceData``) or 1 (``xarray.DataTree``).
 ARVIZ_MAJOR = int(az.__version__.split(".")[0])
@@ -162,6 +162,15 @@ def to_arviz(groups: dict[str, dict[str, np.ndarray]], dims: dict[str, list[str]
     if ARVIZ_MAJOR >= 1:
         return az.from_dict(groups, dims=used or None, coords=coords)
     return az.from_dict(**groups, dims=used or None, coords=coords)
+
+
+def arviz_groups(data) -> list[str]:
+    """Names of the groups (posterior, observed_data, ...) of an ArviZ object of either API:
+    ``InferenceData.groups()`` in ArviZ 0.x, the children of an ``xarray.DataTree`` in 1.x."""
+    groups = getattr(data, "groups")
+    if callable(groups):
+        return list(groups())
+    return list(data.children)
 
 
 def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: int = 100,

@@ -14,6 +14,7 @@ from scipy.stats import dirichlet, lognorm, norm
 from tandem.guides.samtc import Guide
 from tandem.inference import fit, posterior_predictive
 from tandem.inference.metrics import clustering_accuracy
+from tandem.inference.predictive import arviz_groups
 from tandem.inference.samtc import SAMTC, samtc
 from tandem.inference.samtc.model_fit import fit_model
 from tandem.inference.samtc.simulate import reusable_scores, simulate_tasks
@@ -130,7 +131,7 @@ def test_posterior_predictive_inferencedata():
     g = Guide()
     fit(M.model, g, tasks, h, 2, loss=ELBO(), num_steps=5, progress=False)
     idata = posterior_predictive(M.model, g, tasks, h, 2, num_samples=4, dims=M.DIMS)
-    assert "posterior" in idata.groups() and "observed_data" in idata.groups()
+    assert {"posterior", "observed_data"} <= set(arviz_groups(idata))
     assert idata.observed_data["x_0"].dims == ("instance_0", "feature")
     assert idata.posterior["mu_1"].shape == (1, 4, 3, 2)
     assert idata.posterior_predictive["x_1"].shape == (1, 4, 30, 2)

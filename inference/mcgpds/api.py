@@ -50,7 +50,7 @@ from tandem.inference.mcgpds.fit import (
     predict_view,
 )
 from tandem.inference.mcgpds.predictor import calibrated_prediction
-from tandem.inference.predictive import posterior_predictive
+from tandem.inference.predictive import arviz_groups, posterior_predictive
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.mcgpds import SAFE_FIXED, dims, model
 
@@ -255,9 +255,10 @@ class McGPDS:
             name, dim = f"y_{k}", f"output_{k}"
             sc = xr.DataArray(st.scale.detach().cpu().numpy().astype(float), dims=[dim])
             mu = xr.DataArray(st.mean.detach().cpu().numpy().astype(float), dims=[dim])
+            groups = arviz_groups(idata)
             for group in ("posterior_predictive", "observed_data"):
-                if group in idata.groups() and name in idata[group]:
+                if group in groups and name in idata[group]:
                     idata[group][name] = idata[group][name] * sc + mu
-            if "log_likelihood" in idata.groups() and name in idata.log_likelihood:
-                idata.log_likelihood[name] = idata.log_likelihood[name] - np.log(sc)
+            if "log_likelihood" in groups and name in idata["log_likelihood"]:
+                idata["log_likelihood"][name] = idata["log_likelihood"][name] - np.log(sc)
         return idata
