@@ -673,13 +673,7 @@ class StochasticMcGPDS:
         s = torch.zeros_like(mu)
         for lo in range(0, d.windows.S, chunk):
             idx = torch.arange(lo, min(lo + chunk, d.windows.S), device="cpu")
-            q = guide_params(d, idx)
-            li = idx.to(d.device)
-            m = d.mask[li].to(DTYPE)
-            rows = d.rows[li]
-            mub = torch.stack(q["mu"]) * m[None, :, :, None]
-            _, sd = window_kl(d.times[rows] * m, m, hp["time_s"], hp["views"], mub, torch.stack(q["lam"]))
-            valid = d.mask[li]
+            mub, sd, rows, valid = _window_moments(d, hp, idx)
             mu[:, rows[valid]] = mub[:, valid]
             s[:, rows[valid]] = sd[:, valid]
         return {"mu": list(mu.unbind(0)), "s": list(s.unbind(0))}
@@ -753,15 +747,22 @@ class StochasticMcGPDS:
         return list(out.unbind(0))
 
 
-def _window_stats(d: StochasticData, hp: dict, idx: torch.Tensor):
-    """Per view ``(Ã_h, R_h, Ã_g1, R_g1, …)`` summed over the windows ``idx`` (no scaling)."""
+def _window_moments(d: StochasticData, hp: dict, idx: torch.Tensor):
+    """q(X) moments of the windows ``idx`` (CPU indices): ``(mu, s, rows, valid)`` with
+    ``mu``, ``s`` (V, n_windows, window length, Q) private means/variances (zero on padding),
+    ``rows`` the frame index of each slot and ``valid`` the mask of real (unpadded) slots."""
     q = guide_params(d, idx)
     li = idx.to(d.device)
     m = d.mask[li].to(DTYPE)
     rows = d.rows[li]
     mu = torch.stack(q["mu"]) * m[None, :, :, None]
     _, sdiag = window_kl(d.times[rows] * m, m, hp["time_s"], hp["views"], mu, torch.stack(q["lam"]))
-    valid = d.mask[li]
+    return mu, sdiag, rows, d.mask[li]
+
+
+def _window_stats(d: StochasticData, hp: dict, idx: torch.Tensor):
+    """Per view ``(Ã_h, R_h, Ã_g1, R_g1, …)`` summed over the windows ``idx`` (no scaling)."""
+    mu, sdiag, rows, valid = _window_moments(d, hp, idx)
     out = []
     for k, Y in enumerate(d.views):
         v = hp["views"][k]

@@ -186,6 +186,18 @@ class ModelFit:
         """Cluster labels per task: argmax_c q(y_{t,i} = c)."""
         return [p.argmax(1) for p in self.cluster_probs(num_samples, seed)["y"]]
 
+    def _joint_trace(self, kw: dict):
+        """One joint posterior draw: the guide's continuous sites, then the enumerated
+        discrete sites (a_t, y_t, u_t) drawn exactly by ``infer_discrete`` given them.
+        Returns ``(guide_draw, trace)``: the continuous values and the model's trace."""
+        gtr = poutine.trace(self.guide).get_trace(*self.args, **kw)
+        # condition (not replay) on the guide draw: replay marks sites "done", which hides
+        # the enumerated a_t dims that mu_t's log-prob carries from infer_discrete
+        draw = {n: s["value"] for n, s in gtr.nodes.items() if s["type"] == "sample"}
+        m = infer_discrete(poutine.condition(samtc_model.model, data=draw),
+                           first_available_dim=-1 - MAX_PLATE_NESTING, temperature=1)
+        return draw, poutine.trace(m).get_trace(*self.args, **kw)
+
     def discrete_samples(self, num_samples: int = 100, seed: int = 0) -> dict:
         """Joint posterior draws of the enumerated sites via ``infer_discrete`` (temperature 1).
 
@@ -199,13 +211,7 @@ class ModelFit:
         kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
         with torch.no_grad():
             for _ in range(num_samples):
-                gtr = poutine.trace(self.guide).get_trace(*self.args, **kw)
-                # condition (not replay) on the guide draw: replay marks sites "done", which
-                # hides the enumerated a_t dims that mu_t's log-prob carries from infer_discrete
-                draw = {n: s["value"] for n, s in gtr.nodes.items() if s["type"] == "sample"}
-                m = infer_discrete(poutine.condition(samtc_model.model, data=draw),
-                                   first_available_dim=-1 - MAX_PLATE_NESTING, temperature=1)
-                tr = poutine.trace(m).get_trace(*self.args, **kw)
+                _, tr = self._joint_trace(kw)
                 for t in range(T):
                     for s in ("a", "y", "u"):
                         out[s][t].append(tr.nodes[f"{s}_{t}"]["value"].reshape(-1).long().detach().cpu().numpy())
@@ -267,11 +273,7 @@ class ModelFit:
         post, ppc = {}, {}
         with torch.no_grad():
             for _ in range(num_samples):
-                gtr = poutine.trace(self.guide).get_trace(*self.args, **kw)
-                draw = {n: s["value"] for n, s in gtr.nodes.items() if s["type"] == "sample"}
-                m = infer_discrete(poutine.condition(samtc_model.model, data=draw),
-                                   first_available_dim=-1 - MAX_PLATE_NESTING, temperature=1)
-                tr = poutine.trace(m).get_trace(*self.args, **kw)
+                draw, tr = self._joint_trace(kw)
                 # continuous sites: the guide's draw (conditioned, hence "observed" in tr);
                 # discrete sites: infer_discrete's draw
                 latent = dict(draw)
