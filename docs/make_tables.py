@@ -48,6 +48,10 @@ class Table:
     seed) before taking mean ± std.
     ``order`` lists values of the first row key in the order the rows should appear (rows
     otherwise keep the order of the records).
+    ``paired`` names a data set of ``config["paired_over_draws"]`` (the twin-GP toy script's
+    per-draw comparison of each method with each baseline); the table then shows, per method
+    (row) and baseline (column), the mean paired difference ± its standard error, wins/losses,
+    the worst draw's relative excess and the spread ratio std(method)/std(baseline).
     """
 
     name: str
@@ -62,6 +66,7 @@ class Table:
     average_over: str | None = None
     pool: bool = False
     order: tuple[str, ...] = ()
+    paired: str | None = None
 
 
 def _decimals(x: float, digits: int) -> int:
@@ -122,9 +127,36 @@ def _provenance(data: dict, table: Table) -> str:
             f"({len(seeds)} seed{'s' if len(seeds) != 1 else ''}; {where}).")
 
 
+def _paired_cell(c: dict) -> str:
+    worst = c["worst_draw"]
+    return (f"{c['mean']:+.4f} ± {c['se']:.4f}; {c['wins']}/{c['losses']}; "
+            f"worst {100 * worst['relative_excess']:+.1f} % (draw {worst['seed']}); "
+            f"spread {c['spread_ratio']:.2f}×")
+
+
+def _render_paired(table: Table, data: dict) -> str:
+    comp = data["config"]["paired_over_draws"][table.paired]
+    methods: list[str] = []
+    cells: dict[tuple[str, str], str] = {}
+    for key, c in comp.items():
+        method, base = key.rsplit(" - ", 1)
+        if method not in methods:
+            methods.append(method)
+        cells[method, base] = _paired_cell(c)
+    heads = list(table.row_headers or ("method",)) + [f"vs {h}" for _, h in table.columns]
+    lines = [_provenance(data, table), "",
+             "| " + " | ".join(heads) + " |",
+             "|" + "---|" * len(heads)]
+    for m in methods:
+        lines.append("| " + " | ".join([m] + [cells.get((m, b), "–") for b, _ in table.columns]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render(table: Table) -> str:
     """The Markdown of one table: a provenance line, a blank line, the pipe table."""
     data = json.loads((RESULTS / table.source).read_text())
+    if table.paired is not None:
+        return _render_paired(table, data)
     recs = [r for r in data["results"]
             if all(r.get(k) in v if isinstance(v, tuple) else r.get(k) == v for k, v in table.where.items())]
     wanted = {c for c, _ in table.columns}
@@ -164,6 +196,11 @@ _SAMTC_METHODS = ("SAMTC", "SAMTC-nr", "SAMTC-ns", "Ncut-SNN", "k-means", "poole
 _SAMTC_SYNTH_CMD = ("OMP_NUM_THREADS=1 nice python examples/samtc_synthetic.py --sets {s} --seeds 30 "
                     "--no-generative --out results/samtc_synth_30_{s}")
 
+_TWIN_TOY_METHODS = ("SMTGP", "KLTGP", "IKLTGP", "KLTGP (authors' widths)", "IKLTGP (authors' widths)",
+                     "GPR", "GPR (CV)", "WKNN")
+_TWIN_TOY_CMD = ("OMP_NUM_THREADS=1 nice python examples/twin_gp_toy.py --seed 100 --seeds 20 --alpha-step 0.1 "
+                 "--toys {toy} --out results/{toy}")
+
 #: every table of the results pages, in page order
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS
@@ -194,18 +231,34 @@ TABLES: tuple[Table, ...] = (
           (("wall_time_s", "train + predict, wall s"), ("cpu_time_s", "CPU s"),
            ("mean_joint_error", "mean joint error"), ("msll", "MSLL"))),
     # ---- twin GP
-    Table("twin_gp_toy", "twin_gp_toy.json", ("data_set",), _cols("KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN"),
-          column_key="method", row_headers=("data",), digits=4,
-          command="OMP_NUM_THREADS=1 python examples/twin_gp_toy.py --out results"),
+    *(Table(f"twin_gp_{toy}", f"twin_gp_{toy}.json", ("data_set",), _cols(*_TWIN_TOY_METHODS),
+            column_key="method", row_headers=("data",), digits=4, command=_TWIN_TOY_CMD.format(toy=toy))
+      for toy in ("toy1", "toy2")),
+    *(Table(f"twin_gp_{toy}_paired", f"twin_gp_{toy}.json", (), (("GPR", "GPR (authors' γ)"),
+            ("GPR (CV)", "GPR (CV)"), ("WKNN", "WKNN")), paired=toy, command=_TWIN_TOY_CMD.format(toy=toy))
+      for toy in ("toy1", "toy2")),
     Table("twin_gp_usps", "recorded/twin_gp_usps.json", ("setting",),
           _cols("KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN", "KTA-kNN", "HSIC-kNN"), column_key="method",
           row_headers=("evaluation",)),
     Table("twin_gp_usps_splits", "recorded/twin_gp_usps_splits.json", ("setting",),
           _cols("KLTGP = SMTGP", "IKLTGP", "GPR", "WKNN", "KTA-/HSIC-kNN"), column_key="method",
           row_headers=("split",)),
-    Table("twin_gp_poser", "recorded/twin_gp_poser.json", ("setting",),
+    Table("twin_gp_poser", "twin_gp_poser.json", ("split",),
           _cols("KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN", "KTA-kNN", "HSIC-kNN"), column_key="method",
-          row_headers=("evaluation",)),
+          row_headers=("evaluation",), digits=4,
+          command="OMP_NUM_THREADS=1 python examples/twin_gp_poser.py --cv-subset 600 --out results"),
+    Table("twin_gp_usps_small", "twin_gp_usps_small.json", ("split",),
+          _cols("KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN", "KTA-kNN", "HSIC-kNN"), column_key="method",
+          row_headers=("evaluation",), digits=4,
+          command="OMP_NUM_THREADS=1 python examples/twin_gp_usps.py --seed 0 --n-train 1500 --n-test 1000 "
+                  "--cv-subset 600 --out results"),
+    # ---- scaling
+    Table("bench_scale", "bench_scale.json", ("n_frames", "method"),
+          (("epoch_cpu_time_s", "epoch CPU time (s)"), ("epoch_time_s", "epoch wall time (s)"),
+           ("peak_memory_mb", "peak RSS (MB)"), ("not_run_estimated_memory_gb", "not run: estimated memory (GB)")),
+          row_headers=("N frames", "method"), command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
+    Table("bench_scale_exponent", "bench_scale.json", ("method",), (("growth_exponent", "growth exponent"),),
+          command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
     # ---- SAMTC
     *(Table(f"samtc_text_{sel.replace('-', '_')}", "samtc_text.json", ("data_set",), _cols(*_SAMTC_METHODS),
             column_key="method", where={"metric": "accuracy", "selection": (sel, "n/a")}, average_over="task",
