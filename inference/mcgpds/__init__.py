@@ -6,7 +6,7 @@
   protocol's defaults), :func:`predict_view` (paper-, code-faithful and generative predictors),
   held-out calibration, :func:`cached_fit`, save/load.
 * :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor.
-* :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`.baselines`.
+* :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`tandem.inference.mcgpds.baselines`.
 
 Names are loaded on first use (PEP 562), so importing e.g. :mod:`.bound` stays light.
 """
