@@ -20,7 +20,7 @@ from tandem.inference import Results  # noqa: E402
 from tandem.inference.datasets.poser import load_poser  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, set_seed  # noqa: E402
 from tandem.inference.metrics import mean_joint_error  # noqa: E402
-from tandem.inference.twin_gp.selection import add_protocol_args, run_real_experiment  # noqa: E402
+from tandem.inference.twin_gp.selection import add_protocol_args, alpha_grid, run_real_experiment  # noqa: E402
 
 EXPERIMENT = "twin_gp_poser"
 
@@ -40,8 +40,7 @@ def main(args):
         te = rng.choice(418, 60, replace=False)
         data = {"X_train": data["X_train"][tr], "Y_train": data["Y_train"][tr],
                 "X_test": data["X_test"][te], "Y_test": data["Y_test"][te]}
-    n_alpha = int(round(1 / args.alpha_step))
-    alphas = (0.0, 0.5, 1.0) if args.quick else tuple(round(i / n_alpha, 3) for i in range(n_alpha + 1))
+    alphas = (0.0, 0.5, 1.0) if args.quick else alpha_grid(args.alpha_step)
     betas = (0.99,) if args.quick else (0.99, 0.5, 1.5)
     neighbors = args.neighbors
     if args.quick and neighbors is not None:

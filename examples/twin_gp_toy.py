@@ -35,11 +35,17 @@ from scipy.stats import spearmanr  # noqa: E402
 from tandem.guides.twin_gp import Guide, NormalGuide  # noqa: E402
 from tandem.inference import LBFGS, Results, fit  # noqa: E402
 from tandem.inference.distances import median_distance  # noqa: E402
-from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
+from tandem.inference.experiments.cli import base_parser, grid_step, seed_list, set_seed  # noqa: E402
 from tandem.inference.metrics import mean_abs_error  # noqa: E402
 from tandem.inference.twin_gp import TwinGPRegressor  # noqa: E402
 from tandem.inference.twin_gp.predictor import TwinGP, certainty, gpr_predict, lemma41_log_bound, wknn_predict  # noqa: E402
-from tandem.inference.twin_gp.selection import BETAS, paired_over_draws, select_gpr, select_wknn  # noqa: E402
+from tandem.inference.twin_gp.selection import (  # noqa: E402
+    BETAS,
+    alpha_grid,
+    paired_over_draws,
+    select_gpr,
+    select_wknn,
+)
 from tandem.models.twin_gp import model, simulate  # noqa: E402
 
 EXPERIMENT = "twin_gp_toy"
@@ -53,20 +59,13 @@ BASELINES = ("GPR", "GPR (CV)", "WKNN")
 def parser():
     p = base_parser(__doc__.splitlines()[0], default_seeds=20)
     p.add_argument("--folds", type=int, default=5)
-    p.add_argument("--alpha-step", type=float, default=0.05,
+    p.add_argument("--alpha-step", type=grid_step, default=0.05,
                    help="alpha grid step of the CV (0.05: the paper's grid; the authors say 0.1 suffices)")
     p.add_argument("--cv-repeats", type=int, default=1,
                    help="average the width/lambda CV over this many fold partitions")
     p.add_argument("--toys", nargs="+", choices=("toy1", "toy2"), default=("toy1", "toy2"),
                    help="which toy sets to run")
     return p
-
-
-def alpha_grid(step: float) -> tuple:
-    n = int(round(1 / step))
-    if n < 1 or abs(n * step - 1) > 1e-9:
-        raise ValueError(f"--alpha-step: expected 1/n for an integer n >= 1, got {step}")
-    return tuple(round(i / n, 4) for i in range(n + 1))
 
 
 def run_draw(toy: str, seed: int, args, res) -> tuple[dict, dict, dict]:

@@ -34,7 +34,7 @@ from tandem.inference import Results  # noqa: E402
 from tandem.inference.datasets.usps import centre_mask, load_usps_reconstruction  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, set_seed  # noqa: E402
 from tandem.inference.metrics import mean_norm_error  # noqa: E402
-from tandem.inference.twin_gp.selection import add_protocol_args, run_real_experiment  # noqa: E402
+from tandem.inference.twin_gp.selection import add_protocol_args, alpha_grid, run_real_experiment  # noqa: E402
 
 EXPERIMENT = "twin_gp_usps"
 
@@ -66,8 +66,7 @@ def main(args):
             data[k] = data[k][tr]
         for k in ("X_test", "Y_test", "images_test"):
             data[k] = data[k][te]
-    n_alpha = int(round(1 / args.alpha_step))
-    alphas = (0.0, 0.5, 1.0) if args.quick else tuple(round(i / n_alpha, 3) for i in range(n_alpha + 1))
+    alphas = (0.0, 0.5, 1.0) if args.quick else alpha_grid(args.alpha_step)
     betas = (0.99,) if args.quick else (0.99, 0.5, 1.5)
     res = Results(EXPERIMENT, [args.seed], {"split": "stratified 4649/4649 with the label files' class counts",
                                             "split_seed": args.seed, "quick": args.quick,

@@ -86,3 +86,10 @@ def test_missing_data_names_the_file(tmp_path):
                     returncode=None)
     assert r.returncode != 0
     assert "ankurDataPoseSilhouette.mat" in r.stderr and "FileNotFoundError" in r.stderr
+
+
+@pytest.mark.parametrize("script", ["twin_gp_toy.py", "twin_gp_poser.py", "twin_gp_usps.py"])
+@pytest.mark.parametrize("step", ["0", "0.3", "-0.1", "abc"])
+def test_bad_alpha_step_is_an_argparse_error_naming_the_option(script, step):
+    proc = run_example(script, "--alpha-step", step, "--quick", timeout=120, returncode=2)
+    assert "argument --alpha-step" in proc.stderr, proc.stderr[-2000:]

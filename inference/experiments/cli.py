@@ -11,7 +11,7 @@ import pyro
 import torch
 
 __all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "int_at_least", "positive_int", "fraction_list",
-           "seed_int"]
+           "grid_step", "seed_int"]
 
 _MAX_SEED = 2 ** 32 - 1  # numpy's legacy global RNG takes seeds in [0, 2**32)
 
@@ -44,6 +44,18 @@ def fraction_list(text: str) -> list[float]:
     if bad:
         raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]!r} in {text!r}")
     return vals
+
+
+def grid_step(text: str) -> float:
+    """argparse ``type=``: a grid step 1/n in (0, 1] for an integer n (e.g. 0.05, 0.1, 0.5)."""
+    try:
+        step = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a grid step 1/n such as 0.05 or 0.1, got {text!r}") from None
+    n = round(1 / step) if step > 0 else 0
+    if not 0 < step <= 1 or abs(n * step - 1) > 1e-9:
+        raise argparse.ArgumentTypeError(f"expected a grid step 1/n in (0, 1] for an integer n, got {text!r}")
+    return step
 
 
 def seed_int(text: str) -> int:

@@ -22,6 +22,7 @@ import torch
 
 from tandem.inference.checkpoints import check_fingerprint, content_hash, load_checkpoint, save_atomic
 from tandem.inference.distances import median_distance
+from tandem.inference.experiments.cli import grid_step
 from tandem.inference.twin_gp.predictor import (
     IterationCapWarning,
     TwinGP,
@@ -36,7 +37,7 @@ from tandem.inference.validation import as_tensor, check_int_range, check_same_r
 
 __all__ = ["kfold_indices", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
            "select_alignment_knn", "run_real_experiment", "paired_differences", "paired_over_draws",
-           "add_protocol_args", "StageCheckpoint",
+           "add_protocol_args", "alpha_grid", "StageCheckpoint",
            "ALPHAS", "BETAS"]
 
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(21))
@@ -266,12 +267,20 @@ def paired_over_draws(values: dict, seeds, methods, baselines) -> dict:
     return out
 
 
+def alpha_grid(step: float) -> tuple:
+    """The α grid 0, step, 2·step, …, 1 (``step`` = 1/n, see :func:`~tandem.inference.experiments.cli.grid_step`)."""
+    n = int(round(1 / step))
+    if n < 1 or abs(n * step - 1) > 1e-9:
+        raise ValueError(f"step: expected 1/n for an integer n >= 1, got {step}")
+    return tuple(round(i / n, 4) for i in range(n + 1))
+
+
 def add_protocol_args(parser, unit: str = "points", cv_subset: int = 1000):
     """The command-line options of :func:`run_real_experiment` shared by the real-data
     examples: --cv-subset (default ``cv_subset``), --alpha-step, --neighbors, --max-iter,
     --checkpoint."""
     parser.add_argument("--cv-subset", type=int, default=cv_subset, help=f"training {unit} used for CV")
-    parser.add_argument("--alpha-step", type=float, default=0.1, help="alpha grid step (0.05: the full grid)")
+    parser.add_argument("--alpha-step", type=grid_step, default=0.1, help="alpha grid step (0.05: the full grid)")
     parser.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
     parser.add_argument("--max-iter", type=int, default=50, help="BFGS iterations per test point at most")
     parser.add_argument("--checkpoint", type=Path, default=None,
