@@ -204,3 +204,58 @@ def test_driver_bad_options_are_named(name, value):
     res = clear_error(lambda: fit(model, guide, num_steps=2 if name != "num_steps" else value,
                                   progress=False, **({name: value} if name != "num_steps" else {})), name)
     assert (res is not None) == valid(value), f"{name}={value!r}"
+
+
+# ----------------------------------------------------------------------------- the model objects
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(sx=SCALES, sy=SCALES, seed=st.integers(0, 100))
+def test_twin_gp_regressor_does_not_depend_on_units(sx, sy, seed):
+    from tandem.inference.twin_gp import TwinGPRegressor
+    from tandem.models.twin_gp import simulate
+    d = simulate(1, seed=seed, n_train=60)
+    X, Y, Xt = d["X_train"].numpy(), d["Y_train"].numpy(), d["X_test"][::25].numpy()
+    kw = dict(alphas=(0.5,), betas=(0.99,), folds=3)
+    ref = TwinGPRegressor("SMTGP", **kw).fit(X, Y).predict(Xt)
+    got = TwinGPRegressor("SMTGP", **kw).fit(sx * X, sy * Y).predict(sx * Xt) / sy
+    assert np.isfinite(np.asarray(got)).all()
+    assert np.allclose(np.asarray(got), np.asarray(ref), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(s0=SCALES, s1=SCALES)
+def test_mcgpds_object_does_not_depend_on_units(s0, s1):
+    import torch
+
+    from tandem.inference.mcgpds import McGPDS
+    from tandem.models.mcgpds import simulate
+    t = torch.linspace(0, 4, 40, dtype=torch.float64)
+    sim = simulate(t, torch.zeros(40, dtype=torch.long), [4, 3], Q=2, M=8, seed=0)
+    views = [sim["y_0"].numpy(), sim["y_1"].numpy()]
+    opts = dict(Q=2, M=8, cycles=1, var_iters=10, model_iters=10, joint_iters=20)
+
+    def predict(a, b):
+        m = McGPDS(**opts).fit([a * views[0][:30], b * views[1][:30]], times=t[:30].numpy())
+        return np.asarray(m.predict(a * views[0][30:], t[30:].numpy()).mean) / b
+
+    ref, got = predict(1.0, 1.0), predict(s0, s1)
+    assert np.isfinite(got).all()
+    assert np.max(np.abs(got - ref)) < 1e-3 * max(1.0, np.abs(ref).max())
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(name=st.sampled_from(["Q", "M", "J"]), value=st.sampled_from([0, -2, 1.5, "x"]))
+def test_mcgpds_object_bad_sizes_are_named(name, value):
+    from tandem.inference.mcgpds import McGPDS
+    assert clear_error(lambda: McGPDS(**{name: value}), name) is None
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(name=st.sampled_from(["rho_x", "rho_y", "lam", "alpha", "folds", "max_iter"]),
+       value=st.sampled_from([-1.0, 0, float("nan"), float("inf")]))
+def test_twin_gp_regressor_bad_hyperparameters_are_named(name, value):
+    from tandem.inference.twin_gp import TwinGPRegressor
+    if name == "alpha" and value == 0:
+        return                          # alpha = 0 is the KLTGP end of SMTGP, valid
+    res = clear_error(lambda: TwinGPRegressor("SMTGP", **{name: value}).fit(np.c_[np.arange(10.0)],
+                                                                           np.c_[np.arange(10.0) ** 2]), name)
+    assert res is None, f"{name}={value} was accepted"
