@@ -10,23 +10,29 @@ import numpy as np
 import pyro
 import torch
 
-__all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "int_at_least", "positive_int", "fraction_list",
-           "grid_step", "seed_int"]
+__all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "number_type", "int_at_least", "positive_int",
+           "fraction_list", "grid_step", "seed_int"]
 
 _MAX_SEED = 2 ** 32 - 1  # numpy's legacy global RNG takes seeds in [0, 2**32)
 
 
-def int_at_least(low: int):
-    """argparse ``type=`` factory: an integer >= ``low`` (else an argparse error naming the option)."""
-    def parse(text: str) -> int:
+def number_type(convert, ok, expected: str):
+    """argparse ``type=`` factory: ``convert(text)`` (int or float) that must satisfy ``ok``;
+    anything else is an argparse error "expected <expected>, got <text>" naming the option."""
+    def parse(text: str):
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
     return parse
+
+
+def int_at_least(low: int):
+    """argparse ``type=`` factory: an integer >= ``low``."""
+    return number_type(int, lambda v: v >= low, f"an integer >= {low}")
 
 
 #: argparse ``type=``: an integer >= 1.
@@ -46,27 +52,15 @@ def fraction_list(text: str) -> list[float]:
     return vals
 
 
-def grid_step(text: str) -> float:
-    """argparse ``type=``: a grid step 1/n in (0, 1] for an integer n (e.g. 0.05, 0.1, 0.5)."""
-    try:
-        step = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a grid step 1/n such as 0.05 or 0.1, got {text!r}") from None
-    n = round(1 / step) if step > 0 else 0
-    if not 0 < step <= 1 or abs(n * step - 1) > 1e-9:
-        raise argparse.ArgumentTypeError(f"expected a grid step 1/n in (0, 1] for an integer n, got {text!r}")
-    return step
+def _is_grid_step(step: float) -> bool:
+    return 0 < step <= 1 and abs(round(1 / step) * step - 1) <= 1e-9
 
 
-def seed_int(text: str) -> int:
-    """argparse ``type=``: an integer seed in [0, 2³² − 1]."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
-    if not 0 <= value <= _MAX_SEED:
-        raise argparse.ArgumentTypeError(f"expected a seed in [0, {_MAX_SEED}], got {value}")
-    return value
+#: argparse ``type=``: a grid step 1/n in (0, 1] for an integer n (e.g. 0.05, 0.1, 0.5).
+grid_step = number_type(float, _is_grid_step, "a grid step 1/n in (0, 1] for an integer n (e.g. 0.05, 0.1)")
+
+#: argparse ``type=``: an integer seed in [0, 2³² − 1].
+seed_int = number_type(int, lambda v: 0 <= v <= _MAX_SEED, f"an integer seed in [0, {_MAX_SEED}]")
 
 
 def prepare_out(args) -> Path:
