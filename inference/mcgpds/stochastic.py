@@ -86,6 +86,7 @@ from tandem.models.mcgpds import (
     default_init,
     hyperparams,
     mcgpds_model,
+    pca_init,
     simulate,
 )
 
@@ -495,18 +496,6 @@ class StochasticConfig:
     private_prior: str = "mcgpds"
 
 
-def _pca_scores(Y: torch.Tensor, q: int) -> torch.Tensor:
-    """Unit-variance PCA scores (N, q) of centred Y from the D×D covariance (linear in N)."""
-    Yc = Y - Y.mean(0)
-    C = Yc.mT @ Yc / max(Y.shape[0] - 1, 1)
-    e, U = torch.linalg.eigh(C)
-    U = U[:, e.argsort(descending=True)[:q]]
-    X = Yc @ U
-    X = X / X.std(0).clamp_min(1e-12)
-    sign = torch.sign(X.gather(0, X.abs().argmax(0, keepdim=True)))
-    return X * sign
-
-
 class StochasticMcGPDS:
     """McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
 
@@ -554,7 +543,7 @@ class StochasticMcGPDS:
         self.scales = [float((Y - mY).std()) or 1.0 for Y, mY in zip(vs, self.means)]
         vs = [(Y - mY) / s for Y, mY, s in zip(vs, self.means, self.scales)]
         win = Windows(seq, cfg.window)
-        X0 = _pca_scores(torch.cat(vs, 1), cfg.Q)
+        X0 = pca_init(torch.cat(vs, 1), cfg.Q)
         if cfg.time_invwidth is None:
             w0 = win.rows[0][win.mask[0]]
             rng_t = float(t[w0].max() - t[w0].min()) or float(t.max() - t.min()) or 1.0
