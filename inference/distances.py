@@ -87,19 +87,26 @@ def median_distance(Z, max_points: int = 2000, seed: int = 0) -> float:
 class Standardizer:
     """Column standardisation ``z = (x − mean) / scale`` and its inverse.
 
-    ``scale`` is the column standard deviation (ddof 0); a constant column gets scale 1
-    (it is only centred), so the map is always invertible. Fitted models use it to be
+    ``per="column"``: ``scale`` is each column's standard deviation (ddof 0); a constant
+    column gets scale 1 (it is only centred), so the map is always invertible.
+    ``per="matrix"``: one scale for every column, the root mean of the column variances
+    (keeps the columns' relative sizes; 1 if every column is constant). Fitted models use it to be
     invariant to the data's units: fit on z, map predictions back with :meth:`inverse`
     and predictive variances with :meth:`inverse_var`.
     """
 
-    def __init__(self, X, center: bool = True):
+    def __init__(self, X, center: bool = True, per: str = "column"):
+        if per not in ("column", "matrix"):
+            raise ValueError(f"per: expected 'column' or 'matrix', got {per!r}")
         is_t = isinstance(X, torch.Tensor)
         Xa = X.detach() if is_t else np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 1:
             raise ValueError(f"X: expected a 2-D array with at least one row, got shape {tuple(Xa.shape)}")
         mean = Xa.mean(0) if center else Xa[0] * 0
         std = Xa.std(0, unbiased=False) if is_t else Xa.std(0)
+        if per == "matrix":
+            rms = (std ** 2).mean() ** 0.5
+            std = std * 0 + rms
         scale = torch.where(std > 0, std, torch.ones_like(std)) if is_t else np.where(std > 0, std, 1.0)
         self.mean, self.scale = mean, scale
 
@@ -113,7 +120,7 @@ class Standardizer:
         return V * self.scale ** 2
 
 
-def standardize(X, center: bool = True):
+def standardize(X, center: bool = True, per: str = "column"):
     """``(Z, standardizer)``: X with zero-mean, unit-variance columns (see :class:`Standardizer`)."""
-    s = Standardizer(X, center)
+    s = Standardizer(X, center, per)
     return s.transform(X), s

@@ -95,6 +95,9 @@ def test_distances_match_scipy_and_scale(n, m, d, scale, seed):
         assert median_distance(A) == pytest.approx(scale * median_distance(A / scale), rel=1e-9)
     Z, s = standardize(A)
     assert np.allclose(s.inverse(Z), A, rtol=1e-9, atol=1e-12 * scale)
+    Zm, sm = standardize(A, per="matrix")        # one scale: the RMS of the column std devs
+    rms = np.sqrt(A.var(0).mean())
+    assert np.allclose(sm.scale, rms if rms > 0 else 1.0) and np.allclose(sm.inverse(Zm), A, atol=1e-12 * scale)
 
 
 # ----------------------------------------------------------------------------- coupled projections

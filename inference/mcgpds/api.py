@@ -115,12 +115,9 @@ class McGPDS:
 
     # ------------------------------------------------------------------ fit
     def _scaler(self, Y: torch.Tensor, k: int) -> Standardizer:
-        st = Standardizer(Y)
-        if self.scale == "view":
-            # one scalar per view keeps the columns' relative sizes (the protocol's scaling)
-            s = float((Y - st.mean).pow(2).mean().sqrt())
-            st.scale = torch.full_like(st.scale, s)
-        if not bool((st.scale > 0).all()) or not bool((Y != Y[:1]).any()):
+        # "view": one scalar per view keeps the columns' relative sizes (the protocol's scaling)
+        st = Standardizer(Y, per="matrix" if self.scale == "view" else "column")
+        if not bool((Y != Y[:1]).any()):
             raise ValueError(f"views[{k}]: every entry is the same value; a constant view carries no information "
                              "to fit (drop it)")
         return st

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from tandem.inference.distances import knn, sq_dists
+from tandem.inference.distances import Standardizer, knn, sq_dists
 from tandem.inference.numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
 from tandem.models.twin_gp import METHODS, validate_alpha_beta
@@ -62,14 +62,6 @@ class IterationCapWarning(RuntimeWarning):
     def __init__(self, message: str, n_capped: int = 0):
         super().__init__(message)
         self.n_capped = int(n_capped)
-
-
-def _centre_scale(Z: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """Column means (d,) and one scale: the RMS of the column standard deviations (1 if
-    every column is constant)."""
-    mean = Z.mean(0)
-    scale = float(Z.var(0, unbiased=False).mean().sqrt())
-    return mean, (scale if scale > 0 else 1.0)
 
 
 def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
@@ -376,8 +368,10 @@ class TwinGP:
         # stays isotropic), the widths divided likewise, so every kernel value is unchanged
         # but the optimiser's absolute quantities (gradient tolerance, first step 1/‖g‖₁,
         # initial inverse Hessian, ridge init) no longer depend on the data's units.
-        self.x_mean, self.x_scale = _centre_scale(self.X)
-        self.y_mean, self.y_scale = _centre_scale(self.Y)
+        # internal units: centred, one scale per side (the RMS of the column standard deviations)
+        sx, sy = Standardizer(self.X, per="matrix"), Standardizer(self.Y, per="matrix")
+        self.x_mean, self.x_scale = sx.mean, float(sx.scale[0])
+        self.y_mean, self.y_scale = sy.mean, float(sy.scale[0])
         self._X = (self.X - self.x_mean) / self.x_scale
         self._Y = (self.Y - self.y_mean) / self.y_scale
         self._rx, self._ry = self.rho_x / self.x_scale, self.rho_y / self.y_scale
