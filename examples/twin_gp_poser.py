@@ -50,11 +50,11 @@ def main(args):
                                             "alphas": alphas, "betas": betas})
     run_real_experiment(data, mean_joint_error, "mean_joint_error", res,
                         cv_subset=150 if args.quick else args.cv_subset, folds=2 if args.quick else 5,
-                        rho_mult=(1.0,) if args.quick else (0.5, 1.0, 2.0),
+                        rho_mult=(1.0, 2.0) if args.quick else (0.5, 1.0, 2.0),
                         lam_grid=(1e-2,) if args.quick else (1e-3, 1e-2),
                         alphas=alphas, betas=betas, neighbors=neighbors,
                         max_iter=10 if args.quick else args.max_iter, seed=args.seed,
-                        checkpoint=args.checkpoint, progress=not args.no_progress)
+                        checkpoint=args.checkpoint, progress=not args.no_progress, ensemble=args.ensemble)
     path = res.write(args.out)
     print(res.table(("split",)))
     print("wrote", path)

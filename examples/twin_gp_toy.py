@@ -2,13 +2,18 @@
 
 KLTGP, IKLTGP and SMTGP through :class:`tandem.inference.twin_gp.TwinGPRegressor`: data
 standardised, kernel widths and λ by 5-fold CV of KLTGP (widths on a grid of multiples of
-the median distance), α ∈ {0, 0.05, …, 1} and β ∈ {0.99, 0.5, 1.5} by 5-fold CV of SMTGP.
+the median distance), α ∈ {0, 0.05, …, 1} and β ∈ {0.99, 0.5, 1.5} by 5-fold CV of SMTGP;
+each twin GP predicts with the CV's near-ties (at most ``--ensemble`` width settings within
+one paired standard error of the best CV score) and keeps each test point's medoid — the regressor's default;
+``--ensemble 1`` is the paper's single setting, also recorded on every run as
+"KLTGP/SMTGP (best CV setting)".
+
 Baselines: GP regression with the authors' toy setting (γ = 20, λ = 1e-5) and with (ρ, σ²)
 by CV, weighted k-NN (k by CV). For reference the twin GPs are also run with the authors'
 fixed toy widths (exp(−γ‖·‖²), γ_x = 0.2, γ_y = 20, λ = 1e-4, i.e. ρ_x = 1/√0.4 ≈ 1.58,
 ρ_y = 1/√40): that input kernel is as wide as the whole input range, and on many data
-draws it makes the twin GPs pick the wrong branch of the three-valued region — the cause
-of their spread across draws (see the "(authors' widths)" records).
+draws it makes the twin GPs pick the wrong branch of the three-valued region (see the
+"(authors' widths)" records).
 
 Metric: mean absolute error; one record per method and data set, one value per data draw
 (seed), a paired comparison across draws of every twin GP with GPR and WKNN (mean, se,
@@ -38,6 +43,7 @@ from tandem.inference.distances import median_distance  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, grid_step, seed_list, set_seed  # noqa: E402
 from tandem.inference.metrics import mean_abs_error  # noqa: E402
 from tandem.inference.twin_gp import TwinGPRegressor  # noqa: E402
+from tandem.inference.twin_gp.ensemble import ENSEMBLE  # noqa: E402
 from tandem.inference.twin_gp.predictor import TwinGP, certainty, gpr_predict, lemma41_log_bound, wknn_predict  # noqa: E402
 from tandem.inference.twin_gp.selection import (  # noqa: E402
     BETAS,
@@ -53,6 +59,7 @@ RHO_X, RHO_Y, LAM = 1 / math.sqrt(0.4), 1 / math.sqrt(40.0), 1e-4  # the authors
 GPR_FIXED = {"rho": 1 / math.sqrt(40), "noise": 1e-5}
 PAPER = {"toy1": {"KLTGP": 0.116, "SMTGP": 0.113}, "toy2": {"KLTGP": 0.126, "SMTGP": 0.110, "IKLTGP": 0.114}}
 TWIN = ("KLTGP", "IKLTGP", "SMTGP")
+SINGLE = ("KLTGP", "SMTGP")
 BASELINES = ("GPR", "GPR (CV)", "WKNN")
 
 
@@ -63,6 +70,9 @@ def parser():
                    help="alpha grid step of the CV (0.05: the paper's grid; the authors say 0.1 suffices)")
     p.add_argument("--cv-repeats", type=int, default=1,
                    help="average the width/lambda CV over this many fold partitions")
+    p.add_argument("--ensemble", type=int, default=ENSEMBLE,
+                   help="predict with at most this many near-tied CV width settings, keeping each test "
+                        "point's medoid (1: the paper's single setting)")
     p.add_argument("--toys", nargs="+", choices=("toy1", "toy2"), default=("toy1", "toy2"),
                    help="which toy sets to run")
     return p
@@ -76,20 +86,16 @@ def run_draw(toy: str, seed: int, args, res) -> tuple[dict, dict, dict]:
     grid = dict(rho_mult_x=(1 / 8, 1 / 2), rho_mult_y=(1 / 4,), lam_grid=(1e-3,), alphas=(0.0, 0.5, 1.0),
                 betas=(0.99,)) if args.quick else dict(alphas=alpha_grid(args.alpha_step), betas=BETAS)
     t0 = time.perf_counter()
-    reg = TwinGPRegressor("SMTGP", folds=folds, cv_repeats=args.cv_repeats, seed=seed, **grid).fit(X, Y)
+    reg = TwinGPRegressor("SMTGP", folds=folds, cv_repeats=args.cv_repeats, ensemble=args.ensemble, seed=seed,
+                          **grid).fit(X, Y)
     res.time("SMTGP", "train", time.perf_counter() - t0)
-    m, Zt = reg.model_, reg.sx_.transform(Xt)
     preds, times = {}, {}
-    t0 = time.perf_counter()
-    kl = m.predict(Zt, "KLTGP")
-    times["KLTGP"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ikl = m.predict(Zt, "IKLTGP", init=kl)
-    times["IKLTGP"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    preds["SMTGP"] = reg.predict(Xt)  # runs KLTGP again as its start, so the time is comparable
-    times["SMTGP"] = time.perf_counter() - t0
-    preds["KLTGP"], preds["IKLTGP"] = reg.sy_.inverse(kl), reg.sy_.inverse(ikl)
+    for method in TWIN:  # IKLTGP and SMTGP each run KLTGP as their start, so the times are comparable
+        t0 = time.perf_counter()
+        preds[method] = reg.predict(Xt, method=method)
+        times[method] = time.perf_counter() - t0
+    for method in SINGLE:  # the paper's protocol: the best CV setting alone
+        preds[f"{method} (best CV setting)"] = reg.predict(Xt, method=method, members=1)
     ma = TwinGP(X, Y, RHO_X, RHO_Y, LAM)
     preds["KLTGP (authors' widths)"] = kla = ma.predict(Xt, "KLTGP")
     preds["IKLTGP (authors' widths)"] = ma.predict(Xt, "IKLTGP", init=kla)
@@ -102,8 +108,10 @@ def run_draw(toy: str, seed: int, args, res) -> tuple[dict, dict, dict]:
     preds["WKNN"] = wknn_predict(X, Y, Xt, kk)
     for name, t in times.items():
         res.time(name, "predict", t)
-    sel = {"rho_x": reg.rho_x_ * float(reg.sx_.scale[0]), "rho_y": reg.rho_y_ * float(reg.sy_.scale[0]),
-           "lambda": reg.lam_, "alpha": reg.alpha_, "beta": reg.beta_, "gpr_cv": {"rho": g[0], "noise": g[1]},
+    units = (float(reg.sx_.scale[0]), float(reg.sy_.scale[0]), 1.0)
+    sel = {"rho_x": reg.rho_x_ * units[0], "rho_y": reg.rho_y_ * units[1], "lambda": reg.lam_,
+           "ensemble_settings": [[v * u for v, u in zip(st, units)] for st in reg.settings_],
+           "alpha": reg.alpha_, "beta": reg.beta_, "gpr_cv": {"rho": g[0], "noise": g[1]},
            "wknn_k": kk, "cv_capped_points": sum(v["capped"] for v in reg.cv_.values())}
     return {k: mean_abs_error(p, Yt) for k, p in preds.items()}, sel, {"reg": reg, "preds": preds, "data": d}
 
@@ -115,6 +123,7 @@ def main(args):
                                       "alphas": (0.0, 0.5, 1.0) if args.quick else alpha_grid(args.alpha_step),
                                       "betas": (0.99,) if args.quick else BETAS,
                                       "folds": 2 if args.quick else args.folds, "cv_repeats": args.cv_repeats,
+                                      "ensemble": args.ensemble,
                                       "noise": 0.005,
                                       "optimizer": "bfgs", "max_iter": 50, "paper": PAPER, "quick": args.quick,
                                       "selected": {}, "paired_over_draws": {}, "draws": len(seeds)})
@@ -133,7 +142,8 @@ def main(args):
         for name, v in vals.items():
             res.add(name, "mean_abs_error", v, data_set=toy)
         res.config["paired_over_draws"][toy] = paired_over_draws(
-            vals, seeds, (*TWIN, "KLTGP (authors' widths)", "IKLTGP (authors' widths)"), ("GPR", "GPR (CV)", "WKNN"))
+            vals, seeds, (*TWIN, *(f"{m} (best CV setting)" for m in SINGLE), "KLTGP (authors' widths)",
+                          "IKLTGP (authors' widths)"), ("GPR", "GPR (CV)", "WKNN"))
     path = res.write(args.out)
     print(res.table(("data_set",)))
     for toy, pairs in res.config["paired_over_draws"].items():
@@ -175,14 +185,14 @@ def _first_draw_extras(toy, seed, first, res, args):
         "objective_sum_svi_minus_batched": float((m.objective(fr.params["twin_gp_y_loc"], ctx)
                                                   - m.objective(ref, ctx)).sum())}
     res.time("SMTGP (SVI, Delta guide)", "train", fr.wall_time)
-    sm = reg.sy_.transform(preds["SMTGP"])
+    sm = ref  # the best CV setting's own SMTGP minimiser (the ensemble may keep other members' points)
     pyro.clear_param_store()
     fr = fit(model, NormalGuide(init=sm, init_scale=0.01), m, Zt, "SMTGP", a, optim=pyro.optim.Adam({"lr": 0.005}),
              num_steps=100 if args.quick else 1000, seed=seed, progress=not args.no_progress,
              desc=f"Gaussian guide {toy}")
     spread = fr.params["twin_gp_y_scale"][:, 0]
     logphi = certainty(m, Zt, sm, a)
-    err = (preds["SMTGP"] - d["Y_test"]).abs()[:, 0]
+    err = (reg.sy_.inverse(sm) - d["Y_test"]).abs()[:, 0]
     res.config[f"certainty_{toy}"] = {
         "spearman_logphi_vs_abs_error": float(spearmanr(logphi.numpy(), err.numpy())[0]),
         "spearman_guide_scale_vs_logphi": float(spearmanr(spread.numpy(), logphi.numpy())[0]),

@@ -80,7 +80,7 @@ def main(args):
                               lam_grid=(1e-2,) if args.quick else (1e-3, 1e-2),
                               alphas=alphas, betas=betas, neighbors=args.neighbors,
                               max_iter=10 if args.quick else args.max_iter, seed=args.seed,
-                              checkpoint=args.checkpoint, progress=not args.no_progress)
+                              checkpoint=args.checkpoint, progress=not args.no_progress, ensemble=args.ensemble)
     res.config.update({"total_wall_s": time.perf_counter() - t0, "total_cpu_s": time.process_time() - c0,
                        "threads": torch.get_num_threads()})
     args.out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,8 @@ from common import DATA_DIR, run_example
 HAVE_USPS = (DATA_DIR / "usps" / "usps_9298.mat").exists()
 HAVE_POSER = (DATA_DIR / "human_pose" / "ankurDataPoseSilhouette.mat").exists()
 TGP = {"KLTGP", "IKLTGP", "SMTGP", "GPR", "WKNN"}
-REAL = TGP | {"KTA-kNN", "HSIC-kNN"}  # the real-data protocol adds the alignment k-NN baselines
+# the real-data protocol adds the alignment k-NN baselines and the ensemble over the CV's near-ties
+REAL = TGP | {"KTA-kNN", "HSIC-kNN", "KLTGP (ensemble)", "SMTGP (ensemble)"}
 
 
 def _run(script, tmp_path, *extra):
@@ -25,7 +26,8 @@ def test_twin_gp_toy(tmp_path):
     _run("twin_gp_toy.py", tmp_path)
     d = _load(tmp_path, "twin_gp_toy")
     assert {r["method"] for r in d["results"]} == TGP | {"GPR (CV)", "KLTGP (authors' widths)",
-                                                         "IKLTGP (authors' widths)"}
+                                                         "IKLTGP (authors' widths)", "KLTGP (best CV setting)",
+                                                         "SMTGP (best CV setting)"}
     assert {r["data_set"] for r in d["results"]} == {"toy1", "toy2"}
     assert all(0 < r["mean"] < 1 and len(r["values"]) == len(d["seeds"]) for r in d["results"])
     # the paired comparison across draws of every twin GP with GPR and WKNN, with the worst draw
@@ -33,7 +35,9 @@ def test_twin_gp_toy(tmp_path):
     for m in ("KLTGP", "IKLTGP", "SMTGP"):
         for b in ("GPR", "WKNN"):
             assert {"mean", "se", "wins", "losses", "worst_draw", "spread_ratio"} <= set(pairs[f"{m} - {b}"])
-    assert set(d["config"]["selected"]["toy1/seed0"]) >= {"rho_x", "rho_y", "lambda", "alpha", "beta"}
+    sel = d["config"]["selected"]["toy1/seed0"]
+    assert set(sel) >= {"rho_x", "rho_y", "lambda", "alpha", "beta", "ensemble_settings"}
+    assert sel["ensemble_settings"][0] == [sel["rho_x"], sel["rho_y"], sel["lambda"]]  # the best setting first
     assert (tmp_path / "twin_gp_toy1.png").exists()
 
 
@@ -51,6 +55,8 @@ def test_twin_gp_poser(tmp_path):
     _run("twin_gp_poser.py", tmp_path)
     d = _load(tmp_path, "twin_gp_poser")
     assert {r["method"] for r in d["results"]} == REAL
+    ens = d["config"]["ensemble_settings"]  # the quick grid has 4 settings, the best first
+    assert 1 <= len(ens) <= 4 and ens[0] == [d["config"]["rho_x"], d["config"]["rho_y"], d["config"]["lambda"]]
     assert all(r["metric"] == "mean_joint_error" for r in d["results"])
 
 

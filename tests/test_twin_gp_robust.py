@@ -18,10 +18,12 @@ from pyro import poutine
 
 from common import smooth_multi_output_problem
 from tandem.guides.twin_gp import Guide, NormalGuide, TwinGPDeltaGuide
+from tandem.inference.distances import median_distance
 from tandem.inference.metrics import mean_abs_error
 from tandem.inference.twin_gp import IterationCapWarning, TwinGP, TwinGPRegressor
+from tandem.inference.twin_gp.ensemble import medoid, near_ties
 from tandem.inference.twin_gp.predictor import gpr_predict
-from tandem.inference.twin_gp.selection import paired_over_draws
+from tandem.inference.twin_gp.selection import paired_over_draws, select_gpr
 from tandem.models import twin_gp as tgp_model
 
 D = torch.float64
@@ -228,3 +230,71 @@ def test_select_kltgp_repeats_average_over_partitions(multi):
         assert two["scores"][key] == one["scores"][key] + other["scores"][key]
     with pytest.raises(ValueError, match="repeats"):
         select_kltgp(X, Y, [0.5], [0.8], [1e-3], err, k=3, repeats=0)
+
+
+# -- issue 14: the CV's near-ties (ensemble of the best settings, medoid per test point) ---
+
+def test_medoid_is_the_median_in_one_dimension_and_a_candidate_in_many():
+    g = torch.Generator().manual_seed(0)
+    P = torch.randn(5, 40, 1, generator=g, dtype=D)
+    pred, idx = medoid(P)
+    torch.testing.assert_close(pred[:, 0], P[:, :, 0].median(0).values)
+    # several outputs: each point keeps one whole candidate (never a mix of two)
+    Q = torch.randn(4, 30, 3, generator=g, dtype=D)
+    pred, idx = medoid(Q)
+    torch.testing.assert_close(pred, Q[idx, torch.arange(30)])
+    cost = torch.stack([(Q - Q[i]).norm(dim=-1).sum(0) for i in range(4)])
+    assert torch.equal(cost.gather(0, idx[None])[0], cost.min(0).values)
+    # ties (two candidates, or all equal) keep the better-ranked one, listed first
+    two = torch.tensor([[[0.0]], [[1.0]]], dtype=D)
+    assert medoid(two)[1].item() == 0
+    one = torch.randn(1, 7, 2, generator=g, dtype=D)
+    assert torch.equal(medoid(one)[0], one[0])
+    with pytest.raises(ValueError, match="preds: expected a 3-d array"):
+        medoid(torch.zeros(3, 4, dtype=D))
+
+
+@pytest.mark.parametrize("seed", [109])
+def test_ensemble_of_cv_settings_removes_the_single_settings_bad_draws(seed):
+    # Toy 2 draws on which the single best CV setting (5-fold, the paper's protocol) commits
+    # to wrong branches: its KLTGP error is > 10 % above the cross-validated GPR's. The CV
+    # cannot tell its best few settings apart on 250 points; the medoid of the five best
+    # settings' predictions follows the majority and is back below GPR.
+    d = tgp_model.simulate(2, seed=seed)
+    X, Y, Xt, Yt = d["X_train"], d["Y_train"], d["X_test"], d["Y_test"]
+    mx = median_distance(X)
+    g = select_gpr(X, Y, [mx * r for r in (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)], (1e-5, 1e-3, 1e-2, 1e-1),
+                   mean_abs_error, seed=seed)["best"]
+    gpr_cv = mean_abs_error(gpr_predict(X, Y, Xt, *g), Yt)
+    reg = TwinGPRegressor("KLTGP", ensemble=5, seed=seed).fit(X, Y)
+    assert len(reg.models_) == 5 and reg.model_ is reg.models_[0]
+    single = mean_abs_error(reg.predict(Xt, members=1), Yt)  # the paper's protocol: the best setting
+    torch.testing.assert_close(reg.predict(Xt, members=1),
+                               reg.sy_.inverse(reg.model_.predict(reg.sx_.transform(Xt), "KLTGP")))
+    assert single > 1.06 * gpr_cv  # the unstable behaviour
+    pred, info = reg.predict(Xt, return_info=True)
+    ens = mean_abs_error(pred, Yt)
+    assert ens < gpr_cv and ens < 0.92 * single
+    assert len(info.members) == len(reg.models_) and info.chosen.shape == (Xt.shape[0],)
+    with pytest.raises(ValueError, match="members"):
+        reg.predict(Xt, members=len(reg.models_) + 1)
+
+
+def test_near_ties_are_the_settings_within_paired_standard_errors_of_the_best():
+    best = [1.0, 2.0, 3.0, 4.0]                 # fold difficulty varies a lot ...
+    scores = {"best": best,
+              "shifted": [v + 0.1 for v in best],         # ... always 0.1 worse: se 0, not a tie
+              "noisy": [1.3, 1.8, 3.2, 3.9],              # d = .3 −.2 .2 −.1: mean .05, se .12: tie
+              "worse": [1.6, 2.4, 3.7, 4.5],              # d = .6 .4 .7 .5: mean .55, se .065: no
+              "equal": list(best)}                        # identical: a tie at any se
+    assert near_ties(scores, k=5, se=1.0) == ["best", "equal", "noisy"]
+    assert near_ties(scores, k=2, se=1.0) == ["best", "equal"]
+    assert near_ties(scores, k=5, se=0.0) == ["best", "equal"]
+    assert near_ties(scores, k=5, se=10.0) == ["best", "equal", "noisy", "worse"]
+    assert near_ties(scores, k=1) == ["best"]
+    with pytest.raises(ValueError, match="se"):
+        near_ties(scores, se=-0.1)
+    with pytest.raises(ValueError, match="scores"):
+        near_ties({})
+    with pytest.raises(ValueError, match="same number"):
+        near_ties({"a": [1.0, 2.0], "b": [1.0]})

@@ -13,11 +13,20 @@ Fit on your own arrays with the paper's protocol as the default:
 3. For SMTGP, α and β by k-fold CV (:func:`~tandem.inference.twin_gp.selection.select_alpha_beta`;
    α = 0 / 1 are KLTGP / IKLTGP, the limits of SMTGP's minimiser).
 4. Prediction: ridge regression → KLTGP → (IKLTGP or SMTGP), batched over all test points.
+5. Ensemble over the CV's near-ties (our addition; ``ensemble=1`` is the paper's single
+   setting): the (at most ``ensemble``) settings (ρ_x, ρ_y, λ) whose CV score is within
+   ``ensemble_se`` paired standard errors of the best each predict, and each test point keeps the medoid of those
+   predictions (:func:`~tandem.inference.twin_gp.ensemble.medoid`).
+   On 250-point sets the CV score cannot tell the grid's best few settings apart, and which
+   branch of a multi-valued output the prediction commits to follows that choice; the medoid
+   takes the majority's branch and cuts the spread of the test error across data draws.
 
 Any hyperparameter given to the constructor is used as is (in standardised units for the
 widths) and skips its CV.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyro
@@ -27,12 +36,13 @@ from tandem.guides.twin_gp import Guide
 from tandem.inference.distances import Standardizer, median_distance
 from tandem.inference.metrics import mean_abs_error
 from tandem.inference.predictive import posterior_predictive, to_arviz
+from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
 from tandem.inference.twin_gp.predictor import METHODS, TwinGP
 from tandem.inference.twin_gp.selection import BETAS, select_alpha_beta, select_kltgp
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
 from tandem.models.twin_gp import dims, model
 
-__all__ = ["TwinGPRegressor", "RHO_MULT_X", "RHO_MULT_Y", "LAM_GRID", "ALPHA_GRID"]
+__all__ = ["TwinGPRegressor", "EnsembleInfo", "RHO_MULT_X", "RHO_MULT_Y", "LAM_GRID", "ALPHA_GRID", "ENSEMBLE"]
 
 #: default CV grids: widths as multiples of the median pairwise distance (standardised data)
 RHO_MULT_X = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
@@ -40,6 +50,15 @@ RHO_MULT_Y = (1 / 8, 1 / 4, 1 / 2, 1.0)
 LAM_GRID = (1e-3, 1e-2)
 #: α step 0.1 (the authors: it suffices); 0 and 1 are KLTGP and IKLTGP
 ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(11))
+
+
+@dataclass
+class EnsembleInfo:
+    """Diagnostics of an ensemble prediction: ``members`` (the optimiser's per-point
+    :class:`~tandem.inference.twin_gp.predictor.OptInfo` of each member, best CV setting
+    first) and ``chosen`` (B,), the member whose prediction each test point kept."""
+    members: list
+    chosen: torch.Tensor
 
 
 class TwinGPRegressor:
@@ -59,17 +78,25 @@ class TwinGPRegressor:
       neighbors: local model with the K nearest training points per test point (None: all).
       max_iter: BFGS iterations per test point at most (the paper: 50).
       seed: the CV folds' and subset's seed.
+      ensemble, ensemble_se: predict with the CV's near-ties — at most ``ensemble`` settings
+        of (ρ_x, ρ_y, λ) whose CV score is within ``ensemble_se`` standard errors of the best's
+        (paired over the folds; :func:`~tandem.inference.twin_gp.ensemble.near_ties`) —
+        and keep each test point's medoid prediction (``ensemble=1``: the single best setting,
+        the paper's protocol). Prediction costs one model's per member.
 
-    After :meth:`fit`: ``model_`` (the :class:`TwinGP` on standardised data), ``rho_x_``,
-    ``rho_y_``, ``lam_``, ``alpha_``, ``beta_`` (selected or given), ``cv_`` (the CV
-    scores, or None where nothing was selected).
+    After :meth:`fit`: ``model_`` (the :class:`TwinGP` of the best setting, on standardised
+    data), ``models_`` (one per ensemble member, best first) with their ``settings_``
+    [(ρ_x, ρ_y, λ)], ``rho_x_``, ``rho_y_``, ``lam_`` (the best setting), ``alpha_``,
+    ``beta_`` (selected or given; shared by the members), ``cv_`` (the CV scores; empty
+    where nothing was selected).
     """
 
     def __init__(self, method: str = "SMTGP", *, rho_x: float | None = None, rho_y: float | None = None,
                  lam: float | None = None, alpha: float | None = None, beta: float | None = None,
                  rho_mult_x=RHO_MULT_X, rho_mult_y=RHO_MULT_Y, lam_grid=LAM_GRID, alphas=ALPHA_GRID,
                  betas=BETAS, folds: int = 5, cv_repeats: int = 1, cv_subset: int = 1000, metric=mean_abs_error,
-                 neighbors: int | None = None, max_iter: int = 50, seed: int = 0, device=None):
+                 neighbors: int | None = None, max_iter: int = 50, seed: int = 0, ensemble: int = ENSEMBLE,
+                 ensemble_se: float = ENSEMBLE_SE, device=None):
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
         self.method = method
@@ -98,6 +125,8 @@ class TwinGPRegressor:
         self.neighbors = None if neighbors is None else check_int_range(neighbors, "neighbors", 2)
         self.max_iter = check_int_range(max_iter, "max_iter", 1)
         self.seed = int(seed)
+        self.ensemble = check_int_range(ensemble, "ensemble", 1)
+        self.ensemble_se = check_real_range(ensemble_se, "ensemble_se", 0.0)
         self.device = device
         self.model_ = None
 
@@ -128,9 +157,10 @@ class TwinGPRegressor:
             sel = select_kltgp(Zs, Ws, gx, gy, gl, self.metric, k=self.folds, seed=self.seed,
                                neighbors=self._cv_neighbors(Zs), max_iter=self.max_iter, repeats=self.cv_repeats)
             self.cv_["kltgp"] = sel
-            self.rho_x_, self.rho_y_, self.lam_ = sel["best"]
+            self.settings_ = near_ties(sel["scores"], self.ensemble, self.ensemble_se)
         else:
-            self.rho_x_, self.rho_y_, self.lam_ = self.rho_x, self.rho_y, self.lam
+            self.settings_ = [(self.rho_x, self.rho_y, self.lam)]
+        self.rho_x_, self.rho_y_, self.lam_ = self.settings_[0]
         self.alpha_, self.beta_ = self.alpha, self.beta
         if self.method == "SMTGP" and self.alpha is None:
             betas = self.betas if self.beta is None else (self.beta,)
@@ -141,7 +171,8 @@ class TwinGPRegressor:
             self.alpha_, self.beta_ = sel["best"]
         if self.method == "SMTGP" and self.beta_ is None:
             self.beta_ = 0.99  # β changes only SMTGP's optimisation path (paper's default list starts here)
-        self.model_ = TwinGP(Z, W, self.rho_x_, self.rho_y_, self.lam_, device=self.device)
+        self.models_ = [TwinGP(Z, W, rx, ry, lam, device=self.device) for rx, ry, lam in self.settings_]
+        self.model_ = self.models_[0]
         return self
 
     def _cv_neighbors(self, Zs) -> int | None:
@@ -162,27 +193,48 @@ class TwinGPRegressor:
                              f"have dimension {self.model_.dx}")
         return Xt
 
-    def _effective(self) -> tuple[str, float, float | None]:
+    def _effective(self, method: str | None = None) -> tuple[str, float, float | None]:
         """The method actually run: SMTGP at α = 0 / 1 is KLTGP / IKLTGP (its limits)."""
-        if self.method == "SMTGP" and self.alpha_ in (0.0, 1.0):
+        method = self.method if method is None else method
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS} or None, got {method!r}")
+        if method == "SMTGP" and self.alpha_ in (0.0, 1.0):
             return ("KLTGP" if self.alpha_ == 0.0 else "IKLTGP"), self.alpha_, None
-        return self.method, (0.5 if self.alpha_ is None else self.alpha_), self.beta_
+        if method == "SMTGP" and self.alpha_ is None:
+            raise ValueError("method='SMTGP': this regressor was fitted without an α (method "
+                             f"{self.method!r}); fit TwinGPRegressor('SMTGP') or give alpha=")
+        return method, (0.5 if self.alpha_ is None else self.alpha_), self.beta_
 
-    def _predict_std(self, Zt, return_info=False):
-        m, kw = self.model_, dict(max_iter=self.max_iter, neighbors=self.neighbors)
-        method, a, b = self._effective()
+    def _member_predict(self, m: TwinGP, Zt, method, a, b, return_info):
+        kw = dict(max_iter=self.max_iter, neighbors=self.neighbors)
         if method == "KLTGP":
             return m.predict(Zt, "KLTGP", return_info=return_info, **kw)
         init = m.predict(Zt, "KLTGP", **kw)
         opts = dict(alpha=a, beta=b, form="sm") if method == "SMTGP" else {}
         return m.predict(Zt, method, init=init, return_info=return_info, **opts, **kw)
 
-    def predict(self, Xt, return_info: bool = False):
-        """Predicted outputs (B, d_y) in the data's units for test inputs ``Xt`` (B, d_x);
-        with ``return_info=True`` also the optimiser's per-point diagnostics."""
+    def _predict_std(self, Zt, return_info=False, method=None, members=None):
+        method, a, b = self._effective(method)
+        if members is not None:
+            members = check_int_range(members, "members", 1, len(self.models_))
+        outs = [self._member_predict(m, Zt, method, a, b, return_info) for m in self.models_[:members]]
+        if len(outs) == 1:
+            return outs[0]
+        preds = torch.stack([o[0] if return_info else o for o in outs])
+        pred, chosen = medoid(preds)
+        return (pred, EnsembleInfo([o[1] for o in outs], chosen)) if return_info else pred
+
+    def predict(self, Xt, return_info: bool = False, method: str | None = None, members: int | None = None):
+        """Predicted outputs (B, d_y) in the data's units for test inputs ``Xt`` (B, d_x).
+
+        ``method``: run another twin GP with the fitted settings ("KLTGP", "IKLTGP"; "SMTGP"
+        needs a fitted α); default the constructor's. ``members``: use only the first (best
+        CV) members of the ensemble (1: the paper's single setting); default all. With
+        ``return_info=True`` also the optimiser's per-point diagnostics (an
+        :class:`EnsembleInfo` when more than one member predicts)."""
         self._check_fitted()
         Zt = self.sx_.transform(self._check_test(Xt))
-        out = self._predict_std(Zt, return_info)
+        out = self._predict_std(Zt, return_info, method, members)
         if return_info:
             return self.sy_.inverse(out[0]), out[1]
         return self.sy_.inverse(out)
@@ -212,7 +264,7 @@ class TwinGPRegressor:
             groups["observed_data"] = {"y": Y_true.detach().cpu().numpy()}
         idata = to_arviz(groups, dims=dims())
         idata["posterior"].attrs.update({"method": self.method, "method_run": method, "rho_x": self.rho_x_,
-                                      "rho_y": self.rho_y_, "lambda": self.lam_,
+                                      "rho_y": self.rho_y_, "lambda": self.lam_, "ensemble": len(self.models_),
                                       "alpha": -1.0 if self.alpha_ is None else float(self.alpha_),
                                       "beta": -1.0 if self.beta_ is None else float(self.beta_),
                                       "units": "rho_x, rho_y in standardised units"})

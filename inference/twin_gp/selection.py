@@ -23,6 +23,7 @@ import torch
 from tandem.inference.checkpoints import check_fingerprint, content_hash, load_checkpoint, save_atomic
 from tandem.inference.distances import median_distance
 from tandem.inference.experiments.cli import grid_step
+from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
 from tandem.inference.twin_gp.predictor import (
     IterationCapWarning,
     TwinGP,
@@ -239,6 +240,26 @@ def paired_differences(preds: dict, Y, metric, methods, baselines) -> dict:
     return out
 
 
+def _ensemble_predictions(preds, twin_predict, kl_sel, k, se, a, b, Xtr, Ytr, Xte, opts, res):
+    """Step 5 of :func:`run_real_experiment`: the medoid of KLTGP's and SMTGP's predictions
+    with the CV's near-ties (member 0 is the selected setting, already predicted)."""
+    members = near_ties(kl_sel["scores"], k, se)
+    res.config["ensemble_settings"] = [list(map(float, st)) for st in members]
+    kl, sm = [preds["KLTGP"]], [preds["SMTGP"]]
+    for i, st in enumerate(members[1:], start=1):
+        m = TwinGP(Xtr, Ytr, *st)
+        twin_predict(f"KLTGP member {i}", lambda: m.predict(Xte, "KLTGP", **opts))
+        kl.append(preds.pop(f"KLTGP member {i}"))
+        if a in (0.0, 1.0):
+            sm.append(kl[-1] if a == 0.0 else m.predict(Xte, "IKLTGP", init=kl[-1], **opts))
+        else:
+            twin_predict(f"SMTGP member {i}", lambda: m.predict(Xte, "SMTGP", alpha=a, beta=b, init=kl[-1],
+                                                               form="sm", **opts))
+            sm.append(preds.pop(f"SMTGP member {i}"))
+    preds["KLTGP (ensemble)"] = medoid(torch.stack(kl))[0]
+    preds["SMTGP (ensemble)"] = medoid(torch.stack(sm))[0]
+
+
 def paired_over_draws(values: dict, seeds, methods, baselines) -> dict:
     """Paired comparison across data draws: for each method A and baseline B (both in
     ``values``, one score per draw in ``seeds`` order, lower is better), d_s = A_s − B_s;
@@ -283,6 +304,10 @@ def add_protocol_args(parser, unit: str = "points", cv_subset: int = 1000):
     parser.add_argument("--alpha-step", type=grid_step, default=0.1, help="alpha grid step (0.05: the full grid)")
     parser.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
     parser.add_argument("--max-iter", type=int, default=50, help="BFGS iterations per test point at most")
+    parser.add_argument("--ensemble", type=int, default=ENSEMBLE,
+                        help="also predict with at most this many CV width settings within one standard error "
+                             "of the best CV score, keeping each test point's medoid ('KLTGP/SMTGP (ensemble)' "
+                             "records; 1: off)")
     parser.add_argument("--checkpoint", type=Path, default=None,
                         help="folder for the finished stages (CV selection, each twin-GP test prediction); "
                              "starting the same command again resumes after the last finished stage")
@@ -293,7 +318,7 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
                         rho_mult=(0.5, 1.0, 2.0), rho_mult_y=None, lam_grid=(1e-3, 1e-2), alphas=None,
                         betas=BETAS, wknn_ks=(1, 3, 5, 10, 20), neighbors: int | None = None, max_iter: int = 50,
                         seed: int = 0, test_folds: int = 5, log=print, checkpoint=None,
-                        progress: bool = False) -> dict:
+                        progress: bool = False, ensemble: int = 1) -> dict:
     """The paper's protocol on a real data set, recording into ``res`` (a Results).
 
     1. CV (``folds``-fold, on a random ``cv_subset`` of the training set) of KLTGP's
@@ -308,6 +333,10 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
        batched. Records the CV scores of the selected settings (``split="cv"``, one value
        per fold), the test score (``split="test"``) and the test score on ``test_folds``
        disjoint random parts of the test set (``split="test_folds"``: mean ± std over parts).
+    5. ``ensemble`` > 1 (our addition): KLTGP and SMTGP (the selected α, β) also predict with
+       the CV's near-ties of step 1 (at most ``ensemble`` settings within one paired standard
+       error of the best CV score), and each test point keeps the medoid of those predictions (records
+       "KLTGP (ensemble)", "SMTGP (ensemble)"; :mod:`~tandem.inference.twin_gp.ensemble`).
     ``checkpoint``: a folder; the CV selection and each twin-GP test prediction are saved
     there as they finish (:class:`StageCheckpoint`) and reused when the same run is started
     again, so an interrupted run resumes after its last finished stage (times recorded in
@@ -316,6 +345,7 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     Returns the predictions and selected settings.
     """
     alphas = ALPHAS if alphas is None else alphas
+    ensemble = check_int_range(ensemble, "ensemble", 1)
     rng = np.random.default_rng(seed)
     Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in
                           ("X_train", "Y_train", "X_test", "Y_test"))
@@ -327,7 +357,7 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
         "folds": int(folds), "rho_mult": [float(r) for r in rho_mult], "rho_mult_y": [float(r) for r in rho_mult_y],
         "lam_grid": [float(v) for v in lam_grid], "alphas": [float(v) for v in alphas],
         "betas": [float(v) for v in betas], "wknn_ks": [int(k) for k in wknn_ks], "neighbors": neighbors,
-        "max_iter": int(max_iter), "seed": int(seed), "test_folds": int(test_folds)})
+        "max_iter": int(max_iter), "seed": int(seed), "test_folds": int(test_folds), "ensemble": int(ensemble)})
     mx, my = median_distance(Xtr), median_distance(Ytr)
     if "selection" in ckpt:
         kl_sel, ab, g_sel, w_sel, al_sel = (ckpt["selection"][k] for k in ("kl", "ab", "gpr", "wknn", "align"))
@@ -402,13 +432,16 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     else:
         twin_predict("SMTGP", lambda: m.predict(Xte, "SMTGP", alpha=a, beta=b, init=preds["KLTGP"], form="sm",
                                                 **opts))
+    if ensemble > 1:
+        _ensemble_predictions(preds, twin_predict, kl_sel, ensemble, ENSEMBLE_SE, a, b, Xtr, Ytr, Xte, opts, res)
     if resumed:
         res.config["resumed_from_checkpoint"] = resumed
     preds["GPR"] = gpr_predict(Xtr, Ytr, Xte, *g_sel["best"])
     preds["WKNN"] = wknn_predict(Xtr, Ytr, Xte, w_sel["best"])
     for name, v in al_sel.items():
         preds[name] = kernel_knn_predict(Xtr, Ytr, Xte, v["best"][1], v["best"][0])
-    res.config["paired_test_differences"] = paired_differences(preds, Yte, metric, ("KLTGP", "SMTGP"),
+    twins = ("KLTGP", "SMTGP", "KLTGP (ensemble)", "SMTGP (ensemble)") if ensemble > 1 else ("KLTGP", "SMTGP")
+    res.config["paired_test_differences"] = paired_differences(preds, Yte, metric, twins,
                                                                ("GPR", "WKNN", "KTA-kNN", "HSIC-kNN", "IKLTGP",
                                                                 "KLTGP"))
     parts = kfold_indices(Xte.shape[0], min(test_folds, Xte.shape[0]), seed) if test_folds > 1 else []
