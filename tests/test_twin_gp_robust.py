@@ -248,6 +248,9 @@ def test_medoid_is_the_median_in_one_dimension_and_a_candidate_in_many():
     # ties (two candidates, or all equal) keep the better-ranked one, listed first
     two = torch.tensor([[[0.0]], [[1.0]]], dtype=D)
     assert medoid(two)[1].item() == 0
+    # two against two: a tie up to the last digits (e.g. a change of units) keeps candidate 0
+    split = torch.tensor([[[0.0]], [[1e-9]], [[1.0]], [[1.0 - 2e-9]]], dtype=D)
+    assert medoid(split)[1].item() == 0 and medoid(split.flip(0))[1].item() == 0
     one = torch.randn(1, 7, 2, generator=g, dtype=D)
     assert torch.equal(medoid(one)[0], one[0])
     with pytest.raises(ValueError, match="preds: expected a 3-d array"):
@@ -292,6 +295,8 @@ def test_near_ties_are_the_settings_within_paired_standard_errors_of_the_best():
     assert near_ties(scores, k=5, se=0.0) == ["best", "equal"]
     assert near_ties(scores, k=5, se=10.0) == ["best", "equal", "noisy", "worse"]
     assert near_ties(scores, k=1) == ["best"]
+    rounding = {"a": [1.0, 2.0, 3.0], "b": [1.0 + 4e-16, 2.0 - 4e-16, 3.0 + 4e-16]}  # equal but for rounding
+    assert near_ties(rounding, se=1.0) == ["a", "b"]
     with pytest.raises(ValueError, match="se"):
         near_ties(scores, se=-0.1)
     with pytest.raises(ValueError, match="scores"):

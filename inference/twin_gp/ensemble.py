@@ -30,13 +30,15 @@ __all__ = ["medoid", "near_ties", "ENSEMBLE", "ENSEMBLE_SE"]
 ENSEMBLE = 5
 #: ... those within this many standard errors of the best (paired over the CV folds)
 ENSEMBLE_SE = 1.0
+#: medoid costs this close (relative to the largest) count as a tie
+TIE_RTOL = 1e-4
 
 
 def near_ties(scores: dict, k: int = ENSEMBLE, se: float = ENSEMBLE_SE) -> list:
     """The CV's near-ties: the best setting and at most ``k − 1`` more, in order of mean
     score (lower is better), whose per-fold differences from the best, d_f = s_f − best_f,
     have mean(d) ≤ ``se`` · std(d)/√F (F folds; a paired test, so the folds' shared
-    difficulty cancels).
+    difficulty cancels), up to rounding (10⁻⁹ of the best's mean score).
 
     ``scores``: {setting: [per-fold values]} as returned by the selection functions, every
     list over the same folds in the same order. Equal means keep the dict's (grid) order.
@@ -51,12 +53,14 @@ def near_ties(scores: dict, k: int = ENSEMBLE, se: float = ENSEMBLE_SE) -> list:
                          f"{sorted({v.size for v in folds.values()})}")
     ranked = sorted(folds, key=lambda key: folds[key].mean())
     best = folds[ranked[0]]
+    # settings equal but for rounding (d ~ 1e-16) are ties, whatever the sign of the noise
+    floor = 1e-9 * float(np.abs(best).mean())
     out = [ranked[0]]
     for key in ranked[1:]:
         if len(out) == k:
             break
         d = folds[key] - best
-        if d.mean() <= se * d.std(ddof=1) / np.sqrt(d.size):
+        if d.mean() <= se * d.std(ddof=1) / np.sqrt(d.size) + floor:
             out.append(key)
     return out
 
@@ -65,15 +69,18 @@ def medoid(preds) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-test-point medoid of ``k`` candidate predictions.
 
     ``preds`` (k, B, d): k predictions of B test points with d outputs each. Returns
-    ``(chosen_pred (B, d), index (B,))`` where ``index[b] = argmin_i Σ_j ‖preds[i, b] −
-    preds[j, b]‖₂``; ties go to the lower index (list the candidates best first). Memory
-    O(k B d): the k × k distances are accumulated one candidate at a time.
+    ``(chosen_pred (B, d), index (B,))`` where ``index[b] = argmin_i c_ib``, c_ib = Σ_j
+    ‖preds[i, b] − preds[j, b]‖₂. Ties go to the lower index (list the candidates best
+    first), and costs within ``TIE_RTOL`` × max_i c_ib of the minimum count as ties: with an
+    even k a two-against-two split is a near-tie that the optimiser's last digits (e.g. a
+    change of the data's units) would otherwise decide. Memory O(k B d): the k × k
+    distances are accumulated one candidate at a time.
     """
     P = as_tensor(preds, "preds", ndim=3, min_rows=1)
     k = P.shape[0]
     if k == 1:
         return P[0], torch.zeros(P.shape[1], dtype=torch.long, device=P.device)
     cost = torch.stack([(P - P[i]).norm(dim=-1).sum(0) for i in range(k)])  # (k, B)
-    # argmin returns the first minimum, so ties keep the better-ranked candidate
-    idx = cost.argmin(0)
+    tied = cost <= cost.min(0).values + TIE_RTOL * cost.max(0).values
+    idx = tied.to(torch.int8).argmax(0)  # the first (best-ranked) near-minimal candidate
     return P[idx, torch.arange(P.shape[1], device=P.device)], idx
