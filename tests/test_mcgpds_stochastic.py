@@ -80,7 +80,7 @@ def test_window_kl_equals_the_collapsed_code_kl(sim):
 
 @pytest.mark.parametrize("fixed", [("alpha", "eps", "beta", "time"), ("alpha", "eps", "beta", "time", "W")])
 def test_elbo_at_optimal_inducing_equals_collapsed_bound_value_and_gradient(sim, fixed):
-    """At the optimal q(V), q(U) (one full-batch natural-gradient step of length 1) the
+    """At the optimal q(V), q(U) (refresh_statistics: the natural-gradient step of length 1 on all windows) the
     uncollapsed ELBO equals the paper's collapsed bound, and so do their gradients with
     respect to every hyperparameter and q(X) parameter (the envelope theorem: the optimal
     q(U) is stationary), so both objectives have the same optima. Below the optimum the
@@ -88,8 +88,8 @@ def test_elbo_at_optimal_inducing_equals_collapsed_bound_value_and_gradient(sim,
     m = _prepared(sim, fixed=fixed)
     _perturb_windows(m)
     lower = m.elbo()
-    full = st.StochasticELBO(windows=torch.arange(m.data.windows.S), ng_step=1.0)
-    full(st.model_params, st.guide_params, m.data)                     # NG step of length 1
+    full = st.StochasticELBO(windows=torch.arange(m.data.windows.S))
+    st.refresh_statistics(m.data)                                        # optimal q(V), q(U)
     neg = full(st.model_params, st.guide_params, m.data, update=False)  # −ELBO at the optimal q(U)
     store = pyro.get_param_store()
     names = sorted(n for n in store if not n.startswith("q"))
@@ -127,8 +127,7 @@ def test_minibatch_estimator_is_unbiased_over_a_partition(sim):
     m = _prepared(sim)
     _perturb_windows(m)
     S = m.data.windows.S
-    obj = st.StochasticELBO(windows=torch.arange(S), ng_step=0.7)
-    obj(st.model_params, st.guide_params, m.data)          # q(U) away from the prior
+    st.refresh_statistics(m.data)                          # q(U) away from the prior
     with torch.no_grad():
         full = float(st.StochasticELBO(windows=torch.arange(S))(st.model_params, st.guide_params, m.data,
                                                                    update=False))
@@ -204,8 +203,8 @@ def test_bad_input_raises_clear_errors(sim):
         if torch.cuda.is_available():
             raise ValueError("CUDA present: nothing to check")
         st.StochasticMcGPDS(device="cuda")
-    with pytest.raises(ValueError, match="ng_step"):
-        st.StochasticELBO(ng_step=0.0)
+    with pytest.raises(ValueError, match="local_iters"):
+        st.StochasticELBO(local_iters=0)
 
 
 def test_fit_does_not_depend_on_the_data_units(sim):
