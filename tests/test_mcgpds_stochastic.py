@@ -140,39 +140,91 @@ def test_minibatch_estimator_is_unbiased_over_a_partition(sim):
 
 
 # ------------------------------------------------------------------ optimisation
-def test_stochastic_fit_reaches_the_collapsed_optimum():
-    """8 sequences × 25 frames; minibatches of half the windows, Adam on q(X) + natural-gradient
-    steps (length 1) on q(V), q(U), 1200 steps. Tolerance 0.5 %: the final ELBO (at the
-    optimal q(U)) is within 0.5 % of — measured: above — the optimum that L-BFGS on the
-    collapsed bound reaches from the same initial values (−3696.0 vs −3796.2), and never above
-    the collapsed optimum that L-BFGS reaches from the stochastic solution (−3470.7: that
-    polish still gains 6 %, reported in docs/_incoming/scale.md). Kernels and inducing inputs
-    are held fixed here (the objectives' gradients in them agree exactly, see above); with
-    them learned plain Adam needs more steps (docs/_incoming/scale.md)."""
-    sim8 = st.simulate_sequences(8, 25, [5, 4], Q=2, M=6, seed=0, chunk_frames=100)
+def test_lbfgs_sharded_minimises_an_ill_conditioned_function():
+    """Rosenbrock's valley (condition number ~ 2500 at the optimum) split over two tensors."""
+    x = torch.tensor([-1.2], dtype=torch.float64)
+    y = torch.tensor([1.0], dtype=torch.float64)
+
+    def fun():
+        with torch.enable_grad():
+            xx, yy = x.clone().requires_grad_(), y.clone().requires_grad_()
+            f = (1 - xx) ** 2 + 100 * (yy - xx ** 2) ** 2
+            gx, gy = torch.autograd.grad(f.sum(), [xx, yy])
+        return float(f), [gx, gy]
+
+    f = st.lbfgs_sharded(fun, [x, y], iters=200)
+    assert f < 1e-12
+    torch.testing.assert_close(torch.cat([x, y]), torch.ones(2, dtype=torch.float64), rtol=0, atol=1e-6)
+
+
+def test_steps_increase_the_bound_and_keep_the_running_statistics_exact(sim):
+    """Hyperparameters fixed: every step is block-coordinate ascent on the collapsed bound
+    (the full ELBO at the optimal q(V), q(U) never decreases), and the running statistics
+    equal the statistics recomputed over all windows (the incremental sums are exact)."""
     fixed = ("alpha", "eps", "beta", "time", "W", "kernel", "inducing")
-    cfg = st.StochasticConfig(Q=2, M=6, window=25, batch=4, num_steps=1200, lr=0.02, lr_local=0.05,
-                              lr_final=1.0, ng_step=1.0, fixed=fixed)
+    cfg = st.StochasticConfig(Q=2, M=6, window=24, batch=2, num_steps=1, local_iters=5, fixed=fixed)
+    m = st.StochasticMcGPDS(cfg).fit(sim["views"], sim["times"], sim["seq_ids"], seed=0)
+    values = [m.elbo()]
+    for seed in range(1, 7):
+        m.train(1, seed=seed)
+        values.append(m.elbo())
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(values, values[1:])), values
+    assert values[-1] > values[0] + 1.0
+    store = pyro.get_param_store()
+    running = [store[f"qstat_{k}"].detach().clone() for k in range(2)]
+    st.refresh_statistics(m.data)
+    for k in range(2):
+        torch.testing.assert_close(running[k], store[f"qstat_{k}"].detach(), rtol=1e-9, atol=1e-9)
+    # q(V), q(U) were at their optimum already
+    assert math.isclose(m.elbo(), values[-1], rel_tol=1e-10)
+
+
+def _collapsed_optimum(data) -> float:
+    """The collapsed bound maximised by L-BFGS until a step changes it by < 1e-10 (relative)."""
+    pyro.clear_param_store()
+    r = fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=50), num_steps=30,
+            tol=1e-10, progress=False)
+    assert r.converged
+    return -r.final_loss
+
+
+def _reaches_collapsed_optimum(sim, fixed, window, steps, tol_per_frame, **kw):
+    cfg = st.StochasticConfig(Q=2, M=6, window=window, num_steps=steps, fixed=fixed, **kw)
     m = st.StochasticMcGPDS(cfg)
-    m.data = m.prepare(sim8["views"], sim8["times"], sim8["seq_ids"], seed=0)
+    m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
     pyro.clear_param_store()
     st.StochasticELBO(windows=torch.arange(m.data.windows.S))(st.model_params, st.guide_params, m.data,
-                                                                 update=False)
-    d0 = m.collapsed_data()
-    pyro.clear_param_store()
-    r0 = fit(mcgpds_model, mcgpds_guide, d0, loss=collapsed_loss, optim=LBFGS(max_iter=50), num_steps=10,
-             progress=False)
-    F_init = -r0.final_loss
-    m.fit(sim8["views"], sim8["times"], sim8["seq_ids"], seed=0)
+                                                               update=False)
+    F_start = _collapsed_optimum(m.collapsed_data())            # from the same initial values
+    m.fit(sim["views"], sim["times"], sim["seq_ids"], seed=0)
     elbo = m.elbo(optimal_inducing=True)
-    d1 = m.collapsed_data()
-    pyro.clear_param_store()
-    r1 = fit(mcgpds_model, mcgpds_guide, d1, loss=collapsed_loss, optim=LBFGS(max_iter=50), num_steps=10,
-             progress=False)
-    F_star = -r1.final_loss
-    print(f"collapsed from init {F_init:.2f}, stochastic {elbo:.2f}, collapsed polished {F_star:.2f}")
-    assert F_star >= elbo - 1e-6 * abs(elbo)            # never above the collapsed optimum
-    assert elbo >= F_init - 0.005 * abs(F_init), (elbo, F_init)
+    F_polish = _collapsed_optimum(m.collapsed_data())           # from the stochastic end point
+    F_ref = max(F_start, F_polish)
+    N = m.data.N
+    print(f"collapsed from the start {F_start:.2f}, polished {F_polish:.2f}, stochastic {elbo:.2f}, "
+          f"gap {(F_ref - elbo) / N:.4f} nats/frame")
+    assert F_polish >= elbo - 1e-6 * abs(elbo)                  # L-BFGS can only improve it
+    assert elbo >= F_ref - tol_per_frame * N, ((F_ref - elbo) / N, F_ref, elbo)
+
+
+def test_stochastic_fit_reaches_the_collapsed_optimum():
+    """8 sequences × 25 frames, windows of 25, minibatches of 4 of the 8 windows, kernels and
+    inducing inputs fixed. The collapsed optimum is the better of: L-BFGS on the collapsed
+    bound from the same initial values, and L-BFGS on the collapsed bound polishing the
+    stochastic end point, each run until it stops changing. Tolerance: 0.1 nats per frame
+    (20 nats, 0.55 % of the bound); measured 0.037 nats/frame after 150 steps (the previous
+    Adam-on-q(X) fit: 1.13 nats/frame, 6 %, after 1200 steps)."""
+    sim8 = st.simulate_sequences(8, 25, [5, 4], Q=2, M=6, seed=0, chunk_frames=100)
+    _reaches_collapsed_optimum(sim8, ("alpha", "eps", "beta", "time", "W", "kernel", "inducing"), window=25,
+                               steps=150, tol_per_frame=0.1, batch=4)
+
+
+def test_stochastic_fit_with_learned_hyperparameters_reaches_the_collapsed_optimum(sim):
+    """6 sequences × 24 frames, minibatches of 3 of the 6 windows; the RBF-ARD kernels, the
+    inducing inputs and W (so the w g functions) learned by Adam (rate decaying from 0.01 to
+    0.001). The same reference and tolerance as above."""
+    _reaches_collapsed_optimum(sim, ("alpha", "eps", "beta", "time"), window=24, steps=150, tol_per_frame=0.1,
+                               batch=3)
 
 
 # ------------------------------------------------------------------ data and errors

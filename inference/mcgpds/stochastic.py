@@ -97,7 +97,7 @@ from tandem.inference.distances import Standardizer
 from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms, set_optimal_inducing
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted
-from tandem.inference.numerics import DTYPE, cho_logdet, cholesky_jitter
+from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
 from tandem.inference.predictive import arviz_groups, posterior_predictive
 from tandem.inference.svi import fit
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
@@ -417,6 +417,20 @@ def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor)
     return terms, flats
 
 
+def _psd_part(flat: torch.Tensor, M: int, D: int, J: int) -> torch.Tensor:
+    """The flat statistics with every Ã replaced by its nearest PSD matrix (negative
+    eigenvalues set to 0; R unchanged)."""
+    out = flat.clone()
+    off = 0
+    for _ in range(1 + J):
+        A = out[off:off + M * M].reshape(M, M)
+        w, U = torch.linalg.eigh(0.5 * (A + A.mT))
+        if float(w.min()) < 0:
+            out[off:off + M * M] = ((U * w.clamp_min(0)) @ U.mT).reshape(-1)
+        off += M * M + M * D
+    return out
+
+
 def _expected_fit(v: dict, stats: list, nat: dict, g_on: bool) -> torch.Tensor:
     """The q(U)-dependent part of view k's expected log-likelihood given its statistics.
 
@@ -489,13 +503,16 @@ def _dot(a: list, b: list, device) -> float:
 def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu") -> float:
     """Minimise ``fun`` over ``params`` (this rank's share) by L-BFGS with Armijo backtracking.
 
-    ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on all)
-    and this rank's gradients. Every inner product is summed over the ranks, so each rank
-    takes the step that one process holding all the parameters would take (the same
+    ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on
+    all) and this rank's gradients, or ``(math.inf, None)`` where it is undefined (such a
+    trial point is rejected). Every inner product is summed over the ranks, so each rank
+    takes the step one process holding all the parameters would take (the same
     collectives in the same order on every rank). ``iters`` iterations at most; stops
     early when the gradient vanishes or no step decreases ``fun``. Returns the final value.
     """
     f, g = fun()
+    if g is None:
+        return f
     hist = []                                         # (s, y, 1/sᵀy)
     for it in range(iters):
         gg = _dot(g, g, device)
@@ -527,10 +544,7 @@ def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu"
             with torch.no_grad():
                 for p, x, d_ in zip(params, x0, d):
                     p.copy_(x + t * d_)
-            try:
-                f_new, g_new = fun()
-            except ValueError:                          # a trial point with a non-PD matrix
-                f_new, g_new = math.inf, None
+            f_new, g_new = fun()                        # math.inf: a point outside the domain
             if math.isfinite(f_new) and f_new <= f + 1e-4 * t * gd:
                 accepted = True
                 break
@@ -611,6 +625,7 @@ class StochasticELBO:
         """Local step, running statistics and q(V), q(U) (see the module docstring)."""
         store = pyro.get_param_store()
         hp = _detached(hp)
+        world = rank_world()[1]
         # the step counter lives in the parameter store, so a checkpoint resumes it
         store.setdefault("stoch_steps", torch.zeros((), dtype=DTYPE, device=sdata.device))
         n = int(store["stoch_steps"].item())
@@ -622,16 +637,31 @@ class StochasticELBO:
         stats = [store[f"qstat_{k}"].detach().clone() for k in range(sdata.V)]
         q_old = guide_params(sdata, local) if local.numel() else {}
         _, old = _window_terms(sdata, hp, q_old, local)
-        others = [s - all_reduce_sum(o.clone()) for s, o in zip(stats, old)]
+        # the other windows' statistics; their Ã are sums of PSD matrices, but when the
+        # hyperparameters moved since T was summed the difference can lose that (and with it
+        # P = I + β Ã its definiteness): clamp negative eigenvalues (T is recomputed each epoch)
+        others = [_psd_part(s - all_reduce_sum(o.clone()), sdata.M, D, sdata.J)
+                  for s, o, D in zip(stats, old, sdata.out_dims)]
         params = [store[f"sq_{i}"].unconstrained() for i in local.tolist()]
         g_on = [_g_on(sdata, v) for v in hp["views"]]
         M, J = sdata.M, sdata.J
 
         def fun():
             with torch.enable_grad():
-                q = guide_params(sdata, local) if local.numel() else {}
-                terms, flats = _window_terms(sdata, hp, q, local)
-                value = float(all_reduce_sum(terms.detach().clone()))
+                try:
+                    q = guide_params(sdata, local) if local.numel() else {}
+                    terms, flats = _window_terms(sdata, hp, q, local)
+                    failed = 0.0
+                except NotPositiveDefiniteError:      # a trial point of the line search: reject it
+                    terms, flats, failed = None, None, 1.0
+                # one collective first, so every rank takes the same branch (a rank that
+                # failed must not skip collectives the others make)
+                head = torch.tensor([0.0 if terms is None else float(terms.detach()), failed], dtype=DTYPE,
+                                    device=sdata.device)
+                head = all_reduce_sum(head)
+                if float(head[1]) > 0:
+                    return math.inf, None
+                value = float(head[0])
                 sur = terms
                 for k, D in enumerate(sdata.out_dims):
                     tot = (others[k] + all_reduce_sum(flats[k].detach().clone())).requires_grad_()
@@ -644,6 +674,14 @@ class StochasticELBO:
             return -value, [-g for g in grads]
 
         lbfgs_sharded(fun, params, self.local_iters, device=sdata.device)
+        if world > 1:   # every rank keeps every window's q(X): share the windows this rank optimised
+            rank = rank_world()[0]
+            packed = torch.stack([store[f"sq_{i}"].unconstrained().detach() for i in idx.tolist()])
+            mask = torch.zeros(idx.numel(), dtype=DTYPE, device=sdata.device)
+            mask[rank::world] = 1.0
+            packed = all_reduce_sum(packed * mask[:, None, None, None])
+            for i, x in zip(idx.tolist(), packed):
+                store[f"sq_{i}"].unconstrained().copy_(x)
         q_new = guide_params(sdata, local) if local.numel() else {}
         _, new = _window_terms(sdata, hp, q_new, local)
         for k, D in enumerate(sdata.out_dims):
