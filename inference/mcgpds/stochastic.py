@@ -389,12 +389,16 @@ def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor)
     if not local.numel():
         return terms, [torch.zeros(_stat_size(M, D, J), dtype=DTYPE, device=dev) for D in sdata.out_dims]
     li = local.to(dev)
-    m = sdata.mask[li].to(DTYPE)                                           # (b, L)
-    rows = sdata.rows[li]
-    mu = torch.stack(q["mu"]) * m[None, :, :, None]
-    kl, sdiag = window_kl(sdata.times[rows] * m, m, hp["time_s"], hp["views"], mu, torch.stack(q["lam"]))
+    # padding sits at the end of a window: drop the slots that are padding in every window
+    # of the batch (windows of uneven length cost O(L³) at the batch's longest, not at L)
+    Lb = int(sdata.mask[li].sum(1).max())
+    valid = sdata.mask[li][:, :Lb]
+    m = valid.to(DTYPE)                                                    # (b, Lb)
+    rows = sdata.rows[li][:, :Lb]
+    mu = torch.stack(q["mu"])[:, :, :Lb] * m[None, :, :, None]
+    lam = torch.stack(q["lam"])[:, :, :Lb]
+    kl, sdiag = window_kl(sdata.times[rows] * m, m, hp["time_s"], hp["views"], mu, lam)
     terms = terms - kl.sum()
-    valid = sdata.mask[li]
     for k, Y in enumerate(sdata.views):
         v = hp["views"][k]
         beta = v["beta"]
@@ -937,7 +941,8 @@ class StochasticMcGPDS:
                 F = collapsed_bound(data, hp, mus, lams)
                 lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams,
                                   need_shared_var=True)
-        finally:
+        finally:   # set_state adds to the store: clear what the collapsed code registered first
+            pyro.clear_param_store()
             store.set_state(saved)
         mc = McGPDSConfig(Q=cfg.Q, M=cfg.M, J=cfg.J, mapping_kernel=cfg.mapping_kernel,
                           time_white=cfg.time_white, time_bias=cfg.time_bias, fixed=tuple(cfg.fixed),
@@ -983,7 +988,8 @@ class StochasticMcGPDS:
             set_optimal_inducing(data)
             idata = posterior_predictive(mcgpds_model, Guide(), data, num_samples=num_samples, seed=seed,
                                          dims=dims(data.V))
-        finally:
+        finally:   # set_state adds to the store: clear what the collapsed code registered first
+            pyro.clear_param_store()
             store.set_state(saved)
         groups = arviz_groups(idata)
         for k, sc in enumerate(self.scalers_):
