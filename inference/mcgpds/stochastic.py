@@ -744,7 +744,7 @@ class StochasticConfig:
     batch: int = 16                 # windows per step
     num_steps: int = 2000
     local_iters: int = 20           # L-BFGS iterations on the drawn windows' q(X) per step
-    lr: float = 0.01                # Adam, hyperparameters
+    lr: float = 0.05                # Adam, hyperparameters (unconstrained units)
     lr_final: float = 0.1           # the learning rate decays geometrically to this fraction at the end
     fixed: tuple = ("alpha", "eps", "beta", "time", "W")
     mapping_kernel: str = "rbfard"
