@@ -119,7 +119,9 @@ __all__ = [
     "StochasticMcGPDS",
     "Windows",
     "guide_params",
+    "lbfgs_sharded",
     "model_params",
+    "refresh_statistics",
     "simulate_sequences",
     "window_kl",
 ]
@@ -218,8 +220,9 @@ def guide_params(sdata: StochasticData, idx: torch.Tensor) -> dict:
     holding ``[μ, log λ]`` of every view (one tensor per window keeps the per-step optimiser
     work at B small updates; λ = exp(·) > 0), created from the PCA init on first use. The
     natural parameters of the whitened q(ṽ), q(ũ) — ``qvP_k`` (M, M), ``qvT_k`` (M, D),
-    ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and updated by
-    natural-gradient steps in :class:`StochasticELBO`, so they enter the loss detached.
+    ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and set to their
+    optimum given the running statistics by :class:`StochasticELBO` (never by the
+    optimiser), so they enter the loss detached.
     """
     dev, M, J, Q, V = sdata.device, sdata.M, sdata.J, sdata.Q, sdata.V
     rows = sdata.windows.rows
@@ -770,7 +773,8 @@ class StochasticMcGPDS:
     :meth:`fit`: ``result`` (the driver's FitResult), :meth:`elbo` (exact full-data ELBO),
     :meth:`latents` (per-frame q moments), :meth:`to_fitted` (a collapsed-code
     :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` with the windows as sequences, for
-    :func:`~tandem.inference.mcgpds.fit.predict_view`).
+    :func:`~tandem.inference.mcgpds.fit.predict_view`), :meth:`to_inference_data` (ArviZ
+    draws in the data's units).
     """
 
     def __init__(self, config: StochasticConfig | None = None, device=None):
@@ -838,14 +842,16 @@ class StochasticMcGPDS:
 
     def optimizer(self):
         cfg = self.config
-        # the learning rates decay geometrically to lr_final × their start over num_steps
-        # (Robbins–Monro: the minibatch noise must be averaged out at the end)
+        # Adam on the hyperparameters only (the window parameters get no gradient); the rate
+        # decays geometrically to lr_final × lr over num_steps (Robbins–Monro: the minibatch
+        # noise must be averaged out at the end)
         lrd = float(cfg.lr_final) ** (1.0 / max(int(cfg.num_steps), 1))
         return pyro.optim.ClippedAdam({"lr": cfg.lr, "lrd": lrd, "clip_norm": 1e6})
 
     def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
             checkpoint=None):
-        """Fit with Adam + natural-gradient steps through :func:`tandem.inference.fit`.
+        """Fit through :func:`tandem.inference.fit`: per step an L-BFGS local step on the drawn
+        windows' q(X), q(V), q(U) at their optimum, Adam on the hyperparameters.
 
         ``loss_wrapper``: e.g. :class:`tandem.inference.distributed.DataParallelLoss` (called
         with the objective) for data-parallel training. Returns ``self``.
@@ -873,8 +879,10 @@ class StochasticMcGPDS:
     def elbo(self, chunk: int = 256, optimal_inducing: bool = False) -> float:
         """Exact full-data ELBO in the standardised units (windows in chunks; no parameter update).
 
-        ``optimal_inducing``: first set q(V), q(U) to their optimum given everything else
-        (one full-batch natural-gradient step of length 1), the value the collapsed bound has.
+        ``optimal_inducing``: first recompute the statistics over all windows and set q(V),
+        q(U) to their optimum given everything else (:func:`refresh_statistics`): the value
+        the collapsed bound has. (After training they are at the optimum for the running
+        statistics, which equal the recomputed ones when no hyperparameter is learned.)
         """
         S = self.data.windows.S
         if optimal_inducing:
