@@ -193,7 +193,7 @@ def pose(args):
                                                       "Q": Q, "M": M, "fixed": POSE_FIXED, "collapsed": sched,
                                                       "predictor": POSE_PREDICTOR, "quick": args.quick})
     cfg = st.StochasticConfig(Q=Q, M=M, window=int(np.diff([0, *ends]).max()), batch=args.pose_batch,
-                              num_steps=args.pose_steps, lr=0.01, lr_local=0.05, fixed=POSE_FIXED)
+                              num_steps=args.pose_steps, fixed=POSE_FIXED)
     t0 = time.perf_counter()
     m = st.StochasticMcGPDS(cfg).fit(data.views, data.t, seq, seed=args.seed)
     t_fit = time.perf_counter() - t0

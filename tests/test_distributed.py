@@ -83,8 +83,8 @@ def test_data_parallel_loss_outside_a_group_is_the_wrapped_loss():
 # ----------------------------------------------------------------- stochastic McGPDS
 def _mcgpds_problem():
     sim = st.simulate_sequences(8, 20, [4, 3], Q=2, M=5, seed=1, chunk_frames=80)
-    cfg = st.StochasticConfig(Q=2, M=5, window=20, batch=4, num_steps=12, lr=0.02, lr_local=0.05,
-                              ng_step=0.5, fixed=("alpha", "eps", "beta", "time"))
+    cfg = st.StochasticConfig(Q=2, M=5, window=20, batch=4, num_steps=12, lr=0.02, local_iters=10,
+                              fixed=("alpha", "eps", "beta", "time"))
     return sim, cfg
 
 

@@ -80,7 +80,7 @@ def test_window_kl_equals_the_collapsed_code_kl(sim):
 
 @pytest.mark.parametrize("fixed", [("alpha", "eps", "beta", "time"), ("alpha", "eps", "beta", "time", "W")])
 def test_elbo_at_optimal_inducing_equals_collapsed_bound_value_and_gradient(sim, fixed):
-    """At the optimal q(V), q(U) (one full-batch natural-gradient step of length 1) the
+    """At the optimal q(V), q(U) (refresh_statistics: the natural-gradient step of length 1 on all windows) the
     uncollapsed ELBO equals the paper's collapsed bound, and so do their gradients with
     respect to every hyperparameter and q(X) parameter (the envelope theorem: the optimal
     q(U) is stationary), so both objectives have the same optima. Below the optimum the
@@ -88,8 +88,8 @@ def test_elbo_at_optimal_inducing_equals_collapsed_bound_value_and_gradient(sim,
     m = _prepared(sim, fixed=fixed)
     _perturb_windows(m)
     lower = m.elbo()
-    full = st.StochasticELBO(windows=torch.arange(m.data.windows.S), ng_step=1.0)
-    full(st.model_params, st.guide_params, m.data)                     # NG step of length 1
+    full = st.StochasticELBO(windows=torch.arange(m.data.windows.S))
+    st.refresh_statistics(m.data)                                        # optimal q(V), q(U)
     neg = full(st.model_params, st.guide_params, m.data, update=False)  # −ELBO at the optimal q(U)
     store = pyro.get_param_store()
     names = sorted(n for n in store if not n.startswith("q"))
@@ -127,8 +127,7 @@ def test_minibatch_estimator_is_unbiased_over_a_partition(sim):
     m = _prepared(sim)
     _perturb_windows(m)
     S = m.data.windows.S
-    obj = st.StochasticELBO(windows=torch.arange(S), ng_step=0.7)
-    obj(st.model_params, st.guide_params, m.data)          # q(U) away from the prior
+    st.refresh_statistics(m.data)                          # q(U) away from the prior
     with torch.no_grad():
         full = float(st.StochasticELBO(windows=torch.arange(S))(st.model_params, st.guide_params, m.data,
                                                                    update=False))
@@ -141,39 +140,128 @@ def test_minibatch_estimator_is_unbiased_over_a_partition(sim):
 
 
 # ------------------------------------------------------------------ optimisation
-def test_stochastic_fit_reaches_the_collapsed_optimum():
-    """8 sequences × 25 frames; minibatches of half the windows, Adam on q(X) + natural-gradient
-    steps (length 1) on q(V), q(U), 1200 steps. Tolerance 0.5 %: the final ELBO (at the
-    optimal q(U)) is within 0.5 % of — measured: above — the optimum that L-BFGS on the
-    collapsed bound reaches from the same initial values (−3696.0 vs −3796.2), and never above
-    the collapsed optimum that L-BFGS reaches from the stochastic solution (−3470.7: that
-    polish still gains 6 %, reported in docs/_incoming/scale.md). Kernels and inducing inputs
-    are held fixed here (the objectives' gradients in them agree exactly, see above); with
-    them learned plain Adam needs more steps (docs/_incoming/scale.md)."""
-    sim8 = st.simulate_sequences(8, 25, [5, 4], Q=2, M=6, seed=0, chunk_frames=100)
+def test_lbfgs_sharded_minimises_an_ill_conditioned_function():
+    """Rosenbrock's valley (condition number ~ 2500 at the optimum) split over two tensors."""
+    x = torch.tensor([-1.2], dtype=torch.float64)
+    y = torch.tensor([1.0], dtype=torch.float64)
+
+    def fun():
+        with torch.enable_grad():
+            xx, yy = x.clone().requires_grad_(), y.clone().requires_grad_()
+            f = (1 - xx) ** 2 + 100 * (yy - xx ** 2) ** 2
+            gx, gy = torch.autograd.grad(f.sum(), [xx, yy])
+        return float(f), [gx, gy]
+
+    f = st.lbfgs_sharded(fun, [x, y], iters=200)
+    assert f < 1e-12
+    torch.testing.assert_close(torch.cat([x, y]), torch.ones(2, dtype=torch.float64), rtol=0, atol=1e-6)
+
+
+def test_steps_increase_the_bound_and_keep_the_running_statistics_exact(sim):
+    """Hyperparameters fixed: every step is block-coordinate ascent on the collapsed bound
+    (the full ELBO at the optimal q(V), q(U) never decreases), and the running statistics
+    equal the statistics recomputed over all windows (the incremental sums are exact)."""
     fixed = ("alpha", "eps", "beta", "time", "W", "kernel", "inducing")
-    cfg = st.StochasticConfig(Q=2, M=6, window=25, batch=4, num_steps=1200, lr=0.02, lr_local=0.05,
-                              lr_final=1.0, ng_step=1.0, fixed=fixed)
+    cfg = st.StochasticConfig(Q=2, M=6, window=24, batch=2, num_steps=1, local_iters=5, fixed=fixed)
+    m = st.StochasticMcGPDS(cfg).fit(sim["views"], sim["times"], sim["seq_ids"], seed=0)
+    values = [m.elbo()]
+    for seed in range(1, 7):
+        m.train(1, seed=seed)
+        values.append(m.elbo())
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(values, values[1:])), values
+    assert values[-1] > values[0] + 1.0
+    store = pyro.get_param_store()
+    running = [store[f"qstat_{k}"].detach().clone() for k in range(2)]
+    st.refresh_statistics(m.data)
+    for k in range(2):
+        torch.testing.assert_close(running[k], store[f"qstat_{k}"].detach(), rtol=1e-9, atol=1e-9)
+    # q(V), q(U) were at their optimum already
+    assert math.isclose(m.elbo(), values[-1], rel_tol=1e-10)
+
+
+def _collapsed_optimum(data) -> float:
+    """The collapsed bound maximised by L-BFGS until a step changes it by < 1e-10 (relative)."""
+    pyro.clear_param_store()
+    r = fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=50), num_steps=30,
+            tol=1e-10, progress=False)
+    assert r.converged
+    return -r.final_loss
+
+
+#: stated tolerances, in nats per frame, between the stochastic ELBO (at the optimal q(V),
+#: q(U)) and the collapsed optimum
+FIXED_TOL = 0.1
+HP_TOL = 0.5
+
+
+def _reaches_collapsed_optimum(sim, fixed, window, steps, tol_per_frame, **kw):
+    cfg = st.StochasticConfig(Q=2, M=6, window=window, num_steps=steps, fixed=fixed, **kw)
     m = st.StochasticMcGPDS(cfg)
-    m.data = m.prepare(sim8["views"], sim8["times"], sim8["seq_ids"], seed=0)
+    m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
     pyro.clear_param_store()
     st.StochasticELBO(windows=torch.arange(m.data.windows.S))(st.model_params, st.guide_params, m.data,
-                                                                 update=False)
-    d0 = m.collapsed_data()
-    pyro.clear_param_store()
-    r0 = fit(mcgpds_model, mcgpds_guide, d0, loss=collapsed_loss, optim=LBFGS(max_iter=50), num_steps=10,
-             progress=False)
-    F_init = -r0.final_loss
-    m.fit(sim8["views"], sim8["times"], sim8["seq_ids"], seed=0)
+                                                               update=False)
+    F_start = _collapsed_optimum(m.collapsed_data())            # from the same initial values
+    m.fit(sim["views"], sim["times"], sim["seq_ids"], seed=0)
     elbo = m.elbo(optimal_inducing=True)
-    d1 = m.collapsed_data()
-    pyro.clear_param_store()
-    r1 = fit(mcgpds_model, mcgpds_guide, d1, loss=collapsed_loss, optim=LBFGS(max_iter=50), num_steps=10,
-             progress=False)
-    F_star = -r1.final_loss
-    print(f"collapsed from init {F_init:.2f}, stochastic {elbo:.2f}, collapsed polished {F_star:.2f}")
-    assert F_star >= elbo - 1e-6 * abs(elbo)            # never above the collapsed optimum
-    assert elbo >= F_init - 0.005 * abs(F_init), (elbo, F_init)
+    F_polish = _collapsed_optimum(m.collapsed_data())           # from the stochastic end point
+    F_ref = max(F_start, F_polish)
+    N = m.data.N
+    print(f"collapsed from the start {F_start:.2f}, polished {F_polish:.2f}, stochastic {elbo:.2f}, "
+          f"gap {(F_ref - elbo) / N:.4f} nats/frame")
+    assert F_polish >= elbo - 1e-6 * abs(elbo)                  # L-BFGS can only improve it
+    assert elbo >= F_ref - tol_per_frame * N, ((F_ref - elbo) / N, F_ref, elbo)
+
+
+def test_stochastic_fit_reaches_the_collapsed_optimum():
+    """8 sequences × 25 frames, windows of 25, minibatches of 4 of the 8 windows, kernels and
+    inducing inputs fixed. The collapsed optimum is the better of: L-BFGS on the collapsed
+    bound from the same initial values, and L-BFGS on the collapsed bound polishing the
+    stochastic end point, each run until it stops changing. Tolerance: 0.1 nats per frame
+    (20 nats, 0.55 % of the bound); measured 0.037 nats/frame after 150 steps (−3683.2 against
+    −3675.8; from the start L-BFGS reaches −3800.1). The previous Adam-on-q(X) fit was 1.13
+    nats/frame (6 %) away after 1200 steps."""
+    sim8 = st.simulate_sequences(8, 25, [5, 4], Q=2, M=6, seed=0, chunk_frames=100)
+    _reaches_collapsed_optimum(sim8, ("alpha", "eps", "beta", "time", "W", "kernel", "inducing"), window=25,
+                               steps=150, tol_per_frame=FIXED_TOL, batch=4)
+
+
+def test_stochastic_fit_with_learned_hyperparameters_reaches_the_collapsed_optimum(sim):
+    """6 sequences × 24 frames, minibatches of 3 of the 6 windows; the RBF-ARD kernels and the
+    inducing inputs learned by Adam (the default fixed groups: α, ε, β, time kernels and W).
+    Tolerance 0.5 nats per frame (72 nats, 7.8 % of the bound); measured 0.446 (−990.3 against
+    −926.0; from the start L-BFGS reaches −1320.7). What remains is the hyperparameters' own
+    Adam convergence (a full-batch fit with the same schedule: 0.229). The previous fit was
+    2.02 nats/frame away after 1200 steps."""
+    _reaches_collapsed_optimum(sim, ("alpha", "eps", "beta", "time", "W"), window=24, steps=150,
+                               tol_per_frame=HP_TOL, batch=3)
+
+
+def test_to_inference_data_holds_the_model_sites_in_data_units(sim):
+    """ArviZ data of either major version: the model's sites with its dims, observed data and
+    posterior-predictive draws in the user's units; the fit's parameter store untouched."""
+    from tandem.inference.predictive import arviz_groups
+    views = [1000 * Y + 5 for Y in sim["views"]]
+    cfg = st.StochasticConfig(Q=2, M=6, window=24, batch=3, num_steps=3, local_iters=3)
+    m = st.StochasticMcGPDS(cfg).fit(views, sim["times"], sim["seq_ids"], seed=0)
+    before = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
+    idata = m.to_inference_data(num_samples=30, seed=0)
+    assert {"posterior", "posterior_predictive", "observed_data", "log_likelihood"} <= set(arviz_groups(idata))
+    assert idata["posterior"]["X_s"].dims == ("chain", "draw", "latent_dim", "time")
+    assert idata["posterior"]["X_s"].shape == (1, 30, 2, 144)
+    for k in range(2):
+        Y = views[k].numpy()
+        np.testing.assert_allclose(idata["observed_data"][f"y_{k}"].values, Y, rtol=1e-10)
+        pp = idata["posterior_predictive"][f"y_{k}"].values
+        assert pp.shape == (1, 30) + Y.shape
+        # draws in data units: centred on the data's level, spread of the data's order
+        assert abs(pp.mean() - Y.mean()) < 0.2 * Y.std()
+        assert 0.5 < pp.std() / Y.std() < 2.0
+        assert np.isfinite(idata["log_likelihood"][f"y_{k}"].values).all()
+    store = pyro.get_param_store()
+    assert set(store.keys()) == set(before)
+    for k, v in before.items():
+        torch.testing.assert_close(store[k].detach(), v, rtol=0, atol=0, msg=k)
 
 
 # ------------------------------------------------------------------ data and errors
@@ -204,8 +292,8 @@ def test_bad_input_raises_clear_errors(sim):
         if torch.cuda.is_available():
             raise ValueError("CUDA present: nothing to check")
         st.StochasticMcGPDS(device="cuda")
-    with pytest.raises(ValueError, match="ng_step"):
-        st.StochasticELBO(ng_step=0.0)
+    with pytest.raises(ValueError, match="local_iters"):
+        st.StochasticELBO(local_iters=0)
 
 
 def test_fit_does_not_depend_on_the_data_units(sim):

@@ -40,22 +40,40 @@ Objective (per step, minibatch ``I`` of ``B`` out of ``S`` windows)
 * The windows are drawn with ``pyro.plate("windows", S, subsample_size=B)`` from the
   seeded RNG and the window terms are scaled by ``S/B`` (unbiased).
 
-Updates. q(V), q(U) take natural-gradient steps (Hensman et al. 2013): for a Gaussian
-likelihood the natural gradient step of length ρ on the minibatch is
-``P ← (1−ρ) P + ρ (I + c β w² Ã)``, ``θ ← (1−ρ) θ + ρ c β w R`` (precision P, θ = P m,
-``c = S/B``); with ρ = 1 and the full batch it lands on the optimal q(V), q(U), where the
-ELBO equals the collapsed bound (tested). The step is applied after the ELBO and its
-gradient are evaluated, so every update of a step sees the same q(V), q(U) (evaluating
-after a step fitted to the same minibatch biases the q(X) gradients). The hyperparameters and the per-window
-q(X) parameters take Adam steps through :func:`tandem.inference.fit` (a separate,
-larger learning rate for the window parameters, which each step sees only B/S of).
-Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step
-updates only the B windows it drew: the cost of a step does not grow with N.
+Updates (incremental, Neal & Hinton 1998; the SVI of Hoffman et al. 2013 with the local
+step solved). The ELBO depends on the windows' q(X) only through the window terms and
+the summed statistics ``T = Σ_i s_i``, ``s_i = (Ã_i, R_i, Ã_ij, R_ij …)``; given T the
+optimal q(V), q(U) is ``P = I + β Ã``, ``θ = β R`` (h; ``P_d = I + β w_d² Ã_j``,
+``θ_d = β w_d r_jd`` for g_j) — the natural-gradient step of length 1 — and the ELBO at
+it is the collapsed bound, ``Σ_i terms_i + Σ ½ θᵀP⁻¹θ − ½ log|P|``. The running T (in the
+parameter store, ``qstat_k``) holds every window's statistics from its last visit. A step
 
-Data parallel. On every rank the same windows are drawn; rank r evaluates windows
-``I[r::world]`` (plus the global KL on rank 0), the sufficient statistics of the
-natural-gradient step (Σ Ψ2, Ψ1ᵀY) are all-reduced before the step, and
-:class:`tandem.inference.distributed.DataParallelLoss` all-reduces the gradients.
+1. draws B windows I and removes their old statistics from T (``T_o = T − s_I``);
+2. **local step**: ``local_iters`` L-BFGS iterations on the q(X) parameters of I, maximising
+   the collapsed bound as a function of them with the other windows' statistics fixed,
+   ``Σ_{i∈I} terms_i + collapsed(T_o + s_I)`` — q(V), q(U) follow q(X_I) inside the step,
+   which is what makes it converge: plain alternation (q(X) given q(U), then q(U) given
+   q(X)) is slow on this model, the two being strongly coupled at high β;
+3. puts the new statistics back (``T = T_o + s_I``) and sets q(V), q(U) to their optimum;
+4. returns −ELBO of the minibatch at that q(V), q(U) (window terms scaled by S/B; the
+   window parameters enter it detached): its gradient is an unbiased estimate of the
+   collapsed bound's gradient in the hyperparameters (envelope theorem), which take an
+   Adam step through :func:`tandem.inference.fit` with the learning rate decaying
+   geometrically to ``lr_final`` × ``lr`` (Robbins–Monro).
+
+With the hyperparameters fixed this is block-coordinate ascent on the collapsed bound
+(every step increases it) and T stays exact; with them learned each Adam step changes
+every window's statistics, so T is recomputed over all windows once per epoch (one pass
+without gradients; also at the first step, which sets q(V), q(U) from the initial q(X)).
+Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step touches
+only the B windows it drew: its cost does not grow with N.
+
+Data parallel. On every rank the same windows are drawn; rank r owns windows
+``I[r::world]`` (plus the global KL on rank 0). The local step's L-BFGS
+(:func:`lbfgs_sharded`) all-reduces the statistics, the objective value and every inner
+product, so each rank takes the step one process would; the per-epoch refresh is sharded
+the same way, and :class:`tandem.inference.distributed.DataParallelLoss` all-reduces the
+hyperparameter gradients.
 
 Device. Everything follows ``device`` (the data are moved there); the algebra is
 float64. Units: every view is standardised internally (mean 0, unit overall variance)
@@ -71,19 +89,23 @@ import numpy as np
 import pyro
 import pyro.optim
 import torch
+import xarray as xr
 from pyro import poutine
 
-from tandem.guides.mcgpds import variational_params
+from tandem.guides.mcgpds import Guide, variational_params
+from tandem.inference.distances import Standardizer
 from tandem.inference.distributed import all_reduce_sum, rank_world
-from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
+from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms, set_optimal_inducing
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted
-from tandem.inference.numerics import DTYPE, cho_logdet, cholesky_jitter
+from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
+from tandem.inference.predictive import arviz_groups, posterior_predictive
 from tandem.inference.svi import fit
-from tandem.inference.validation import as_tensor, check_int_range, check_real_range, resolve_device
+from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.gp_kernels import kzz, psi_stats, time_kernel
 from tandem.models.mcgpds import (
     McGPDSData,
     default_init,
+    dims,
     hyperparams,
     mcgpds_model,
     pca_init,
@@ -97,7 +119,9 @@ __all__ = [
     "StochasticMcGPDS",
     "Windows",
     "guide_params",
+    "lbfgs_sharded",
     "model_params",
+    "refresh_statistics",
     "simulate_sequences",
     "window_kl",
 ]
@@ -196,8 +220,9 @@ def guide_params(sdata: StochasticData, idx: torch.Tensor) -> dict:
     holding ``[μ, log λ]`` of every view (one tensor per window keeps the per-step optimiser
     work at B small updates; λ = exp(·) > 0), created from the PCA init on first use. The
     natural parameters of the whitened q(ṽ), q(ũ) — ``qvP_k`` (M, M), ``qvT_k`` (M, D),
-    ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and updated by
-    natural-gradient steps in :class:`StochasticELBO`, so they enter the loss detached.
+    ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and set to their
+    optimum given the running statistics by :class:`StochasticELBO` (never by the
+    optimiser), so they enter the loss detached.
     """
     dev, M, J, Q, V = sdata.device, sdata.M, sdata.J, sdata.Q, sdata.V
     rows = sdata.windows.rows
@@ -293,21 +318,6 @@ def _q_moments(P: torch.Tensor, T: torch.Tensor):
     return torch.cholesky_solve(T, LP), LP
 
 
-def _fit_terms(yy, At, psi0, R, w, m, LP):
-    """``−β/2 ×`` bracket of the expected fit for all outputs (see module docstring), without β.
-
-    yy scalar Σ y²; At (M, M); R (M, D); w (D,) weights; m (M, D) means; LP (M, M) or
-    (D, M, M) Cholesky of the precision (S = P⁻¹, tr(Ã S) = ‖L_P⁻¹ L_Ã‖² via a solve).
-    """
-    lin = (w * (R * m).sum(0)).sum()
-    quad = (w * w * (m * (At @ m)).sum(0)).sum()
-    Sinv_tr = torch.cholesky_solve(At.expand(LP.shape[:-2] + At.shape) if LP.dim() > 2 else At, LP)
-    trAS = Sinv_tr.diagonal(dim1=-2, dim2=-1).sum(-1)                          # tr(P⁻¹ Ã), () or (D,)
-    trAS = (w * w * trAS).sum() if LP.dim() > 2 else (w * w).sum() * trAS
-    trace = (w * w).sum() * (psi0 - At.diagonal().sum())
-    return yy - 2 * lin + quad + trAS + trace
-
-
 def _kl_white(m, LP):
     """Σ_d KL(N(m_d, P⁻¹) ‖ N(0, I)); m (M, D), LP (M, M) shared or (D, M, M)."""
     M, D = m.shape
@@ -322,10 +332,242 @@ def _kl_white(m, LP):
     return 0.5 * (trS + (m * m).sum() - M * D - logdetS)
 
 
-def _g_off(v) -> bool:
-    """g switched off: W constant and β w² < 1e-8 (the collapsed bound skips it the same way)."""
-    W = v["W"]
-    return (not W.requires_grad) and float((v["beta"].detach() * W * W).max()) < 1e-8
+def _g_on(sdata, v) -> bool:
+    """Whether the w_j g_j functions are in the model: not when W is fixed with β w² < 1e-8
+    (the authors' 1e-6·U(0,1) init; the collapsed bound switches g off the same way)."""
+    return "W" not in sdata.fixed or float((v["beta"].detach() * v["W"] * v["W"]).max()) >= 1e-8
+
+
+def _detached(obj):
+    """A copy of a nested dict/list/tuple of tensors with every tensor detached."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach()
+    if isinstance(obj, dict):
+        return {k: _detached(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_detached(v) for v in obj)
+    return obj
+
+
+def _learns_hyperparams(hp) -> bool:
+    """True when any hyperparameter tensor in the nested ``hp`` requires a gradient."""
+    if isinstance(hp, torch.Tensor):
+        return hp.requires_grad
+    if isinstance(hp, dict):
+        return any(_learns_hyperparams(v) for v in hp.values())
+    if isinstance(hp, (list, tuple)):
+        return any(_learns_hyperparams(v) for v in hp)
+    return False
+
+
+# --------------------------------------------------------------------------- window terms
+def _stat_size(M: int, D: int, J: int) -> int:
+    """Length of one view's flat statistics ``[Ã_h, R_h, Ã_g1, R_g1, …]`` (M², M·D per function)."""
+    return (1 + J) * (M * M + M * D)
+
+
+def _unflatten(flat: torch.Tensor, M: int, D: int, J: int) -> list:
+    """``[(Ã_h, R_h), (Ã_g1, R_g1), …]`` from a view's flat statistics."""
+    out, off = [], 0
+    for _ in range(1 + J):
+        A = flat[off:off + M * M].reshape(M, M)
+        R = flat[off + M * M:off + M * M + M * D].reshape(M, D)
+        out.append((A, R))
+        off += M * M + M * D
+    return out
+
+
+def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor):
+    """The q(U)-free part of the windows ``local`` (CPU indices) and their statistics.
+
+    ``q``: ``mu``, ``lam`` V × (b, L, Q) of these windows. Returns ``(terms, flats)``:
+    ``terms`` = Σ_i [½ n_i D log(β/2π) − β/2 (y_iᵀy_i + D(ψ0_i − tr Ã_i))
+    − β/2 Σ_j ‖w_j‖² (ψ0_ij − tr Ã_ij) − KL_i] summed over views, and ``flats[k]`` the
+    flat statistics ``[Σ_i Ã_i, Σ_i R_i, …]`` of view k (zeros for a switched-off g).
+    The rest of the ELBO is linear in the statistics (:func:`_expected_fit`).
+    """
+    dev, M, J, kind = sdata.device, sdata.M, sdata.J, sdata.mapping_kernel
+    terms = torch.zeros((), dtype=DTYPE, device=dev)
+    flats = []
+    if not local.numel():
+        return terms, [torch.zeros(_stat_size(M, D, J), dtype=DTYPE, device=dev) for D in sdata.out_dims]
+    li = local.to(dev)
+    # padding sits at the end of a window: drop the slots that are padding in every window
+    # of the batch (windows of uneven length cost O(L³) at the batch's longest, not at L)
+    Lb = int(sdata.mask[li].sum(1).max())
+    valid = sdata.mask[li][:, :Lb]
+    m = valid.to(DTYPE)                                                    # (b, Lb)
+    rows = sdata.rows[li][:, :Lb]
+    mu = torch.stack(q["mu"])[:, :, :Lb] * m[None, :, :, None]
+    lam = torch.stack(q["lam"])[:, :, :Lb]
+    kl, sdiag = window_kl(sdata.times[rows] * m, m, hp["time_s"], hp["views"], mu, lam)
+    terms = terms - kl.sum()
+    for k, Y in enumerate(sdata.views):
+        v = hp["views"][k]
+        beta = v["beta"]
+        Yb, mk, sk = Y[rows[valid]], mu[k][valid], sdiag[k][valid]
+        n, D = Yb.shape
+        _, psi0, At, R = _whitened_stats(kind, mk, sk, Yb, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        terms = terms + 0.5 * n * D * (beta.log() - math.log(2 * math.pi)) \
+            - 0.5 * beta * ((Yb * Yb).sum() + D * (psi0 - At.diagonal().sum()))
+        parts = [At.reshape(-1), R.reshape(-1)]
+        g_on = _g_on(sdata, v)
+        for j in range(J):
+            if g_on:
+                kgv = v["kg_var"][j] if v.get("kg_var") is not None else None
+                _, psi0g, Ag, Rg = _whitened_stats(kind, mk, sk, Yb, v["Zg"][j], kgv, v["kg_ard"][j])
+                terms = terms - 0.5 * beta * (v["W"][:, j] ** 2).sum() * (psi0g - Ag.diagonal().sum())
+                parts += [Ag.reshape(-1), Rg.reshape(-1)]
+            else:
+                parts += [torch.zeros(M * M + M * D, dtype=DTYPE, device=dev)]
+        flats.append(torch.cat(parts))
+    return terms, flats
+
+
+def _psd_part(flat: torch.Tensor, M: int, D: int, J: int) -> torch.Tensor:
+    """The flat statistics with every Ã replaced by its nearest PSD matrix (negative
+    eigenvalues set to 0; R unchanged)."""
+    out = flat.clone()
+    off = 0
+    for _ in range(1 + J):
+        A = out[off:off + M * M].reshape(M, M)
+        w, U = torch.linalg.eigh(0.5 * (A + A.mT))
+        if float(w.min()) < 0:
+            out[off:off + M * M] = ((U * w.clamp_min(0)) @ U.mT).reshape(-1)
+        off += M * M + M * D
+    return out
+
+
+def _expected_fit(v: dict, stats: list, nat: dict, g_on: bool) -> torch.Tensor:
+    """The q(U)-dependent part of view k's expected log-likelihood given its statistics.
+
+    ``β Σ_d r_dᵀ m_d − β/2 Σ_d [m_dᵀ Ã m_d + tr(Ã S)]`` for h and the same with weights
+    w_dj (and per-output S_dj) for every w_j g_j; q(ṽ), q(ũ) from the natural parameters ``nat``.
+    """
+    beta = v["beta"]
+    mv, LPv = _q_moments(nat["vP"], nat["vT"])
+    (At, R), gstats = stats[0], stats[1:]
+    D = R.shape[1]
+    trAS = torch.cholesky_solve(At, LPv).diagonal().sum()
+    out = beta * (R * mv).sum() - 0.5 * beta * ((mv * (At @ mv)).sum() + D * trAS)
+    if g_on:
+        for j, (Ag, Rg) in enumerate(gstats):
+            w = v["W"][:, j]
+            mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
+            mu_ = mu_[..., 0].mT                                                # (M, D)
+            trASg = torch.cholesky_solve(Ag.expand(LPu.shape), LPu).diagonal(dim1=-2, dim2=-1).sum(-1)   # (D,)
+            out = out + beta * (w * (Rg * mu_).sum(0)).sum() \
+                - 0.5 * beta * (w * w * ((mu_ * (Ag @ mu_)).sum(0) + trASg)).sum()
+    return out
+
+
+def _optimal_natural(v: dict, stats: list, g_on: bool) -> dict:
+    """Natural parameters of the optimal q(ṽ), q(ũ) given view k's total statistics:
+    ``P = I + β Ã``, ``θ = β R`` (h); ``P_d = I + β w_d² Ã_j``, ``θ_d = β w_d r_jd`` (g_j)."""
+    beta = v["beta"]
+    (At, R), gstats = stats[0], stats[1:]
+    M, D = R.shape
+    eye = torch.eye(M, dtype=At.dtype, device=At.device)
+    nat = {"vP": eye + beta * At, "vT": beta * R}
+    if g_on:
+        uP, uT = [], []
+        for j, (Ag, Rg) in enumerate(gstats):
+            w = v["W"][:, j]
+            uP.append(eye + (beta * w * w)[:, None, None] * Ag)
+            uT.append(beta * w * Rg)
+        nat["uP"], nat["uT"] = torch.stack(uP), torch.stack(uT)
+    return nat
+
+
+def _collapsed_value(nat: dict, g_on: bool) -> torch.Tensor:
+    """``max_q [E_q fit − KL(q ‖ p)]`` of the q(U)-dependent part: ``½ θᵀP⁻¹θ − ½ log|P|``
+    summed over the outputs (h: one P shared by the D outputs; g_j: one P_d per output)."""
+    LP = cholesky_jitter(0.5 * (nat["vP"] + nat["vP"].mT), "precision of q(V)")
+    T = nat["vT"]
+    out = 0.5 * (T * torch.cholesky_solve(T, LP)).sum() - 0.5 * T.shape[1] * cho_logdet(LP)
+    if g_on:
+        LPu = cholesky_jitter(0.5 * (nat["uP"] + nat["uP"].mT), "precision of q(U)")      # (J, D, M, M)
+        Tu = nat["uT"].mT[..., None]                                                       # (J, D, M, 1)
+        out = out + 0.5 * (Tu * torch.cholesky_solve(Tu, LPu)).sum() - 0.5 * cho_logdet(LPu).sum()
+    return out
+
+
+def _store_natural(store, k: int, nat: dict, g_on: bool) -> None:
+    with torch.no_grad():
+        for n in ("vP", "vT") + (("uP", "uT") if g_on else ()):
+            store[f"q{n}_{k}"].unconstrained().copy_(nat[n])
+
+
+# --------------------------------------------------------------------------- local optimiser
+def _dot(a: list, b: list, device) -> float:
+    """Σ over this rank's tensors of ⟨a, b⟩, summed over the ranks."""
+    tot = torch.zeros((), dtype=DTYPE, device=device)
+    for x, y in zip(a, b):
+        tot = tot + (x * y).sum()
+    return float(all_reduce_sum(tot))
+
+
+def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu") -> float:
+    """Minimise ``fun`` over ``params`` (this rank's share) by L-BFGS with Armijo backtracking.
+
+    ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on
+    all) and this rank's gradients, or ``(math.inf, None)`` where it is undefined (such a
+    trial point is rejected). Every inner product is summed over the ranks, so each rank
+    takes the step one process holding all the parameters would take (the same
+    collectives in the same order on every rank). ``iters`` iterations at most; stops
+    early when the gradient vanishes or no step decreases ``fun``. Returns the final value.
+    """
+    f, g = fun()
+    if g is None:
+        return f
+    hist = []                                         # (s, y, 1/sᵀy)
+    for it in range(iters):
+        gg = _dot(g, g, device)
+        if not math.isfinite(gg) or gg <= 1e-20:
+            break
+        # two-loop recursion: d = −H g
+        qv = [x.clone() for x in g]
+        alphas = []
+        for s, y, r in reversed(hist):
+            a = r * _dot(s, qv, device)
+            alphas.append(a)
+            qv = [q_ - a * y_ for q_, y_ in zip(qv, y)]
+        if hist:
+            s, y, r = hist[-1]
+            gamma = 1.0 / (r * _dot(y, y, device))
+        else:
+            gamma = min(1.0, 1.0 / math.sqrt(gg))       # first step: at most unit length
+        qv = [gamma * q_ for q_ in qv]
+        for (s, y, r), a in zip(hist, reversed(alphas)):
+            b = r * _dot(y, qv, device)
+            qv = [q_ + (a - b) * s_ for q_, s_ in zip(qv, s)]
+        d = [-q_ for q_ in qv]
+        gd = _dot(g, d, device)
+        if not gd < 0:                                # not a descent direction: restart
+            hist, d, gd = [], [-x * min(1.0, 1.0 / math.sqrt(gg)) for x in g], -min(gg, math.sqrt(gg))
+        x0 = [p.detach().clone() for p in params]
+        t, accepted = 1.0, False
+        for _ in range(30):
+            with torch.no_grad():
+                for p, x, d_ in zip(params, x0, d):
+                    p.copy_(x + t * d_)
+            f_new, g_new = fun()                        # math.inf: a point outside the domain
+            if math.isfinite(f_new) and f_new <= f + 1e-4 * t * gd:
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            with torch.no_grad():
+                for p, x in zip(params, x0):
+                    p.copy_(x)
+            break
+        s = [t * d_ for d_ in d]
+        y = [gn - go for gn, go in zip(g_new, g)]
+        sy = _dot(s, y, device)
+        if sy > 1e-12 * math.sqrt(_dot(y, y, device) * _dot(s, s, device)):   # keep H positive definite
+            hist = (hist + [(s, y, 1.0 / sy)])[-history:]
+        f, g = f_new, g_new
+    return f
 
 
 # --------------------------------------------------------------------------- the objective
@@ -334,14 +576,20 @@ class StochasticELBO:
 
     ``loss(model, guide, sdata)``: ``model``/``guide`` are :func:`model_params` /
     :func:`guide_params` (or compatible registrations). ``batch``: windows per step
-    (``None`` or ≥ S: all windows, deterministic). ``ng_step``: natural-gradient step
-    length ρ ∈ (0, 1] of q(V), q(U) (1 with the full batch gives the optimal q).
-    ``windows``: fix the windows of every step (evaluation, tests) instead of drawing them.
+    (``None`` or ≥ S: all windows, deterministic). ``local_iters``: L-BFGS iterations on
+    the drawn windows' q(X) per step (see the module docstring). ``windows``: fix the
+    windows of every step (evaluation, tests) instead of drawing them.
+
+    With ``update=True`` (a training step) a call first updates the drawn windows' q(X)
+    and the running statistics, sets q(V), q(U) to their optimum given the statistics, and
+    then returns −ELBO of the minibatch whose gradient (hyperparameters only; the window
+    parameters enter it detached) the driver's optimiser applies. ``update=False``
+    evaluates −ELBO at the current parameters and changes nothing.
     """
 
-    def __init__(self, batch: int | None = None, ng_step: float = 1.0, windows=None):
+    def __init__(self, batch: int | None = None, local_iters: int = 20, windows=None):
         self.batch = batch
-        self.ng_step = check_real_range(ng_step, "ng_step", low=0.0, high=1.0, low_open=True)
+        self.local_iters = check_int_range(local_iters, "local_iters", low=1)
         self.windows = windows
 
     def _draw(self, S: int) -> tuple[torch.Tensor, float]:
@@ -357,114 +605,135 @@ class StochasticELBO:
         S = sdata.windows.S
         idx, scale = self._draw(S)
         rank, world = rank_world()
+        local = idx[rank::world]
         hp = model(sdata, idx)
-        q = guide(sdata, idx)
-        mine = torch.arange(idx.numel(), device="cpu")[rank::world]
-        dev = sdata.device
-        kind = sdata.mapping_kernel
-        local = idx[mine]
-        elbo = torch.zeros((), dtype=DTYPE, device=dev)
-        stats = []
-        if local.numel():
-            li = local.to(dev)
-            m = sdata.mask[li].to(DTYPE)                                       # (b, L)
-            rows = sdata.rows[li]
-            t = sdata.times[rows] * m
-            mu = torch.stack([q["mu"][k][mine.to(dev)] for k in range(sdata.V)]) * m[None, :, :, None]
-            lam = torch.stack([q["lam"][k][mine.to(dev)] for k in range(sdata.V)])
-            kl, sdiag = window_kl(t, m, hp["time_s"], hp["views"], mu, lam)
-            elbo = elbo - scale * kl.sum()
-            valid = sdata.mask[li]
-            for k, Y in enumerate(sdata.views):
-                v = hp["views"][k]
-                Yb = Y[rows[valid]]
-                n, D = Yb.shape
-                mk, sk = mu[k][valid], sdiag[k][valid]
-                h = _whitened_stats(kind, mk, sk, Yb, v["Zh"], v.get("kh_var"), v["kh_ard"])
-                gs = []
-                if not _g_off(v):
-                    for j in range(sdata.J):
-                        kgv = v["kg_var"][j] if v.get("kg_var") is not None else None
-                        gs.append(_whitened_stats(kind, mk, sk, Yb, v["Zg"][j], kgv, v["kg_ard"][j]))
-                stats.append((n, D, (Yb * Yb).sum(), h, gs))
-        for k in range(sdata.V):
-            v = hp["views"][k]
-            beta = v["beta"]
-            nat = _natural_params(k)
-            mv, LPv = _q_moments(nat["vP"], nat["vT"])
-            if stats:
-                n, D, yy, (_, psi0, At, R), gs = stats[k]
-                ll = 0.5 * n * D * (beta.log() - math.log(2 * math.pi))
-                ll = ll - 0.5 * beta * _fit_terms(yy, At, psi0, R, torch.ones(D, dtype=DTYPE, device=dev), mv, LPv)
-                for j, (LKg, psi0g, Ag, Rg) in enumerate(gs):
-                    mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
-                    mu_ = mu_[..., 0].mT                                            # (M, D)
-                    ll = ll - 0.5 * beta * (_fit_terms(yy, Ag, psi0g, Rg, v["W"][:, j], mu_, LPu) - yy)
-                elbo = elbo + scale * ll
-            if rank == 0:
-                elbo = elbo - _kl_white(mv, LPv)
-                if not _g_off(v):
-                    for j in range(sdata.J):
-                        mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
-                        elbo = elbo - _kl_white(mu_[..., 0].mT, LPu)
-        # natural-gradient step of q(V), q(U) on the (all-reduced) minibatch statistics, AFTER
-        # the ELBO: every gradient of this step is taken at the current q(V), q(U). (Taking
-        # them after a step that fitted q(U) to this very minibatch biases the q(X) gradients:
-        # the minibatch looks explained already; measured: ELBO −6556 vs −3754 full batch.)
         if update:
-            self._natgrad(sdata, hp, stats, scale)
-        return -elbo
-
-    @torch.no_grad()
-    def _natgrad(self, sdata, hp, stats, scale):
-        """One natural-gradient step of every view's q(ṽ), q(ũ_j) (see module docstring)."""
-        store = pyro.get_param_store()
-        rho = self.ng_step
-        dev = sdata.device
+            self._update(sdata, hp, idx, local, _learns_hyperparams(hp))
+        q = guide(sdata, idx)
+        mine = torch.arange(idx.numel(), device="cpu")[rank::world].to(sdata.device)
+        ql = {n: [x[mine] for x in q[n]] for n in ("mu", "lam")}
+        if update:   # the window parameters were just optimised; only the hyperparameters take the gradient
+            ql = _detached(ql)
+        terms, flats = _window_terms(sdata, hp, ql, local)
+        elbo = scale * terms
         for k, D in enumerate(sdata.out_dims):
             v = hp["views"][k]
-            M = sdata.M
-            J = sdata.J
-            g_on = not _g_off(v)
-            # Σ Ψ2-type and Ψ1ᵀY-type statistics, whitened with the (rank-independent) L_K
-            parts = []
-            if stats:
-                _, _, _, (_, _, At, R), gs = stats[k]
-                parts += [At.detach(), R.detach()]
-                for (_, _, Ag, Rg) in gs:
-                    parts += [Ag.detach(), Rg.detach()]
-            else:   # this rank drew no window: contribute zeros of the right shapes
-                parts += [torch.zeros(M, M, dtype=DTYPE, device=dev), torch.zeros(M, D, dtype=DTYPE, device=dev)]
-                if g_on:
-                    for _ in range(J):
-                        parts += [torch.zeros(M, M, dtype=DTYPE, device=dev),
-                                  torch.zeros(M, D, dtype=DTYPE, device=dev)]
-            flat = all_reduce_sum(torch.cat([p.reshape(-1) for p in parts]))
-            At, R = flat[:M * M].reshape(M, M), flat[M * M:M * M + M * D].reshape(M, D)
-            beta = v["beta"].detach()
-            eye = torch.eye(M, dtype=DTYPE, device=dev)
-            P_hat = eye + scale * beta * At
-            T_hat = scale * beta * R
-            self._blend(store, f"qvP_{k}", P_hat, rho)
-            self._blend(store, f"qvT_{k}", T_hat, rho)
-            if g_on:
-                off = M * M + M * D
-                uP, uT = [], []
-                W = v["W"].detach()
-                for j in range(J):
-                    Ag = flat[off:off + M * M].reshape(M, M)
-                    Rg = flat[off + M * M:off + M * M + M * D].reshape(M, D)
-                    off += M * M + M * D
-                    w = W[:, j]
-                    uP.append(eye + (scale * beta * w * w)[:, None, None] * Ag)
-                    uT.append(scale * beta * w * Rg)
-                self._blend(store, f"quP_{k}", torch.stack(uP), rho)
-                self._blend(store, f"quT_{k}", torch.stack(uT), rho)
+            g_on = _g_on(sdata, v)
+            nat = _natural_params(k)
+            if local.numel():
+                elbo = elbo + scale * _expected_fit(v, _unflatten(flats[k], sdata.M, D, sdata.J), nat, g_on)
+            if rank == 0:
+                elbo = elbo - _q_kl(nat, g_on, sdata.J)
+        return -elbo
 
-    @staticmethod
-    def _blend(store, name, new, rho):
-        p = store[name].unconstrained()
-        p.mul_(1 - rho).add_(rho * new)
+    # ------------------------------------------------------------------ training step
+    @torch.no_grad()
+    def _update(self, sdata, hp, idx, local, learned: bool):
+        """Local step, running statistics and q(V), q(U) (see the module docstring)."""
+        store = pyro.get_param_store()
+        hp = _detached(hp)
+        world = rank_world()[1]
+        # the step counter lives in the parameter store, so a checkpoint resumes it
+        store.setdefault("stoch_steps", torch.zeros((), dtype=DTYPE, device=sdata.device))
+        n = int(store["stoch_steps"].item())
+        per_epoch = math.ceil(sdata.windows.S / idx.numel())
+        # once at the start; once per epoch when hyperparameters are learned (their steps
+        # change every window's statistics, and the incremental sum would drift)
+        if n == 0 or (n % per_epoch == 0 and learned):
+            refresh_statistics(sdata)
+        stats = [store[f"qstat_{k}"].detach().clone() for k in range(sdata.V)]
+        q_old = guide_params(sdata, local) if local.numel() else {}
+        _, old = _window_terms(sdata, hp, q_old, local)
+        # the other windows' statistics; their Ã are sums of PSD matrices, but when the
+        # hyperparameters moved since T was summed the difference can lose that (and with it
+        # P = I + β Ã its definiteness): clamp negative eigenvalues (T is recomputed each epoch)
+        others = [_psd_part(s - all_reduce_sum(o.clone()), sdata.M, D, sdata.J)
+                  for s, o, D in zip(stats, old, sdata.out_dims)]
+        params = [store[f"sq_{i}"].unconstrained() for i in local.tolist()]
+        g_on = [_g_on(sdata, v) for v in hp["views"]]
+        M, J = sdata.M, sdata.J
+
+        def fun():
+            with torch.enable_grad():
+                try:
+                    q = guide_params(sdata, local) if local.numel() else {}
+                    terms, flats = _window_terms(sdata, hp, q, local)
+                    failed = 0.0
+                except NotPositiveDefiniteError:      # a trial point of the line search: reject it
+                    terms, flats, failed = None, None, 1.0
+                # one collective first, so every rank takes the same branch (a rank that
+                # failed must not skip collectives the others make)
+                head = torch.tensor([0.0 if terms is None else float(terms.detach()), failed], dtype=DTYPE,
+                                    device=sdata.device)
+                head = all_reduce_sum(head)
+                if float(head[1]) > 0:
+                    return math.inf, None
+                value = float(head[0])
+                sur = terms
+                for k, D in enumerate(sdata.out_dims):
+                    tot = (others[k] + all_reduce_sum(flats[k].detach().clone())).requires_grad_()
+                    c = _collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot, M, D, J), g_on[k]),
+                                         g_on[k])
+                    (G,) = torch.autograd.grad(c, tot)
+                    value += float(c.detach())
+                    sur = sur + (G * flats[k]).sum()      # chain rule through the summed statistics
+                grads = torch.autograd.grad(sur, params) if params else []
+            return -value, [-g for g in grads]
+
+        lbfgs_sharded(fun, params, self.local_iters, device=sdata.device)
+        if world > 1:   # every rank keeps every window's q(X): share the windows this rank optimised
+            rank = rank_world()[0]
+            packed = torch.stack([store[f"sq_{i}"].unconstrained().detach() for i in idx.tolist()])
+            mask = torch.zeros(idx.numel(), dtype=DTYPE, device=sdata.device)
+            mask[rank::world] = 1.0
+            packed = all_reduce_sum(packed * mask[:, None, None, None])
+            for i, x in zip(idx.tolist(), packed):
+                store[f"sq_{i}"].unconstrained().copy_(x)
+        q_new = guide_params(sdata, local) if local.numel() else {}
+        _, new = _window_terms(sdata, hp, q_new, local)
+        for k, D in enumerate(sdata.out_dims):
+            tot = others[k] + all_reduce_sum(new[k].clone())
+            store[f"qstat_{k}"].unconstrained().copy_(tot)
+            _store_natural(store, k, _optimal_natural(hp["views"][k], _unflatten(tot, M, D, J), g_on[k]), g_on[k])
+        store["stoch_steps"].unconstrained().add_(1)
+
+
+def _q_kl(nat: dict, g_on: bool, J: int) -> torch.Tensor:
+    """KL(q(ṽ), q(ũ) ‖ N(0, I)) of one view from its natural parameters."""
+    mv, LPv = _q_moments(nat["vP"], nat["vT"])
+    out = _kl_white(mv, LPv)
+    if g_on:
+        for j in range(J):
+            mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
+            out = out + _kl_white(mu_[..., 0].mT, LPu)
+    return out
+
+
+@torch.no_grad()
+def refresh_statistics(sdata: StochasticData, chunk: int = 256) -> None:
+    """Recompute every view's running statistics over all windows (sharded over the ranks)
+    and set q(V), q(U) to their optimum given them (the full-data natural-gradient step of
+    length 1: the uncollapsed ELBO then equals the collapsed bound)."""
+    store = pyro.get_param_store()
+    hp = _detached(model_params(sdata))
+    rank, world = rank_world()
+    S = sdata.windows.S
+    mine = torch.arange(S, device="cpu")[rank::world]
+    tot = [torch.zeros(_stat_size(sdata.M, D, sdata.J), dtype=DTYPE, device=sdata.device) for D in sdata.out_dims]
+    for lo in range(0, max(mine.numel(), 1), chunk):
+        part = mine[lo:lo + chunk]
+        q = guide_params(sdata, part) if part.numel() else {}
+        _, flats = _window_terms(sdata, hp, q, part)
+        tot = [a + b for a, b in zip(tot, flats)]
+    if mine.numel() < S:                   # windows of other ranks: register their parameters here too
+        guide_params(sdata, torch.arange(S, device="cpu"))
+    for k, D in enumerate(sdata.out_dims):
+        t = all_reduce_sum(tot[k])
+        v = hp["views"][k]
+        g_on = _g_on(sdata, v)
+        store.setdefault(f"qstat_{k}", torch.zeros_like(t))
+        store[f"qstat_{k}"].unconstrained().copy_(t)
+        _store_natural(store, k, _optimal_natural(v, _unflatten(t, sdata.M, D, sdata.J), g_on), g_on)
 
 
 # --------------------------------------------------------------------------- high level
@@ -477,10 +746,9 @@ class StochasticConfig:
     window: int = 200
     batch: int = 16                 # windows per step
     num_steps: int = 2000
-    lr: float = 0.01                # Adam, hyperparameters
-    lr_local: float = 0.05          # Adam, per-window μ, log λ
-    lr_final: float = 1.0           # both learning rates decay to this fraction at the end (1: no decay)
-    ng_step: float = 1.0
+    local_iters: int = 20           # L-BFGS iterations on the drawn windows' q(X) per step
+    lr: float = 0.05                # Adam, hyperparameters (unconstrained units)
+    lr_final: float = 0.1           # the learning rate decays geometrically to this fraction at the end
     fixed: tuple = ("alpha", "eps", "beta", "time", "W")
     mapping_kernel: str = "rbfard"
     time_white: bool = True
@@ -505,7 +773,8 @@ class StochasticMcGPDS:
     :meth:`fit`: ``result`` (the driver's FitResult), :meth:`elbo` (exact full-data ELBO),
     :meth:`latents` (per-frame q moments), :meth:`to_fitted` (a collapsed-code
     :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` with the windows as sequences, for
-    :func:`~tandem.inference.mcgpds.fit.predict_view`).
+    :func:`~tandem.inference.mcgpds.fit.predict_view`), :meth:`to_inference_data` (ArviZ
+    draws in the data's units).
     """
 
     def __init__(self, config: StochasticConfig | None = None, device=None):
@@ -539,9 +808,10 @@ class StochasticMcGPDS:
             check_int_range(getattr(cfg, name), name, low=1)
         if cfg.Q > sum(Y.shape[1] for Y in vs):
             raise ValueError(f"Q={cfg.Q}: expected at most the total view dimension {sum(Y.shape[1] for Y in vs)}")
-        self.means = [Y.mean(0) for Y in vs]
-        self.scales = [float((Y - mY).std()) or 1.0 for Y, mY in zip(vs, self.means)]
-        vs = [(Y - mY) / s for Y, mY, s in zip(vs, self.means, self.scales)]
+        # one scale per view (the RMS of its column standard deviations) keeps the outputs'
+        # relative sizes, as the collapsed McGPDS object does
+        self.scalers_ = [Standardizer(Y, per="matrix") for Y in vs]
+        vs = [sc.transform(Y) for sc, Y in zip(self.scalers_, vs)]
         win = Windows(seq, cfg.window)
         X0 = pca_init(torch.cat(vs, 1), cfg.Q)
         if cfg.time_invwidth is None:
@@ -572,15 +842,16 @@ class StochasticMcGPDS:
 
     def optimizer(self):
         cfg = self.config
-        # the learning rates decay geometrically to lr_final × their start over num_steps
-        # (Robbins–Monro: the minibatch noise must be averaged out at the end)
+        # Adam on the hyperparameters only (the window parameters get no gradient); the rate
+        # decays geometrically to lr_final × lr over num_steps (Robbins–Monro: the minibatch
+        # noise must be averaged out at the end)
         lrd = float(cfg.lr_final) ** (1.0 / max(int(cfg.num_steps), 1))
-        return pyro.optim.ClippedAdam(lambda name: {"lr": cfg.lr_local if name.startswith("sq_") else cfg.lr,
-                                                    "lrd": lrd, "clip_norm": 1e6})
+        return pyro.optim.ClippedAdam({"lr": cfg.lr, "lrd": lrd, "clip_norm": 1e6})
 
     def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
             checkpoint=None):
-        """Fit with Adam + natural-gradient steps through :func:`tandem.inference.fit`.
+        """Fit through :func:`tandem.inference.fit`: per step an L-BFGS local step on the drawn
+        windows' q(X), q(V), q(U) at their optimum, Adam on the hyperparameters.
 
         ``loss_wrapper``: e.g. :class:`tandem.inference.distributed.DataParallelLoss` (called
         with the objective) for data-parallel training. Returns ``self``.
@@ -596,7 +867,7 @@ class StochasticMcGPDS:
         cfg = self.config
         if not hasattr(self, "data"):
             raise ValueError("train: call fit(views, times, seq_ids) first (or prepare())")
-        self.objective = StochasticELBO(batch=cfg.batch, ng_step=cfg.ng_step)
+        self.objective = StochasticELBO(batch=cfg.batch, local_iters=cfg.local_iters)
         loss = self.objective if loss_wrapper is None else loss_wrapper(self.objective)
         self.result = fit(model_params, guide_params, self.data, loss=loss, optim=self.optimizer(),
                           num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
@@ -608,12 +879,14 @@ class StochasticMcGPDS:
     def elbo(self, chunk: int = 256, optimal_inducing: bool = False) -> float:
         """Exact full-data ELBO in the standardised units (windows in chunks; no parameter update).
 
-        ``optimal_inducing``: first set q(V), q(U) to their optimum given everything else
-        (one full-batch natural-gradient step of length 1), the value the collapsed bound has.
+        ``optimal_inducing``: first recompute the statistics over all windows and set q(V),
+        q(U) to their optimum given everything else (:func:`refresh_statistics`): the value
+        the collapsed bound has. (After training they are at the optimum for the running
+        statistics, which equal the recomputed ones when no hyperparameter is learned.)
         """
         S = self.data.windows.S
         if optimal_inducing:
-            self._set_optimal_inducing(chunk)
+            refresh_statistics(self.data, chunk)
         total = 0.0
         for lo in range(0, S, chunk):
             idx = torch.arange(lo, min(lo + chunk, S), device="cpu")
@@ -623,33 +896,6 @@ class StochasticMcGPDS:
             total += val
         total -= float(_global_kl(self.data))
         return total
-
-    @torch.no_grad()
-    def _set_optimal_inducing(self, chunk: int = 256):
-        d = self.data
-        S = d.windows.S
-        hp = model_params(d)
-        acc = None
-        for lo in range(0, S, chunk):
-            idx = torch.arange(lo, min(lo + chunk, S), device="cpu")
-            st = _window_stats(d, hp, idx)
-            acc = st if acc is None else [tuple(a + b for a, b in zip(x, y)) for x, y in zip(acc, st)]
-        store = pyro.get_param_store()
-        for k, v in enumerate(hp["views"]):
-            At, R = acc[k][0], acc[k][1]
-            beta = v["beta"]
-            eye = torch.eye(d.M, dtype=DTYPE, device=d.device)
-            store[f"qvP_{k}"].unconstrained().copy_(eye + beta * At)
-            store[f"qvT_{k}"].unconstrained().copy_(beta * R)
-            if not _g_off(v):
-                uP, uT = [], []
-                for j in range(d.J):
-                    Ag, Rg = acc[k][2 + 2 * j], acc[k][3 + 2 * j]
-                    w = v["W"][:, j]
-                    uP.append(eye + (beta * w * w)[:, None, None] * Ag)
-                    uT.append(beta * w * Rg)
-                store[f"quP_{k}"].unconstrained().copy_(torch.stack(uP))
-                store[f"quT_{k}"].unconstrained().copy_(torch.stack(uT))
 
     @torch.no_grad()
     def latents(self, chunk: int = 256) -> dict:
@@ -703,7 +949,8 @@ class StochasticMcGPDS:
                 F = collapsed_bound(data, hp, mus, lams)
                 lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams,
                                   need_shared_var=True)
-        finally:
+        finally:   # set_state adds to the store: clear what the collapsed code registered first
+            pyro.clear_param_store()
             store.set_state(saved)
         mc = McGPDSConfig(Q=cfg.Q, M=cfg.M, J=cfg.J, mapping_kernel=cfg.mapping_kernel,
                           time_white=cfg.time_white, time_bias=cfg.time_bias, fixed=tuple(cfg.fixed),
@@ -716,12 +963,53 @@ class StochasticMcGPDS:
 
     def to_model_units(self, Y, view: int) -> torch.Tensor:
         """Data units → the standardised units of the fit (view ``view``)."""
-        return (as_tensor(Y, "Y", ndim=2) - self.means[view].cpu()) / self.scales[view]
+        sc = self.scalers_[view]
+        return (as_tensor(Y, "Y", ndim=2) - sc.mean.cpu()) / sc.scale.cpu()
 
     def to_data_units(self, mean, var=None, view: int = 1):
         """Standardised units → data units: ``(mean, var)`` of view ``view``."""
-        m = mean * self.scales[view] + self.means[view].to(mean.device)
-        return m if var is None else (m, var * self.scales[view] ** 2)
+        sc = self.scalers_[view]
+        scale = sc.scale.to(mean.device)
+        m = mean * scale + sc.mean.to(mean.device)
+        return m if var is None else (m, var * scale ** 2)
+
+    def to_inference_data(self, num_samples: int = 100, seed: int = 0):
+        """Posterior and posterior-predictive draws of the fit as ArviZ data.
+
+        ``arviz.InferenceData`` under ArviZ 0.x, ``xarray.DataTree`` under 1.x (as
+        :func:`tandem.inference.posterior_predictive`). The draws come from the McGPDS guide
+        on :meth:`collapsed_data` (windows as sequences, the fit's q(X) and hyperparameters)
+        with q(V), q(U) at their optimum given them; ``y_k`` (posterior predictive and observed
+        data) are in the user's units and ``log_likelihood`` is the density in those units (the
+        model-unit log density minus the log scale per entry). Dims: :func:`tandem.models.mcgpds.dims`
+        (the latents are (latent_dim, time) over all N frames, so this is for archives whose
+        N × N per-window blocks fit in memory). The fit's parameter store is left as it was.
+        """
+        if not hasattr(self, "data"):
+            raise ValueError("to_inference_data: call fit(views, times, seq_ids) first")
+        check_int_range(num_samples, "num_samples", low=1)
+        data = self.collapsed_data()
+        store = pyro.get_param_store()
+        saved = store.get_state()
+        try:
+            pyro.clear_param_store()
+            set_optimal_inducing(data)
+            idata = posterior_predictive(mcgpds_model, Guide(), data, num_samples=num_samples, seed=seed,
+                                         dims=dims(data.V))
+        finally:   # set_state adds to the store: clear what the collapsed code registered first
+            pyro.clear_param_store()
+            store.set_state(saved)
+        groups = arviz_groups(idata)
+        for k, sc in enumerate(self.scalers_):
+            name, dim = f"y_{k}", f"output_{k}"
+            scale = xr.DataArray(sc.scale.detach().cpu().numpy().astype(float), dims=[dim])
+            mean = xr.DataArray(sc.mean.detach().cpu().numpy().astype(float), dims=[dim])
+            for group in ("posterior_predictive", "observed_data"):
+                if group in groups and name in idata[group]:
+                    idata[group][name] = idata[group][name] * scale + mean
+            if "log_likelihood" in groups and name in idata["log_likelihood"]:
+                idata["log_likelihood"][name] = idata["log_likelihood"][name] - np.log(scale)
+        return idata
 
     @torch.no_grad()
     def _frame_lams(self):
@@ -749,36 +1037,11 @@ def _window_moments(d: StochasticData, hp: dict, idx: torch.Tensor):
     return mu, sdiag, rows, d.mask[li]
 
 
-def _window_stats(d: StochasticData, hp: dict, idx: torch.Tensor):
-    """Per view ``(Ã_h, R_h, Ã_g1, R_g1, …)`` summed over the windows ``idx`` (no scaling)."""
-    mu, sdiag, rows, valid = _window_moments(d, hp, idx)
-    out = []
-    for k, Y in enumerate(d.views):
-        v = hp["views"][k]
-        Yb, mk, sk = Y[rows[valid]], mu[k][valid], sdiag[k][valid]
-        _, _, At, R = _whitened_stats(d.mapping_kernel, mk, sk, Yb, v["Zh"], v.get("kh_var"), v["kh_ard"])
-        st = [At, R]
-        if not _g_off(v):
-            for j in range(d.J):
-                kgv = v["kg_var"][j] if v.get("kg_var") is not None else None
-                _, _, Ag, Rg = _whitened_stats(d.mapping_kernel, mk, sk, Yb, v["Zg"][j], kgv, v["kg_ard"][j])
-                st += [Ag, Rg]
-        out.append(tuple(st))
-    return out
-
-
 def _global_kl(d: StochasticData) -> torch.Tensor:
+    """Σ_k KL(q(ṽ_k), q(ũ_k) ‖ p) at the stored natural parameters."""
     hp = model_params(d)
-    tot = torch.zeros((), dtype=DTYPE, device=d.device)
-    for k, v in enumerate(hp["views"]):
-        nat = _natural_params(k)
-        mv, LPv = _q_moments(nat["vP"], nat["vT"])
-        tot = tot + _kl_white(mv, LPv)
-        if not _g_off(v):
-            for j in range(d.J):
-                mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
-                tot = tot + _kl_white(mu_[..., 0].mT, LPu)
-    return tot
+    return sum((_q_kl(_natural_params(k), _g_on(d, v), d.J) for k, v in enumerate(hp["views"])),
+               torch.zeros((), dtype=DTYPE, device=d.device))
 
 
 def _partition_term(obj: StochasticELBO, d: StochasticData, idx: torch.Tensor, S: int) -> float:
