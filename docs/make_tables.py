@@ -262,6 +262,11 @@ TABLES: tuple[Table, ...] = (
           row_headers=("N frames", "method"), command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
     Table("bench_scale_exponent", "bench_scale.json", ("method",), (("growth_exponent", "growth exponent"),),
           command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
+    *(Table(f"bench_scale_pose_seed{sd}", f"bench_scale_pose_seed{sd}.json", ("method",),
+            (("bound", "bound"), ("mean_joint_error", "mean joint error")), digits=6,
+            command=f"OMP_NUM_THREADS=1 python examples/bench_scale.py --pose --pose-steps 100 --seed {sd} "
+                    "--out results")
+      for sd in (0, 1)),
     # ---- SAMTC
     *(Table(f"samtc_text_{sel.replace('-', '_')}", "samtc_text.json", ("data_set",), _cols(*_SAMTC_METHODS),
             column_key="method", where={"metric": "accuracy", "selection": (sel, "n/a")}, average_over="task",
