@@ -26,13 +26,14 @@ import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
+import xarray as xr
 from pyro import poutine
 from pyro.infer import infer_discrete
 from pyro.poutine.subsample_messenger import _Subsample
 
 from tandem.inference.validation import check_int_range
 
-__all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz", "arviz_groups"]
+__all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz", "arviz_groups", "rescale_sites"]
 
 #: Major version of the installed ArviZ: 0 (``InferenceData``) or 1 (``xarray.DataTree``).
 ARVIZ_MAJOR = int(az.__version__.split(".")[0])
@@ -171,6 +172,27 @@ def arviz_groups(data) -> list[str]:
     if callable(groups):
         return list(groups())
     return list(data.children)
+
+
+def rescale_sites(data, sites: dict):
+    """Map observed sites of an ArviZ object from standardised to the data's units, in place.
+
+    ``sites``: {name: (dim, scale, mean)} — the site's last dimension ``dim`` and per-entry
+    ``scale``, ``mean`` (array-likes of that length) with y_data = y · scale + mean. The
+    draws in ``posterior_predictive`` and the values in ``observed_data`` are mapped; a
+    ``log_likelihood`` entry becomes the density in the data's units, log p − log scale per
+    entry (the Jacobian). Works on both ArviZ APIs; returns ``data``.
+    """
+    groups = arviz_groups(data)
+    for name, (dim, scale, mean) in sites.items():
+        sc = xr.DataArray(np.asarray(scale, dtype=float), dims=[dim])
+        mu = xr.DataArray(np.asarray(mean, dtype=float), dims=[dim])
+        for group in ("posterior_predictive", "observed_data"):
+            if group in groups and name in data[group]:
+                data[group][name] = data[group][name] * sc + mu
+        if "log_likelihood" in groups and name in data["log_likelihood"]:
+            data["log_likelihood"][name] = data["log_likelihood"][name] - np.log(sc)
+    return data
 
 
 def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: int = 100,

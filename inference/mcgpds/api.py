@@ -35,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyro
 import torch
-import xarray as xr
 
 from tandem.guides.mcgpds import Guide
 from tandem.inference.distances import Standardizer
@@ -48,9 +47,10 @@ from tandem.inference.mcgpds.fit import (
     fitted_from_dict,
     fitted_to_dict,
     predict_view,
+    view_sites,
 )
 from tandem.inference.mcgpds.predictor import calibrated_prediction
-from tandem.inference.predictive import arviz_groups, posterior_predictive
+from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.mcgpds import SAFE_FIXED, dims, model
 
@@ -248,14 +248,4 @@ class McGPDS:
         set_optimal_inducing(data)
         idata = posterior_predictive(model, Guide(), data, num_samples=num_samples, seed=seed,
                                      dims=dims(data.V))
-        for k, st in enumerate(self.scalers_):
-            name, dim = f"y_{k}", f"output_{k}"
-            sc = xr.DataArray(st.scale.detach().cpu().numpy().astype(float), dims=[dim])
-            mu = xr.DataArray(st.mean.detach().cpu().numpy().astype(float), dims=[dim])
-            groups = arviz_groups(idata)
-            for group in ("posterior_predictive", "observed_data"):
-                if group in groups and name in idata[group]:
-                    idata[group][name] = idata[group][name] * sc + mu
-            if "log_likelihood" in groups and name in idata["log_likelihood"]:
-                idata["log_likelihood"][name] = idata["log_likelihood"][name] - np.log(sc)
-        return idata
+        return rescale_sites(idata, view_sites(self.scalers_))

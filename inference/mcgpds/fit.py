@@ -77,7 +77,7 @@ from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperpa
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
            "constant_hyperparams", "pca_init", "save_fitted", "load_fitted", "holdout_folds", "holdout_predictions",
            "calibrated_extra_var", "fit_fingerprint", "cached_fit", "INDUCING_STORE_LIMIT", "store_optimal_inducing",
-           "fitted_to_dict", "fitted_from_dict"]
+           "fitted_to_dict", "fitted_from_dict", "view_sites"]
 
 
 @dataclass
@@ -721,3 +721,11 @@ def calibrated_extra_var(mean, var, Y) -> torch.Tensor:
     errors on average: ``δ_d = max(0, mean_n (y_nd − m_nd)² − mean_n v_nd)`` (D,), model units."""
     m, v, y = (as_tensor(a, nm, ndim=2) for a, nm in ((mean, "mean"), (var, "var"), (Y, "Y")))
     return ((y - m) ** 2 - v).mean(0).clamp_min(0.0)
+
+
+def view_sites(scalers) -> dict:
+    """The views' observed sites with their standardisation, for
+    :func:`tandem.inference.predictive.rescale_sites`: ``{"y_k": ("output_k", scale, mean)}``
+    from one fitted :class:`~tandem.inference.distances.Standardizer` per view."""
+    return {f"y_{k}": (f"output_{k}", st.scale.detach().cpu().numpy(), st.mean.detach().cpu().numpy())
+            for k, st in enumerate(scalers)}

@@ -89,16 +89,15 @@ import numpy as np
 import pyro
 import pyro.optim
 import torch
-import xarray as xr
 from pyro import poutine
 
 from tandem.guides.mcgpds import Guide, variational_params
 from tandem.inference.distances import Standardizer
 from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms, set_optimal_inducing
-from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted
+from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, view_sites
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
-from tandem.inference.predictive import arviz_groups, posterior_predictive
+from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.svi import fit
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.gp_kernels import kzz, psi_stats, time_kernel
@@ -999,17 +998,7 @@ class StochasticMcGPDS:
         finally:   # set_state adds to the store: clear what the collapsed code registered first
             pyro.clear_param_store()
             store.set_state(saved)
-        groups = arviz_groups(idata)
-        for k, sc in enumerate(self.scalers_):
-            name, dim = f"y_{k}", f"output_{k}"
-            scale = xr.DataArray(sc.scale.detach().cpu().numpy().astype(float), dims=[dim])
-            mean = xr.DataArray(sc.mean.detach().cpu().numpy().astype(float), dims=[dim])
-            for group in ("posterior_predictive", "observed_data"):
-                if group in groups and name in idata[group]:
-                    idata[group][name] = idata[group][name] * scale + mean
-            if "log_likelihood" in groups and name in idata["log_likelihood"]:
-                idata["log_likelihood"][name] = idata["log_likelihood"][name] - np.log(scale)
-        return idata
+        return rescale_sites(idata, view_sites(self.scalers_))
 
     @torch.no_grad()
     def _frame_lams(self):
