@@ -15,8 +15,8 @@ Fit on your own arrays with the paper's protocol as the default:
 4. Prediction: ridge regression → KLTGP → (IKLTGP or SMTGP), batched over all test points.
 5. Ensemble over the CV's near-ties (our addition; ``ensemble=1`` is the paper's single
    setting): the (at most ``ensemble``) settings (ρ_x, ρ_y, λ) whose CV score is within
-   ``ensemble_se`` paired standard errors of the best each predict, and each test point keeps the medoid of those
-   predictions (:func:`~tandem.inference.twin_gp.ensemble.medoid`).
+   ``ensemble_se`` paired standard errors of the best each predict, and each test point
+   keeps the medoid of those predictions (:func:`~tandem.inference.twin_gp.ensemble.medoid`).
    On 250-point sets the CV score cannot tell the grid's best few settings apart, and which
    branch of a multi-valued output the prediction commits to follows that choice; the medoid
    takes the majority's branch and cuts the spread of the test error across data draws.

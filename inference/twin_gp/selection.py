@@ -246,16 +246,18 @@ def _ensemble_predictions(preds, twin_predict, kl_sel, k, se, a, b, Xtr, Ytr, Xt
     members = near_ties(kl_sel["scores"], k, se)
     res.config["ensemble_settings"] = [list(map(float, st)) for st in members]
     kl, sm = [preds["KLTGP"]], [preds["SMTGP"]]
+    # SMTGP at α = 0 / 1 is KLTGP / IKLTGP (the limits of its minimiser), as in step 4
+    method = {0.0: "KLTGP", 1.0: "IKLTGP"}.get(a, "SMTGP")
+    extra = dict(alpha=a, beta=b, form="sm") if method == "SMTGP" else {}
     for i, st in enumerate(members[1:], start=1):
         m = TwinGP(Xtr, Ytr, *st)
         twin_predict(f"KLTGP member {i}", lambda: m.predict(Xte, "KLTGP", **opts))
         kl.append(preds.pop(f"KLTGP member {i}"))
-        if a in (0.0, 1.0):
-            sm.append(kl[-1] if a == 0.0 else m.predict(Xte, "IKLTGP", init=kl[-1], **opts))
+        if method == "KLTGP":
+            sm.append(kl[-1])
         else:
-            twin_predict(f"SMTGP member {i}", lambda: m.predict(Xte, "SMTGP", alpha=a, beta=b, init=kl[-1],
-                                                               form="sm", **opts))
-            sm.append(preds.pop(f"SMTGP member {i}"))
+            twin_predict(f"{method} member {i}", lambda: m.predict(Xte, method, init=kl[-1], **extra, **opts))
+            sm.append(preds.pop(f"{method} member {i}"))
     preds["KLTGP (ensemble)"] = medoid(torch.stack(kl))[0]
     preds["SMTGP (ensemble)"] = medoid(torch.stack(sm))[0]
 
