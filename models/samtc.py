@@ -95,18 +95,45 @@ def dims(T: int) -> dict[str, list[str]]:
 DIMS = dims(8)
 
 
+def check_task_layout(shapes, h, h_name: str = "h") -> list[int]:
+    """The structure every multi-task clustering input must have, whatever its array type.
+
+    ``shapes``: [(n_t, d_t)] of the T tasks; ``h``: one cluster number h_t per task (named
+    ``h_name`` in the messages). Raises ValueError for: no tasks, len(h) != T, an empty task,
+    different feature dimensions, an h_t that is not an integer >= 2, or n_t < h_t. Returns
+    [int(h_t)].
+    """
+    if len(shapes) == 0:
+        raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
+    if h is None or isinstance(h, (str, bytes)) or not hasattr(h, "__len__") or len(h) != len(shapes):
+        raise ValueError(f"{h_name}: expected one cluster number per task ({len(shapes)}), got {h!r}")
+    d0 = shapes[0][1]
+    hs = []
+    for t, ((n, d), ht) in enumerate(zip(shapes, h)):
+        if isinstance(ht, bool) or not isinstance(ht, (int, np.integer, float, np.floating)) \
+                or int(ht) != ht or ht < 2:
+            raise ValueError(f"{h_name}[{t}]: expected an integer number of clusters >= 2, got {ht!r}")
+        if n == 0:
+            raise ValueError(f"tasks[{t}]: is empty (0 points); every task needs at least h_t = {int(ht)} points")
+        if d != d0:
+            raise ValueError(f"tasks[{t}]: has {d} features but tasks[0] has {d0}; "
+                             "all tasks must share one feature space")
+        if n < ht:
+            raise ValueError(f"tasks[{t}]: has {n} points, fewer than its {int(ht)} clusters")
+        hs.append(int(ht))
+    return hs
+
+
 def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
     """Validate ``tasks`` (list of (n_t, d) arrays) and ``h`` (list of h_t); return float64 tensors.
 
-    Raises ValueError for: fewer than 1 task, a task that is not 2-d, different feature
-    dimensions across tasks, NaN/inf, len(h) != T, h_t < 2, or n_t < h_t. Every task is put on
-    the device of the first task given as a tensor (the CPU if all are arrays).
+    The structure is checked by :func:`check_task_layout`; here also that every task is a 2-d
+    array of finite numbers. Every task is put on the device of the first task given as a
+    tensor (the CPU if all are arrays).
     """
     if not isinstance(tasks, (list, tuple)) or len(tasks) == 0:
         raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
-    if not isinstance(h, (list, tuple)) or len(h) != len(tasks):
-        raise ValueError(f"h: expected a list with one cluster count per task ({len(tasks)}), got {h!r}")
-    out, hs, d = [], [], None
+    out = []
     dev = next((X.device for X in tasks if isinstance(X, torch.Tensor)), torch.device("cpu"))
     for t, X in enumerate(tasks):
         if isinstance(X, torch.Tensor):
@@ -115,22 +142,11 @@ def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
             Xt = torch.as_tensor(np.asarray(X), dtype=DTYPE, device=dev)
         if Xt.dim() != 2:
             raise ValueError(f"tasks[{t}]: expected a 2-d (n_t, d) array, got shape {tuple(Xt.shape)}")
-        if Xt.shape[0] == 0:
-            raise ValueError(f"tasks[{t}]: is empty (0 points); every task needs at least h_t points")
-        if d is None:
-            d = Xt.shape[1]
-        elif Xt.shape[1] != d:
-            raise ValueError(f"tasks[{t}]: has {Xt.shape[1]} features but tasks[0] has {d}; "
-                             "all tasks must share one feature space")
-        if not torch.isfinite(Xt).all():
-            raise ValueError(f"tasks[{t}]: contains NaN or inf")
-        ht = h[t]
-        if isinstance(ht, bool) or int(ht) != ht or ht < 2:
-            raise ValueError(f"h[{t}]: expected an integer number of clusters >= 2, got {ht!r}")
-        if Xt.shape[0] < ht:
-            raise ValueError(f"tasks[{t}]: has {Xt.shape[0]} points, fewer than its h_t = {int(ht)} clusters")
         out.append(Xt)
-        hs.append(int(ht))
+    hs = check_task_layout([tuple(X.shape) for X in out], h)
+    for t, Xt in enumerate(out):
+        if not torch.isfinite(Xt).all():
+            raise ValueError(f"tasks[{t}]: contains NaN or inf; expected finite values")
     return out, hs
 
 

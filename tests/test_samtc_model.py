@@ -177,7 +177,7 @@ def test_relatedness_asymmetric_in_unit_interval(easy_fit):
     ([np.random.rand(10, 2), np.random.rand(10, 3)], [2, 2], "features"),
     ([np.full((10, 2), np.nan), np.random.rand(10, 2)], [2, 2], "NaN"),
     ([np.random.rand(10, 2), np.random.rand(10, 2)], [2, 1], ">= 2"),
-    ([np.random.rand(10, 2)], [2, 2], "one cluster count per task"),
+    ([np.random.rand(10, 2)], [2, 2], "one cluster number per task"),
     ([np.zeros((0, 2)), np.random.rand(10, 2)], [2, 2], r"tasks\[0\]: is empty"),
 ])
 def test_bad_input(tasks, h, msg):

@@ -60,6 +60,7 @@ import scipy.sparse as sp
 from tandem.inference import metrics
 from tandem.inference.samtc import steps as st
 from tandem.inference.samtc.spectral import kmeans, ncut
+from tandem.models.samtc import check_task_layout
 
 __all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "node_weights", "transfer_graph", "kmeans_baseline",
            "pooled_baseline", "SAMTCResult", "select_setting", "validate_tasks", "add_step3_args", "SOURCE_ROWS",
@@ -126,45 +127,30 @@ class SAMTCResult:
 def validate_tasks(tasks, n_clusters, labels=None):
     """Check the tasks; return (list of float64 csr/dense arrays, list of int h_t).
 
-    Raises ValueError for: no tasks, non-2-d tasks, different feature dimensions, NaN/inf,
-    h_t < 2, a task with fewer points than clusters, label arrays of the wrong length.
+    The structure (task count, empty tasks, one feature space, integer h_t >= 2, n_t >= h_t)
+    is checked by :func:`tandem.models.samtc.check_task_layout`, shared with the Pyro
+    model; here also that every task is a 2-d numeric array (dense or scipy.sparse) of
+    finite numbers, and that ``labels`` (if given) hold one label per point.
     """
     if tasks is None or len(tasks) == 0:
-        raise ValueError("samtc: expected a non-empty list of tasks (arrays of shape (n_t, d))")
-    if n_clusters is None or len(n_clusters) != len(tasks):
-        raise ValueError(f"samtc: expected one cluster number per task ({len(tasks)}), got {n_clusters!r}")
-    out, hs = [], []
-    d = None
-    for t, (X, h) in enumerate(zip(tasks, n_clusters)):
+        raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
+    out = []
+    for t, X in enumerate(tasks):
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float64)
-            if not np.isfinite(X.data).all():
-                raise ValueError(f"task {t}: contains NaN or inf entries; expected finite values")
         else:
             X = np.asarray(X)
             if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-                raise ValueError(f"task {t}: expected a numeric array, got dtype {X.dtype}")
+                raise ValueError(f"tasks[{t}]: expected a numeric array, got dtype {X.dtype}")
             X = X.astype(np.float64)
             if X.ndim != 2:
-                raise ValueError(f"task {t}: expected a 2-d array (n_t, d), got shape {X.shape}")
-            if not np.isfinite(X).all():
-                raise ValueError(f"task {t}: contains {int((~np.isfinite(X)).sum())} NaN or inf entries; "
-                                 "expected finite values")
-        if X.shape[0] == 0:
-            raise ValueError(f"task {t}: is empty (0 points); every task needs at least h_t = {h!r} points")
-        if d is None:
-            d = X.shape[1]
-        elif X.shape[1] != d:
-            raise ValueError(f"task {t}: has {X.shape[1]} features but task 0 has {d}; "
-                             "all tasks must share one feature space")
-        if isinstance(h, bool) or not isinstance(h, (int, np.integer)):
-            raise ValueError(f"task {t}: cluster number must be an integer, got {h!r}")
-        if h < 2:
-            raise ValueError(f"task {t}: expected at least 2 clusters, got h_t = {h}")
-        if X.shape[0] < h:
-            raise ValueError(f"task {t}: has {X.shape[0]} points, fewer than its {h} clusters")
+                raise ValueError(f"tasks[{t}]: expected a 2-d (n_t, d) array, got shape {X.shape}")
         out.append(X)
-        hs.append(int(h))
+    hs = check_task_layout([X.shape for X in out], n_clusters, h_name="n_clusters")
+    for t, X in enumerate(out):
+        bad = int((~np.isfinite(X.data if sp.issparse(X) else X)).sum())
+        if bad:
+            raise ValueError(f"tasks[{t}]: contains {bad} NaN or inf entries; expected finite values")
     if labels is not None:
         if len(labels) != len(out):
             raise ValueError(f"labels: expected one array per task ({len(out)}), got {len(labels)}")
