@@ -8,9 +8,9 @@ the CV cannot tell from the best (:func:`near_ties`: their per-fold difference f
 is within ``se`` standard errors of zero) — and keeping, for each test point, the **medoid**
 of their predictions (the one with the smallest summed Euclidean distance to the others)
 keeps a single, coherent structured output (one of the candidates, never an average of two
-branches) chosen by the majority, and removes most of the draw-to-draw spread that a single
-noisy choice brings (see the twin-GP results page). For a single output and odd ``k`` the
-medoid is the median of the candidates.
+branches) chosen by the majority, and cuts the draw-to-draw spread that a single noisy
+choice brings (by a quarter to a half on the toy problems; see the twin-GP results page).
+For a single output and odd ``k`` the medoid is the median of the candidates.
 
 Where the CV has a clear winner (e.g. USPS with CV on 600 images: the runner-up is 2.1
 standard errors behind) there are no near-ties and the prediction is the single best
