@@ -4,9 +4,9 @@ KLTGP, IKLTGP and SMTGP through :class:`tandem.inference.twin_gp.TwinGPRegressor
 standardised, kernel widths and λ by 5-fold CV of KLTGP (widths on a grid of multiples of
 the median distance), α ∈ {0, 0.05, …, 1} and β ∈ {0.99, 0.5, 1.5} by 5-fold CV of SMTGP;
 each twin GP predicts with the CV's near-ties (at most ``--ensemble`` width settings within
-one paired standard error of the best CV score) and keeps each test point's medoid — the regressor's default;
-``--ensemble 1`` is the paper's single setting, also recorded on every run as
-"KLTGP/SMTGP (best CV setting)".
+one paired standard error of the best CV score) and keeps each test point's medoid — the
+regressor's default; ``--ensemble 1`` is the paper's single setting, also recorded on every
+run as "KLTGP/SMTGP (best CV setting)".
 
 Baselines: GP regression with the authors' toy setting (γ = 20, λ = 1e-5) and with (ρ, σ²)
 by CV, weighted k-NN (k by CV). For reference the twin GPs are also run with the authors'

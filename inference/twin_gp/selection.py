@@ -337,8 +337,8 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
        disjoint random parts of the test set (``split="test_folds"``: mean ± std over parts).
     5. ``ensemble`` > 1 (our addition): KLTGP and SMTGP (the selected α, β) also predict with
        the CV's near-ties of step 1 (at most ``ensemble`` settings within one paired standard
-       error of the best CV score), and each test point keeps the medoid of those predictions (records
-       "KLTGP (ensemble)", "SMTGP (ensemble)"; :mod:`~tandem.inference.twin_gp.ensemble`).
+       error of the best CV score), and each test point keeps the medoid of those predictions
+       (records "KLTGP (ensemble)", "SMTGP (ensemble)"; :mod:`~tandem.inference.twin_gp.ensemble`).
     ``checkpoint``: a folder; the CV selection and each twin-GP test prediction are saved
     there as they finish (:class:`StageCheckpoint`) and reused when the same run is started
     again, so an interrupted run resumes after its last finished stage (times recorded in
