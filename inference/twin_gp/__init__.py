@@ -7,7 +7,7 @@
 * :mod:`.selection` — the paper's CV protocol and the real-data experiment driver.
 * :mod:`.divergences` — Sharma–Mittal / Rényi / Tsallis / KL between Gaussians.
 """
-from tandem.inference.twin_gp.predictor import METHODS, IterationCapWarning, TwinGP
+from tandem.inference.twin_gp.predictor import METHODS, ConvergenceWarning, IterationCapWarning, TwinGP
 from tandem.inference.twin_gp.regressor import TwinGPRegressor
 
-__all__ = ["TwinGPRegressor", "TwinGP", "IterationCapWarning", "METHODS"]
+__all__ = ["TwinGPRegressor", "TwinGP", "ConvergenceWarning", "IterationCapWarning", "METHODS"]

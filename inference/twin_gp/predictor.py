@@ -50,17 +50,28 @@ from tandem.inference.numerics import DTYPE, cho_logdet, cho_solve, cholesky_jit
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
 from tandem.models.twin_gp import METHODS, validate_alpha_beta
 
-__all__ = ["TwinGP", "IterationCapWarning", "METHODS", "rbf", "ridge_predict", "gpr_predict", "wknn_predict",
+__all__ = ["TwinGP", "ConvergenceWarning", "IterationCapWarning", "METHODS", "rbf", "ridge_predict", "gpr_predict",
+           "wknn_predict",
            "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic", "kernel_knn_predict", "certainty",
            "lemma41_log_bound",
            "validate_alpha_beta"]
 
-class IterationCapWarning(RuntimeWarning):
+
+class ConvergenceWarning(RuntimeWarning):
+    """Some test points' optimisations stopped unconverged; ``n_points`` says how many.
+    :class:`IterationCapWarning` (the cap) is the case with its own class."""
+
+    def __init__(self, message: str, n_points: int = 0):
+        super().__init__(message)
+        self.n_points = int(n_points)
+
+
+class IterationCapWarning(ConvergenceWarning):
     """Some test points were still improving when the iteration cap was reached;
     ``n_capped`` says how many."""
 
     def __init__(self, message: str, n_capped: int = 0):
-        super().__init__(message)
+        super().__init__(message, n_capped)
         self.n_capped = int(n_capped)
 
 
@@ -159,6 +170,17 @@ class OptInfo:
     #: points still improving when the iteration cap was reached (bool, (B,))
     capped: torch.Tensor | None = None
     extra: dict = field(default_factory=dict)
+    #: points whose line search failed from steepest descent before any stopping test
+    #: held (bool, (B,)): stopped unconverged below the cap
+    stalled: torch.Tensor | None = None
+    #: restarts from steepest descent after a failed quasi-Newton line search (long, (B,))
+    n_restart: torch.Tensor | None = None
+
+
+# Hager & Zhang's approximate Wolfe constants: their δ and σ; their ε (1e-6, the rise of f a
+# step may show) is tightened to 1e-10, near the objectives' rounding level: at 1e-6 a BFGS
+# step across a flat stretch was accepted uphill and left a point's basin (SMTGP, α → 1)
+_HZ_DELTA, _HZ_SIGMA, _HZ_EPS = 0.1, 0.9, 1e-10
 
 
 def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: int = 50,
@@ -169,9 +191,13 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
 
     ``idx`` (long, (b,)) says which points the rows of ``y`` (b, d) belong to. Each point
     has its own inverse-Hessian approximation H (BFGS) or step size (``"gd"``), its own
-    Armijo backtracking (halving from step 1, or from min(1, 1/‖g‖₁) on the first BFGS
-    iteration, as torch's L-BFGS does) and its own stop (‖g‖_∞ ≤ gtol, relative change of
-    f ≤ ftol, or a failed line search); stopped points leave the batch. A point's iterates
+    backtracking line search (halving from step 1, or from min(1, 1/‖g‖₁) on the first
+    BFGS iteration, as torch's L-BFGS does; a trial is accepted on Armijo's test, or on
+    Hager & Zhang's approximate Wolfe test where f's rounding hides the decrease) and its
+    own stop (‖g‖_∞ ≤ gtol, or relative change of f ≤ ftol). A line search that fails
+    along a BFGS direction restarts the point from steepest descent; one that fails from
+    steepest descent stops the point unconverged (``info.stalled``), as does a decrease
+    below rounding level (counted as converged); stopped points leave the batch. A point's iterates
     therefore do not depend on the other points in the batch. ``max_step`` caps the length
     of a trial step ‖t p‖ (a trust radius in y units; :meth:`TwinGP.predict` uses ρ_y,
     the distance over which K_y changes, so a step cannot jump over the narrow basins
@@ -195,6 +221,8 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     first = torch.ones(B, dtype=torch.bool, device=dev)
     step = torch.ones(B, dtype=dt, device=dev)
     n_iter = torch.zeros(B, dtype=torch.long, device=dev)
+    n_restart = torch.zeros(B, dtype=torch.long, device=dev)
+    stalled = torch.zeros(B, dtype=torch.bool, device=dev)
     converged = g.abs().amax(1) <= gtol
     active = ~converged
     n_active = B
@@ -228,6 +256,7 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
             t = torch.minimum(t, max_step / p.norm(dim=1).clamp_min(1e-300))
         pending = torch.ones_like(fi, dtype=torch.bool)
         tiny = torch.zeros_like(pending)
+        approx = torch.zeros_like(pending)
         y_new, f_new, g_new = yi.clone(), fi.clone(), gi.clone()
         for _ls in range(max_ls):
             pi = pending.nonzero().squeeze(1)
@@ -236,9 +265,18 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
             ytry = yi[pi] + t[pi].unsqueeze(1) * p[pi]
             ft, gt = fg(ytry, idx[pi])
             n_eval += 1
-            acc = torch.isfinite(ft) & (ft <= fi[pi] + c1 * t[pi] * dphi[pi])
+            armijo = torch.isfinite(ft) & (ft <= fi[pi] + c1 * t[pi] * dphi[pi])
+            # Near a minimum, f's rounding error can exceed the decrease Armijo asks for
+            # while the gradient is still accurate; Hager & Zhang's (2005) approximate
+            # Wolfe test then accepts a step on the directional derivative instead:
+            # σφ'(0) ≤ φ'(t) ≤ (2δ − 1)φ'(0) and φ(t) ≤ φ(0) + ε|φ(0)| (their δ, σ, ε)
+            dtry = (gt * p[pi]).sum(1)
+            wolfe = (torch.isfinite(ft) & torch.isfinite(dtry) & (ft <= fi[pi] + _HZ_EPS * fi[pi].abs().clamp_min(1.0))
+                     & (dtry >= _HZ_SIGMA * dphi[pi]) & (dtry <= (2 * _HZ_DELTA - 1) * dphi[pi]))
+            acc = armijo | wolfe
             ai = pi[acc]
             y_new[ai], f_new[ai], g_new[ai] = ytry[acc], ft[acc], gt[acc]
+            approx[pi[acc & ~armijo]] = True
             pending[ai] = False
             t[pi[~acc]] *= 0.5
             # a decrease below rounding level cannot be resolved: the point has converged
@@ -246,6 +284,14 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
             unresolvable = (t[ri] * dphi[ri]).abs() <= 1e-13 * fi[ri].abs().clamp_min(1.0)
             tiny[ri[unresolvable]] = True
             pending[ri[unresolvable]] = False
+        # a failed line search along a quasi-Newton direction restarts from steepest
+        # descent (H = I) instead of stopping; one that fails from steepest descent stalls
+        retry = pending & ~first[idx] if H is not None else torch.zeros_like(pending)
+        if retry.any():
+            H[idx[retry]] = eye
+            first[idx[retry]] = True
+            n_restart[idx[retry]] += 1
+        stalled[idx[pending & ~retry]] = True
         moved = ~pending & ~tiny
         if H is not None and moved.any():
             mi = moved.nonzero().squeeze(1)
@@ -269,13 +315,15 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
         y[idx], f[idx], g[idx] = y_new, f_new, g_new
         n_iter[idx] += moved.long()
         small_g = g_new.abs().amax(1) <= gtol
-        small_f = (fi - f_new).abs() <= ftol * fi.abs().clamp_min(1.0)
+        # (a step accepted on the approximate Wolfe test says nothing about f's change)
+        small_f = ~approx & ((fi - f_new).abs() <= ftol * fi.abs().clamp_min(1.0))
         done = moved & (small_g | small_f)
         converged[idx[done | tiny]] = True
-        active[idx[done | pending | tiny]] = False
+        active[idx[done | (pending & ~retry) | tiny]] = False
     if progress is not None:
         progress.update(n_active)  # points still running at the iteration cap
-    info = OptInfo(n_iter, n_eval, f, g.abs().amax(1), converged, time.perf_counter() - t0, active.clone())
+    info = OptInfo(n_iter, n_eval, f, g.abs().amax(1), converged, time.perf_counter() - t0, active.clone(),
+                   stalled=stalled & ~converged, n_restart=n_restart)
     return y, info
 
 
@@ -386,7 +434,7 @@ class TwinGP:
         return torch.eye(n, dtype=DTYPE, device=self.device)
 
     def matrices(self, need=("AX",), alpha: float | None = None) -> dict:
-        """Dense K_X, K_Y, A_X = K_X⁻¹, A_Y = K_Y⁻¹, C = A_Y K_X A_Y, M_α⁻¹ (cached)."""
+        """Dense K_X, K_Y, A_X = K_X⁻¹, A_Y = K_Y⁻¹, [A_Y | K_X], M_α⁻¹ (cached)."""
         s = self._shared
         if "KX" not in s:
             s["KX"] = rbf(self._X, self._X, self._rx) + self.lam_x * self._eye(self.N)
@@ -399,10 +447,12 @@ class TwinGP:
             s["AX"] = torch.cholesky_inverse(s["LX"])
         if "AY" in need and "AY" not in s:
             s["AY"] = torch.cholesky_inverse(s["LY"])
-        if "C" in need and "C" not in s:
-            AY = self.matrices(("AY",))["AY"]
-            s["C"] = AY @ s["KX"] @ AY
-            s["AY_C"] = torch.cat([AY, s["C"]], 1)
+        if "AY_KX" in need and "AY_KX" not in s:
+            # IKLTGP's [A_Y | K_X]: its quadratic form is evaluated as (z − u_x)ᵀK_X(z − u_x)
+            # with z = A_Y K_y, never through C = A_Y K_X A_Y, whose entries grow as
+            # cond(K_Y)² and whose form K_yᵀC K_y cancels to O(1): that lost ~1e-6 of f's
+            # relative accuracy, more than the line search can resolve
+            s["AY_KX"] = torch.cat([self.matrices(("AY",))["AY"], s["KX"]], 1)
         if "Minv" in need:
             key = ("Minv", float(alpha))
             if key not in s:
@@ -465,13 +515,13 @@ class TwinGP:
         Xt = self.to_internal_x(self._check_test(Xt))
         ctx = {"method": method, "alpha": a, "B": Xt.shape[0], "Xt": Xt}
         if neighbors is None:
-            need = {"KLTGP": ("AX",), "IKLTGP": ("AX", "AY", "C"), "SMTGP": ("AX", "AY", "Minv")}[method]
+            need = {"KLTGP": ("AX",), "IKLTGP": ("AX", "AY", "AY_KX"), "SMTGP": ("AX", "AY", "Minv")}[method]
             s = self.matrices(need, alpha=a)
             Kx = rbf(Xt, self._X, self._rx)
             ctx["Yt"] = self._Y
             AX, KX = s["AX"], s["KX"]
             if method == "IKLTGP":
-                ctx["W"] = s["AY_C"]
+                ctx["W"] = s["AY_KX"]
             elif method == "SMTGP":
                 ctx["W"] = s[("AY_Minv", a)]
                 Minv = s[("Minv", a)]
@@ -492,7 +542,7 @@ class TwinGP:
             ctx["nn_index"] = idx
             AY = torch.cholesky_inverse(cholesky_jitter(KY, "local K_Y"))
             if method == "IKLTGP":
-                ctx["W"] = torch.cat([AY, AY @ KX @ AY], 2)
+                ctx["W"] = torch.cat([AY, KX], 2)
             elif method == "SMTGP":
                 Minv = torch.cholesky_inverse(cholesky_jitter((1 - a) * KX + a * KY, "local M_alpha"))
                 ctx["W"] = torch.cat([AY, Minv], 2)
@@ -503,9 +553,6 @@ class TwinGP:
         ctx["eta_x"] = (self.kxx - (Kx * ux).sum(1)).clamp_min(self.lam_x)
         if method == "KLTGP" and neighbors is None:
             ctx["W"] = self.matrices(("AY",))["AY"]
-        if method == "IKLTGP":
-            n = ctx["W"].shape[-2]
-            ctx["ax"] = _mv(Kx, ctx["W"][..., :n])  # A_Y K_x
         if method == "SMTGP":
             vx = _mv(Kx, Minv)
             ctx["vx"] = vx
@@ -547,9 +594,10 @@ class TwinGP:
         rescaled per point by exp((1−β)/(2(1−α)) ℓ_α(ref)) (a positive constant, so the
         minimiser and the BFGS path up to scale are unchanged and nothing overflows).
 
-        Cost: one (b, n) × (n, n or 2n) product Z = K_y [A_Y | ·]; everything else is a
-        few passes over (b, n) arrays. ∂f/∂K_y = w is a per-row combination Σ_k c_k V_k of
-        the vectors V_k ∈ {u_x, a_x, v_x, A_Y K_y, C K_y, M_α⁻¹K_y}, so Σ_i w_i K_i (the
+        Cost: one (b, n) × (n, n or 2n) product Z = K_y [A_Y | ·] (IKLTGP: three (b, n) ×
+        (n, n) products, z = A_Y K_y, r = K_X(z − u_x), A_Y r); everything else is a few
+        passes over (b, n) arrays. ∂f/∂K_y = w is a per-row combination Σ_k c_k V_k of
+        the vectors V_k ∈ {u_x, v_x, A_Y K_y, A_Y r, M_α⁻¹K_y}, so Σ_i w_i K_i (the
         first half of ∂f/∂y) is Σ_k c_k (V_k·K_y) from the row dots the value already
         needs; only Σ_i w_i K_i Y_i forms w (then ∂f/∂y = −(Σ w_i K_i y − Σ w_i K_i Y_i)/ρ²).
         """
@@ -558,7 +606,8 @@ class TwinGP:
         Yt, W = ctx["Yt"], ctx["W"]
         Ky = _kvec(y, Yt, rho)
         n = Ky.shape[1]
-        Z = _mv(Ky, W, ctx.get("W_rows"))  # one (b, n) × (n, n or 2n) product
+        # one (b, n) × (n, n or 2n) product (IKLTGP: only the A_Y half here, K_X after)
+        Z = _mv(Ky, W[..., :Ky.shape[1]] if method == "IKLTGP" else W, ctx.get("W_rows"))
         AKy = Z[:, :n]
         qA = _rowdot(Ky, AKy)  # K_yᵀA_Y K_y
         eta_y = self.kyy - qA
@@ -572,13 +621,19 @@ class TwinGP:
             # w = −2 u_x − (η_x/η_y) ∂η_y/∂K_y
             terms = ((ctx["ux"], torch.full_like(f, -2.0), uK), (AKy, -(ex / eta_y) * gy, qA))
         elif method == "IKLTGP":
-            CKy = Z[:, n:]
-            aK, qC = _rowdot(ctx["ax"], Ky), _rowdot(Ky, CKy)
-            num = self.kxx - 2.0 * aK + qC
+            # num = K_x(x,x) − 2K_xᵀA_Y K_y + K_yᵀA_Y K_X A_Y K_y = η_x + eᵀK_X e, e = z − u_x,
+            # z = A_Y K_y: a sum of non-negative terms (η_x is fixed per point), so f keeps
+            # full relative accuracy where the expanded form cancels
+            rows = ctx.get("W_rows")
+            e = AKy - ctx["ux"]
+            r = _mv(e, W[..., n:], rows)  # K_X e
+            qe = _rowdot(e, r)
+            num = ctx["eta_x"] + qe
             f = num / eta_y + eta_y.log()
-            # w = (−2 a_x + 2 C K_y)/η_y + (1 − num/η_y)/η_y · ∂η_y/∂K_y
-            terms = ((ctx["ax"], -2.0 / eta_y, aK), (CKy, 2.0 / eta_y, qC),
-                     (AKy, (1.0 - num / eta_y) / eta_y * gy, qA))
+            # ∂num/∂K_y = 2 A_Y K_X e = 2 A_Y r (its row dot with K_y is 2 zᵀr);
+            # w = 2 A_Y r/η_y + (1 − num/η_y)/η_y · ∂η_y/∂K_y
+            Ar = _mv(r, W[..., :n], rows)
+            terms = ((Ar, 2.0 / eta_y, _rowdot(AKy, r)), (AKy, (1.0 - num / eta_y) / eta_y * gy, qA))
         else:
             MKy = Z[:, n:]
             vK, qM = _rowdot(ctx["vx"], Ky), _rowdot(Ky, MKy)
@@ -705,11 +760,20 @@ class TwinGP:
                 f"{method}: {n_capped} of {B} test points were still improving when the iteration cap "
                 f"max_iter={max_iter} was reached (their predictions are not at a minimum); raise max_iter "
                 "or pass return_info=True to see which", n_capped), stacklevel=2)
+        stalled = torch.cat([i.stalled for i in infos])
+        n_stalled = int(stalled.sum())
+        if n_stalled:
+            warnings.warn(ConvergenceWarning(
+                f"{method}: {n_stalled} of {B} test points stopped unconverged below the iteration cap (no "
+                f"step along steepest descent decreased the objective while its gradient was above gtol={gtol}); "
+                "their predictions are not at a minimum: pass return_info=True to see which (info.stalled)",
+                n_stalled), stacklevel=2)
         if not return_info:
             return y
         info = OptInfo(torch.cat([i.n_iter for i in infos]), sum(i.n_eval for i in infos),
                        torch.cat([i.f for i in infos]), torch.cat([i.grad_inf for i in infos]) / self.y_scale,
-                       torch.cat([i.converged for i in infos]), sum(i.wall_time for i in infos), capped)
+                       torch.cat([i.converged for i in infos]), sum(i.wall_time for i in infos), capped,
+                       stalled=stalled, n_restart=torch.cat([i.n_restart for i in infos]))
         return y, info
 
     def reference_predict(self, Xt, method: str = "SMTGP", alpha: float = 0.5, init=None,

@@ -25,6 +25,7 @@ from tandem.inference.distances import median_distance
 from tandem.inference.experiments.cli import grid_step
 from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
 from tandem.inference.twin_gp.predictor import (
+    ConvergenceWarning,
     IterationCapWarning,
     TwinGP,
     gpr_predict,
@@ -64,17 +65,19 @@ def _folds(X, Y, k, seed):
 
 
 class _CapCounter:
-    """Counts the test points that hit the iteration cap inside a CV loop (the per-call
-    :class:`IterationCapWarning` would repeat hundreds of times); the total is returned
-    with the selection as ``"capped"``, so it is reported, not hidden."""
+    """Counts the test points that hit the iteration cap, or stalled below it, inside a CV
+    loop (the per-call :class:`IterationCapWarning` / :class:`ConvergenceWarning` would
+    repeat hundreds of times); the totals are returned with the selection as ``"capped"``
+    and ``"stalled"``, so they are reported, not hidden."""
 
     def __init__(self):
         self.count = 0
+        self.stalled = 0
 
     def __enter__(self):
         self._cm = warnings.catch_warnings(record=True)
         self._log = self._cm.__enter__()
-        warnings.simplefilter("always", IterationCapWarning)
+        warnings.simplefilter("always", ConvergenceWarning)
         return self
 
     def __exit__(self, *exc):
@@ -82,6 +85,8 @@ class _CapCounter:
         for w in self._log:
             if issubclass(w.category, IterationCapWarning):
                 self.count += w.message.n_capped
+            elif issubclass(w.category, ConvergenceWarning):
+                self.stalled += w.message.n_points
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return False
@@ -94,8 +99,9 @@ def select_kltgp(X, Y, rho_x_grid, rho_y_grid, lam_grid, metric, k: int = 5, see
     ``metric(pred, true) -> float`` (lower is better). ``repeats`` > 1 averages over that many
     random partitions into folds (seeds ``seed``, ``seed + 1``, …), which steadies the choice
     when a few validation points dominate the score. Returns ``{"best": (ρ_x, ρ_y, λ),
-    "scores": {(ρ_x, ρ_y, λ): [per-fold values]}, "capped": n}`` (n: validation points,
-    summed over folds and grid, that hit the iteration cap).
+    "scores": {(ρ_x, ρ_y, λ): [per-fold values]}, "capped": n, "stalled": m}`` (n, m:
+    validation points, summed over folds and grid, that hit the iteration cap / stopped
+    unconverged below it).
     """
     repeats = check_int_range(repeats, "repeats", 1)
     scores: dict = {}
@@ -107,7 +113,7 @@ def select_kltgp(X, Y, rho_x_grid, rho_y_grid, lam_grid, metric, k: int = 5, see
                     pred = m.predict(Xva, "KLTGP", max_iter=max_iter, neighbors=neighbors)
                     scores.setdefault((rx, ry, lam), []).append(metric(pred, Yva))
     best = min(scores, key=lambda key: np.mean(scores[key]))
-    return {"best": best, "scores": scores, "capped": cap.count}
+    return {"best": best, "scores": scores, "capped": cap.count, "stalled": cap.stalled}
 
 
 def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alphas=ALPHAS,
@@ -137,7 +143,7 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
                         scores.setdefault((a, b), []).append(metric(pred, Yva))
     order = list(scores)
     best = min(order, key=lambda key: (round(float(np.mean(scores[key])), 12), order.index(key)))
-    return {"best": best, "scores": scores, "capped": cap.count}
+    return {"best": best, "scores": scores, "capped": cap.count, "stalled": cap.stalled}
 
 
 def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) -> dict:
