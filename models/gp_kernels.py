@@ -83,7 +83,8 @@ def psi_rbf(mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, variance: torch.
     ``log Psi1 = log σ² − ½ Σ log(1 + a s) − ½ Σ c1 μ² + [c1 μ, −½ c1] · [z, z²]``, and
     with ``c = a/(1 + 2 a s)``, ``Psi2`` needs ``Σ_n exp(g_n + [2 c μ, −c]_n · [z̄, z̄²]_p)``,
     ``g_n = −Σ_q c μ² − ½ Σ_q log(1 + 2 a s)``, only over the M(M+1)/2 pairs p = (m ≤ m')
-    (ψ2 is symmetric) — see :class:`_PairExpSum`.
+    (ψ2 is symmetric) — see :class:`_BlockedPairExpSum` (the default, frames in
+    blocks of :data:`PSI2_BLOCK`) and the unblocked :class:`_PairExpSum` (``PSI2_BLOCK = 0``).
     """
     N = mu.shape[0]
     Z2 = Z * Z
