@@ -60,7 +60,10 @@ class LBFGS:
       ``AutoDelta``, i.e. MAP), or is enumerated under ``TraceEnum_ELBO``; every model
       latent site is in the guide or enumerated; no plate subsamples; or
     * ``loss`` is a callable that returns the same value for the same parameters under
-      two different random seeds (checked once, with one extra evaluation).
+      two different random seeds (checked once, with one extra evaluation, skipped for a
+      callable with the attribute ``deterministic = True``, such as McGPDS's collapsed loss).
+
+    The evaluation that discovers the parameters is reused as the first closure call.
 
     Anything else raises ``ValueError`` before the first step.
     """
@@ -366,8 +369,12 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         loss_fn = _make_loss_fn(loss, model, guide, args, kwargs)
         with poutine.trace(param_only=True) as ptrace:
             first = loss_fn()  # creates every param, so L-BFGS sees them all
-        if not isinstance(loss, ELBO):
+        if not isinstance(loss, ELBO) and not getattr(loss, "deterministic", False):
             _check_deterministic_callable(loss_fn, float(first.detach()), seed)
+        # A fresh run: the parameters are still those of the discovery evaluation, so it serves
+        # as L-BFGS's first closure call (its value and graph at the starting point) instead of
+        # being recomputed. On resume the checkpoint's parameters replace them: evaluate anew.
+        pending_first = [first if state is None else None]
         del first
         restore_params()
         names = sorted(ptrace.trace.nodes)
@@ -382,7 +389,8 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
 
         def closure():
             torch_opt.zero_grad()
-            value = loss_fn()
+            value = pending_first[0] if pending_first[0] is not None else loss_fn()
+            pending_first[0] = None
             value.backward()
             return value
 

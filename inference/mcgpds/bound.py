@@ -362,6 +362,9 @@ def collapsed_loss(model, guide, data, frozen=(), **kwargs) -> torch.Tensor:
 
 
 _FAILED_LOSS = 1e30
+#: a deterministic function of the parameters: :func:`tandem.inference.fit` skips its
+#: random-seed re-evaluation (the determinism check) for L-BFGS
+collapsed_loss.deterministic = True
 
 
 # --------------------------------------------------------------------------- prediction
