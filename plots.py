@@ -182,16 +182,18 @@ def plot_latents(model=None, times=None, ax=None, *, mean=None, var=None, view: 
 
 
 def plot_prediction(prediction=None, truth=None, times=None, ax=None, *, mean=None, var=None, dims=(0, 1, 2),
-                    label: str = "prediction"):
+                    label: str | None = None):
     """A predicted view against the truth over time with ±2 sd bands.
 
     ``prediction``: anything with ``mean`` and ``var`` (N*, D) (e.g. ``McGPDS.predict``'s
     result), or give ``mean`` and optionally ``var``. ``truth`` (N*, D) the true view;
-    ``times`` (N*,) default 0..N*−1; ``dims`` the output columns drawn. Returns the Axes.
+    ``times`` (N*,) default 0..N*−1; ``dims`` the output columns drawn; ``label`` names the
+    prediction in the legend (default: its ``method``, else "prediction"). Returns the Axes.
     """
     if prediction is not None:
         mean, var = prediction.mean, getattr(prediction, "var", None)
-        label = f"{label} ({prediction.method})" if getattr(prediction, "method", None) else label
+        label = label or getattr(prediction, "method", None)
+    label = label or "prediction"
     if mean is None:
         raise ValueError("plot_prediction: give a prediction (with mean, var) or mean")
     mean = _np(mean, "mean", ndim=2)
