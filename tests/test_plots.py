@@ -185,3 +185,50 @@ def test_tandem_plots_is_lazy():
     from common import ROOT
     code = "import sys, tandem; assert 'tandem.plots' not in sys.modules; assert callable(tandem.plots.plot_loss)"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
+
+
+# --- the ArviZ calls of docs/plotting.md, run under whichever ArviZ is installed -------------
+# (CI runs ``-k arviz`` under ArviZ 0.17.1 and 1.x.)
+
+def _conjugate_export(prior_sd: float, seed: int):
+    """A tandem export (posterior_predictive) of y_i ~ N(μ, 1), μ ~ N(0, prior_sd²): one latent,
+    for which AutoNormal holds the exact posterior (so LOO's Pareto k are good)."""
+    from tandem.inference import fit, posterior_predictive
+
+    def model(y):
+        mu = pyro.sample("mu", dist.Normal(0.0, prior_sd))
+        with pyro.plate("obs", len(y)):
+            pyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    y = torch.randn(25, generator=torch.Generator().manual_seed(seed)) + 1.0
+    guide = pyro.infer.autoguide.AutoNormal(model)
+    fit(model, guide, y, num_steps=400, progress=False, optim=pyro.optim.Adam({"lr": 0.05}), seed=seed)
+    return posterior_predictive(model, guide, y, num_samples=200, seed=seed, dims={"y": ["obs"]})
+
+
+def test_arviz_calls_of_the_docs_table():
+    """Every call of the docs' ArviZ table (trace, posterior, PPC, LOO, compare) for the installed
+    major version runs on a tandem export and returns what the table says."""
+    import arviz as az
+
+    from tandem.inference.predictive import ARVIZ_MAJOR
+    a, b = _conjugate_export(10.0, 0), _conjugate_export(0.1, 0)
+    with warnings.catch_warnings():
+        # ArviZ's own deprecation notices are not this package's warnings
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        if ARVIZ_MAJOR == 0:
+            assert az.plot_trace(a, var_names=["mu"]).shape == (1, 2)
+            assert az.plot_posterior(a, var_names=["mu"]) is not None
+            assert az.plot_ppc(a, data_pairs={"y": "y"}, num_pp_samples=20) is not None
+        else:
+            assert az.plot_trace_dist(a, var_names=["mu"], backend="matplotlib") is not None
+            assert az.plot_dist(a, var_names=["mu"], backend="matplotlib") is not None
+            assert az.plot_ppc_dist(a, var_names=["y"], backend="matplotlib") is not None
+        loo = az.loo(a, pointwise=True)
+        cmp = az.compare({"wide prior": a, "tight prior": b})
+    elpd = float(getattr(loo, "elpd_loo", getattr(loo, "elpd", np.nan)))
+    # exact posterior, 25 unit-noise points: elpd ≈ Σ log N(y_i; ȳ, 1 + 1/n) ≈ −25·1.43
+    assert -45 < elpd < -28, elpd
+    # the tight prior at 0 (data mean ≈ 1) fits worse: ranked second
+    assert list(cmp.index) == ["wide prior", "tight prior"], cmp
