@@ -42,6 +42,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from tandem import plots  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, int_at_least, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
 from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
@@ -329,16 +330,8 @@ def plot_R(summary, out_dir):
     for i, name in enumerate(names):
         mats = [summary[name]["R_true_mean"]] + [summary[name]["R_mean"][c] for c in cols[1:]]
         for j, (c, Mx) in enumerate(zip(cols, mats)):
-            ax = axes[i, j]
-            im = ax.imshow(Mx, vmin=0, vmax=1, cmap="viridis")
-            for (a, b), v in np.ndenumerate(Mx):
-                ax.text(b, a, f"{v:.2f}", ha="center", va="center", color="w" if v < 0.6 else "k", fontsize=8)
-            ax.set_title(f"{name}: {c}", fontsize=9)
-            ax.set_xticks(range(len(Mx)))
-            ax.set_yticks(range(len(Mx)))
-            ax.set_xlabel("source s")
-            ax.set_ylabel("target t")
-    fig.colorbar(im, ax=axes, shrink=0.6)
+            plots.plot_relatedness(np.asarray(Mx), axes[i, j])      # tandem.plots: heat map, values, colour bar
+            axes[i, j].set_title(f"{name}: {c}", fontsize=9)
     fig.savefig(out_dir / f"{EXPERIMENT}_R.png", dpi=110)
     plt.close(fig)
 
