@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from tandem import plots
 from tandem.guides.coupled_projections import guide
 from tandem.inference import fit, posterior_predictive
 from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
@@ -122,11 +123,11 @@ def plot_alignments(data, fitted, known, path):
         for j, name in enumerate(METHODS):
             m = fitted[ds][name]
             a = fig.add_subplot(len(data), 5, 5 * r + j + 3)
-            a.scatter(*m.embedding_x[:, :2].T, c=c, cmap="viridis", s=6, marker="o")
-            a.scatter(*m.embedding_y[:, :2].T, c=c, cmap="viridis", s=8, marker="x")
-            kn = known[ds]
-            a.scatter(*m.embedding_x[kn, :2].T, facecolors="none", edgecolors="r", s=30)
-            a.set_title(f"{ds}: {name}\n(o = x, x = y, red = known pair)", fontsize=9)
+            kn = np.asarray(known[ds])
+            # tandem.plots: both embeddings coloured by the latent coordinate, a line per known pair
+            plots.plot_embedding(embedding_x=m.embedding_x, embedding_y=m.embedding_y, pairs=np.c_[kn, kn], ax=a,
+                                 color_x=c, color_y=c)
+            a.set_title(f"{ds}: {name}\n(o = x, ^ = y, line = known pair)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
