@@ -232,3 +232,28 @@ def test_arviz_calls_of_the_docs_table():
     assert -45 < elpd < -28, elpd
     # the tight prior at 0 (data mean ≈ 1) fits worse: ranked second
     assert list(cmp.index) == ["wide prior", "tight prior"], cmp
+
+
+def test_gallery_is_complete_small_and_shown_on_the_model_pages():
+    """Every figure docs/make_gallery.py lists is committed, under its size limit, and shown on
+    its model page; nothing stale sits in the gallery folder."""
+    import importlib.util
+
+    from common import ROOT
+    spec = importlib.util.spec_from_file_location("make_gallery", ROOT / "docs" / "make_gallery.py")
+    mg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mg)
+    expected = set()
+    for example, (_extra, figures, page) in mg.GALLERY.items():
+        assert (ROOT / "examples" / example).exists(), example
+        text = (ROOT / "docs" / "models" / f"{page}.md").read_text()
+        for f in figures:
+            name = mg.gallery_name(example, f)
+            expected.add(name)
+            path = mg.OUT / name
+            assert path.exists(), f"{name} missing: run python docs/make_gallery.py"
+            assert path.stat().st_size < mg.MAX_BYTES, (name, path.stat().st_size)
+            assert f"../_static/gallery/{name}" in text, f"docs/models/{page}.md does not show {name}"
+    assert {p.name for p in mg.OUT.glob("*.png")} == expected
+    for page in ("mcgpds", "twin_gp", "samtc", "coupled_projections"):
+        assert "_static/gallery/" in (ROOT / "docs" / "models" / f"{page}.md").read_text(), page
