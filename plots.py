@@ -56,10 +56,22 @@ def _np(x, name: str, ndim: int | tuple | None = None) -> np.ndarray:
 def plot_loss(result, ax=None, *, label: str | None = None, log: bool | None = None):
     """Loss per step of a fit.
 
-    ``result``: a :class:`~tandem.inference.svi.FitResult`, a fitted McGPDS
-    (``McGPDS.fitted_`` or the object itself), anything with a ``losses`` array, or the
-    array (S,) itself. ``log``: logarithmic y axis (default: when every loss is positive and
-    they span more than two decades). Returns the Axes.
+    Parameters
+    ----------
+    result : tandem.inference.svi.FitResult, tandem.inference.mcgpds.McGPDS or array (S,)
+        A :class:`~tandem.inference.svi.FitResult`, a fitted McGPDS (the object or its
+        ``fitted_``), anything with a ``losses`` array, or the losses themselves.
+    ax : matplotlib Axes, optional
+        Where to draw (default: a new figure).
+    label : str, optional
+        Legend entry of the trace.
+    log : bool, optional
+        Logarithmic y axis; default when every loss is positive and they span more than
+        two decades.
+
+    Returns
+    -------
+    matplotlib Axes
     """
     src = getattr(result, "fitted_", result)
     losses = _np(getattr(src, "losses", src), "losses", ndim=1)
@@ -98,8 +110,19 @@ def plot_relevance(model=None, ax=None, *, alpha=None, ard=None):
     has prior mean (1 − α_k) x^(s): α_k → 0 ties view k to the shared latent, α_k → 1
     decouples it).
 
-    Give a fitted ``model`` (McGPDS or McGPDSFitted), or ``alpha`` (V,) and ``ard`` (V, Q).
-    Returns the Axes.
+    Parameters
+    ----------
+    model : tandem.inference.mcgpds.McGPDS or tandem.inference.mcgpds.McGPDSFitted, optional
+        A fitted model; or give ``alpha`` and ``ard``.
+    ax : matplotlib Axes, optional
+    alpha : array (V,), optional
+        α of each view.
+    ard : array (V, Q), optional
+        ARD weights of each view's mapping kernel (non-negative).
+
+    Returns
+    -------
+    matplotlib Axes
     """
     if model is not None:
         f = _mcgpds_fitted(model)
@@ -132,12 +155,28 @@ def plot_latents(model=None, times=None, ax=None, *, mean=None, var=None, view: 
                  dims=None, truth=None):
     """Latent trajectories over time with ±2 sd bands.
 
-    From a fitted McGPDS: the shared latents μ^(s) (N, Q) with variances S^(s) (``view=None``)
-    or view ``view``'s private latents (0-based); or give ``mean`` (N, Q) and optionally
-    ``var`` (N,) or (N, Q) directly. ``times`` (N,) default the model's time stamps (else
-    0..N−1). ``dims``: latent dimensions to draw (default all). ``truth`` (N,): a reference
-    signal, drawn after its least-squares linear read-out from the drawn latents (latents are
-    identified only up to an invertible linear map). Returns the Axes.
+    Parameters
+    ----------
+    model : tandem.inference.mcgpds.McGPDS or tandem.inference.mcgpds.McGPDSFitted, optional
+        A fitted model: its shared latents μ^(s) (N, Q) with variances S^(s) (``view=None``)
+        or view ``view``'s private latents; or give ``mean`` (and ``var``).
+    times : array (N,), optional
+        Time stamps; default the model's (else 0..N−1).
+    ax : matplotlib Axes, optional
+    mean : array (N, Q), optional
+    var : array (N,) or (N, Q), optional
+        Variances of ``mean``; the bands are ±2 sd.
+    view : int, optional
+        0-based view whose private latents are drawn (default: the shared latents).
+    dims : sequence of int, optional
+        Latent dimensions to draw (default all).
+    truth : array (N,), optional
+        A reference signal, drawn with its least-squares linear read-out from the drawn
+        latents (latents are identified only up to an invertible linear map).
+
+    Returns
+    -------
+    matplotlib Axes
     """
     if model is not None:
         f = _mcgpds_fitted(model)
@@ -185,10 +224,25 @@ def plot_prediction(prediction=None, truth=None, times=None, ax=None, *, mean=No
                     label: str | None = None):
     """A predicted view against the truth over time with ±2 sd bands.
 
-    ``prediction``: anything with ``mean`` and ``var`` (N*, D) (e.g. ``McGPDS.predict``'s
-    result), or give ``mean`` and optionally ``var``. ``truth`` (N*, D) the true view;
-    ``times`` (N*,) default 0..N*−1; ``dims`` the output columns drawn; ``label`` names the
-    prediction in the legend (default: its ``method``, else "prediction"). Returns the Axes.
+    Parameters
+    ----------
+    prediction : object with ``mean``, ``var`` (N*, D), optional
+        E.g. ``McGPDS.predict``'s result; or give ``mean`` (and ``var``).
+    truth : array (N*, D), optional
+        The true view.
+    times : array (N*,), optional
+        Default 0..N*−1.
+    ax : matplotlib Axes, optional
+    mean, var : arrays (N*, D), optional
+        Predictive mean and variance; the bands are mean ± 2 sd.
+    dims : sequence of int
+        Output columns drawn (those < D).
+    label : str, optional
+        Name of the prediction in the legend (default its ``method``, else "prediction").
+
+    Returns
+    -------
+    matplotlib Axes
     """
     if prediction is not None:
         mean, var = prediction.mean, getattr(prediction, "var", None)
@@ -225,10 +279,27 @@ def plot_twin_gp(pred, truth, ax=None, *, X=None, X_train=None, Y_train=None, ou
                  label: str = "prediction"):
     """Twin-GP predictions against the truth.
 
-    ``pred``, ``truth`` (B, d_y). Without ``X``: predicted against true value of every output
-    (all outputs pooled) with the line y = x, MAE in the title. With a 1-D input ``X`` (B,)
-    or (B, 1): output ``output`` against the input, the truth as dots and the prediction as
-    crosses (``X_train``, ``Y_train`` add the training data in grey). Returns the Axes.
+    Without ``X``: predicted against true value of every output (all outputs pooled) with the
+    line y = x. With a 1-D input ``X``: output ``output`` against the input, the truth as dots
+    and the prediction as crosses. The mean absolute error is in the title.
+
+    Parameters
+    ----------
+    pred, truth : arrays (B, d_y)
+        Predicted and true outputs (e.g. ``TwinGPRegressor.predict(Xt)`` and the test outputs).
+    ax : matplotlib Axes, optional
+    X : array (B,) or (B, 1), optional
+        A 1-D test input to plot against.
+    X_train, Y_train : arrays, optional
+        Training data, drawn in grey (with ``X``).
+    output : int
+        Output column drawn against ``X``.
+    label : str
+        Legend entry of the prediction.
+
+    Returns
+    -------
+    matplotlib Axes
     """
     P = _np(pred, "pred", ndim=(1, 2))
     T = _np(truth, "truth", ndim=(1, 2))
@@ -264,8 +335,18 @@ def plot_twin_gp(pred, truth, ax=None, *, X=None, X_train=None, Y_train=None, ou
 def plot_relatedness(R, ax=None, *, task_names=None):
     """SAMTC relatedness R (T, T), R[t, s] = relatedness of source task s for target t.
 
-    ``R``: the matrix or a fitted :class:`~tandem.inference.samtc.SAMTC` (its ``R_``). A
-    heat map with each value written in its cell. Returns the Axes.
+    A heat map with each value written in its cell and a colour bar.
+
+    Parameters
+    ----------
+    R : array (T, T) or tandem.inference.samtc.SAMTC
+        The matrix, or a fitted :class:`~tandem.inference.samtc.SAMTC` (its ``R_``).
+    ax : matplotlib Axes, optional
+    task_names : sequence of T str, optional
+
+    Returns
+    -------
+    matplotlib Axes
     """
     R = _np(getattr(R, "R_", R), "R", ndim=2)
     T = R.shape[0]
@@ -292,7 +373,18 @@ def plot_confusion(labels_true, labels_pred, ax=None, *, title: str = "confusion
 
     Cluster labels are arbitrary: columns are reordered by the Hungarian matching of
     clusters to classes (the one :func:`tandem.inference.metrics.clustering_accuracy`
-    uses), so a perfect clustering is diagonal; the accuracy is in the title. Returns the Axes.
+    uses), so a perfect clustering is diagonal; the accuracy is in the title.
+
+    Parameters
+    ----------
+    labels_true, labels_pred : arrays (n,)
+        True classes and cluster labels (any values).
+    ax : matplotlib Axes, optional
+    title : str
+
+    Returns
+    -------
+    matplotlib Axes
     """
     from scipy.optimize import linear_sum_assignment
     t, p = np.asarray(labels_true).reshape(-1), np.asarray(labels_pred).reshape(-1)
@@ -319,11 +411,19 @@ def plot_confusion(labels_true, labels_pred, ax=None, *, title: str = "confusion
 
 
 def plot_task_confusions(labels_pred, labels_true, fig=None):
-    """One confusion matrix per task (see :func:`plot_confusion`) in one row; returns the Figure.
+    """One confusion matrix per task (see :func:`plot_confusion`) in one row.
 
-    ``labels_pred``: a list of label vectors, one per task, or a fitted
-    :class:`~tandem.inference.samtc.SAMTC` (its ``labels_``); ``labels_true`` the true labels
-    per task.
+    Parameters
+    ----------
+    labels_pred : list of T arrays, or tandem.inference.samtc.SAMTC
+        Cluster labels per task, or a fitted :class:`~tandem.inference.samtc.SAMTC` (its ``labels_``).
+    labels_true : list of T arrays
+        True labels per task.
+    fig : matplotlib Figure, optional
+
+    Returns
+    -------
+    matplotlib Figure
     """
     pred = list(getattr(labels_pred, "labels_", labels_pred))
     true = list(labels_true)
@@ -344,11 +444,27 @@ def plot_embedding(model=None, ax=None, *, embedding_x=None, embedding_y=None, p
                    color_y=None, max_lines: int = 200):
     """Coupled projections: both data sets in the joint embedding with correspondence lines.
 
-    From a fitted :class:`~tandem.inference.coupled_projections.CoupledProjections`
-    (``embedding_x`` (N_x, d), ``embedding_y`` (N_y, d), ``pairs`` (K, 2)) or the arrays given
-    directly. Draws the first two embedding dimensions (d = 1: against the point index), X as
-    circles, Y as triangles (coloured by ``color_x``/``color_y`` if given), and a grey line
-    between the two images of each known correspondence (at most ``max_lines``). Returns the Axes.
+    Draws the first two embedding dimensions (d = 1: against the point index), X as circles,
+    Y as triangles, and a grey line between the two images of each known correspondence.
+
+    Parameters
+    ----------
+    model : tandem.inference.coupled_projections.CoupledProjections, optional
+        A fitted :class:`~tandem.inference.coupled_projections.CoupledProjections` (its
+        embeddings and pairs); or give the arrays.
+    ax : matplotlib Axes, optional
+    embedding_x : array (N_x, d), optional
+    embedding_y : array (N_y, d), optional
+    pairs : array (K, 2) of int, optional
+        Known correspondences (i, j); default the model's.
+    color_x, color_y : arrays (N_x,), (N_y,), optional
+        Values that colour the points (e.g. the true latent coordinate).
+    max_lines : int
+        At most this many correspondence lines.
+
+    Returns
+    -------
+    matplotlib Axes
     """
     if model is not None:
         embedding_x = getattr(model, "embedding_x", getattr(model, "embedding_x_", None))
