@@ -441,7 +441,7 @@ def plot_task_confusions(labels_pred, labels_true, fig=None):
 # --- coupled projections ------------------------------------------------------------------
 
 def plot_embedding(model=None, ax=None, *, embedding_x=None, embedding_y=None, pairs=None, color_x=None,
-                   color_y=None, max_lines: int = 200):
+                   color_y=None, max_lines: int = 200, names=("X", "Y")):
     """Coupled projections: both data sets in the joint embedding with correspondence lines.
 
     Draws the first two embedding dimensions (d = 1: against the point index), X as circles,
@@ -461,6 +461,8 @@ def plot_embedding(model=None, ax=None, *, embedding_x=None, embedding_y=None, p
         Values that colour the points (e.g. the true latent coordinate).
     max_lines : int
         At most this many correspondence lines.
+    names : pair of str
+        Legend names of the two data sets.
 
     Returns
     -------
@@ -491,8 +493,8 @@ def plot_embedding(model=None, ax=None, *, embedding_x=None, embedding_y=None, p
             ax.plot([ex[i, 0], ey[j, 0]], [ex[i, 1], ey[j, 1]], "-", color="0.6", lw=0.6, zorder=1)
     kx = dict(c=color_x, cmap="viridis") if color_x is not None else dict(color="C0")
     ky = dict(c=color_y, cmap="viridis") if color_y is not None else dict(color="C3")
-    ax.scatter(ex[:, 0], ex[:, 1], s=10, marker="o", label="X", zorder=2, **kx)
-    ax.scatter(ey[:, 0], ey[:, 1], s=14, marker="^", label="Y", zorder=2, **ky)
+    ax.scatter(ex[:, 0], ex[:, 1], s=10, marker="o", label=names[0], zorder=2, **kx)
+    ax.scatter(ey[:, 0], ey[:, 1], s=14, marker="^", label=names[1], zorder=2, **ky)
     n = 0 if pairs is None else len(np.asarray(pairs).reshape(-1, 2))
     ax.set(xlabel=xl, ylabel=yl, title=f"joint embedding ({n} correspondences)")
     ax.legend(fontsize=8)
