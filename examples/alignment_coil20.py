@@ -159,6 +159,7 @@ def plot_fig3(X, Y, frac, seed, args, path, labels=("duck", "block")):
         a.scatter(ex[known, 0], ex[known, 1], facecolors="none", edgecolors="k", s=50, label="known pair")
         a.set_title(f"{name}\n({int(round(100 * frac))}% of poses paired)", fontsize=9)
         a.legend(fontsize=7)
+    fig.subplots_adjust(wspace=0.4)            # room for the embedding panels' axis labels
     fig.colorbar(sc, ax=ax[:2], label="pose (deg)")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
