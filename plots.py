@@ -406,6 +406,8 @@ def plot_confusion(labels_true, labels_pred, ax=None, *, title: str = "confusion
         for j in range(C.shape[1]):
             ax.text(j, i, f"{int(C[i, j])}", ha="center", va="center", fontsize=7,
                     color="w" if C[i, j] > 0.6 * C.max() else "k")
+    ax.set_xticks(range(C.shape[1]))
+    ax.set_yticks(range(C.shape[0]))
     ax.set(xlabel="cluster (matched)", ylabel="true class", title=f"{title} (acc {acc:.3f})")
     return ax
 
@@ -419,7 +421,8 @@ def plot_task_confusions(labels_pred, labels_true, fig=None):
         Cluster labels per task, or a fitted :class:`~tandem.inference.samtc.SAMTC` (its ``labels_``).
     labels_true : list of T arrays
         True labels per task.
-    fig : matplotlib Figure, optional
+    fig : matplotlib Figure or SubFigure, optional
+        Where to draw (default: a new figure with constrained layout).
 
     Returns
     -------
@@ -430,11 +433,10 @@ def plot_task_confusions(labels_pred, labels_true, fig=None):
     if len(pred) != len(true):
         raise ValueError(f"labels_pred has {len(pred)} tasks but labels_true has {len(true)}")
     if fig is None:
-        fig = _plt().figure(figsize=(3.2 * len(pred), 3.2))
+        fig = _plt().figure(figsize=(3.2 * len(pred), 3.2), layout="constrained")
     axes = fig.subplots(1, len(pred), squeeze=False)[0]
     for t, ax in enumerate(axes):
         plot_confusion(true[t], pred[t], ax, title=f"task {t + 1}")
-    fig.tight_layout()
     return fig
 
 

@@ -26,7 +26,8 @@ GALLERY = {
     "quickstart.py": ((), ("quickstart.png",), "mcgpds"),
     "mcgpds_toy.py": ((), ("mcgpds_toy1_seed0.png", "mcgpds_toy2.png"), "mcgpds"),
     "twin_gp_toy.py": ((), ("twin_gp_toy1.png",), "twin_gp"),
-    "samtc_synthetic.py": ((), ("samtc_synthetic_R.png", "samtc_synthetic_data.png"), "samtc"),
+    "samtc_synthetic.py": ((), ("samtc_synthetic_R.png", "samtc_synthetic_confusion.png", "samtc_synthetic_data.png"),
+                           "samtc"),
     "alignment_scurve.py": ((), ("alignment_scurve_alignments.png",), "coupled_projections"),
 }
 

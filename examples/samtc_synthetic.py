@@ -168,6 +168,7 @@ def main(args):
         "node_reach": args.node_reach})
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {}
+    first_seed = {}   # data set -> (simulated problem, SAMTC's per-task labels) of the first seed
     for name in args.sets:
         per = {}          # (method, selection) -> per seed list of per-task labels
         tr = {}           # method -> {"prec": [], "rec": [], "rerr": [], "R": []}
@@ -195,6 +196,7 @@ def main(args):
             if not args.no_progress:
                 print(f"  {name} seed {seed} done", flush=True)
         T = sims[0].T
+        first_seed[name] = per["SAMTC", "label-free"][0]
         for (method, selection), runs in per.items():
             for t in range(T):
                 res.add(method, "accuracy", [clustering_accuracy(s.labels[t], l[t]) for s, l in runs],
@@ -223,6 +225,7 @@ def main(args):
                       f"wins/ties/losses {v['wins']}/{v['ties']}/{v['losses']}")
     plot_data(args.sets, seeds[0], quick, args.out)
     plot_R(summary, args.out)
+    plot_confusions(first_seed, seeds[0], args.out)
     path = res.write(args.out)
     print(f"wrote {path}")
     return res
@@ -319,6 +322,17 @@ def plot_data(sets, seed, quick, out_dir):
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out_dir / f"{EXPERIMENT}_data.png", dpi=110)
+    plt.close(fig)
+
+
+def plot_confusions(first_seed, seed, out_dir):
+    """SAMTC's per-task confusion matrices (first seed), one row per data set (tandem.plots)."""
+    fig = plt.figure(figsize=(3.2 * max(len(s.tasks) for s, _ in first_seed.values()), 3.3 * len(first_seed)),
+                     layout="constrained")
+    for sub, (name, (sim, labels)) in zip(np.atleast_1d(fig.subfigures(len(first_seed), 1)), first_seed.items()):
+        plots.plot_task_confusions(labels, sim.labels, sub)
+        sub.suptitle(f"{name} (seed {seed}): SAMTC clusters vs true classes", fontsize=9)
+    fig.savefig(out_dir / f"{EXPERIMENT}_confusion.png", dpi=110)
     plt.close(fig)
 
 
