@@ -28,7 +28,8 @@ GALLERY = {
     "twin_gp_toy.py": ((), ("twin_gp_toy1.png",), "twin_gp"),
     "samtc_synthetic.py": ((), ("samtc_synthetic_R.png", "samtc_synthetic_confusion.png", "samtc_synthetic_data.png"),
                            "samtc"),
-    "alignment_scurve.py": ((), ("alignment_scurve_alignments.png",), "coupled_projections"),
+    "alignment_scurve.py": ((), ("alignment_scurve_alignments.png", "alignment_scurve_posterior.png"),
+                            "coupled_projections"),
 }
 
 

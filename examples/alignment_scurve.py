@@ -168,13 +168,16 @@ def run_svi(args, res, seed):
         print(f"(could not write the ArviZ netCDF file: {e})")
     U = idata.posterior["U"].values[0]  # (draw, d, N)
     mu, sd = U.mean(0), U.std(0)
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 5))
+    plots.plot_loss(r, ax_loss, label=f"SVI, sigma={sigma}")     # tandem.plots: the FitResult's loss trace
     n = X.shape[0]
     for sl, c, nm in ((slice(0, n), "tab:blue", "x"), (slice(n, 2 * n), "tab:red", "y")):
         ax.errorbar(mu[0, sl], mu[1, sl], xerr=2 * sd[0, sl], yerr=2 * sd[1, sl], fmt="o", ms=3,
                     c=c, label=f"view {nm} (posterior mean ± 2 sd)")
     ax.set_title(f"Pyro model: latent positions (whitened), SVI angle {angle:.1e} rad", fontsize=9)
+    ax.set(xlabel="latent dim 1", ylabel="latent dim 2")
     ax.legend(fontsize=7)
+    fig.tight_layout()
     fig.savefig(args.out / f"{EXPERIMENT}_posterior.png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return angle
