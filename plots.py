@@ -221,7 +221,7 @@ def plot_latents(model=None, times=None, ax=None, *, mean=None, var=None, view: 
 
 
 def plot_prediction(prediction=None, truth=None, times=None, ax=None, *, mean=None, var=None, dims=(0, 1, 2),
-                    label: str | None = None):
+                    label: str | None = None, color=None):
     """A predicted view against the truth over time with ±2 sd bands.
 
     Parameters
@@ -239,6 +239,9 @@ def plot_prediction(prediction=None, truth=None, times=None, ax=None, *, mean=No
         Output columns drawn (those < D).
     label : str, optional
         Name of the prediction in the legend (default its ``method``, else "prediction").
+    color : matplotlib colour, optional
+        One colour for every drawn output (default: one colour per output). With it, several
+        predictors can share an axes: call once per predictor, the truth only in the first call.
 
     Returns
     -------
@@ -262,12 +265,14 @@ def plot_prediction(prediction=None, truth=None, times=None, ax=None, *, mean=No
     dims = [d for d in dims if d < D]
     ax = _axes(ax, (6, 3.5))
     for i, d in enumerate(dims):
+        c = f"C{i}" if color is None else color
+        suffix = f", dim {d}" if len(dims) > 1 else ""
         if Y is not None:
-            ax.plot(t, Y[:, d], color=f"C{i}", lw=1.2, label=f"true, dim {d}")
-        ax.plot(t, mean[:, d], "--", color=f"C{i}", lw=1.2, label=f"{label}, dim {d}")
+            ax.plot(t, Y[:, d], color=c if color is None else "k", lw=1.2 if color is None else 2,
+                    label=f"true{suffix}")
+        ax.plot(t, mean[:, d], "--" if color is None else "-", color=c, lw=1.2, label=f"{label}{suffix}")
         if sd is not None:
-            ax.fill_between(t, mean[:, d] - 2 * sd[:, d], mean[:, d] + 2 * sd[:, d], color=f"C{i}", alpha=0.15,
-                            lw=0)
+            ax.fill_between(t, mean[:, d] - 2 * sd[:, d], mean[:, d] + 2 * sd[:, d], color=c, alpha=0.15, lw=0)
     ax.set(xlabel="time", ylabel="output value", title="prediction ± 2 sd against the truth")
     ax.legend(fontsize=7, ncol=2)
     return ax

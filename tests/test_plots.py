@@ -112,6 +112,17 @@ def test_mcgpds_plots_from_a_fitted_model(mcgpds_fit):
     _labelled(plots.plot_loss(m))
 
 
+def test_plot_prediction_several_predictors_on_one_axes():
+    rng = np.random.default_rng(3)
+    Y = rng.standard_normal((12, 4))
+    ax = plots.plot_prediction(mean=Y + 0.1, var=np.full(Y.shape, 0.04), truth=Y, dims=(2,), label="a", color="C0")
+    plots.plot_prediction(mean=Y - 0.1, var=None, ax=ax, dims=(2,), label="b", color="C1")
+    _labelled(ax)
+    assert [ln.get_label() for ln in ax.lines] == ["true", "a", "b"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), Y[:, 2])
+    np.testing.assert_allclose(_band(ax)[:, 1].max(), (Y[:, 2] + 0.1 + 0.4).max())
+
+
 def test_plot_prediction_checks_shapes():
     with pytest.raises(ValueError, match="truth has shape"):
         plots.plot_prediction(mean=np.zeros((5, 2)), truth=np.zeros((4, 2)))
