@@ -25,7 +25,7 @@ trivial baselines), and writes to ``--out``:
 
 Usage::
 
-    python examples/quickstart.py --out results          # 25 s measured on 2 shared CPU cores (16 s idle)
+    python examples/quickstart.py --out results          # 17 s measured on 2 CPU cores (25 s, cores shared)
     python examples/quickstart.py --quick --out /tmp/qs  # smoke test
 """
 from __future__ import annotations
