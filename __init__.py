@@ -38,10 +38,15 @@ _LAZY = {
     "posterior_predictive": "tandem.inference",
 }
 
-__all__ = ["__version__", *_LAZY]
+#: submodules reachable as attributes (``tandem.plots``), also imported on first use
+_SUBMODULES = ("plots",)
+
+__all__ = ["__version__", *_LAZY, *_SUBMODULES]
 
 
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"tandem.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'tandem' has no attribute {name!r}")
     value = getattr(_importlib.import_module(_LAZY[name]), name)

@@ -24,7 +24,14 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx.ext.napoleon",
 ]
+
+# numpy-style docstrings (``Parameters`` / ``Returns`` / ``Attributes`` sections under dashes)
+# render as field lists; Google style is off so that "Args:"-like prose is left alone.
+napoleon_numpy_docstring = True
+napoleon_google_docstring = False
+napoleon_use_rtype = False
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
@@ -80,4 +87,6 @@ def _verbatim_if_not_rst(app, what, name, obj, options, lines):
 
 
 def setup(app):
+    # after napoleon (registered when the extension loaded, same priority → earlier), so the
+    # check sees napoleon's reST, not the numpy-style source
     app.connect("autodoc-process-docstring", _verbatim_if_not_rst)

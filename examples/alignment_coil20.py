@@ -39,6 +39,7 @@ import time
 
 import numpy as np
 
+from tandem import plots
 from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment, laplacian_eigenmaps
 from tandem.inference.coupled_projections.solver import CoupledProjections, knn_heat_weights
 from tandem.inference.datasets.coil20 import BLOCK, DUCK, N_POSES, POSE_STEP_DEG, load_coil20
@@ -152,13 +153,13 @@ def plot_fig3(X, Y, frac, seed, args, path, labels=("duck", "block")):
         a.set_title(f"{nm}: own embedding\n(Laplacian eigenmaps)", fontsize=9)
     for a, (name, m) in zip(ax[2:], fitted.items()):
         ex, ey = m.embedding_x[:, :2], m.embedding_y[:, :2]
-        for i in range(N_POSES):
-            a.plot([ex[i, 0], ey[i, 0]], [ex[i, 1], ey[i, 1]], c="lightgrey", lw=0.6, zorder=0)
-        a.scatter(ex[:, 0], ex[:, 1], c="tab:blue", s=12, label=labels[0])
-        a.scatter(ey[:, 0], ey[:, 1], c="tab:red", s=12, marker="^", label=labels[1])
+        # tandem.plots: both objects in the joint embedding, a line between the two images of each pose
+        plots.plot_embedding(embedding_x=ex, embedding_y=ey, pairs=np.c_[np.arange(N_POSES), np.arange(N_POSES)],
+                             ax=a, names=labels)
         a.scatter(ex[known, 0], ex[known, 1], facecolors="none", edgecolors="k", s=50, label="known pair")
         a.set_title(f"{name}\n({int(round(100 * frac))}% of poses paired)", fontsize=9)
         a.legend(fontsize=7)
+    fig.subplots_adjust(wspace=0.4)            # room for the embedding panels' axis labels
     fig.colorbar(sc, ax=ax[:2], label="pose (deg)")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)

@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from tandem import plots
 from tandem.guides.coupled_projections import guide
 from tandem.inference import fit, posterior_predictive
 from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
@@ -122,11 +123,11 @@ def plot_alignments(data, fitted, known, path):
         for j, name in enumerate(METHODS):
             m = fitted[ds][name]
             a = fig.add_subplot(len(data), 5, 5 * r + j + 3)
-            a.scatter(*m.embedding_x[:, :2].T, c=c, cmap="viridis", s=6, marker="o")
-            a.scatter(*m.embedding_y[:, :2].T, c=c, cmap="viridis", s=8, marker="x")
-            kn = known[ds]
-            a.scatter(*m.embedding_x[kn, :2].T, facecolors="none", edgecolors="r", s=30)
-            a.set_title(f"{ds}: {name}\n(o = x, x = y, red = known pair)", fontsize=9)
+            kn = np.asarray(known[ds])
+            # tandem.plots: both embeddings coloured by the latent coordinate, a line per known pair
+            plots.plot_embedding(embedding_x=m.embedding_x, embedding_y=m.embedding_y, pairs=np.c_[kn, kn], ax=a,
+                                 color_x=c, color_y=c)
+            a.set_title(f"{ds}: {name}\n(o = x, ^ = y, line = known pair)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -167,13 +168,16 @@ def run_svi(args, res, seed):
         print(f"(could not write the ArviZ netCDF file: {e})")
     U = idata.posterior["U"].values[0]  # (draw, d, N)
     mu, sd = U.mean(0), U.std(0)
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 5))
+    plots.plot_loss(r, ax_loss, label=f"SVI, sigma={sigma}")     # tandem.plots: the FitResult's loss trace
     n = X.shape[0]
     for sl, c, nm in ((slice(0, n), "tab:blue", "x"), (slice(n, 2 * n), "tab:red", "y")):
         ax.errorbar(mu[0, sl], mu[1, sl], xerr=2 * sd[0, sl], yerr=2 * sd[1, sl], fmt="o", ms=3,
                     c=c, label=f"view {nm} (posterior mean ± 2 sd)")
     ax.set_title(f"Pyro model: latent positions (whitened), SVI angle {angle:.1e} rad", fontsize=9)
+    ax.set(xlabel="latent dim 1", ylabel="latent dim 2")
     ax.legend(fontsize=7)
+    fig.tight_layout()
     fig.savefig(args.out / f"{EXPERIMENT}_posterior.png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return angle

@@ -46,6 +46,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from tandem import plots  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds  # noqa: E402
@@ -140,17 +141,17 @@ def run_toy1(seed: int, quick: bool, progress: bool, res: Results, out: Path):
         res.add("shared-only (MRD-style)", "recovery_abs_corr", r_s, data_set="toy1", signal=name)
         rec[name] = (r_m, r_s)
     res.add("McGPDS", "alpha", fm.alpha(), data_set="toy1")
-    fig, axes = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
-    for ax, (name, s) in zip(axes, sig.items()):
-        L = lat_m[name]
-        q = int(np.argmax([abs(np.corrcoef(L[:, j], s)[0, 1]) for j in range(L.shape[1])]))
-        z = (L[:, q] - L[:, q].mean()) / (L[:, q].std() + 1e-12)
-        z *= np.sign(np.corrcoef(z, s)[0, 1])
-        ax.plot(t, s / s.std(), "k-", label="truth")
-        ax.plot(t, z, "r--", label=f"McGPDS latent col {q}")
-        ax.set_ylabel(name)
-        ax.legend(fontsize=7)
-    axes[-1].set_xlabel("t")
+    # tandem.plots: each latent space against its true signal (linear read-out), the per-view
+    # relevance of the latent dimensions with α, and the bound's trace
+    fig, axes = plt.subplots(2, 3, figsize=(14, 6.5))
+    which = {"shared": None, "private_1": 0, "private_2": 1}
+    for ax, (name, s) in zip(axes[0], sig.items()):
+        plots.plot_latents(fm, t, ax, view=which[name], truth=s)
+        ax.set_title(f"{name} latents vs the true {name} signal")
+    plots.plot_relevance(fm, axes[1, 0])
+    plots.plot_loss(fm, axes[1, 1], label="McGPDS")
+    plots.plot_relevance(fs, axes[1, 2])
+    axes[1, 2].set_title("shared-only (MRD-style): relevance")
     fig.tight_layout()
     fig.savefig(out / f"mcgpds_toy1_seed{seed}.png", dpi=90)
     plt.close(fig)

@@ -42,6 +42,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from tandem import plots  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, int_at_least, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
 from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
@@ -167,6 +168,7 @@ def main(args):
         "node_reach": args.node_reach})
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {}
+    first_seed = {}   # data set -> (simulated problem, SAMTC's per-task labels) of the first seed
     for name in args.sets:
         per = {}          # (method, selection) -> per seed list of per-task labels
         tr = {}           # method -> {"prec": [], "rec": [], "rerr": [], "R": []}
@@ -194,6 +196,7 @@ def main(args):
             if not args.no_progress:
                 print(f"  {name} seed {seed} done", flush=True)
         T = sims[0].T
+        first_seed[name] = per["SAMTC", "label-free"][0]
         for (method, selection), runs in per.items():
             for t in range(T):
                 res.add(method, "accuracy", [clustering_accuracy(s.labels[t], l[t]) for s, l in runs],
@@ -222,6 +225,7 @@ def main(args):
                       f"wins/ties/losses {v['wins']}/{v['ties']}/{v['losses']}")
     plot_data(args.sets, seeds[0], quick, args.out)
     plot_R(summary, args.out)
+    plot_confusions(first_seed, seeds[0], args.out)
     path = res.write(args.out)
     print(f"wrote {path}")
     return res
@@ -321,6 +325,17 @@ def plot_data(sets, seed, quick, out_dir):
     plt.close(fig)
 
 
+def plot_confusions(first_seed, seed, out_dir):
+    """SAMTC's per-task confusion matrices (first seed), one row per data set (tandem.plots)."""
+    fig = plt.figure(figsize=(3.2 * max(len(s.tasks) for s, _ in first_seed.values()), 3.3 * len(first_seed)),
+                     layout="constrained")
+    for sub, (name, (sim, labels)) in zip(np.atleast_1d(fig.subfigures(len(first_seed), 1)), first_seed.items()):
+        plots.plot_task_confusions(labels, sim.labels, sub)
+        sub.suptitle(f"{name} (seed {seed}): SAMTC clusters vs true classes", fontsize=9)
+    fig.savefig(out_dir / f"{EXPERIMENT}_confusion.png", dpi=110)
+    plt.close(fig)
+
+
 def plot_R(summary, out_dir):
     names = list(summary)
     cols = ["R_true", "SAMTC"] + ([MODEL] if MODEL in summary[names[0]]["R_mean"] else [])
@@ -329,16 +344,8 @@ def plot_R(summary, out_dir):
     for i, name in enumerate(names):
         mats = [summary[name]["R_true_mean"]] + [summary[name]["R_mean"][c] for c in cols[1:]]
         for j, (c, Mx) in enumerate(zip(cols, mats)):
-            ax = axes[i, j]
-            im = ax.imshow(Mx, vmin=0, vmax=1, cmap="viridis")
-            for (a, b), v in np.ndenumerate(Mx):
-                ax.text(b, a, f"{v:.2f}", ha="center", va="center", color="w" if v < 0.6 else "k", fontsize=8)
-            ax.set_title(f"{name}: {c}", fontsize=9)
-            ax.set_xticks(range(len(Mx)))
-            ax.set_yticks(range(len(Mx)))
-            ax.set_xlabel("source s")
-            ax.set_ylabel("target t")
-    fig.colorbar(im, ax=axes, shrink=0.6)
+            plots.plot_relatedness(np.asarray(Mx), axes[i, j])      # tandem.plots: heat map, values, colour bar
+            axes[i, j].set_title(f"{name}: {c}", fontsize=9)
     fig.savefig(out_dir / f"{EXPERIMENT}_R.png", dpi=110)
     plt.close(fig)
 

@@ -37,6 +37,7 @@ import pyro  # noqa: E402
 from pyro.infer import Trace_ELBO  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
+from tandem import plots  # noqa: E402
 from tandem.guides.twin_gp import Guide, NormalGuide  # noqa: E402
 from tandem.inference import LBFGS, Results, fit  # noqa: E402
 from tandem.inference.distances import median_distance  # noqa: E402
@@ -203,13 +204,8 @@ def _first_draw_extras(toy, seed, first, res, args):
 def _plot(Xt, Yt, X, Y, preds, path, title):
     fig, axes = plt.subplots(1, len(preds), figsize=(3.2 * len(preds), 3.2), sharey=True)
     for ax, (name, p) in zip(axes, preds.items()):
-        ax.plot(X[:, 0], Y[:, 0], ".", color="0.8", ms=3, label="train")
-        ax.plot(Xt[:, 0], Yt[:, 0], ".", color="C0", ms=3, label="truth")
-        ax.plot(Xt[:, 0], p[:, 0].detach(), "+", color="C3", ms=4, label="prediction")
+        plots.plot_twin_gp(p, Yt, ax, X=Xt[:, 0], X_train=X[:, 0], Y_train=Y[:, 0])   # tandem.plots
         ax.set_title(f"{name}\nMAE {mean_abs_error(p, Yt):.3f}", fontsize=9)
-        ax.set_xlabel("input x")
-    axes[0].set_ylabel("output y")
-    axes[0].legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,8 +1,8 @@
 """The package's import layering, checked on the source (AST) so it cannot silently rot.
 
 Layers, bottom to top:
-  leaf      tandem.inference.{numerics, validation, distances} — import no other tandem module
-            except each other;
+  leaf      tandem.inference.{numerics, validation, distances} and tandem.plots (matplotlib
+            helpers) — import no other tandem module except each other;
   models    tandem.models.*  — import only models and the leaf modules;
   guides    tandem.guides.*  — import models and the leaf modules (never inference);
   inference everything else under tandem.inference — may import any layer.
@@ -19,11 +19,11 @@ from pathlib import Path
 from common import ROOT
 
 PACKAGES = {"models": "tandem.models", "guides": "tandem.guides", "inference": "tandem.inference"}
-LEAVES = {"tandem.inference.numerics", "tandem.inference.validation", "tandem.inference.distances"}
+LEAVES = {"tandem.inference.numerics", "tandem.inference.validation", "tandem.inference.distances", "tandem.plots"}
 
 
 def _module_files() -> dict[str, Path]:
-    mods = {"tandem": ROOT / "__init__.py"}
+    mods = {"tandem": ROOT / "__init__.py", "tandem.plots": ROOT / "plots.py"}
     for folder, pkg in PACKAGES.items():
         for f in (ROOT / folder).rglob("*.py"):
             rel = f.relative_to(ROOT / folder).with_suffix("")

@@ -315,17 +315,20 @@ def plot_traces(data, keep: dict, names: list, coords: list, title: str, out: Pa
     names = [n for n in names if n in keep]
     fig, axes = plt.subplots(len(coords), 1, figsize=(10, 2.6 * len(coords)), sharex=True)
     tt = np.arange(data.n_test)
+    from tandem import plots
     for ax, (c, lab) in zip(axes, coords):
-        ax.plot(tt, data.Y2_test[:, c], "k-", lw=2, label="true")
         if show_training_mean:
             ax.axhline(data.bias2[c], color="gray", ls=":", label="training mean")
-        for n in names:
+        # tandem.plots: one call per predictor on a shared axes (the truth drawn with the first)
+        for j, n in enumerate(names):
             mean, var = keep[n]
-            ln, = ax.plot(tt, mean[:, c], lw=1, label=n)
-            if var is not None:
-                sd = np.sqrt(var[:, c])
-                ax.fill_between(tt, mean[:, c] - 2 * sd, mean[:, c] + 2 * sd, color=ln.get_color(), alpha=0.12)
-        ax.set_ylabel(lab)
+            plots.plot_prediction(mean=mean, var=var, truth=data.Y2_test if j == 0 else None, times=tt, ax=ax,
+                                  dims=(c,), label=n, color=f"C{j}")
+        if not names:
+            ax.plot(tt, data.Y2_test[:, c], "k-", lw=2, label="true")
+        ax.set(ylabel=lab, xlabel="", title="")
+        if ax is not axes[0] and ax.get_legend() is not None:
+            ax.get_legend().remove()
     axes[0].legend(fontsize=7, ncol=3)
     axes[-1].set_xlabel("test frame")
     fig.suptitle(title)
