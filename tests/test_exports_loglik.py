@@ -60,3 +60,39 @@ def test_exports_samtc_sample_stats_give_a_finite_variational_loo(samtc_export):
     assert lp.shape == lq.shape == (1, 4) and np.all(np.isfinite(lp)) and np.all(np.isfinite(lq))
     r = loo(idata, warn=False)
     assert r.n_points == 110 and np.isfinite(r.elpd)
+
+
+def test_exports_coupled_projections_log_likelihood_is_the_density_of_the_pca_coordinates():
+    """Σ_n log_lik = Σ_n log N(z_n; RᵀQ u_n, σ² B) with z_n the raw (PCA) coordinates of point n
+    in its view's block, at the exported U draws and the fitted frame Q (scipy, no whitening)."""
+    from tandem.inference.coupled_projections.solver import CoupledProjections
+    from tandem.models.coupled_projections import orthonormal, simulate
+    sim = simulate(n=30, d=2, dx=4, dy=3, seed=2)
+    known = np.arange(0, 30, 3)
+    cp = CoupledProjections(d=2, k=4).fit(sim["X"], sim["Y"], np.c_[known, known])
+    sigma = 0.05
+    idata = cp.to_inference_data(num_samples=3, num_steps=30, sigma=sigma)
+    Q = orthonormal(cp.svi_result_.params["Q_raw"]).detach().numpy()
+    R = cp.whitened_.R
+    ll = idata.log_likelihood["zhat"]
+    assert ll.dims == ("chain", "draw", "point")
+    for s in range(3):
+        U = idata.posterior["U"].values[0, s]                                # (d, N)
+        want = [st.multivariate_normal.logpdf(cp.Z[:, n], R.T @ Q @ U[:, n], sigma ** 2 * cp.B)
+                for n in range(cp.Z.shape[1])]
+        np.testing.assert_allclose(ll.values[0, s], want, rtol=1e-8)
+    # X/Y in the user's units: the PCA keeps every direction here, so observed X, Y are the data
+    np.testing.assert_allclose(idata.observed_data["X"].values, sim["X"], atol=1e-9)
+    np.testing.assert_allclose(idata.observed_data["Y"].values, sim["Y"], atol=1e-9)
+    assert idata.posterior_predictive["X"].dims == ("chain", "draw", "x_point", "x_feature")
+    assert idata.posterior_predictive["Y"].shape == (1, 3, 30, 3)
+    # predictive X given U: mean_x + components_x (RᵀQ u_n)^x plus noise of covariance σ² B_x
+    rx = cp.dims[0]
+    for s in range(3):
+        U = idata.posterior["U"].values[0, s]
+        loc = (R.T @ Q @ U)[:rx, :30].T @ cp.pca_x.components.T + cp.pca_x.mean
+        resid = idata.posterior_predictive["X"].values[0, s] - loc
+        assert np.abs(resid).max() < 6 * sigma * np.sqrt(np.abs(cp.B).max())
+    for g in ("posterior", "posterior_predictive", "observed_data", "log_likelihood", "sample_stats"):
+        _dims_named(idata[g])
+    assert np.all(np.isfinite(idata.sample_stats["lp"].values))
