@@ -96,3 +96,26 @@ def test_exports_coupled_projections_log_likelihood_is_the_density_of_the_pca_co
     for g in ("posterior", "posterior_predictive", "observed_data", "log_likelihood", "sample_stats"):
         _dims_named(idata[g])
     assert np.all(np.isfinite(idata.sample_stats["lp"].values))
+
+
+def test_exports_mcgpds_named_dims_and_lp_in_data_units():
+    """McGPDS export: named dims in every group (sample_stats too); lp = log p(θ, y) carries the
+    data-unit Jacobian −N·D·log c of a view scaled by c, as log_likelihood does per entry."""
+    import math
+
+    from tandem.inference.mcgpds import McGPDS
+    rng = np.random.default_rng(0)
+    t = np.arange(30) * 0.1
+    s = np.sin(2 * np.pi * t / 3.0)
+    views = [np.tanh(np.c_[np.cos(t), s] @ rng.normal(size=(2, D))) + 0.05 * rng.standard_normal((30, D))
+             for D in (3, 2)]
+    short = dict(cycles=1, var_iters=10, model_iters=10, joint_iters=30)
+    c = 1e3
+    exports = [McGPDS(Q=2, M=8, **short).fit(v, t).to_inference_data(num_samples=5, seed=1)
+               for v in ([c * views[0], views[1]], views)]
+    for g in ("posterior", "posterior_predictive", "observed_data", "log_likelihood", "sample_stats"):
+        _dims_named(exports[0][g])
+    lp_c, lp_1 = exports[0].sample_stats["lp"].values, exports[1].sample_stats["lp"].values
+    np.testing.assert_allclose(lp_c, lp_1 - 30 * 3 * math.log(c), rtol=1e-6)
+    np.testing.assert_allclose(exports[0].sample_stats["log_q"].values, exports[1].sample_stats["log_q"].values,
+                               rtol=1e-6)
