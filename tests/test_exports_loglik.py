@@ -119,3 +119,51 @@ def test_exports_mcgpds_named_dims_and_lp_in_data_units():
     np.testing.assert_allclose(lp_c, lp_1 - 30 * 3 * math.log(c), rtol=1e-6)
     np.testing.assert_allclose(exports[0].sample_stats["log_q"].values, exports[1].sample_stats["log_q"].values,
                                rtol=1e-6)
+
+
+def test_exports_twin_gp_held_out_density_is_the_laplace_quasi_posterior():
+    """log_likelihood["y"] = log N(y_true_b; ŷ_b, S H_b⁻¹ S) in data units, H_b the Hessian of the
+    objective at the prediction by central finite differences (independent of autograd), S the
+    output scales; the posterior predictive draws have that covariance."""
+    import torch
+
+    from tandem.inference.twin_gp.regressor import TwinGPRegressor
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(60, 2))
+    Y = np.c_[np.sin(2 * X[:, 0]), X[:, 0] * X[:, 1]] * np.array([3.0, 0.5]) + 2.0
+    Y = Y + 0.05 * rng.standard_normal(Y.shape)
+    Xt = rng.uniform(-0.8, 0.8, size=(4, 2))
+    Yt = np.c_[np.sin(2 * Xt[:, 0]), Xt[:, 0] * Xt[:, 1]] * np.array([3.0, 0.5]) + 2.0
+    reg = TwinGPRegressor("KLTGP", rho_x=0.5, rho_y=0.5, lam=1e-3).fit(X, Y)
+    idata = reg.to_inference_data(Xt, Yt, num_samples=4000, seed=0)
+    Zt = reg.sx_.transform(reg._check_test(Xt))
+    pred = reg._predict_std(Zt).detach()
+    method, a, _ = reg._effective()
+    ctx = reg.model_.context(Zt, method, a)
+    h = 1e-4
+
+    def f(y):
+        return reg.model_.objective(y, ctx).detach().numpy()
+
+    sc = np.asarray(reg.sy_.scale, dtype=float).reshape(-1)
+    mu = np.asarray(reg.sy_.mean, dtype=float).reshape(-1)
+    ll = idata.log_likelihood["y"].values[0, 0]
+    assert ll.shape == (4,) and idata.log_likelihood["y"].dims == ("chain", "draw", "test")
+    for b in range(4):
+        H = np.zeros((2, 2))
+        for i in range(2):
+            for j in range(2):
+                def at(di, dj):
+                    y = pred.clone()
+                    y[b, i] += di
+                    y[b, j] += dj
+                    return f(y)[b]
+                H[i, j] = (at(h, h) - at(h, -h) - at(-h, h) + at(-h, -h)) / (4 * h * h)
+        cov = np.diag(sc) @ np.linalg.inv(H) @ np.diag(sc)
+        want = st.multivariate_normal.logpdf(Yt[b], pred[b].numpy() * sc + mu, cov)
+        np.testing.assert_allclose(ll[b], want, rtol=1e-4, atol=1e-4)
+        draws = idata.posterior_predictive["y"].values[0, :, b]
+        np.testing.assert_allclose(np.cov(draws.T), cov, rtol=0.15, atol=0.05 * np.abs(cov).max())
+    np.testing.assert_allclose(idata.observed_data["y"].values, Yt)
+    torch.testing.assert_close(torch.as_tensor(idata.posterior["y"].values[0, 0]), torch.as_tensor(reg.predict(Xt)),
+                               rtol=0, atol=1e-10)
