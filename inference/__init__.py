@@ -26,6 +26,8 @@ _LAZY = {
     "FitResult": ("tandem.inference.svi", "FitResult"),
     "LBFGS": ("tandem.inference.svi", "LBFGS"),
     "posterior_predictive": ("tandem.inference.predictive", "posterior_predictive"),
+    "loo": ("tandem.inference.psis", "loo"),
+    "compare": ("tandem.inference.psis", "compare"),
     "Results": ("tandem.inference.experiments.results", "Results"),
     "cholesky_jitter": ("tandem.inference.numerics", "cholesky_jitter"),
     "DTYPE": ("tandem.inference.numerics", "DTYPE"),

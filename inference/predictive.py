@@ -12,8 +12,8 @@ out of the ``posterior`` group with a warning, never reported as posterior draws
 :func:`posterior_predictive` packs the draws into the ArviZ object the installed ArviZ
 provides — ``arviz.InferenceData`` for ArviZ 0.x (0.17 or later), an ``xarray.DataTree``
 for ArviZ 1.x — with the groups ``posterior``, ``posterior_predictive``,
-``observed_data`` and ``log_likelihood`` and the dimension names a model module supplies
-(``dims={"Y1": ["time", "output"]}``). Both support ``idata.posterior["mu"]``,
+``observed_data``, ``log_likelihood`` and ``sample_stats`` (``lp``, ``log_q``) and the
+dimension names a model module supplies (``dims={"Y1": ["time", "output"]}``). Both support ``idata.posterior["mu"]``,
 ``az.summary`` and ``to_netcdf``.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ import pyro.distributions as dist
 import torch
 import xarray as xr
 from pyro import poutine
+from pyro.distributions.util import scale_and_mask
 from pyro.infer import infer_discrete
 from pyro.poutine.subsample_messenger import _Subsample
 
@@ -77,19 +78,25 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
     """Draw ``num_samples`` joint posterior / posterior-predictive samples.
 
     Returns ``{"posterior": {site: (S, ...)}, "posterior_predictive": {site: (S, ...)},
-    "observed_data": {site: (...)}, "log_likelihood": {site: (S, ...)}}`` as numpy arrays.
+    "observed_data": {site: (...)}, "log_likelihood": {site: (S, ...)},
+    "sample_stats": {"lp": (S,), "log_q": (S,)}}`` as numpy arrays.
 
     ``posterior`` holds the guide's latent sites, the model's enumerated discrete sites
     that the guide does not cover (exact conditional draws given the guide's draw, by
     ``infer_discrete``), and ``pyro.deterministic`` sites. Model latent sites outside both
     are left out (``UserWarning`` naming them): their values would be prior draws.
     ``posterior_predictive`` has a fresh draw of every observed site given each joint
-    latent draw; ``log_likelihood`` the pointwise log-density of the observations.
+    latent draw; ``log_likelihood`` the pointwise log-density of the observations;
+    ``sample_stats`` per draw ``lp`` = log p(θ, y), the model's joint log-density of the draw and
+    all observations (``pyro.factor`` terms included; enumerated discrete sites summed out, by
+    ``TraceEnum_ELBO``), and ``log_q`` = log q(θ), the guide's log-density of the draw — what
+    :func:`tandem.inference.loo` needs to weight the draws from q to p(θ | y_{-i}).
     """
     check_int_range(num_samples, "num_samples", low=1)
     check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
     pyro.set_rng_seed(seed)
     post, ppc, obs, loglik = {}, {}, {}, {}
+    stats: dict[str, list] = {"lp": [], "log_q": []}
     enumerated: list[str] = []
     first = True
     with torch.no_grad():
@@ -123,6 +130,13 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
                     site["value"] = site["value"].reshape(probe.nodes[n]["value"].shape)
                     given.add_node(n, **site)
             cond = poutine.trace(poutine.replay(model, trace=given)).get_trace(*args, **kwargs)
+            log_q = _log_density(gtr, latent_only=True)
+            if enumerated:      # log p(θ, y) with the enumerated sites summed out: −loss = log p(θ, y) − log q(θ)
+                lp = _enumerated_log_joint(model, guide, gtr, -1 - first_dim, log_q, args, kwargs)
+            else:
+                lp = _log_density(cond, latent_only=False)
+            stats["lp"].append(np.float64(lp))
+            stats["log_q"].append(np.float64(log_q))
             latents = _latent_only(cond)
             free = poutine.trace(poutine.replay(poutine.uncondition(model), trace=latents)).get_trace(*args, **kwargs)
             for name, site in _sample_sites(cond):
@@ -139,7 +153,39 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
         return {k: np.stack(v) for k, v in d.items()}
 
     return {"posterior": stack(post), "posterior_predictive": stack(ppc), "observed_data": obs,
-            "log_likelihood": stack(loglik)}
+            "log_likelihood": stack(loglik), "sample_stats": stack(stats)}
+
+
+def _enumerated_log_joint(model, guide, gtr, max_plate_nesting, log_q, args, kwargs) -> float:
+    """log p(θ, y) = log q(θ) − TraceEnum_ELBO loss of the guide replayed at θ (one particle, the
+    enumerated sites summed out exactly). NaN, with a warning, where Pyro's enumeration cannot
+    evaluate the model (e.g. mixed float32/float64 factors): then :func:`tandem.inference.loo`
+    refuses the export instead of using a wrong joint."""
+    elbo = pyro.infer.TraceEnum_ELBO(max_plate_nesting=max_plate_nesting)
+    try:
+        # pyro.deterministic sites add nothing to the density (their masked Delta is float32, which
+        # the enumeration's contraction would refuse to mix with float64 factors): hidden
+        visible = poutine.block(model, hide_fn=lambda msg: bool(msg.get("infer", {}).get("_deterministic")))
+        return log_q - float(elbo.loss(visible, poutine.replay(guide, trace=gtr), *args, **kwargs))
+    except (RuntimeError, ValueError) as e:
+        warnings.warn(f"posterior_predictive: log p(θ, y) with the enumerated sites summed out could not be "
+                      f"computed ({e}); sample_stats['lp'] is NaN", UserWarning, stacklevel=4)
+        return float("nan")
+
+
+def _log_density(trace, latent_only: bool) -> float:
+    """Σ of the (scaled, masked) log-densities of a trace's sample sites: every site (latent,
+    observed, ``pyro.factor``) → log p(θ, y) of a model trace; ``latent_only`` → log q(θ) of a
+    guide trace."""
+    total = 0.0
+    for name, site in trace.nodes.items():
+        if site["type"] != "sample" or isinstance(site["fn"], _Subsample):
+            continue
+        if latent_only and site["is_observed"]:
+            continue
+        lp = site["fn"].log_prob(site["value"])
+        total += float(scale_and_mask(lp, site["scale"], site["mask"]).sum())
+    return total
 
 
 def to_arviz(groups: dict[str, dict[str, np.ndarray]], dims: dict[str, list[str]] | None = None,
@@ -181,7 +227,8 @@ def rescale_sites(data, sites: dict):
     ``scale``, ``mean`` (array-likes of that length) with y_data = y · scale + mean. The
     draws in ``posterior_predictive`` and the values in ``observed_data`` are mapped; a
     ``log_likelihood`` entry becomes the density in the data's units, log p − log scale per
-    entry (the Jacobian). Works on both ArviZ APIs; returns ``data``.
+    entry (the Jacobian), and ``sample_stats["lp"]`` (log p(θ, y)) loses the same Jacobian summed
+    over every entry of the site. Works on both ArviZ APIs; returns ``data``.
     """
     groups = arviz_groups(data)
     for name, (dim, scale, mean) in sites.items():
@@ -192,6 +239,10 @@ def rescale_sites(data, sites: dict):
                 data[group][name] = data[group][name] * sc + mu
         if "log_likelihood" in groups and name in data["log_likelihood"]:
             data["log_likelihood"][name] = data["log_likelihood"][name] - np.log(sc)
+        if "sample_stats" in groups and "lp" in data["sample_stats"] and "observed_data" in groups \
+                and name in data["observed_data"]:
+            reps = data["observed_data"][name].size / sc.size
+            data["sample_stats"]["lp"] = data["sample_stats"]["lp"] - reps * float(np.log(sc).sum())
     return data
 
 
@@ -215,4 +266,5 @@ def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: i
     return to_arviz({"posterior": add_chain(d["posterior"]),
                      "posterior_predictive": add_chain(d["posterior_predictive"]),
                      "log_likelihood": add_chain(d["log_likelihood"]),
+                     "sample_stats": add_chain(d["sample_stats"]),
                      "observed_data": d["observed_data"]}, dims=dims, coords=coords)

@@ -197,3 +197,16 @@ def test_enumerated_site_that_a_guide_site_depends_on():
     p1 = np.exp(-0.5) / (np.exp(-2.0) + np.exp(-0.5))
     assert d["posterior"]["a"].shape == (400,)
     assert abs(d["posterior"]["a"].mean() - p1) < 4 * np.sqrt(p1 * (1 - p1) / 400)
+
+
+def test_predictive_sample_stats_of_an_enumerated_model_sum_the_labels_out():
+    """lp = log p(locs, x) with z summed out: Σ_n log Σ_k w_k N(x_n; locs_k, 1) + log N(locs; 0, 10²);
+    log_q of the point-mass guide is 0."""
+    x = torch.tensor([-3.0, -2.0, -0.5, 0.0, 1.0, 2.5], dtype=torch.float64)
+    d = draw(mixture, mixture_guide, x, num_samples=3, seed=0)
+    import scipy.stats as st
+    locs = np.asarray(MIX_LOCS)
+    want = np.log((np.asarray(MIX_W)[:, None] * st.norm.pdf(x.numpy()[None], locs[:, None], 1.0)).sum(0)).sum() \
+        + st.norm.logpdf(locs, 0.0, 10.0).sum()
+    np.testing.assert_allclose(d["sample_stats"]["lp"], want, rtol=1e-10)
+    np.testing.assert_allclose(d["sample_stats"]["log_q"], 0.0, atol=1e-12)

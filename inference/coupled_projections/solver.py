@@ -51,7 +51,7 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from tandem.guides.coupled_projections import Guide
 from tandem.inference.distances import knn, nearest, sq_dists
-from tandem.inference.predictive import posterior_predictive
+from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.svi import fit
 from tandem.inference.validation import as_array, check_int_range, check_real_range
 from tandem.models import coupled_projections as cp_model
@@ -377,10 +377,21 @@ class CoupledProjections:
         the defaults reach this solver's subspace to < 1e-3 rad) and draws
         ``num_samples`` posterior samples: ``posterior["U"]`` (latent_dim, point) — points
         are the N_x rows of X, then the N_y rows of Y (then ridge pseudo-points, if any) —
-        ``observed_data``/``posterior_predictive``/``log_likelihood`` of ``zhat``. The
-        posterior spread is ≈ σ (``sigma``): raise it to see the uncertainty; it never
-        changes the subspace. The SVI result is kept as ``svi_result_`` and the whitened
-        problem as ``whitened_``.
+        ``observed_data``/``posterior_predictive`` of ``zhat`` (point, feature), the whitened
+        points ẑ_n, and of ``X`` (x_point, x_feature), ``Y`` (y_point, y_feature) in the user's
+        units: z_n = Rᵀ ẑ_n (the point's PCA coordinates in its view's block, B = RᵀR), mapped
+        as x = mean_x + components_x · z_n^x (so ``observed_data["X"]`` is X itself when the
+        PCA keeps every direction, else its projection on the kept ones).
+        ``log_likelihood["zhat"]`` is the density of z_n, log N(ẑ_n; Q u_n, σ² I_D) − log det R
+        (the whitening's Jacobian), i.e. log N(z_n; RᵀQ u_n, σ² B); ``sample_stats`` ``lp``
+        (log p(U, ẑ), carrying the same Jacobian for every row, and the model's
+        ``whitening_constant`` factor) and ``log_q`` serve :func:`tandem.inference.loo`.
+        The posterior spread is ≈ σ (``sigma``): raise it to see the uncertainty; it never
+        changes the subspace. The density of the data is the model's at that σ: at the
+        default σ = 1e-5 the residual of every point off the d-dimensional frame costs
+        ≈ −‖residual‖²/(2σ²), so elpd is of order −(D − d)/(2σ²) (≈ −10¹⁰): that is the model
+        at that σ, not a missing constant. The SVI result is kept as ``svi_result_`` and the
+        whitened problem as ``whitened_``.
         """
         if not hasattr(self, "P"):
             raise ValueError("to_inference_data: call fit(X, Y, pairs) first")
@@ -390,5 +401,34 @@ class CoupledProjections:
         self.svi_result_ = fit(cp_model.model, guide, *args, num_steps=num_steps, seed=seed, progress=False,
                                optim=pyro.optim.Adam({"lr": lr}))
         self.whitened_ = w
-        return posterior_predictive(cp_model.model, guide, *args, num_samples=num_samples, seed=seed,
-                                    dims=cp_model.dims())
+        idata = posterior_predictive(cp_model.model, guide, *args, num_samples=num_samples, seed=seed,
+                                     dims=cp_model.dims())
+        return self._data_units(idata)
+
+    def _data_units(self, idata):
+        """Add the whitening Jacobian to the densities and X/Y in the user's units (see
+        :meth:`to_inference_data`); rebuilt with ``to_arviz`` so both ArviZ APIs work."""
+        R = self.whitened_.R
+        logdet = float(np.log(np.abs(np.diag(R))).sum())
+        rx, nx, ny = self.dims[0], self.embedding_x.shape[0], self.embedding_y.shape[0]
+
+        def g(name, var):
+            return np.asarray(idata[name][var].values)
+
+        def to_views(zh):                                   # (..., N', D) whitened rows → X, Y
+            z = zh @ R                                      # rows z_nᵀ = ẑ_nᵀ R
+            X = z[..., :nx, :rx] @ self.pca_x.components.T + self.pca_x.mean
+            Y = z[..., nx:nx + ny, rx:] @ self.pca_y.components.T + self.pca_y.mean
+            return X, Y
+
+        ppc_zhat, obs_zhat = g("posterior_predictive", "zhat"), g("observed_data", "zhat")
+        Xp, Yp = to_views(ppc_zhat)
+        Xo, Yo = to_views(obs_zhat)
+        stats = {k: g("sample_stats", k) for k in ("lp", "log_q")}
+        stats["lp"] = stats["lp"] - obs_zhat.shape[0] * logdet
+        dims = dict(cp_model.dims(), X=["x_point", "x_feature"], Y=["y_point", "y_feature"])
+        return to_arviz({"posterior": {"U": g("posterior", "U")},
+                         "posterior_predictive": {"zhat": ppc_zhat, "X": Xp, "Y": Yp},
+                         "observed_data": {"zhat": obs_zhat, "X": Xo, "Y": Yo},
+                         "log_likelihood": {"zhat": g("log_likelihood", "zhat") - logdet},
+                         "sample_stats": stats}, dims=dims)

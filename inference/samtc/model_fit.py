@@ -33,6 +33,7 @@ import pyro.optim
 import torch
 from pyro import poutine
 from pyro.infer import TraceEnum_ELBO, infer_discrete
+from pyro.poutine.subsample_messenger import _Subsample
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import cdist
 
@@ -252,16 +253,29 @@ class ModelFit:
         return {"reusable_probs": reus, "R": R, "R_std": Rs, "shared_slot": shared_slot}
 
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):
-        """Joint posterior draws of every site as ``arviz.InferenceData``, in the data's units.
+        """Joint posterior draws of every model latent as ArviZ data, in the data's units.
 
         Each draw: the guide's continuous sites (π, θ, μ_t, w_t, ρ_t, σ_t), then the
         enumerated sites (a_t, y_t, u_t) from their exact conditional posterior given them
         (``infer_discrete``, as :meth:`discrete_samples`), then a posterior-predictive x_t
-        from the model given all of them. Groups ``posterior``, ``posterior_predictive``
-        (x_t) and ``observed_data`` (x_t), with the dimension names of
-        :func:`tandem.models.samtc.dims`. The fit works on tasks centred and scaled by
-        :func:`scale_tasks`; locations (θ, μ_t, x_t) are mapped back as v·scale + centre and
-        σ_t as σ·scale, so everything is in the units of the data passed to :func:`fit_model`.
+        from the model given all of them. Groups, with the dimension names of
+        :func:`tandem.models.samtc.dims` (the plates' index sites ``atoms``, ``slots_t``,
+        ``inst_t`` are not variables):
+
+        * ``posterior``: the latents above; ``posterior_predictive`` and ``observed_data``: x_t;
+        * ``log_likelihood``: x_t, (instance_t,) per draw, the density of instance n of task t
+          with its labels summed out,
+          log p(x_n | θ) = log Σ_{c,u} w_c ρ^u (1−ρ)^{1−u} N(x_n; μ_c, s_u² I),
+          s_1 = σ_t, s_0 = widen·σ_t (the model's own minibatch likelihood at full batch);
+        * ``sample_stats``: ``lp`` = log p(θ, x) with a, y, u summed out (TraceEnum_ELBO at the
+          guide draw) and ``log_q`` = log q(θ), for :func:`tandem.inference.loo`.
+
+        The fit works on tasks centred and scaled by :func:`scale_tasks`; locations (θ, μ_t,
+        x_t) are mapped back as v·scale + centre and σ_t as σ·scale, so everything is in the
+        units of the data passed to :func:`fit_model`; the densities of x (``log_likelihood``
+        and the observation part of ``lp``) carry the Jacobian −d·log(scale) per instance.
+        ``lp`` and ``log_q`` keep the latents' densities in the fit's parametrisation (their
+        Jacobians cancel in the ratio p/q).
         """
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
@@ -270,22 +284,43 @@ class ModelFit:
         T = len(self.tasks)
         kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
         c, sc = self.centre.detach().cpu().numpy(), float(self.scale)
-        post, ppc = {}, {}
+        d = self.tasks[0].shape[1]
+        jac = d * np.log(sc)                                       # per instance
+        n_total = sum(int(X.shape[0]) for X in self.tasks)
+        full = {t: torch.arange(int(X.shape[0]), device=X.device) for t, X in enumerate(self.tasks)}
+        elbo = TraceEnum_ELBO(max_plate_nesting=MAX_PLATE_NESTING)
+        post, ppc, loglik, stats = {}, {}, {}, {"lp": [], "log_q": []}
         with torch.no_grad():
             for _ in range(num_samples):
-                draw, tr = self._joint_trace(kw)
-                # continuous sites: the guide's draw (conditioned, hence "observed" in tr);
-                # discrete sites: infer_discrete's draw
+                gtr = poutine.trace(self.guide).get_trace(*self.args, **kw)
+                draw = {n: s["value"] for n, s in gtr.nodes.items() if s["type"] == "sample"
+                        and not isinstance(s["fn"], _Subsample)}
+                m = infer_discrete(poutine.condition(samtc_model.model, data=draw),
+                                   first_available_dim=-1 - MAX_PLATE_NESTING, temperature=1)
+                tr = poutine.trace(m).get_trace(*self.args, **kw)
                 latent = dict(draw)
                 latent.update({n: s["value"] for n, s in tr.nodes.items()
-                               if s["type"] == "sample" and not s["is_observed"]})
+                               if s["type"] == "sample" and not s["is_observed"]
+                               and not isinstance(s["fn"], _Subsample)})
                 free = poutine.trace(poutine.uncondition(poutine.condition(samtc_model.model, data=latent))
                                      ).get_trace(*self.args, **kw)
+                # labels summed out: the model's own mixture likelihood (its minibatch branch,
+                # here over every instance, so no rescaling)
+                mix = poutine.trace(poutine.condition(samtc_model.model, data=draw)).get_trace(
+                    *self.args, **{**kw, "subsample": full})
+                log_q = float(gtr.log_prob_sum())
+                lp = log_q - float(elbo.loss(samtc_model.model, poutine.replay(self.guide, trace=gtr),
+                                             *self.args, **kw))
+                stats["lp"].append(lp - n_total * jac)
+                stats["log_q"].append(log_q)
                 for n, v in latent.items():
                     discrete = n.split("_")[0] in ("a", "y", "u")
                     v = v.detach()
                     post.setdefault(n, []).append(v.reshape(-1).long().cpu().numpy() if discrete else v.cpu().numpy())
                 for t in range(T):
+                    site = mix.nodes[f"x_{t}"]
+                    loglik.setdefault(f"x_{t}", []).append(
+                        site["fn"].log_prob(site["value"]).detach().cpu().numpy() - jac)
                     ppc.setdefault(f"x_{t}", []).append(free.nodes[f"x_{t}"]["value"].detach().cpu().numpy() * sc + c)
         post = {n: np.stack(v) for n, v in post.items()}
         post["theta"] = post["theta"] * sc + c
@@ -296,6 +331,8 @@ class ModelFit:
         dims = {k: v for k, v in samtc_model.dims(T).items() if k in post or k in obs}
         return to_arviz({"posterior": {k: v[None] for k, v in post.items()},
                          "posterior_predictive": {k: np.stack(v)[None] for k, v in ppc.items()},
+                         "log_likelihood": {k: np.stack(v)[None] for k, v in loglik.items()},
+                         "sample_stats": {k: np.asarray(v, dtype=float)[None] for k, v in stats.items()},
                          "observed_data": obs}, dims=dims)
 
     def reusable_probs(self, num_samples: int = 100, seed: int = 0) -> dict:

@@ -26,6 +26,7 @@ widths) and skips its CV.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -239,12 +240,27 @@ class TwinGPRegressor:
             return self.sy_.inverse(out[0]), out[1]
         return self.sy_.inverse(out)
 
-    def to_inference_data(self, Xt, Y_true=None):
-        """ArviZ ``InferenceData`` of the prediction through the Pyro model
-        (:func:`tandem.models.twin_gp.model`) with the point-mass guide at the prediction:
-        ``posterior["y"]`` (1 chain, 1 draw, test, output) in data units; ``observed_data["y"]``
-        the true outputs if ``Y_true`` (B, d_y) is given; the hyperparameters in ``attrs``."""
+    def to_inference_data(self, Xt, Y_true=None, *, num_samples: int = 200, seed: int = 0):
+        """ArviZ data of the prediction through the Pyro model
+        (:func:`tandem.models.twin_gp.model`) with the point-mass guide at the prediction,
+        in data units:
+
+        * ``posterior["y"]`` (1 chain, 1 draw, test, output): the prediction ŷ_b;
+        * ``posterior_predictive["y"]`` (1, ``num_samples``, test, output): draws from the
+          Laplace approximation of the twin GP's quasi-posterior p(y_b | x_b) ∝ exp(−L(y_b))
+          around the prediction, N(ŷ_b, H_b⁻¹) with H_b = ∇²L(ŷ_b) the Hessian of the
+          objective of ``model_`` (autograd; with an ensemble, ŷ_b is the members' medoid);
+        * with ``Y_true`` (B, d_y) the true outputs: ``observed_data["y"]`` and
+          ``log_likelihood["y"]`` (1, 1, test), the observed quantity's density
+          log N(y_b^true; ŷ_b, H_b⁻¹) jointly over the outputs, in data units (minus Σ log of
+          the output scales): the held-out log predictive density, so a PPC and ``az.loo``
+          (on this plug-in point estimate) exist.
+
+        Raises ``ValueError`` when a test point's Hessian is not positive definite (ŷ_b is not
+        a strict local minimum of L). The hyperparameters are in ``attrs``."""
         self._check_fitted()
+        check_int_range(num_samples, "num_samples", low=1)
+        check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
         Zt = self.sx_.transform(self._check_test(Xt))
         pred = self._predict_std(Zt)
         method, a, _ = self._effective()
@@ -256,12 +272,29 @@ class TwinGPRegressor:
         idata = posterior_predictive(model, Guide(init=pred, prefix=prefix), self.model_, Zt, method, a,
                                      num_samples=1, dims=dims(), log_likelihood=False)
         del store[f"{prefix}_y_loc"]
+        L = self._laplace_cholesky(Zt, pred.detach(), method, a)                  # H_b = L_b L_bᵀ
+        sc = torch.as_tensor(np.asarray(self.sy_.scale, dtype=float), dtype=pred.dtype, device=pred.device)
+        sc = sc.reshape(-1).expand(pred.shape[1])
+        mu = torch.as_tensor(np.asarray(self.sy_.mean, dtype=float), dtype=pred.dtype, device=pred.device)
+        mu = mu.reshape(-1).expand(pred.shape[1])
+        g = torch.Generator(device="cpu").manual_seed(int(seed))
+        eps = torch.randn((num_samples,) + tuple(pred.shape), generator=g, dtype=pred.dtype).to(pred.device)
+        # y = ŷ + L⁻ᵀ ε ~ N(ŷ, H⁻¹)
+        dev = torch.linalg.solve_triangular(L.transpose(-1, -2), eps.unsqueeze(-1), upper=True).squeeze(-1)
+        ppc = ((pred.detach() + dev) * sc + mu).detach().cpu().numpy()
         # back to data units; rebuilt with to_arviz so that ArviZ 0.x and 1.x both work
         y = np.asarray(idata["posterior"]["y"]) * np.asarray(self.sy_.scale) + np.asarray(self.sy_.mean)
-        groups = {"posterior": {"y": y}}
+        groups = {"posterior": {"y": y}, "posterior_predictive": {"y": ppc[None]}}
         if Y_true is not None:
             Y_true = as_tensor(Y_true, "Y_true", ndim=2, shape=(Zt.shape[0], self.model_.dy))
+            Yt = Y_true.to(device=pred.device, dtype=pred.dtype)
+            r = ((Yt - mu) / sc - pred.detach()).unsqueeze(-1)                      # (B, d_y, 1)
+            quad = (L.transpose(-1, -2) @ r).squeeze(-1).pow(2).sum(-1)           # (y−ŷ)ᵀ H (y−ŷ)
+            logdet = torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)       # ½ log det H
+            d_y = pred.shape[1]
+            ll = -0.5 * quad + logdet - 0.5 * d_y * math.log(2 * math.pi) - torch.log(sc).sum()
             groups["observed_data"] = {"y": Y_true.detach().cpu().numpy()}
+            groups["log_likelihood"] = {"y": ll.detach().cpu().numpy()[None, None]}
         idata = to_arviz(groups, dims=dims())
         idata["posterior"].attrs.update({"method": self.method, "method_run": method, "rho_x": self.rho_x_,
                                       "rho_y": self.rho_y_, "lambda": self.lam_, "ensemble": len(self.models_),
@@ -269,3 +302,21 @@ class TwinGPRegressor:
                                       "beta": -1.0 if self.beta_ is None else float(self.beta_),
                                       "units": "rho_x, rho_y in standardised units"})
         return idata
+
+    def _laplace_cholesky(self, Zt, pred, method, a):
+        """Cholesky factors (B, d_y, d_y) of the Hessians H_b = ∇²L(ŷ_b) of ``model_``'s objective
+        at the standardised prediction (the points are independent, so H is block diagonal)."""
+        ctx = self.model_.context(Zt, method, a)
+        y0 = pred.clone().requires_grad_(True)
+        with torch.enable_grad():
+            f = self.model_.objective(y0, ctx)
+            (grad,) = torch.autograd.grad(f.sum(), y0, create_graph=True)
+            cols = [torch.autograd.grad(grad[:, j].sum(), y0, retain_graph=True)[0] for j in range(pred.shape[1])]
+        H = torch.stack(cols, -1).detach()
+        H = 0.5 * (H + H.transpose(-1, -2))
+        L, info = torch.linalg.cholesky_ex(H)
+        bad = torch.nonzero(info).reshape(-1).tolist()
+        if bad:
+            raise ValueError(f"to_inference_data: the twin-GP objective's Hessian is not positive definite at test "
+                             f"point(s) {bad[:10]} (the prediction is not a strict local minimum of L there)")
+        return L
