@@ -36,6 +36,8 @@ _LAZY = {
     "fit": "tandem.inference",
     "minimize": "tandem.inference",
     "posterior_predictive": "tandem.inference",
+    "NotFittedError": "tandem.inference.validation",
+    "StochasticMcGPDS": "tandem.inference.mcgpds.stochastic",
 }
 
 __all__ = ["__version__", *_LAZY]
