@@ -42,8 +42,8 @@ from sklearn.base import BaseEstimator
 
 from tandem.inference.validation import NotFittedError, resolve_device
 
-__all__ = ["Interval", "Options", "InstanceOf", "Boolean", "Callable", "Seed", "Device", "SequenceOf", "AnyValue",
-           "validate_params", "TandemEstimator", "own_params", "NotFittedError"]
+__all__ = ["Interval", "Options", "InstanceOf", "Boolean", "Callable", "Seed", "Device", "SequenceOf", "OneOf",
+           "AnyValue", "validate_params", "TandemEstimator", "own_params", "NotFittedError"]
 
 
 def _is_int(v) -> bool:
@@ -184,6 +184,22 @@ class SequenceOf(_Constraint):
     def __str__(self):
         n = f" of length {self.length}" if self.length is not None else (" (non-empty)" if self.nonempty else "")
         return f"a sequence{n} of {self.item}"
+
+
+class OneOf(_Constraint):
+    """Any of ``constraints`` (``None`` allowed among them): for the items of a sequence."""
+
+    def __init__(self, *constraints):
+        self.constraints = constraints
+
+    def type_ok(self, v) -> bool:
+        return any(_type_matches(c, v) for c in self.constraints)
+
+    def ok(self, v) -> bool:
+        return any(_satisfies(c, v) for c in self.constraints)
+
+    def __str__(self):
+        return " or ".join("None" if c is None else str(c) for c in self.constraints)
 
 
 class AnyValue(_Constraint):

@@ -24,16 +24,18 @@ class NotFittedError(ValueError, AttributeError):
 
 def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
               finite: bool = True, min_rows: int | None = None,
-              shape: Sequence[int | None] | None = None) -> torch.Tensor:
+              shape: Sequence[int | None] | None = None, detach: bool = False) -> torch.Tensor:
     """Convert ``x`` (array-like, any numeric dtype) to a ``dtype`` tensor and check it.
 
-    ``shape`` entries that are ``None`` are free. Raises ``ValueError`` on wrong rank,
+    ``shape`` entries that are ``None`` are free. ``detach``: read a tensor with
+    ``requires_grad`` as its values (the estimators' data inputs: data are never a graph);
+    by default a graph is kept (objectives differentiate through this). Raises ``ValueError`` on wrong rank,
     wrong shape, non-numeric data, too few rows, or NaN/inf (when ``finite``).
     """
     if x is None:
         raise ValueError(f"{name}: expected an array, got None")
     if isinstance(x, torch.Tensor):
-        t = x.detach()      # data, never a graph: a tensor with requires_grad is read as its values
+        t = x.detach() if (detach or not x.requires_grad) else x
         if t.dtype == torch.bool or t.is_complex():
             raise ValueError(f"{name}: expected a real numeric array, got dtype {t.dtype}")
         t = t.to(dtype)

@@ -195,7 +195,7 @@ class McGPDS(TandemEstimator):
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
         dev = resolve_device(self.device, views, times)
-        vs = [as_tensor(Y, f"views[{k}]", ndim=2).to(dev) for k, Y in enumerate(views)]
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True).to(dev) for k, Y in enumerate(views)]
         Ns = [int(Y.shape[0]) for Y in vs]
         if len(set(Ns)) != 1:
             raise ValueError(f"views: every view must have the same number of rows (frames), got {Ns}")
@@ -203,7 +203,7 @@ class McGPDS(TandemEstimator):
         if N < 2:
             raise ValueError(f"views: expected at least 2 frames (rows) to fit a latent space, got {N}")
         t = torch.arange(N, dtype=torch.float64, device=dev) if times is None \
-            else as_tensor(times, "times", ndim=1).to(dev)
+            else as_tensor(times, "times", ndim=1, detach=True).to(dev)
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per row), got {t.numel()}")
         self.scalers_ = [self._scaler(Y, k) for k, Y in enumerate(vs)]
@@ -244,7 +244,7 @@ class McGPDS(TandemEstimator):
             raise ValueError(f"target: expected a view other than source={source}")
         as_torch = isinstance(source_view_test, torch.Tensor)
         dev = self.fitted_.data.device
-        Ys = as_tensor(source_view_test, "source_view_test", ndim=2).to(dev)
+        Ys = as_tensor(source_view_test, "source_view_test", ndim=2, detach=True).to(dev)
         D_s = self.fitted_.data.out_dims[source]
         if Ys.shape[1] != D_s:
             raise ValueError(f"source_view_test: expected {D_s} columns (view {source}), got {Ys.shape[1]}")

@@ -853,11 +853,11 @@ class StochasticMcGPDS(TandemEstimator):
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
         dev = resolve_device(self.device, views, times)
-        vs = [as_tensor(Y, f"views[{k}]", ndim=2).to(dev) for k, Y in enumerate(views)]
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True).to(dev) for k, Y in enumerate(views)]
         N = vs[0].shape[0]
         if any(Y.shape[0] != N for Y in vs):
             raise ValueError(f"views: every view must have the same number of rows, got {[Y.shape[0] for Y in vs]}")
-        t = as_tensor(times, "times", ndim=1).to(dev)
+        t = as_tensor(times, "times", ndim=1, detach=True).to(dev)
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per frame), got {t.numel()}")
         # sequence labels are CPU bookkeeping (Windows): any hashable labels, NaN refused, frames
