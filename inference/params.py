@@ -4,10 +4,10 @@ Every public parameter of every estimator, config dataclass and driver entry poi
 declares its constraint once, in the spirit of scikit-learn's ``_parameter_constraints``:
 a dict ``name -> [constraint, ...]``; a value is valid when it satisfies at least one
 constraint of its list. :func:`validate_params` checks a mapping of values against such a
-declaration and raises a ``TypeError`` (no constraint accepts the value's type) or a
-``ValueError`` (right type, outside the interval / options) whose message names the
-parameter, says what was expected and what was given. A value for a name that has no
-declaration is a ``TypeError`` too, so an undeclared public parameter cannot slip through
+declaration and raises an :class:`InvalidParameterError` (a ``ValueError`` and a ``TypeError``, as
+scikit-learn's) whose message names the parameter, says what was expected and what was
+given. A value for a name that has no declaration is a ``TypeError`` too, so an undeclared
+public parameter cannot slip through
 (``tests/test_estimator_contract.py`` walks every declaration with bad values).
 
 Constraints
@@ -43,7 +43,8 @@ from sklearn.base import BaseEstimator
 from tandem.inference.validation import NotFittedError, resolve_device
 
 __all__ = ["Interval", "Options", "InstanceOf", "Boolean", "Callable", "Seed", "Device", "SequenceOf", "OneOf",
-           "AnyValue", "validate_params", "TandemEstimator", "own_params", "NotFittedError"]
+           "AnyValue", "validate_params", "check_param", "InvalidParameterError", "TandemEstimator", "own_params",
+           "NotFittedError"]
 
 
 def _is_int(v) -> bool:
@@ -215,6 +216,11 @@ class AnyValue(_Constraint):
         return f"anything ({self.reason})"
 
 
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter outside its declared constraint: both a ``ValueError`` and a ``TypeError``
+    (as scikit-learn's), so callers may catch either."""
+
+
 def _satisfies(c, v) -> bool:
     return v is None if c is None else c.ok(v)
 
@@ -231,12 +237,13 @@ def check_param(constraints: list, name: str, value, where: str = "") -> None:
                 return
         except ValueError as e:          # a constraint with its own message (Device)
             msg = str(e)
-            raise ValueError(f"{where}{msg}" if msg.startswith(f"{name}:") else f"{where}{name}: {msg}") from None
+            raise InvalidParameterError(f"{where}{msg}" if msg.startswith(f"{name}:")
+                                        else f"{where}{name}: {msg}") from None
     want = " or ".join("None" if c is None else str(c) for c in constraints)
     prefix = f"{where}{name}"
     if not any(_type_matches(c, value) for c in constraints):
-        raise TypeError(f"{prefix}: expected {want}, got {value!r} of type {type(value).__name__}")
-    raise ValueError(f"{prefix}: expected {want}, got {value!r}")
+        raise InvalidParameterError(f"{prefix}: expected {want}, got {value!r} of type {type(value).__name__}")
+    raise InvalidParameterError(f"{prefix}: expected {want}, got {value!r}")
 
 
 def validate_params(declaration: dict, values: dict, where: str = "") -> None:
