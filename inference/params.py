@@ -309,10 +309,21 @@ class TandemEstimator(BaseEstimator):
                 self.param_store_ = mine
 
     def __getstate__(self):
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
-        state = dict(state)
+        state = dict(super().__getstate__())
         state.pop("_scope_depth", None)
+        store = state.pop("param_store_", None)
+        if store is not None:   # Pyro keeps weak references in a store: pickle its plain state
+            state["_param_store_state"] = store.get_state()
         return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        saved = state.pop("_param_store_state", None)
+        super().__setstate__(state)
+        if saved is not None:
+            store = ParamStoreDict()
+            store.set_state(saved)
+            self.param_store_ = store
 
 
 def own_params(method):
