@@ -30,6 +30,7 @@ What it does for you:
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -167,6 +168,17 @@ class McGPDS(TandemEstimator):
     @classmethod
     def _get_param_names(cls):
         return sorted(("Q", "M", "J", "fixed", "scale", "seed", "progress", "device") + _CONFIG_FIELDS)
+
+    def __repr__(self, N_CHAR_MAX=700):
+        # the parameters that differ from their defaults (the McGPDSConfig fields are not in the
+        # signature, so scikit-learn's repr would list every one of them)
+        sig = inspect.signature(type(self).__init__).parameters
+        changed = []
+        for name, value in self.get_params(deep=False).items():
+            default = sig[name].default if name in sig else _config_default(name)
+            if repr(value) != repr(default):
+                changed.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(changed)})"
 
     @property
     def config(self) -> dict:
