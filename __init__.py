@@ -36,6 +36,8 @@ _LAZY = {
     "fit": "tandem.inference",
     "minimize": "tandem.inference",
     "posterior_predictive": "tandem.inference",
+    "NotFittedError": "tandem.inference.validation",
+    "StochasticMcGPDS": "tandem.inference.mcgpds.stochastic",
 }
 
 #: submodules reachable as attributes (``tandem.plots``), also imported on first use

@@ -19,6 +19,7 @@ dimension names a model module supplies (``dims={"Y1": ["time", "output"]}``). B
 from __future__ import annotations
 
 import warnings
+from numbers import Integral
 from typing import Callable
 
 import arviz as az
@@ -32,6 +33,7 @@ from pyro.distributions.util import scale_and_mask
 from pyro.infer import infer_discrete
 from pyro.poutine.subsample_messenger import _Subsample
 
+from tandem.inference.params import Boolean, InstanceOf, Interval, Seed, validate_params
 from tandem.inference.validation import check_int_range
 
 __all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz", "arviz_groups", "rescale_sites"]
@@ -246,6 +248,14 @@ def rescale_sites(data, sites: dict):
     return data
 
 
+#: declared constraints of :func:`posterior_predictive`'s own keyword parameters
+PREDICTIVE_CONSTRAINTS = {
+    "num_samples": [Interval(Integral, 1)], "seed": [Seed()],
+    "dims": [None, InstanceOf(dict, what="a dict {site: [dim names]}")],
+    "coords": [None, InstanceOf(dict, what="a dict {dim: values}")], "log_likelihood": [Boolean()],
+}
+
+
 def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: int = 100,
                          seed: int = 0, dims: dict[str, list[str]] | None = None,
                          coords: dict[str, list] | None = None, log_likelihood: bool = True,
@@ -258,6 +268,8 @@ def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: i
     coordinate values. ``log_likelihood`` holds the pointwise log-density of each
     observed site, so LOO/WAIC work where the observations are conditionally independent.
     """
+    validate_params(PREDICTIVE_CONSTRAINTS, dict(num_samples=num_samples, seed=seed, dims=dims, coords=coords,
+                                                 log_likelihood=log_likelihood), "posterior_predictive: ")
     d = draw(model, guide, *args, num_samples=num_samples, seed=seed, log_likelihood=log_likelihood, **kwargs)
 
     def add_chain(g):                  # one chain: a leading axis of length 1

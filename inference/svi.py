@@ -17,6 +17,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,6 +39,8 @@ from tandem.inference.checkpoints import (
     load_checkpoint,
     save_atomic,
 )
+from tandem.inference.params import Boolean, InstanceOf, Interval, validate_params
+from tandem.inference.params import Callable as CallableC
 from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["fit", "minimize", "FitResult", "LBFGS", "fit_fingerprint"]
@@ -275,6 +278,46 @@ def _check_writable(path: Path) -> None:
                          "choose a checkpoint path in a folder you can write to") from None
 
 
+#: declared constraints of :func:`fit`'s own keyword parameters (its other keywords go to the model)
+FIT_CONSTRAINTS = {
+    "loss": [None, InstanceOf(ELBO), CallableC()],
+    "optim": [None, InstanceOf(pyro.optim.PyroOptim, what="a pyro.optim optimiser"),
+              InstanceOf(LBFGS, what="tandem.inference.LBFGS")],
+    "num_steps": [Interval(Integral, 0)], "seed": [Interval(Integral, 0, 2 ** 32 - 1)], "progress": [Boolean()],
+    "tol": [None, Interval(Real, 0, closed="neither")], "window": [Interval(Integral, 1)],
+    "min_steps": [Interval(Integral, 0)], "checkpoint": [None, InstanceOf(str, os.PathLike)],
+    "checkpoint_every": [Interval(Integral, 1)], "clear_params": [Boolean()], "desc": [InstanceOf(str)],
+}
+#: declared constraints of :func:`minimize`'s own parameters (the rest are :func:`fit`'s)
+MINIMIZE_CONSTRAINTS = {"loss_fn": [CallableC()], "desc": [InstanceOf(str)]}
+
+
+class _CheckedLoss:
+    """A callable loss whose every value is checked: a scalar ``torch.Tensor`` (a Python
+    number cannot be differentiated, so the driver would train nothing); warns once when the
+    first value depends on no parameter. ``__wrapped__`` keeps the checkpoint fingerprint."""
+
+    def __init__(self, fn):
+        self.__wrapped__ = fn
+        self._warned = False
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["__wrapped__"], name)
+
+    def __call__(self, *args, **kwargs):
+        value = self.__wrapped__(*args, **kwargs)
+        if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            what = (type(value).__name__ if not isinstance(value, torch.Tensor)
+                    else f"tensor of shape {tuple(value.shape)}")
+            raise TypeError(f"loss: a callable loss must return a differentiable scalar torch.Tensor "
+                            f"(loss(model, guide, *args, **kwargs)), got a {what}; nothing could be trained")
+        if not self._warned and torch.is_grad_enabled() and not value.requires_grad:
+            self._warned = True
+            warnings.warn("loss: the callable loss returned a tensor that depends on no parameter "
+                          "(requires_grad=False): the optimiser has nothing to train", RuntimeWarning, stacklevel=2)
+        return value
+
+
 def _validate(num_steps, seed, tol, window, min_steps, checkpoint_every) -> None:
     check_int_range(num_steps, "num_steps", low=0)
     check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
@@ -321,8 +364,14 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
     Raises ``FloatingPointError`` when the loss becomes NaN/inf, with advice that fits
     the case (initial parameters, L-BFGS, or a stochastic optimiser's step size).
     """
+    validate_params(FIT_CONSTRAINTS, dict(loss=loss, optim=optim, num_steps=num_steps, seed=seed, progress=progress,
+                                          tol=tol, window=window, min_steps=min_steps, checkpoint=checkpoint,
+                                          checkpoint_every=checkpoint_every, clear_params=clear_params, desc=desc),
+                    "fit: ")
     _validate(num_steps, seed, tol, window, min_steps, checkpoint_every)
     loss = Trace_ELBO() if loss is None else loss
+    if not isinstance(loss, ELBO):
+        loss = _CheckedLoss(loss)
     if not (isinstance(loss, ELBO) or callable(loss)):
         raise ValueError(f"loss: expected a Pyro ELBO or a callable, got {type(loss).__name__}")
     optim = pyro.optim.Adam({"lr": 0.01}) if optim is None else optim
@@ -504,6 +553,7 @@ def minimize(loss_fn: Callable[..., torch.Tensor], *args, desc: str = "minimize"
     """
     if not callable(loss_fn):
         raise ValueError(f"loss_fn: expected a callable returning a scalar tensor, got {type(loss_fn).__name__}")
+    validate_params(MINIMIZE_CONSTRAINTS, dict(loss_fn=loss_fn, desc=desc), "minimize: ")
     if "loss" in kwargs:
         raise ValueError("minimize: pass the objective as loss_fn, not as loss=")
 

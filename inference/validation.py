@@ -16,18 +16,26 @@ import torch
 from tandem.inference.numerics import DTYPE
 
 
+class NotFittedError(ValueError, AttributeError):
+    """A method that needs a fitted estimator was called before ``fit`` (a ``ValueError`` and
+    an ``AttributeError``, like scikit-learn's ``NotFittedError``). Exported as
+    ``tandem.NotFittedError``."""
+
+
 def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
               finite: bool = True, min_rows: int | None = None,
-              shape: Sequence[int | None] | None = None) -> torch.Tensor:
+              shape: Sequence[int | None] | None = None, detach: bool = False) -> torch.Tensor:
     """Convert ``x`` (array-like, any numeric dtype) to a ``dtype`` tensor and check it.
 
-    ``shape`` entries that are ``None`` are free. Raises ``ValueError`` on wrong rank,
+    ``shape`` entries that are ``None`` are free. ``detach``: read a tensor with
+    ``requires_grad`` as its values (the estimators' data inputs: data are never a graph);
+    by default a graph is kept (objectives differentiate through this). Raises ``ValueError`` on wrong rank,
     wrong shape, non-numeric data, too few rows, or NaN/inf (when ``finite``).
     """
     if x is None:
         raise ValueError(f"{name}: expected an array, got None")
     if isinstance(x, torch.Tensor):
-        t = x.detach() if not x.requires_grad else x
+        t = x.detach() if (detach or not x.requires_grad) else x
         if t.dtype == torch.bool or t.is_complex():
             raise ValueError(f"{name}: expected a real numeric array, got dtype {t.dtype}")
         t = t.to(dtype)
@@ -57,7 +65,8 @@ def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
              min_rows: int | None = None) -> np.ndarray:
     """numpy float64 twin of :func:`as_tensor` for the deterministic reference code.
 
-    Sparse scipy matrices pass through unchanged (after a finiteness check of their data).
+    Sparse scipy matrices pass through unchanged (after a finiteness check of their data);
+    callers that cannot use them densify or refuse them (see :func:`check_weights`).
     """
     import scipy.sparse as sp
     if sp.issparse(x):
@@ -152,3 +161,79 @@ def require_file(path, what: str, hint: str = "") -> Path:
             msg += f". {hint}"
         raise FileNotFoundError(msg)
     return p
+
+
+def sequence_labels(ids, N: int, times=None, name: str = "sequence_ids") -> np.ndarray:
+    """The one validator of per-frame sequence labels: (N,) int64 codes 0..S−1.
+
+    ``ids`` (N,) may hold any hashable labels (ints, floats, strings, a numpy/torch array);
+    two frames are in one sequence iff their labels are equal — a fractional label is its own
+    sequence, never truncated to an integer. Codes are given in order of first appearance.
+    NaN or ``None`` labels are refused. With ``times`` (N,), frames of one sequence must be
+    given in increasing time order (:func:`check_time_order`)."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
+    try:
+        a = np.asarray(ids)
+    except Exception as e:  # ragged or odd containers
+        raise ValueError(f"{name}: expected {N} sequence labels (one per frame), got {type(ids).__name__} ({e})") \
+            from None
+    if a.ndim != 1 or a.shape[0] != N:
+        raise ValueError(f"{name}: expected {N} sequence labels (one per frame), got shape {a.shape}")
+    if a.dtype.kind in "fc":
+        if np.isnan(a).any():
+            raise ValueError(f"{name}: contains NaN labels (first at index {int(np.flatnonzero(np.isnan(a))[0])}); "
+                             "expected one hashable label per frame")
+    elif a.dtype == object:
+        for i, v in enumerate(a):
+            if v is None or (isinstance(v, float) and v != v):
+                raise ValueError(f"{name}: label {i} is {v!r}; expected one hashable label per frame")
+            try:
+                hash(v)
+            except TypeError:
+                raise TypeError(f"{name}: label {i} ({type(v).__name__}) is not hashable") from None
+    codes = {}
+    out = np.empty(N, dtype=np.int64)
+    for i, v in enumerate(a.tolist()):
+        out[i] = codes.setdefault(v, len(codes))
+    if times is not None:
+        check_time_order(times, out, name)
+    return out
+
+
+def check_time_order(times, labels=None, name: str = "sequence_ids") -> None:
+    """Raise ``ValueError`` unless, within every sequence (``labels``; ``None`` = one sequence),
+    the frames are given in non-decreasing time order. Frames out of order would be read as
+    a different trajectory by the time kernels (the models do not reorder)."""
+    t = times.detach().cpu().numpy() if isinstance(times, torch.Tensor) else np.asarray(times, dtype=np.float64)
+    t = t.reshape(-1)
+    lab = np.zeros(t.shape[0], dtype=np.int64) if labels is None else np.asarray(labels).reshape(-1)
+    order = np.argsort(lab, kind="stable")
+    ls, ts = lab[order], t[order]
+    bad = np.flatnonzero((ls[1:] == ls[:-1]) & (ts[1:] < ts[:-1]))
+    if bad.size:
+        i, j = int(order[bad[0]]), int(order[bad[0] + 1])
+        where = "" if labels is None else f" of one sequence ({name})"
+        raise ValueError(f"times: frames{where} must be given in increasing time order; frame {j} "
+                         f"(t = {ts[bad[0] + 1]:g}) comes after frame {i} (t = {ts[bad[0]]:g}). Sort the rows "
+                         "of every input by time within each sequence first")
+
+
+def check_weights(S, name: str, n: int) -> np.ndarray:
+    """The one validator of a neighbourhood weight matrix: (n, n), finite, non-negative and
+    symmetric; a scipy.sparse matrix is densified (the solvers' Laplacian L = D − S is
+    dense). Returns a float64 numpy array."""
+    import scipy.sparse as sp
+    if sp.issparse(S):
+        if S.shape != (n, n):
+            raise ValueError(f"{name}: expected shape ({n}, {n}), got {S.shape}")
+        S = S.toarray()
+    S = as_array(S, name, ndim=2)
+    if S.shape != (n, n):
+        raise ValueError(f"{name}: expected shape ({n}, {n}), got {S.shape}")
+    if (S < 0).any():
+        raise ValueError(f"{name}: neighbourhood weights must be non-negative, got min {S.min():g}")
+    asym = float(np.abs(S - S.T).max()) if n else 0.0
+    if asym > 1e-10 * max(1.0, float(np.abs(S).max())):
+        raise ValueError(f"{name}: neighbourhood weights must be symmetric (S = Sᵀ), got max |S − Sᵀ| = {asym:g}")
+    return S

@@ -90,7 +90,7 @@ from pyro.distributions.torch_distribution import TorchDistribution
 from torch.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
-from tandem.inference.validation import as_tensor, check_int_range, check_real_range
+from tandem.inference.validation import NotFittedError, as_tensor, check_int_range, check_real_range, resolve_device
 
 __all__ = ["model", "dims", "simulate", "frame", "orthonormal", "q_raw_init", "WhitenedProblem",
            "whiten", "whitening_constant", "FrameNormal", "DIMS", "check_model_args"]
@@ -293,7 +293,9 @@ def whiten(cp, device=None) -> WhitenedProblem:
     """Whitened data and GMRF matrix of a fitted :class:`CoupledProjections` ``cp``; ``zhat``
     and ``omega`` are float64 tensors on ``device`` (default the CPU; the solver is numpy)."""
     if not hasattr(cp, "P"):
-        raise ValueError("whiten: expected a fitted CoupledProjections (call .fit first)")
+        raise NotFittedError("whiten: expected a fitted CoupledProjections (call .fit first)")
+    # the documented early ValueError for "cuda" without CUDA (not torch's AssertionError later)
+    device = torch.device("cpu") if device is None else resolve_device(device)
     Z, Om, B = cp.Z, cp.Omega, cp.B
     D, N = Z.shape
     extra = B - Z @ Z.T  # ridge: diag(r_x I, r_y I), or 0

@@ -571,6 +571,106 @@ def build_cases() -> list[Case]:
             lambda rc: abs(rc[0][0] - rc[0][1]) < 1e-9 * max(1.0, abs(rc[0][1])),
         ),
     ]
+    C += contract_cases()
+    return C
+
+
+def _not_fitted(call):
+    """A method called before fit: clear only if the error names the missing fit."""
+    def run():
+        try:
+            return call()
+        except AttributeError as err:   # an AttributeError on internals is the cryptic case
+            if isinstance(err, ValueError):
+                raise
+            raise RuntimeError(f"AttributeError: {err}") from None
+    return run
+
+
+def _tiny_mcgpds(**kw):
+    from tandem.inference.mcgpds import McGPDS
+    return McGPDS(Q=2, M=4, cycles=1, var_iters=2, model_iters=2, joint_iters=2, **kw)
+
+
+def _mcgpds_seq_fit(ids, times=None):
+    r = np.random.default_rng(0)
+    Y = [r.normal(size=(12, 3)), r.normal(size=(12, 2))]
+    return _tiny_mcgpds().fit(Y, times=times, sequence_ids=ids)
+
+
+def contract_cases() -> list:
+    """Issue 18's classes: counts and seeds, config dataclasses, calls in the wrong order,
+    sequence labels and frame order, weight matrices, callable losses, devices."""
+    from tandem.inference.coupled_projections import CoupledProjections
+    from tandem.inference.mcgpds import McGPDS
+    from tandem.inference.mcgpds import stochastic as st
+    from tandem.inference.samtc import SAMTC
+    from tandem.inference.twin_gp import TwinGPRegressor
+    C = []
+    for kw in (dict(cycles=-2), dict(joint_iters=-1), dict(seed=0.7), dict(var_iters=2.5), dict(J=0),
+               dict(tol=float("nan")), dict(mapping_kernel="rbf"), dict(unknown_option=1)):
+        (name,) = kw
+        C.append(Case(f"McGPDS({name}={kw[name]!r})", lambda kw=kw: McGPDS(**kw), (name,)))
+    for kw in (dict(lr=-0.1), dict(lr_final=0), dict(lr=float("nan")), dict(batch=0), dict(num_steps=1.5),
+               dict(window=-3)):
+        (name,) = kw
+        C.append(Case(f"StochasticConfig({name}={kw[name]!r})", lambda kw=kw: st.StochasticConfig(**kw), (name,)))
+    for kw in (dict(k_src=-1), dict(seed=-1), dict(kmm_eps=1.5), dict(variant="x"), dict(bogus=2)):
+        (name,) = kw
+        C.append(Case(f"SAMTC({name}={kw[name]!r})", lambda kw=kw: SAMTC([2, 2], **kw), (name,)))
+    for kw in (dict(t=float("nan")), dict(t=-float("inf")), dict(d=0), dict(k=2.5), dict(ridge=-1.0)):
+        (name,) = kw
+        C.append(Case(f"CoupledProjections({name}={kw[name]!r})", lambda kw=kw: CoupledProjections(**kw), (name,)))
+    for kw in (dict(folds=1), dict(seed=0.5), dict(ensemble_se=float("inf")), dict(metric=3)):
+        (name,) = kw
+        C.append(Case(f"TwinGPRegressor({name}={kw[name]!r})", lambda kw=kw: TwinGPRegressor(**kw), (name,)))
+    # calls in the wrong order
+    sm = st.StochasticMcGPDS
+    C += [
+        Case("StochasticMcGPDS.elbo before fit", _not_fitted(lambda: sm().elbo()), ("fit",)),
+        Case("StochasticMcGPDS.latents before fit", _not_fitted(lambda: sm().latents()), ("fit",)),
+        Case("StochasticMcGPDS.to_fitted before fit", _not_fitted(lambda: sm().to_fitted()), ("fit",)),
+        Case("CoupledProjections.transform_x before fit",
+             _not_fitted(lambda: CoupledProjections().transform_x(np.zeros((2, 2)))), ("fit",)),
+        Case("CoupledProjections.objective before fit", _not_fitted(lambda: CoupledProjections().objective()),
+             ("fit",)),
+        Case("McGPDS.predict before fit", _not_fitted(lambda: McGPDS().predict(np.zeros((2, 2)))), ("fit",)),
+        Case("TwinGPRegressor.predict before fit", _not_fitted(lambda: TwinGPRegressor().predict(np.zeros((2, 2)))),
+             ("fit",)),
+    ]
+    # sequence labels and frame order
+    C += [
+        Case("McGPDS: NaN sequence id", lambda: _mcgpds_seq_fit([0.0] * 6 + [float("nan")] * 6), ("sequence_ids",)),
+        Case("McGPDS: string sequence ids fit", lambda: _mcgpds_seq_fit(["a"] * 6 + ["b"] * 6), (),
+             lambda rc: rc[0].fitted_.data.blocks is not None),
+        Case("McGPDS: fractional ids are two sequences", lambda: __import__(
+            "tandem.inference.validation", fromlist=["x"]).sequence_labels([0.2] * 3 + [0.7] * 3, 6), (),
+             lambda rc: rc[0].tolist() == [0, 0, 0, 1, 1, 1]),
+        Case("McGPDS: frames in reversed time order", lambda: _mcgpds_seq_fit(None, np.arange(12.0)[::-1].copy()),
+             ("time order",)),
+    ]
+    # weight matrices
+    X = np.random.default_rng(0).normal(size=(10, 3))
+    pairs = np.array([[0, 0], [3, 3], [7, 7]])
+    neg = np.ones((10, 10)) - np.eye(10)
+    neg[0, 1] = neg[1, 0] = -1.0
+    asym = np.ones((10, 10)) - np.eye(10)
+    asym[0, 1] = 3.0
+    C += [
+        Case("CoupledProjections: negative Sx weights", lambda: CoupledProjections(d=1).fit(X, X, pairs, Sx=neg),
+             ("Sx",)),
+        Case("CoupledProjections: non-symmetric Sx", lambda: CoupledProjections(d=1).fit(X, X, pairs, Sx=asym),
+             ("Sx",)),
+    ]
+    # callable losses and devices
+    C.append(Case("fit(loss=lambda *a: 1.0)", lambda: _fit(torch.zeros(3), loss=lambda *a: 1.0), ("loss",)))
+    if not torch.cuda.is_available():
+        C += [
+            Case("TwinGPRegressor(device='cuda') without CUDA", lambda: TwinGPRegressor(device="cuda"), ("CUDA",)),
+            Case("whiten(cp, device='cuda') without CUDA", lambda: __import__(
+                "tandem.models.coupled_projections", fromlist=["x"]).whiten(
+                CoupledProjections(d=1).fit(X, X, pairs), device="cuda"), ("CUDA",)),
+        ]
     return C
 
 

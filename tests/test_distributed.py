@@ -91,7 +91,7 @@ def _mcgpds_problem():
 def _fit_mcgpds(wrapper):
     sim, cfg = _mcgpds_problem()
     m = st.StochasticMcGPDS(cfg).fit(sim["views"], sim["times"], sim["seq_ids"], seed=0, loss_wrapper=wrapper)
-    return {k: v.detach().clone() for k, v in pyro.get_param_store().items()}, m.result.losses
+    return {k: v.detach().clone() for k, v in m.param_store_.items()}, m.result.losses
 
 
 def _worker_mcgpds(rank, world):

@@ -24,6 +24,8 @@ def _prepared(sim, fixed=("alpha", "eps", "beta", "time"), window=24, batch=3, *
     m = st.StochasticMcGPDS(cfg)
     m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
     pyro.clear_param_store()
+    # these tests drive the low-level functions on Pyro's global store: let the object share it
+    m.param_store_ = pyro.get_param_store()
     return m
 
 
@@ -170,9 +172,10 @@ def test_steps_increase_the_bound_and_keep_the_running_statistics_exact(sim):
         values.append(m.elbo())
     assert all(b >= a - 1e-9 * abs(a) for a, b in zip(values, values[1:])), values
     assert values[-1] > values[0] + 1.0
-    store = pyro.get_param_store()
+    store = m.param_store_                              # the object's own Pyro parameters
     running = [store[f"qstat_{k}"].detach().clone() for k in range(2)]
-    st.refresh_statistics(m.data)
+    with m._param_scope():
+        st.refresh_statistics(m.data)
     for k in range(2):
         torch.testing.assert_close(running[k], store[f"qstat_{k}"].detach(), rtol=1e-9, atol=1e-9)
     # q(V), q(U) were at their optimum already
@@ -199,6 +202,7 @@ def _reaches_collapsed_optimum(sim, fixed, window, steps, tol_per_frame, **kw):
     m = st.StochasticMcGPDS(cfg)
     m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
     pyro.clear_param_store()
+    m.param_store_ = pyro.get_param_store()      # the low-level calls below work on the global store
     st.StochasticELBO(windows=torch.arange(m.data.windows.S))(st.model_params, st.guide_params, m.data,
                                                                update=False)
     F_start = _collapsed_optimum(m.collapsed_data())            # from the same initial values
@@ -244,7 +248,8 @@ def test_to_inference_data_holds_the_model_sites_in_data_units(sim):
     views = [1000 * Y + 5 for Y in sim["views"]]
     cfg = st.StochasticConfig(Q=2, M=6, window=24, batch=3, num_steps=3, local_iters=3)
     m = st.StochasticMcGPDS(cfg).fit(views, sim["times"], sim["seq_ids"], seed=0)
-    before = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
+    before = {k: v.detach().clone() for k, v in m.param_store_.items()}
+    user = set(pyro.get_param_store().keys())
     idata = m.to_inference_data(num_samples=30, seed=0)
     assert {"posterior", "posterior_predictive", "observed_data", "log_likelihood"} <= set(arviz_groups(idata))
     assert idata["posterior"]["X_s"].dims == ("chain", "draw", "latent_dim", "time")
@@ -258,7 +263,8 @@ def test_to_inference_data_holds_the_model_sites_in_data_units(sim):
         assert abs(pp.mean() - Y.mean()) < 0.2 * Y.std()
         assert 0.5 < pp.std() / Y.std() < 2.0
         assert np.isfinite(idata["log_likelihood"][f"y_{k}"].values).all()
-    store = pyro.get_param_store()
+    assert set(pyro.get_param_store().keys()) == user       # the user's store is not touched
+    store = m.param_store_
     assert set(store.keys()) == set(before)
     for k, v in before.items():
         torch.testing.assert_close(store[k].detach(), v, rtol=0, atol=0, msg=k)
@@ -287,7 +293,7 @@ def test_bad_input_raises_clear_errors(sim):
     with pytest.raises(ValueError, match="seq_ids"):
         m.fit(sim["views"], sim["times"], sim["seq_ids"][:-2])
     with pytest.raises(ValueError, match="Q"):
-        st.StochasticMcGPDS(st.StochasticConfig(Q=50)).fit(sim["views"], sim["times"])
+        st.StochasticMcGPDS(st.StochasticConfig(Q=50)).fit(sim["views"], sim["times"], sim["seq_ids"])
     with pytest.raises(ValueError, match="CUDA"):
         if torch.cuda.is_available():
             raise ValueError("CUDA present: nothing to check")

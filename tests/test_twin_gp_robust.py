@@ -24,6 +24,7 @@ from tandem.inference.twin_gp import IterationCapWarning, TwinGP, TwinGPRegresso
 from tandem.inference.twin_gp.ensemble import medoid, near_ties
 from tandem.inference.twin_gp.predictor import gpr_predict
 from tandem.inference.twin_gp.selection import paired_over_draws, select_gpr
+from tandem.inference.validation import NotFittedError
 from tandem.models import twin_gp as tgp_model
 
 D = torch.float64
@@ -148,7 +149,7 @@ def test_bad_input_names_the_argument(multi):
         tgp_model.model(m, Xt.numpy(), "KLTGP")
     with pytest.raises(ValueError, match="which"):
         tgp_model.simulate(3)
-    with pytest.raises(RuntimeError, match="fit"):
+    with pytest.raises(NotFittedError, match="fit"):
         TwinGPRegressor().predict(Xt)
     with pytest.raises(ValueError, match="method"):
         TwinGPRegressor("TGP")

@@ -42,6 +42,7 @@ With α = 0 and full 1:1 pairing the problem is CCA: the canonical correlations 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 
 import numpy as np
 import pyro.optim
@@ -51,9 +52,10 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from tandem.guides.coupled_projections import Guide
 from tandem.inference.distances import knn, nearest, sq_dists
+from tandem.inference.params import Interval, OneOf, SequenceOf, TandemEstimator, own_params
 from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.svi import fit
-from tandem.inference.validation import as_array, check_int_range, check_real_range
+from tandem.inference.validation import NotFittedError, as_array, check_int_range, check_real_range, check_weights
 from tandem.models import coupled_projections as cp_model
 
 __all__ = ["knn_heat_weights", "graph_laplacian", "check_pairs",
@@ -257,37 +259,51 @@ def sign_fix(V: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- solver
 
-@dataclass
-class CoupledProjections:
+_POS_INT = Interval(Integral, 1)
+#: the learned state of :class:`CoupledProjections` (stored as ``name_``; ``name`` is an alias)
+_LEARNED = ("pairs", "pca_x", "pca_y", "tx", "ty", "Sx", "Sy", "Omega", "Z", "A", "B", "eigenvalues", "P",
+            "Px", "Py", "Mx", "My", "embedding_x", "embedding_y", "dims")
+
+
+class CoupledProjections(TandemEstimator):
     """The paper's coupled linear projections (exact generalised-eigenproblem solver).
 
     Parameters
     ----------
     d : latent dimension.
-    k, t : neighbourhood graph (k nearest neighbours, heat-kernel width; None = auto).
+    k, t : neighbourhood graph (k nearest neighbours, heat-kernel width > 0, ``np.inf`` for 0/1
+        weights; None = auto).
     alpha_x, alpha_y : weights of the neighbourhood-preservation terms (paper: 1).
     pca : per-view PCA components (int) or None (keep the rank). An int per view may be
         given as a tuple ``(p_x, p_y)``.
     ridge : relative ridge added to Z Zᵀ (0 = the paper's exact constraint).
 
-    After :meth:`fit`: ``Px`` (p_x × d), ``Py`` (p_y × d) in PCA coordinates; ``Mx``
-    (D_x × d), ``My`` (D_y × d) in input space; ``eigenvalues`` (d,) the objective value
-    of each direction; ``embedding_x`` (N_x × d), ``embedding_y`` (N_y × d); ``Omega``;
-    ``pairs``; ``Sx``, ``Sy``; ``A`` and ``B`` the eigenproblem's matrices.
+    Follows the estimator contract (:mod:`tandem.inference.params`): declared constraints
+    (checked at construction and in :meth:`fit`), ``get_params``/``set_params``/``clone``,
+    :class:`tandem.NotFittedError` from every method that needs a fit.
+
+    After :meth:`fit` (each also readable without the trailing underscore): ``Px_`` (p_x × d),
+    ``Py_`` (p_y × d) in PCA coordinates; ``Mx_`` (D_x × d), ``My_`` (D_y × d) in input space;
+    ``eigenvalues_`` (d,) the objective value of each direction; ``embedding_x_`` (N_x × d),
+    ``embedding_y_`` (N_y × d); ``Omega_``; ``pairs_``; ``Sx_``, ``Sy_``; ``A_`` and ``B_`` the
+    eigenproblem's matrices.
     """
-    d: int = 2
-    k: int = 5
-    t: float | None = None
-    alpha_x: float = 1.0
-    alpha_y: float = 1.0
-    pca: int | tuple | None = None
-    ridge: float = 0.0
+
+    _parameter_constraints = {
+        "d": [_POS_INT], "k": [_POS_INT],
+        "t": [None, Interval(Real, 0, closed="neither", inf_ok=True)],
+        "alpha_x": [Interval(Real, 0)], "alpha_y": [Interval(Real, 0)],
+        "pca": [None, _POS_INT, SequenceOf(OneOf(None, _POS_INT), length=2)],
+        "ridge": [Interval(Real, 0)],
+    }
+
+    def __init__(self, d: int = 2, k: int = 5, t: float | None = None, alpha_x: float = 1.0, alpha_y: float = 1.0,
+                 pca: int | tuple | None = None, ridge: float = 0.0):
+        self.d, self.k, self.t, self.alpha_x, self.alpha_y, self.pca, self.ridge = d, k, t, alpha_x, alpha_y, pca, ridge
+        self._validate_params()
 
     def _check(self):
-        check_int_range(self.d, "d (latent dimension)", 1)
-        check_real_range(self.alpha_x, "alpha_x", 0.0)
-        check_real_range(self.alpha_y, "alpha_y", 0.0)
-        check_real_range(self.ridge, "ridge", 0.0)
+        self._validate_params()
 
     def fit(self, X, Y, pairs, Sx: np.ndarray | None = None, Sy: np.ndarray | None = None
             ) -> "CoupledProjections":
@@ -312,15 +328,13 @@ class CoupledProjections:
         if self.d > min(rx, ry):
             raise ValueError(f"d = {self.d} is larger than a reduced view dimension (p_x = {rx}, "
                              f"p_y = {ry}, after centring/PCA); choose d ≤ {min(rx, ry)}")
+        # user weights: one validator (dense or scipy.sparse, non-negative, symmetric)
+        Sx = None if Sx is None else check_weights(Sx, "Sx", nx)
+        Sy = None if Sy is None else check_weights(Sy, "Sy", ny)
         if Sx is None:
             Sx, self.tx = knn_heat_weights(X - self.pca_x.mean, self.k, self.t, return_width=True)
         if Sy is None:
             Sy, self.ty = knn_heat_weights(Y - self.pca_y.mean, self.k, self.t, return_width=True)
-        Sx = as_array(Sx, "Sx", ndim=2)
-        Sy = as_array(Sy, "Sy", ndim=2)
-        if Sx.shape != (nx, nx) or Sy.shape != (ny, ny):
-            raise ValueError(f"Sx, Sy: expected shapes ({nx}, {nx}) and ({ny}, {ny}), got "
-                             f"{Sx.shape} and {Sy.shape}")
         self.Sx, self.Sy = Sx, Sy
         self.Omega = alignment_omega(graph_laplacian(Sx), graph_laplacian(Sy), self.pairs,
                                      self.alpha_x, self.alpha_y)
@@ -350,8 +364,12 @@ class CoupledProjections:
         self.dims = (rx, ry)
         return self
 
+    def _check_fitted(self):
+        super()._check_fitted("P_", "fit(X, Y, pairs)")
+
     def transform_x(self, X) -> np.ndarray:
         """Map new x points (rows, D_x) into the latent space: (x − mean_x) M_x."""
+        self._check_fitted()
         X = as_array(X, "X (new points)", ndim=2)
         if X.shape[1] != self.Mx.shape[0]:
             raise ValueError(f"X: expected {self.Mx.shape[0]} columns, got {X.shape[1]}")
@@ -359,6 +377,7 @@ class CoupledProjections:
 
     def transform_y(self, Y) -> np.ndarray:
         """Map new y points (rows, D_y) into the latent space: (y − mean_y) M_y."""
+        self._check_fitted()
         Y = as_array(Y, "Y (new points)", ndim=2)
         if Y.shape[1] != self.My.shape[0]:
             raise ValueError(f"Y: expected {self.My.shape[0]} columns, got {Y.shape[1]}")
@@ -366,8 +385,10 @@ class CoupledProjections:
 
     def objective(self) -> float:
         """J at the solution: Tr(Pᵀ Z Ω Zᵀ P) = Σ eigenvalues."""
+        self._check_fitted()
         return objective_trace(self.P, self.Z, self.Omega)
 
+    @own_params
     def to_inference_data(self, num_samples: int = 100, num_steps: int = 800, beta: float = 1.0,
                           gamma: float = 1e-3, sigma: float = 1e-5, lr: float = 0.03, seed: int = 0):
         """Posterior of the latent positions under the Pyro model, as ``arviz.InferenceData``.
@@ -393,8 +414,7 @@ class CoupledProjections:
         at that σ, not a missing constant. The SVI result is kept as ``svi_result_`` and the
         whitened problem as ``whitened_``.
         """
-        if not hasattr(self, "P"):
-            raise ValueError("to_inference_data: call fit(X, Y, pairs) first")
+        self._check_fitted()
         w = cp_model.whiten(self)
         args = (w.zhat, w.omega, self.d, beta, gamma, sigma)
         guide = Guide()
@@ -432,3 +452,21 @@ class CoupledProjections:
                          "observed_data": {"zhat": obs_zhat, "X": Xo, "Y": Yo},
                          "log_likelihood": {"zhat": g("log_likelihood", "zhat") - logdet},
                          "sample_stats": stats}, dims=dims)
+
+
+def _learned_alias(name: str) -> property:
+    def get(self):
+        try:
+            return self.__dict__[name + "_"]
+        except KeyError:
+            raise NotFittedError(f"This CoupledProjections instance has no {name!r} yet: call fit(X, Y, pairs) "
+                                 "before using this method") from None
+
+    def set_(self, value):
+        self.__dict__[name + "_"] = value
+
+    return property(get, set_, doc=f"Alias of ``{name}_`` (the learned state).")
+
+
+for _name in _LEARNED:
+    setattr(CoupledProjections, _name, _learned_alias(_name))

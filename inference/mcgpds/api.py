@@ -30,7 +30,9 @@ What it does for you:
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 import pyro
@@ -41,7 +43,6 @@ from tandem.inference.distances import Standardizer
 from tandem.inference.mcgpds.bound import set_optimal_inducing
 from tandem.inference.mcgpds.fit import (
     McGPDSConfig,
-    McGPDSFitted,
     Prediction,
     fit_mcgpds,
     fitted_from_dict,
@@ -50,9 +51,21 @@ from tandem.inference.mcgpds.fit import (
     view_sites,
 )
 from tandem.inference.mcgpds.predictor import calibrated_prediction
+from tandem.inference.params import (
+    AnyValue,
+    Boolean,
+    Device,
+    InstanceOf,
+    Interval,
+    Options,
+    Seed,
+    SequenceOf,
+    TandemEstimator,
+    own_params,
+)
 from tandem.inference.predictive import posterior_predictive, rescale_sites
-from tandem.inference.validation import as_tensor, check_int_range, resolve_device
-from tandem.models.mcgpds import SAFE_FIXED, dims, model
+from tandem.inference.validation import as_tensor, check_int_range, check_time_order, resolve_device, sequence_labels
+from tandem.models.mcgpds import PARAM_GROUPS, SAFE_FIXED, dims, model
 
 __all__ = ["McGPDS", "McGPDSPrediction", "DEFAULT_SCHEDULE"]
 
@@ -71,47 +84,109 @@ class McGPDSPrediction:
     method: str
 
 
-class McGPDS:
+#: a positive count, a non-negative count, a positive finite real, a non-negative finite real
+_POS_INT = Interval(Integral, 1)
+_NONNEG_INT = Interval(Integral, 0)
+_POS = Interval(Real, 0, closed="neither")
+_NONNEG = Interval(Real, 0)
+
+#: declared constraints of every :class:`tandem.inference.mcgpds.fit.McGPDSConfig` field that
+#: :class:`McGPDS` passes through (Q, M, J, fixed are McGPDS's own parameters)
+CONFIG_CONSTRAINTS = {
+    "mapping_kernel": [Options(("rbfard", "linear"))],
+    "time_white": [Boolean()], "time_bias": [Boolean()],
+    "time_white_var": [_POS], "time_bias_var": [_POS], "time_invwidth": [None, _POS],
+    "cycles": [_NONNEG_INT], "var_iters": [_NONNEG_INT], "model_iters": [_NONNEG_INT],
+    "joint_iters": [_NONNEG_INT], "lbfgs_max_iter": [_POS_INT], "tol": [None, _POS],
+    "init": [Options(("pca", "separately"))],
+    "init_dims": [None, SequenceOf(_POS_INT)],
+    "init_views": [None, AnyValue("arrays used only for the PCA init; checked as arrays by fit_mcgpds")],
+    "alpha_init": [Interval(Real, 0, 1)], "eps_init": [_POS],
+    "beta_init": [Options(("snr",)), _POS, SequenceOf(_POS)],
+    "w_init_scale": [_NONNEG], "lam_init": [_POS],
+    "private_prior": [Options(("mcgpds", "gplvm"))], "output_layer": [Options(("cgpds", "linear"))],
+    "coupling": [Boolean()], "dtype": [Options(("float64",))],
+}
+
+#: McGPDSConfig fields that McGPDS exposes as its own keyword parameters
+_CONFIG_FIELDS = tuple(n for n in McGPDSConfig.__dataclass_fields__ if n not in ("Q", "M", "J", "fixed"))
+
+
+def _config_default(name):
+    if name in DEFAULT_SCHEDULE:
+        return DEFAULT_SCHEDULE[name]
+    f = McGPDSConfig.__dataclass_fields__[name]
+    return f.default
+
+
+class McGPDS(TandemEstimator):
     """Multi-view collaborative GP dynamical system, fitted on the user's arrays.
+
+    Follows the estimator contract (:mod:`tandem.inference.params`): ``get_params`` /
+    ``set_params`` / ``sklearn.base.clone``; every parameter's constraint is declared in
+    ``_parameter_constraints`` and checked at construction and in :meth:`fit`; the learned
+    state is in ``fitted_``, ``scalers_``, ``param_store_`` (its own Pyro parameters);
+    ``predict``/``save``/``to_inference_data`` before ``fit`` raise
+    :class:`tandem.NotFittedError`.
 
     Parameters (keyword-only)
     -------------------------
     Q : latent dimension (default ``min(5, N − 1, Σ_k D_k)``); M : inducing points
         (default ``min(50, N)``); J : basis functions g_j.
-    fixed : parameter groups held at their initial values (default
-        :data:`tandem.models.mcgpds.SAFE_FIXED`).
+    fixed : parameter groups held at their initial values (default ``None`` =
+        :data:`tandem.models.mcgpds.SAFE_FIXED` without g).
     scale : "view" (default; one scalar per view) or "column" (per-column standard deviation).
     seed : seeds the initialisation and the optimiser; progress : show progress bars.
     device : where the fit runs ("cpu", "cuda", ...); default ``None`` = the device of the
         views given to :meth:`fit` (the CPU for numpy arrays). Predictions come back as numpy
         arrays for numpy test inputs and as tensors on the test input's device otherwise.
     **config : any other :class:`tandem.inference.mcgpds.fit.McGPDSConfig` field (schedule,
-        kernels, private prior, ...); the schedule defaults to :data:`DEFAULT_SCHEDULE`.
+        kernels, private prior, ...), each a parameter of its own (``get_params`` lists them);
+        the schedule defaults to :data:`DEFAULT_SCHEDULE`. An unknown keyword is a ``TypeError``.
     """
+
+    _parameter_constraints = {
+        "Q": [None, _POS_INT], "M": [None, _POS_INT], "J": [_POS_INT],
+        "fixed": [None, SequenceOf(Options(PARAM_GROUPS + ("model",)), nonempty=False),
+                  InstanceOf(set, frozenset, what="a set of parameter groups")],
+        "scale": [Options(("view", "column"))], "seed": [Seed()], "progress": [Boolean()],
+        "device": [None, Device()], **CONFIG_CONSTRAINTS,
+    }
 
     def __init__(self, *, Q: int | None = None, M: int | None = None, J: int = 1, fixed=None,
                  scale: str = "view", seed: int = 0, progress: bool = False, device=None, **config):
-        if scale not in ("view", "column"):
-            raise ValueError(f"scale: expected 'view' or 'column', got {scale!r}")
-        if Q is not None:
-            check_int_range(Q, "Q", 1)
-        if M is not None:
-            check_int_range(M, "M", 1)
-        check_int_range(J, "J", 1)
-        bad = set(config) - set(McGPDSConfig.__dataclass_fields__)
+        bad = set(config) - set(_CONFIG_FIELDS)
         if bad:
-            raise TypeError(f"McGPDS: unknown option(s) {sorted(bad)}; expected McGPDSConfig fields")
-        fixed = tuple(sorted(SAFE_FIXED - {"g"})) if fixed is None else tuple(fixed)
+            raise TypeError(f"McGPDS: unknown option(s) {sorted(bad)}; expected McGPDS parameters or "
+                            f"McGPDSConfig fields {sorted(_CONFIG_FIELDS)}")
         self.Q, self.M, self.J, self.fixed, self.scale = Q, M, J, fixed, scale
-        self.seed, self.progress = int(seed), bool(progress)
-        self.device = None if device is None else str(resolve_device(device))
-        self.config = {**DEFAULT_SCHEDULE, **config}
-        self.fitted_: McGPDSFitted | None = None
-        self.scalers_: list[Standardizer] | None = None
+        self.seed, self.progress, self.device = seed, progress, device
+        for name in _CONFIG_FIELDS:
+            setattr(self, name, config.get(name, _config_default(name)))
+        self._validate_params()
 
-    def __repr__(self):
-        return (f"McGPDS(Q={self.Q}, M={self.M}, J={self.J}, fixed={self.fixed}, scale={self.scale!r}, "
-                f"seed={self.seed})" + ("" if self.fitted_ is None else " [fitted]"))
+    @classmethod
+    def _get_param_names(cls):
+        return sorted(("Q", "M", "J", "fixed", "scale", "seed", "progress", "device") + _CONFIG_FIELDS)
+
+    def __repr__(self, N_CHAR_MAX=700):
+        # the parameters that differ from their defaults (the McGPDSConfig fields are not in the
+        # signature, so scikit-learn's repr would list every one of them)
+        sig = inspect.signature(type(self).__init__).parameters
+        changed = []
+        for name, value in self.get_params(deep=False).items():
+            default = sig[name].default if name in sig else _config_default(name)
+            if repr(value) != repr(default):
+                changed.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    @property
+    def config(self) -> dict:
+        """The McGPDSConfig fields of this object (schedule, kernels, ...) as a dict."""
+        return {name: getattr(self, name) for name in _CONFIG_FIELDS}
+
+    def _fixed(self) -> tuple:
+        return tuple(sorted(SAFE_FIXED - {"g"})) if self.fixed is None else tuple(self.fixed)
 
     # ------------------------------------------------------------------ fit
     def _scaler(self, Y: torch.Tensor, k: int) -> Standardizer:
@@ -122,14 +197,17 @@ class McGPDS:
                              "to fit (drop it)")
         return st
 
+    @own_params
     def fit(self, views, times=None, sequence_ids=None) -> "McGPDS":
         """Fit on time-aligned views (list of (N, D_k) arrays, numpy or torch) at ``times`` (N,)
-        (default 0, 1, …, N−1) with sequences ``sequence_ids`` (N,) (default one sequence).
-        Returns ``self``."""
+        (default 0, 1, …, N−1) with sequences ``sequence_ids`` (N,) (default one sequence; any
+        hashable labels, see :func:`tandem.inference.validation.sequence_labels`). Within a
+        sequence the frames must be in increasing time order. Returns ``self``."""
+        self._validate_params()
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
         dev = resolve_device(self.device, views, times)
-        vs = [as_tensor(Y, f"views[{k}]", ndim=2).to(dev) for k, Y in enumerate(views)]
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True).to(dev) for k, Y in enumerate(views)]
         Ns = [int(Y.shape[0]) for Y in vs]
         if len(set(Ns)) != 1:
             raise ValueError(f"views: every view must have the same number of rows (frames), got {Ns}")
@@ -137,7 +215,7 @@ class McGPDS:
         if N < 2:
             raise ValueError(f"views: expected at least 2 frames (rows) to fit a latent space, got {N}")
         t = torch.arange(N, dtype=torch.float64, device=dev) if times is None \
-            else as_tensor(times, "times", ndim=1).to(dev)
+            else as_tensor(times, "times", ndim=1, detach=True).to(dev)
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per row), got {t.numel()}")
         self.scalers_ = [self._scaler(Y, k) for k, Y in enumerate(vs)]
@@ -145,17 +223,21 @@ class McGPDS:
         D = sum(int(Y.shape[1]) for Y in vs)
         Q = min(5, N - 1, D) if self.Q is None else self.Q
         M = min(50, N) if self.M is None else self.M
-        cfg = McGPDSConfig(Q=Q, M=M, J=self.J, fixed=self.fixed, **self.config)
+        if sequence_ids is not None:
+            sequence_ids = torch.as_tensor(sequence_labels(sequence_ids, N, t), device="cpu")
+        else:
+            check_time_order(t, None)
+        cfg = McGPDSConfig(Q=Q, M=M, J=self.J, fixed=self._fixed(), **self.config)
         self.fitted_ = fit_mcgpds(zs, t, sequence_ids=sequence_ids, config=cfg, seed=self.seed,
                                   progress=self.progress, device=dev)
         self._times_given = times is not None
         return self
 
     def _check_fitted(self):
-        if self.fitted_ is None:
-            raise RuntimeError("McGPDS: call fit(views, ...) before predict / to_inference_data")
+        super()._check_fitted("fitted_", "fit(views, ...)")
 
     # ------------------------------------------------------------------ predict
+    @own_params
     def predict(self, source_view_test, t_test=None, source: int = 0, target: int = 1, *,
                 method: str = "tandem", **kwargs) -> McGPDSPrediction:
         """Generate view ``target`` for test frames of view ``source`` (N*, D_source).
@@ -174,7 +256,7 @@ class McGPDS:
             raise ValueError(f"target: expected a view other than source={source}")
         as_torch = isinstance(source_view_test, torch.Tensor)
         dev = self.fitted_.data.device
-        Ys = as_tensor(source_view_test, "source_view_test", ndim=2).to(dev)
+        Ys = as_tensor(source_view_test, "source_view_test", ndim=2, detach=True).to(dev)
         D_s = self.fitted_.data.out_dims[source]
         if Ys.shape[1] != D_s:
             raise ValueError(f"source_view_test: expected {D_s} columns (view {source}), got {Ys.shape[1]}")
@@ -231,6 +313,7 @@ class McGPDS:
         return m
 
     # ------------------------------------------------------------------ ArviZ
+    @own_params
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):
         """Posterior and posterior-predictive draws of the fitted model as ``arviz.InferenceData``.
 
@@ -238,7 +321,8 @@ class McGPDS:
         optimal q(V), q(U) of the collapsed fit; ``y_k`` (posterior predictive and observed
         data) are in the user's units and ``log_likelihood`` is the density of the data in those
         units (the model-unit log density minus log of the scale per entry). Resets Pyro's
-        parameter store to this fit.
+        parameter store to this fit: its own store (``param_store_``); the user's global Pyro
+        parameter store is left as it was.
         """
         self._check_fitted()
         f = self.fitted_

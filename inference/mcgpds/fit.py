@@ -71,7 +71,7 @@ from tandem.inference.mcgpds.bound import (
 )
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.svi import LBFGS, fit, minimize
-from tandem.inference.validation import as_tensor, check_real_range, resolve_device
+from tandem.inference.validation import as_tensor, check_real_range, resolve_device, sequence_labels
 from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
@@ -169,11 +169,8 @@ def _seq_ids(N: int, seq_ends, sequence_ids) -> torch.Tensor:
     if seq_ends is not None and sequence_ids is not None:
         raise ValueError("give either seq_ends or sequence_ids, not both")
     if sequence_ids is not None:
-        s = torch.as_tensor(np.asarray(sequence_ids.detach().cpu() if torch.is_tensor(sequence_ids)
-                                       else sequence_ids), device="cpu").reshape(-1)
-        if s.numel() != N:
-            raise ValueError(f"sequence_ids: expected {N} labels (one per frame), got {s.numel()}")
-        return s.long()
+        # any hashable labels (NaN refused, fractional labels never truncated)
+        return torch.as_tensor(sequence_labels(sequence_ids, N), device="cpu")
     if seq_ends is None:
         return torch.zeros(N, dtype=torch.long, device="cpu")
     ends = [int(e) for e in np.asarray(seq_ends).reshape(-1)]

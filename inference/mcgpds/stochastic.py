@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 
 import numpy as np
 import pyro
@@ -97,9 +98,29 @@ from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms, set_optimal_inducing
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, view_sites
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
+from tandem.inference.params import (
+    Boolean,
+    Device,
+    InstanceOf,
+    Interval,
+    Options,
+    Seed,
+    SequenceOf,
+    TandemEstimator,
+    check_param,
+    own_params,
+    validate_params,
+)
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.svi import fit
-from tandem.inference.validation import as_tensor, check_int_range, resolve_device
+from tandem.inference.validation import (
+    NotFittedError,
+    as_tensor,
+    check_int_range,
+    check_time_order,
+    resolve_device,
+    sequence_labels,
+)
 from tandem.models.gp_kernels import kzz, psi_stats, time_kernel
 from tandem.models.mcgpds import (
     McGPDSData,
@@ -762,8 +783,29 @@ class StochasticConfig:
     lam_init: float = 0.5
     private_prior: str = "mcgpds"
 
+    def __post_init__(self):
+        validate_params(_STOCHASTIC_CONSTRAINTS, {n: getattr(self, n) for n in self.__dataclass_fields__},
+                        "StochasticConfig: ")
 
-class StochasticMcGPDS:
+
+_POS_INT, _NONNEG_INT = Interval(Integral, 1), Interval(Integral, 0)
+_POS = Interval(Real, 0, closed="neither")
+#: declared constraints of every :class:`StochasticConfig` field (checked at construction)
+_STOCHASTIC_CONSTRAINTS = {
+    "Q": [_POS_INT], "M": [_POS_INT], "J": [_POS_INT], "window": [_POS_INT], "batch": [_POS_INT],
+    "num_steps": [_NONNEG_INT], "local_iters": [_POS_INT],
+    "lr": [_POS], "lr_final": [Interval(Real, 0, 1, closed="right")],
+    "fixed": [SequenceOf(Options(("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational",
+                                  "model")), nonempty=False),
+              InstanceOf(set, frozenset, what="a set of parameter groups")],
+    "mapping_kernel": [Options(("rbfard", "linear"))], "time_white": [Boolean()], "time_bias": [Boolean()],
+    "time_white_var": [_POS], "time_bias_var": [_POS], "time_invwidth": [None, _POS],
+    "alpha_init": [Interval(Real, 0, 1)], "eps_init": [_POS], "beta_init": [_POS],
+    "w_init_scale": [Interval(Real, 0)], "lam_init": [_POS], "private_prior": [Options(("mcgpds", "gplvm"))],
+}
+
+
+class StochasticMcGPDS(TandemEstimator):
     """McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
 
     ``views`` list of (N, D_k) arrays, ``times`` (N,), ``seq_ids`` (N,) sequence labels
@@ -776,33 +818,55 @@ class StochasticMcGPDS:
     draws in the data's units).
     """
 
+    _parameter_constraints = {"config": [None, InstanceOf(StochasticConfig)], "device": [None, Device()]}
+
     def __init__(self, config: StochasticConfig | None = None, device=None):
-        self.config = StochasticConfig() if config is None else config
-        self.device = None if device is None else resolve_device(device)
+        self.config = config
+        self.device = device
+        self._validate_params()
+
+    def _config(self) -> StochasticConfig:
+        return StochasticConfig() if self.config is None else self.config
+
+    # learned state (``data_``, ``result_``, ``objective_``, ``seq_ids_``); the names without
+    # the trailing underscore are kept as aliases
+    @property
+    def data(self) -> StochasticData:
+        if "data_" not in self.__dict__:
+            raise NotFittedError("This StochasticMcGPDS instance is not fitted yet: call fit(views, times, seq_ids) "
+                                 "(or prepare()) before using this method")
+        return self.data_
+
+    @data.setter
+    def data(self, value):
+        self.data_ = value
+
+    @property
+    def result(self):
+        self._check_fitted("result_", "fit(views, times, seq_ids)")
+        return self.result_
 
     # ------------------------------------------------------------------ data
     def prepare(self, views, times, seq_ids=None, seed: int = 0) -> StochasticData:
         """Validate, standardise and window the data; build the initial values."""
-        cfg = self.config
+        cfg = self._config()
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
         dev = resolve_device(self.device, views, times)
-        vs = [as_tensor(Y, f"views[{k}]", ndim=2).to(dev) for k, Y in enumerate(views)]
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True).to(dev) for k, Y in enumerate(views)]
         N = vs[0].shape[0]
         if any(Y.shape[0] != N for Y in vs):
             raise ValueError(f"views: every view must have the same number of rows, got {[Y.shape[0] for Y in vs]}")
-        t = as_tensor(times, "times", ndim=1).to(dev)
+        t = as_tensor(times, "times", ndim=1, detach=True).to(dev)
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per frame), got {t.numel()}")
-        # sequence labels are CPU bookkeeping (Windows)
+        # sequence labels are CPU bookkeeping (Windows): any hashable labels, NaN refused, frames
+        # of a sequence in time order (one validator for every estimator)
         if seq_ids is None:
             seq = torch.zeros(N, dtype=torch.long, device="cpu")
-        elif isinstance(seq_ids, torch.Tensor):
-            seq = seq_ids.detach().cpu().long()
+            check_time_order(t, None)
         else:
-            seq = torch.as_tensor(np.asarray(seq_ids), device="cpu").long()
-        if seq.reshape(-1).numel() != N:
-            raise ValueError(f"seq_ids: expected {N} labels (one per frame), got {seq.numel()}")
+            seq = torch.as_tensor(sequence_labels(seq_ids, N, t, name="seq_ids"), device="cpu")
         for name in ("Q", "M", "J", "window", "batch"):
             check_int_range(getattr(cfg, name), name, low=1)
         if cfg.Q > sum(Y.shape[1] for Y in vs):
@@ -834,19 +898,20 @@ class StochasticMcGPDS:
         fixed = set(cfg.fixed)
         if "W" in fixed:
             fixed.add("g")
-        self.seq_ids = seq
+        self.seq_ids_ = seq
         return StochasticData([Y.to(dev) for Y in vs], t.to(dev), win, cfg.Q, cfg.M, cfg.J, init, X0.to(dev),
                               frozenset(fixed), cfg.mapping_kernel, cfg.time_white, cfg.time_bias,
                               cfg.private_prior, cfg.lam_init)
 
     def optimizer(self):
-        cfg = self.config
+        cfg = self._config()
         # Adam on the hyperparameters only (the window parameters get no gradient); the rate
         # decays geometrically to lr_final × lr over num_steps (Robbins–Monro: the minibatch
         # noise must be averaged out at the end)
         lrd = float(cfg.lr_final) ** (1.0 / max(int(cfg.num_steps), 1))
         return pyro.optim.ClippedAdam({"lr": cfg.lr, "lrd": lrd, "clip_norm": 1e6})
 
+    @own_params
     def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
             checkpoint=None):
         """Fit through :func:`tandem.inference.fit`: per step an L-BFGS local step on the drawn
@@ -855,26 +920,29 @@ class StochasticMcGPDS:
         ``loss_wrapper``: e.g. :class:`tandem.inference.distributed.DataParallelLoss` (called
         with the objective) for data-parallel training. Returns ``self``.
         """
-        self.data = self.prepare(views, times, seq_ids, seed)
+        self._validate_params()
+        check_param([Seed()], "seed", seed, "StochasticMcGPDS.fit: ")
+        self.data_ = self.prepare(views, times, seq_ids, seed)
         pyro.clear_param_store()
-        return self.train(int(self.config.num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
+        return self.train(int(self._config().num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
                           checkpoint=checkpoint)
 
+    @own_params
     def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None):
         """``num_steps`` more steps on the prepared data, keeping the parameter store (a fresh
         optimiser state). Sets ``result`` and returns ``self``."""
-        cfg = self.config
-        if not hasattr(self, "data"):
-            raise ValueError("train: call fit(views, times, seq_ids) first (or prepare())")
-        self.objective = StochasticELBO(batch=cfg.batch, local_iters=cfg.local_iters)
-        loss = self.objective if loss_wrapper is None else loss_wrapper(self.objective)
-        self.result = fit(model_params, guide_params, self.data, loss=loss, optim=self.optimizer(),
+        cfg = self._config()
+        self.data  # noqa: B018 - NotFittedError before fit / prepare
+        self.objective_ = StochasticELBO(batch=cfg.batch, local_iters=cfg.local_iters)
+        loss = self.objective_ if loss_wrapper is None else loss_wrapper(self.objective_)
+        self.result_ = fit(model_params, guide_params, self.data, loss=loss, optim=self.optimizer(),
                           num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
                           clear_params=False, desc="McGPDS (stochastic)")
         return self
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
+    @own_params
     def elbo(self, chunk: int = 256, optimal_inducing: bool = False) -> float:
         """Exact full-data ELBO in the standardised units (windows in chunks; no parameter update).
 
@@ -897,6 +965,7 @@ class StochasticMcGPDS:
         return total
 
     @torch.no_grad()
+    @own_params
     def latents(self, chunk: int = 256) -> dict:
         """Per-frame q moments in frame order: ``mu`` V × (N, Q), ``s`` V × (N, Q) private
         means/variances (standardised-data latent space)."""
@@ -912,6 +981,7 @@ class StochasticMcGPDS:
             s[:, rows[valid]] = sd[:, valid]
         return {"mu": list(mu.unbind(0)), "s": list(s.unbind(0))}
 
+    @own_params
     def collapsed_data(self) -> McGPDSData:
         """The same model as a :class:`McGPDSData` with windows as sequences (CPU), whose
         ``init`` holds the current parameters — for the collapsed code (small N only)."""
@@ -929,6 +999,7 @@ class StochasticMcGPDS:
                           d.mapping_kernel, d.time_white, d.time_bias, d.private_prior,
                           frozenset(d.fixed), init)
 
+    @own_params
     def to_fitted(self):
         """A :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` of this fit (CPU, standardised
         units, windows as sequences) for the collapsed code's predictors
@@ -936,7 +1007,7 @@ class StochasticMcGPDS:
         :meth:`to_model_units` and map its predictions back with :meth:`to_data_units`).
         The prediction re-collapses q(V), q(U) to their optimum given q(X) — at convergence
         the natural-gradient q(V), q(U) themselves."""
-        cfg = self.config
+        cfg = self._config()
         data = self.collapsed_data()
         store = pyro.get_param_store()
         saved = store.get_state()
@@ -954,7 +1025,7 @@ class StochasticMcGPDS:
         mc = McGPDSConfig(Q=cfg.Q, M=cfg.M, J=cfg.J, mapping_kernel=cfg.mapping_kernel,
                           time_white=cfg.time_white, time_bias=cfg.time_bias, fixed=tuple(cfg.fixed),
                           private_prior=cfg.private_prior)
-        res = getattr(self, "result", None)
+        res = getattr(self, "result_", None)
         return McGPDSFitted(mc, data, dict(data.init), lt["mu_s"], lt["s_s"], [m.detach() for m in mus],
                             [s.detach() for s in lt["s_diag"]],
                             np.asarray([] if res is None else res.losses), 0.0 if res is None else res.wall_time,
@@ -962,16 +1033,19 @@ class StochasticMcGPDS:
 
     def to_model_units(self, Y, view: int) -> torch.Tensor:
         """Data units → the standardised units of the fit (view ``view``)."""
+        self._check_fitted("scalers_", "fit(views, times, seq_ids)")
         sc = self.scalers_[view]
         return (as_tensor(Y, "Y", ndim=2) - sc.mean.cpu()) / sc.scale.cpu()
 
     def to_data_units(self, mean, var=None, view: int = 1):
         """Standardised units → data units: ``(mean, var)`` of view ``view``."""
+        self._check_fitted("scalers_", "fit(views, times, seq_ids)")
         sc = self.scalers_[view]
         scale = sc.scale.to(mean.device)
         m = mean * scale + sc.mean.to(mean.device)
         return m if var is None else (m, var * scale ** 2)
 
+    @own_params
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):
         """Posterior and posterior-predictive draws of the fit as ArviZ data.
 
@@ -984,8 +1058,7 @@ class StochasticMcGPDS:
         (the latents are (latent_dim, time) over all N frames, so this is for archives whose
         N × N per-window blocks fit in memory). The fit's parameter store is left as it was.
         """
-        if not hasattr(self, "data"):
-            raise ValueError("to_inference_data: call fit(views, times, seq_ids) first")
+        self.data  # noqa: B018 - NotFittedError before fit
         check_int_range(num_samples, "num_samples", low=1)
         data = self.collapsed_data()
         store = pyro.get_param_store()
@@ -1001,6 +1074,7 @@ class StochasticMcGPDS:
         return rescale_sites(idata, view_sites(self.scalers_))
 
     @torch.no_grad()
+    @own_params
     def _frame_lams(self):
         d = self.data
         out = torch.zeros(d.V, d.N, d.Q, dtype=DTYPE, device=d.device)

@@ -6,16 +6,32 @@ tasks (:func:`tandem.inference.samtc.model_fit.fit_model`) for ``to_inference_da
 """
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 import scipy.sparse as sp
 
+from tandem.inference.params import (
+    AnyValue,
+    Boolean,
+    InstanceOf,
+    Interval,
+    Options,
+    Seed,
+    SequenceOf,
+    TandemEstimator,
+    own_params,
+)
 from tandem.inference.samtc.algorithm import SAMTCResult, samtc, validate_tasks
 from tandem.inference.samtc.model_fit import ModelFit, fit_model
 
 __all__ = ["SAMTC"]
 
 
-class SAMTC:
+_POS_INT = Interval(Integral, 1)
+
+
+class SAMTC(TandemEstimator):
     """Self-adapted multi-task clustering of T partially related tasks.
 
     ``SAMTC(n_clusters=[h_1, ..., h_T], ...).fit(tasks)`` clusters every task (rows of
@@ -25,6 +41,11 @@ class SAMTC:
     * ``R_`` — (T, T) relatedness, R_[t, s] of source s for target t (diagonal 1);
     * ``reusable_`` — {(t, s): (n_s,) bool}, the source instances SAMTC transfers to t;
     * ``result_`` — the full :class:`tandem.inference.samtc.algorithm.SAMTCResult`.
+
+    Follows the estimator contract (:mod:`tandem.inference.params`): every option below is a
+    keyword parameter with a declared constraint (checked at construction and in ``fit``),
+    ``get_params``/``set_params``/``clone`` work, an unknown keyword is a ``TypeError``, and
+    methods that need a fit raise :class:`tandem.NotFittedError` before it.
 
     Options (keyword-only) go to :func:`tandem.inference.samtc.algorithm.samtc`:
     ``variant`` ("full", "nr", "ns"), ``select`` ("label-free" by default; "labels" needs
@@ -36,17 +57,53 @@ class SAMTC:
     same tasks (dense features only; h_t slots per task) and returns its posterior.
     """
 
-    def __init__(self, n_clusters, *, variant: str = "full", select: str = "label-free", seed: int = 0,
-                 **options):
+    _parameter_constraints = {
+        "n_clusters": [SequenceOf(Interval(Integral, 2))],
+        "variant": [Options(("full", "nr", "ns"))],
+        "k_self": [None, _POS_INT, SequenceOf(_POS_INT)],
+        "k_src": [None, _POS_INT, SequenceOf(_POS_INT), InstanceOf(dict, what="a dict {source: k}")],
+        "select": [Options(("labels", "label-free"))],
+        "reduce_dim": [None, _POS_INT],
+        "seed": [Seed()],
+        "kmm_B": [Interval(Real, 0, closed="neither")],
+        "kmm_eps": [Interval(Real, 0, 1, closed="left")],
+        "init_labels": [None, AnyValue("per-task label arrays, checked by samtc against the tasks")],
+        "js_tau": [None, Interval(Real, 0)],
+        "calibrate_R": [Boolean()],
+        "edges": [Options(("mutual", "symmetric"))],
+        "pairing": [Options(("mutual", "close"))],
+        "transfer": [Options(("augment", "reweight"))],
+        "js_bandwidth": [Options(("separate", "pooled"))],
+        "source_rows": [Options(("all", "subtask"))],
+        "node_reach": [Options(("k", "paired"))],
+    }
+
+    def __init__(self, n_clusters, *, variant: str = "full", k_self=None, k_src=None,
+                 select: str = "label-free", reduce_dim: int | None = None, seed: int = 0, kmm_B: float = 10.0,
+                 kmm_eps: float = 0.5, init_labels=None, js_tau: float | None = 0.0, calibrate_R: bool = True,
+                 edges: str = "mutual", pairing: str = "mutual", transfer: str = "augment",
+                 js_bandwidth: str = "separate", source_rows: str = "all", node_reach: str = "k"):
         if isinstance(n_clusters, (int, np.integer)) or not hasattr(n_clusters, "__len__"):
             raise TypeError(f"n_clusters: expected one cluster number per task (a list), got {n_clusters!r}")
-        self.n_clusters = list(n_clusters)
-        self.variant, self.select, self.seed, self.options = variant, select, seed, dict(options)
-        self.model_fit_: ModelFit | None = None
+        self.n_clusters, self.variant, self.k_self, self.k_src = n_clusters, variant, k_self, k_src
+        self.select, self.reduce_dim, self.seed, self.kmm_B, self.kmm_eps = select, reduce_dim, seed, kmm_B, kmm_eps
+        self.init_labels, self.js_tau, self.calibrate_R, self.edges = init_labels, js_tau, calibrate_R, edges
+        self.pairing, self.transfer, self.js_bandwidth = pairing, transfer, js_bandwidth
+        self.source_rows, self.node_reach = source_rows, node_reach
+        self._validate_params()
+
+    @property
+    def options(self) -> dict:
+        """The options passed on to :func:`tandem.inference.samtc.algorithm.samtc`."""
+        p = self.get_params(deep=False)
+        for n in ("n_clusters", "variant", "select", "seed"):
+            p.pop(n)
+        return p
 
     def fit(self, tasks, labels=None) -> "SAMTC":
         """Cluster the tasks (see the class docstring); returns ``self``."""
-        self.result_: SAMTCResult = samtc(tasks, self.n_clusters, variant=self.variant, select=self.select,
+        self._validate_params()
+        self.result_: SAMTCResult = samtc(tasks, list(self.n_clusters), variant=self.variant, select=self.select,
                                           labels=labels, seed=self.seed, **self.options)
         self.tasks_ = list(tasks)
         self.labels_ = self.result_.labels
@@ -59,6 +116,7 @@ class SAMTC:
         """``fit(tasks, labels).labels_``."""
         return self.fit(tasks, labels).labels_
 
+    @own_params
     def fit_model(self, **kwargs) -> ModelFit:
         """Fit the Pyro generative model to the fitted tasks (keyword arguments go to
         :func:`tandem.inference.samtc.model_fit.fit_model`, e.g. ``num_steps``, ``restarts``)."""
@@ -67,10 +125,11 @@ class SAMTC:
             raise ValueError("tasks: the generative model is a Gaussian mixture in R^d and needs dense "
                              "features; reduce sparse (text) tasks first, e.g. with "
                              "tandem.inference.samtc.steps.reduce_dimension")
-        tasks, hs = validate_tasks(self.tasks_, self.n_clusters)
+        tasks, hs = validate_tasks(self.tasks_, list(self.n_clusters))
         self.model_fit_ = fit_model(tasks, hs, seed=self.seed, **kwargs)
         return self.model_fit_
 
+    @own_params
     def to_inference_data(self, num_samples: int = 100, **fit_kwargs):
         """Posterior of the generative model as ``arviz.InferenceData`` (fits it first if
         needed, with ``fit_kwargs``): continuous sites from the guide, cluster labels y_t,
@@ -82,5 +141,4 @@ class SAMTC:
         return self.model_fit_.to_inference_data(num_samples=num_samples, seed=self.seed)
 
     def _check_fitted(self):
-        if not hasattr(self, "result_"):
-            raise ValueError("SAMTC: call fit(tasks) first")
+        super()._check_fitted("result_", "fit(tasks)")

@@ -402,8 +402,8 @@ class TwinGP:
 
     def __init__(self, X, Y, rho_x: float, rho_y: float, lam_x: float = 1e-4, lam_y: float | None = None,
                  device=None):
-        X = as_tensor(X, "X", ndim=2, min_rows=2)
-        Y = as_tensor(Y, "Y", ndim=2, min_rows=2)
+        X = as_tensor(X, "X", ndim=2, min_rows=2, detach=True)
+        Y = as_tensor(Y, "Y", ndim=2, min_rows=2, detach=True)
         check_same_rows({"X": X, "Y": Y}, "samples (rows)")
         self.rho_x = check_real_range(rho_x, "rho_x", 0.0, low_open=True)
         self.rho_y = check_real_range(rho_y, "rho_y", 0.0, low_open=True)

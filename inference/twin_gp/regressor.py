@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 import pyro
@@ -36,11 +37,21 @@ import torch
 from tandem.guides.twin_gp import Guide
 from tandem.inference.distances import Standardizer, median_distance
 from tandem.inference.metrics import mean_abs_error
+from tandem.inference.params import (
+    Callable,
+    Device,
+    Interval,
+    Options,
+    Seed,
+    SequenceOf,
+    TandemEstimator,
+    own_params,
+)
 from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
 from tandem.inference.twin_gp.predictor import METHODS, TwinGP
 from tandem.inference.twin_gp.selection import BETAS, select_alpha_beta, select_kltgp
-from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
+from tandem.inference.validation import as_tensor, check_int_range, check_same_rows
 from tandem.models.twin_gp import dims, model
 
 __all__ = ["TwinGPRegressor", "EnsembleInfo", "RHO_MULT_X", "RHO_MULT_Y", "LAM_GRID", "ALPHA_GRID", "ENSEMBLE"]
@@ -62,7 +73,10 @@ class EnsembleInfo:
     chosen: torch.Tensor
 
 
-class TwinGPRegressor:
+_POS = Interval(Real, 0, closed="neither")
+
+
+class TwinGPRegressor(TandemEstimator):
     """Twin-GP structured regression with hyperparameters by cross-validation.
 
     Parameters (keyword-only after ``method``):
@@ -92,51 +106,48 @@ class TwinGPRegressor:
     where nothing was selected).
     """
 
+    _parameter_constraints = {
+        "method": [Options(METHODS)],
+        "rho_x": [None, _POS], "rho_y": [None, _POS], "lam": [None, _POS],
+        "alpha": [None, Interval(Real, 0, 1)], "beta": [None, Interval(Real)],
+        "rho_mult_x": [SequenceOf(_POS)], "rho_mult_y": [SequenceOf(_POS)], "lam_grid": [SequenceOf(_POS)],
+        "alphas": [SequenceOf(Interval(Real, 0, 1))], "betas": [SequenceOf(Interval(Real))],
+        "folds": [Interval(Integral, 2)], "cv_repeats": [Interval(Integral, 1)], "cv_subset": [Interval(Integral, 2)],
+        "metric": [Callable()], "neighbors": [None, Interval(Integral, 2)], "max_iter": [Interval(Integral, 1)],
+        "seed": [Seed()], "ensemble": [Interval(Integral, 1)], "ensemble_se": [Interval(Real, 0)],
+        "device": [None, Device()],
+    }
+
     def __init__(self, method: str = "SMTGP", *, rho_x: float | None = None, rho_y: float | None = None,
                  lam: float | None = None, alpha: float | None = None, beta: float | None = None,
                  rho_mult_x=RHO_MULT_X, rho_mult_y=RHO_MULT_Y, lam_grid=LAM_GRID, alphas=ALPHA_GRID,
                  betas=BETAS, folds: int = 5, cv_repeats: int = 1, cv_subset: int = 1000, metric=mean_abs_error,
                  neighbors: int | None = None, max_iter: int = 50, seed: int = 0, ensemble: int = ENSEMBLE,
                  ensemble_se: float = ENSEMBLE_SE, device=None):
-        if method not in METHODS:
-            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
         self.method = method
-        self.rho_x = None if rho_x is None else check_real_range(rho_x, "rho_x", 0.0, low_open=True)
-        self.rho_y = None if rho_y is None else check_real_range(rho_y, "rho_y", 0.0, low_open=True)
-        self.lam = None if lam is None else check_real_range(lam, "lam", 0.0, low_open=True)
-        self.alpha = None if alpha is None else check_real_range(alpha, "alpha", 0.0, 1.0)
-        self.beta = None if beta is None else check_real_range(beta, "beta")
-        if self.beta == 1.0:
-            raise ValueError("beta: expected a real number != 1 (beta = 1 is the Renyi limit), got 1")
-        for name, grid in (("rho_mult_x", rho_mult_x), ("rho_mult_y", rho_mult_y), ("lam_grid", lam_grid)):
-            if len(grid) == 0 or any(not float(v) > 0 for v in grid):
-                raise ValueError(f"{name}: expected a non-empty sequence of positive numbers, got {grid!r}")
-        if len(alphas) == 0 or any(not 0.0 <= float(a) <= 1.0 for a in alphas):
-            raise ValueError(f"alphas: expected a non-empty sequence of values in [0, 1], got {alphas!r}")
-        if len(betas) == 0 or any(float(b) == 1.0 for b in betas):
-            raise ValueError(f"betas: expected a non-empty sequence of values != 1, got {betas!r}")
-        self.rho_mult_x, self.rho_mult_y = tuple(map(float, rho_mult_x)), tuple(map(float, rho_mult_y))
-        self.lam_grid, self.alphas, self.betas = tuple(map(float, lam_grid)), tuple(map(float, alphas)), tuple(betas)
-        self.folds = check_int_range(folds, "folds", 2)
-        self.cv_repeats = check_int_range(cv_repeats, "cv_repeats", 1)
-        self.cv_subset = check_int_range(cv_subset, "cv_subset", 2)
-        if not callable(metric):
-            raise TypeError(f"metric: expected a callable metric(pred, true) -> float, got {type(metric).__name__}")
-        self.metric = metric
-        self.neighbors = None if neighbors is None else check_int_range(neighbors, "neighbors", 2)
-        self.max_iter = check_int_range(max_iter, "max_iter", 1)
-        self.seed = int(seed)
-        self.ensemble = check_int_range(ensemble, "ensemble", 1)
-        self.ensemble_se = check_real_range(ensemble_se, "ensemble_se", 0.0)
-        self.device = device
-        self.model_ = None
+        self.rho_x, self.rho_y, self.lam, self.alpha, self.beta = rho_x, rho_y, lam, alpha, beta
+        self.rho_mult_x, self.rho_mult_y, self.lam_grid = rho_mult_x, rho_mult_y, lam_grid
+        self.alphas, self.betas = alphas, betas
+        self.folds, self.cv_repeats, self.cv_subset, self.metric = folds, cv_repeats, cv_subset, metric
+        self.neighbors, self.max_iter, self.seed = neighbors, max_iter, seed
+        self.ensemble, self.ensemble_se, self.device = ensemble, ensemble_se, device
+        self._validate_params()
+
+    def _validate_params(self):
+        super()._validate_params()
+        if self.beta is not None and float(self.beta) == 1.0:
+            raise ValueError("TwinGPRegressor: beta: expected a real number != 1 (beta = 1 is the Renyi limit), got 1")
+        if any(float(b) == 1.0 for b in self.betas):
+            raise ValueError(f"TwinGPRegressor: betas: expected a non-empty sequence of values != 1, "
+                             f"got {self.betas!r}")
 
     # -- fitting ----------------------------------------------------------------------
     def fit(self, X, Y) -> "TwinGPRegressor":
         """Standardise, select the hyperparameters by CV where not given, build the twin GP.
         ``X`` (N, d_x), ``Y`` (N, d_y); a 1-d ``Y`` is read as one output column."""
-        X = as_tensor(X, "X", ndim=2, min_rows=2)
-        Y = as_tensor(Y, "Y", min_rows=2)
+        self._validate_params()
+        X = as_tensor(X, "X", ndim=2, min_rows=2, detach=True)
+        Y = as_tensor(Y, "Y", min_rows=2, detach=True)
         if Y.dim() == 1:
             Y = Y.unsqueeze(1)
         if Y.dim() != 2:
@@ -152,20 +163,22 @@ class TwinGPRegressor:
         self.cv_ = {}
         if None in (self.rho_x, self.rho_y, self.lam):
             mx, my = median_distance(Z, seed=self.seed), median_distance(W, seed=self.seed)
-            gx = [self.rho_x] if self.rho_x is not None else [mx * r for r in self.rho_mult_x]
-            gy = [self.rho_y] if self.rho_y is not None else [my * r for r in self.rho_mult_y]
-            gl = [self.lam] if self.lam is not None else list(self.lam_grid)
+            gx = [float(self.rho_x)] if self.rho_x is not None else [mx * float(r) for r in self.rho_mult_x]
+            gy = [float(self.rho_y)] if self.rho_y is not None else [my * float(r) for r in self.rho_mult_y]
+            gl = [float(self.lam)] if self.lam is not None else [float(v) for v in self.lam_grid]
             sel = select_kltgp(Zs, Ws, gx, gy, gl, self.metric, k=self.folds, seed=self.seed,
                                neighbors=self._cv_neighbors(Zs), max_iter=self.max_iter, repeats=self.cv_repeats)
             self.cv_["kltgp"] = sel
             self.settings_ = near_ties(sel["scores"], self.ensemble, self.ensemble_se)
         else:
-            self.settings_ = [(self.rho_x, self.rho_y, self.lam)]
+            self.settings_ = [(float(self.rho_x), float(self.rho_y), float(self.lam))]
         self.rho_x_, self.rho_y_, self.lam_ = self.settings_[0]
-        self.alpha_, self.beta_ = self.alpha, self.beta
+        self.alpha_ = None if self.alpha is None else float(self.alpha)
+        self.beta_ = None if self.beta is None else float(self.beta)
         if self.method == "SMTGP" and self.alpha is None:
-            betas = self.betas if self.beta is None else (self.beta,)
-            sel = select_alpha_beta(Zs, Ws, self.rho_x_, self.rho_y_, self.lam_, self.metric, alphas=self.alphas,
+            betas = tuple(self.betas) if self.beta is None else (float(self.beta),)
+            sel = select_alpha_beta(Zs, Ws, self.rho_x_, self.rho_y_, self.lam_, self.metric,
+                                    alphas=tuple(map(float, self.alphas)),
                                     betas=betas, k=self.folds, seed=self.seed, neighbors=self._cv_neighbors(Zs),
                                     max_iter=self.max_iter)
             self.cv_["alpha_beta"] = sel
@@ -184,11 +197,10 @@ class TwinGPRegressor:
 
     # -- prediction ---------------------------------------------------------------------
     def _check_fitted(self):
-        if self.model_ is None:
-            raise RuntimeError("TwinGPRegressor: call fit(X, Y) before predict()")
+        super()._check_fitted("model_", "fit(X, Y)")
 
     def _check_test(self, Xt) -> torch.Tensor:
-        Xt = as_tensor(Xt, "Xt", ndim=2, min_rows=1)
+        Xt = as_tensor(Xt, "Xt", ndim=2, min_rows=1, detach=True)
         if Xt.shape[1] != self.model_.dx:
             raise ValueError(f"Xt: test inputs have dimension {Xt.shape[1]}, but the training inputs X "
                              f"have dimension {self.model_.dx}")
@@ -236,10 +248,12 @@ class TwinGPRegressor:
         self._check_fitted()
         Zt = self.sx_.transform(self._check_test(Xt))
         out = self._predict_std(Zt, return_info, method, members)
-        if return_info:
-            return self.sy_.inverse(out[0]), out[1]
-        return self.sy_.inverse(out)
+        pred = self.sy_.inverse(out[0] if return_info else out)
+        # numpy in -> numpy out; a tensor in -> a tensor on its device
+        pred = pred.detach().to(Xt.device) if isinstance(Xt, torch.Tensor) else pred.detach().cpu().numpy()
+        return (pred, out[1]) if return_info else pred
 
+    @own_params
     def to_inference_data(self, Xt, Y_true=None, *, num_samples: int = 200, seed: int = 0):
         """ArviZ data of the prediction through the Pyro model
         (:func:`tandem.models.twin_gp.model`) with the point-mass guide at the prediction,
@@ -265,13 +279,10 @@ class TwinGPRegressor:
         pred = self._predict_std(Zt)
         method, a, _ = self._effective()
         prefix = "twin_gp_regressor"
-        store = pyro.get_param_store()
-        for name in (f"{prefix}_y_loc",):  # a parameter left from another call would be reused
-            if name in store:
-                del store[name]
+        pyro.clear_param_store()            # this object's own store (own_params): the point mass only
         idata = posterior_predictive(model, Guide(init=pred, prefix=prefix), self.model_, Zt, method, a,
                                      num_samples=1, dims=dims(), log_likelihood=False)
-        del store[f"{prefix}_y_loc"]
+        pyro.clear_param_store()
         L = self._laplace_cholesky(Zt, pred.detach(), method, a)                  # H_b = L_b L_bᵀ
         sc = torch.as_tensor(np.asarray(self.sy_.scale, dtype=float), dtype=pred.dtype, device=pred.device)
         sc = sc.reshape(-1).expand(pred.shape[1])

@@ -1,0 +1,337 @@
+"""Declared parameter constraints and the estimator contract shared by every entry point.
+
+Every public parameter of every estimator, config dataclass and driver entry point
+declares its constraint once, in the spirit of scikit-learn's ``_parameter_constraints``:
+a dict ``name -> [constraint, ...]``; a value is valid when it satisfies at least one
+constraint of its list. :func:`validate_params` checks a mapping of values against such a
+declaration and raises an :class:`InvalidParameterError` (a ``ValueError`` and a ``TypeError``, as
+scikit-learn's) whose message names the parameter, says what was expected and what was
+given. A value for a name that has no declaration is a ``TypeError`` too, so an undeclared
+public parameter cannot slip through
+(``tests/test_estimator_contract.py`` walks every declaration with bad values).
+
+Constraints
+-----------
+``None`` (the value ``None``), :class:`Interval` (integers or reals in an interval; NaN
+always refused, ±inf only with ``inf_ok``), :class:`Options` (one of a set), :class:`InstanceOf`,
+:class:`Boolean`, :class:`Callable`, :class:`Seed` (integer in [0, 2³²)), :class:`Device`
+(a torch device; ``"cuda"`` without CUDA is the early ``ValueError`` of
+:func:`tandem.inference.validation.resolve_device`), :class:`SequenceOf`, :class:`AnyValue`
+(explicitly free, with the reason; checked elsewhere, e.g. arrays).
+
+The estimator contract (:class:`TandemEstimator`): scikit-learn's ``BaseEstimator``
+(``get_params``/``set_params``/``clone``/repr from the ``__init__`` signature), the
+declared constraints checked at construction and again when ``fit`` runs (after
+``set_params``), learned state in attributes ending in ``_``, one
+:class:`~tandem.inference.validation.NotFittedError`, and the estimator's own Pyro
+parameter store (:meth:`TandemEstimator._param_scope`): the estimator's parameters are
+swapped into Pyro's global store only while one of its methods runs, so two fitted
+estimators never share parameters and the user's own store is left as it was.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import pyro
+from pyro.params.param_store import ParamStoreDict
+from sklearn.base import BaseEstimator
+
+from tandem.inference.validation import NotFittedError, resolve_device
+
+__all__ = ["Interval", "Options", "InstanceOf", "Boolean", "Callable", "Seed", "Device", "SequenceOf", "OneOf",
+           "AnyValue", "validate_params", "check_param", "InvalidParameterError", "TandemEstimator", "own_params",
+           "NotFittedError"]
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (Integral, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (Real, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+class _Constraint:
+    """Base: ``type_ok(v)`` (the value is of a type this constraint speaks about) and ``ok(v)``."""
+
+    def type_ok(self, v) -> bool:
+        return self.ok(v)
+
+    def ok(self, v) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Interval(_Constraint):
+    """``kind`` (``Integral`` or ``Real``) in ``[low, high]``; ``closed``: "both", "left",
+    "right" or "neither"; ``None`` bounds are open-ended. NaN is never valid; ±inf only with
+    ``inf_ok`` (reals). Integers are valid reals; bools are neither."""
+
+    def __init__(self, kind, low=None, high=None, closed: str = "both", inf_ok: bool = False):
+        self.kind, self.low, self.high, self.closed, self.inf_ok = kind, low, high, closed, inf_ok
+
+    def type_ok(self, v) -> bool:
+        return _is_int(v) if self.kind is Integral else _is_real(v)
+
+    def ok(self, v) -> bool:
+        if not self.type_ok(v):
+            return False
+        x = float(v)
+        if math.isnan(x) or (math.isinf(x) and not self.inf_ok):
+            return False
+        lo_closed = self.closed in ("both", "left")
+        hi_closed = self.closed in ("both", "right")
+        if self.low is not None and (x < self.low if lo_closed else x <= self.low):
+            return False
+        if self.high is not None and (x > self.high if hi_closed else x >= self.high):
+            return False
+        return True
+
+    def __str__(self):
+        what = "an integer" if self.kind is Integral else "a real number"
+        lo = "-inf" if self.low is None else self.low
+        hi = "inf" if self.high is None else self.high
+        lb = "[" if self.closed in ("both", "left") and self.low is not None else "("
+        rb = "]" if self.closed in ("both", "right") and self.high is not None else ")"
+        return f"{what} in {lb}{lo}, {hi}{rb}" + (" (inf allowed)" if self.inf_ok else "")
+
+
+class Options(_Constraint):
+    """One of ``options`` (values of type ``kind``, default ``str``)."""
+
+    def __init__(self, options, kind=str):
+        self.options, self.kind = tuple(options), kind
+
+    def type_ok(self, v) -> bool:
+        return isinstance(v, self.kind)
+
+    def ok(self, v) -> bool:
+        return isinstance(v, self.kind) and v in self.options
+
+    def __str__(self):
+        return "one of " + ", ".join(repr(o) for o in self.options)
+
+
+class InstanceOf(_Constraint):
+    def __init__(self, *types, what: str | None = None):
+        self.types, self.what = types, what
+
+    def ok(self, v) -> bool:
+        return isinstance(v, self.types)
+
+    def __str__(self):
+        return self.what or "an instance of " + " or ".join(t.__name__ for t in self.types)
+
+
+class Boolean(_Constraint):
+    def ok(self, v) -> bool:
+        return isinstance(v, (bool, np.bool_))
+
+    def __str__(self):
+        return "a bool"
+
+
+class Callable(_Constraint):
+    def ok(self, v) -> bool:
+        return callable(v)
+
+    def __str__(self):
+        return "a callable"
+
+
+class Seed(Interval):
+    """An integer seed in [0, 2³²)."""
+
+    def __init__(self):
+        super().__init__(Integral, 0, 2 ** 32 - 1)
+
+
+class Device(_Constraint):
+    """A torch device ("cpu", "cuda", "cuda:1", ``torch.device``); CUDA must be available."""
+
+    def type_ok(self, v) -> bool:
+        import torch
+        return isinstance(v, (str, torch.device))
+
+    def ok(self, v) -> bool:
+        if not self.type_ok(v):
+            return False
+        resolve_device(v)   # raises the documented ValueError (bad name, CUDA not available)
+        return True
+
+    def __str__(self):
+        return "a torch device ('cpu', 'cuda', 'cuda:<index>')"
+
+
+class SequenceOf(_Constraint):
+    """A list/tuple (``nonempty`` by default) whose every entry satisfies ``item``."""
+
+    def __init__(self, item: _Constraint, nonempty: bool = True, length: int | None = None):
+        self.item, self.nonempty, self.length = item, nonempty, length
+
+    def type_ok(self, v) -> bool:
+        return isinstance(v, (list, tuple, np.ndarray)) and not isinstance(v, str)
+
+    def ok(self, v) -> bool:
+        if not self.type_ok(v) or (self.nonempty and len(v) == 0):
+            return False
+        if self.length is not None and len(v) != self.length:
+            return False
+        return all(self.item.ok(x) for x in v)
+
+    def __str__(self):
+        n = f" of length {self.length}" if self.length is not None else (" (non-empty)" if self.nonempty else "")
+        return f"a sequence{n} of {self.item}"
+
+
+class OneOf(_Constraint):
+    """Any of ``constraints`` (``None`` allowed among them): for the items of a sequence."""
+
+    def __init__(self, *constraints):
+        self.constraints = constraints
+
+    def type_ok(self, v) -> bool:
+        return any(_type_matches(c, v) for c in self.constraints)
+
+    def ok(self, v) -> bool:
+        return any(_satisfies(c, v) for c in self.constraints)
+
+    def __str__(self):
+        return " or ".join("None" if c is None else str(c) for c in self.constraints)
+
+
+class AnyValue(_Constraint):
+    """Explicitly free at this level (``reason`` says where it is checked, e.g. arrays)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def ok(self, v) -> bool:
+        return True
+
+    def __str__(self):
+        return f"anything ({self.reason})"
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter outside its declared constraint: both a ``ValueError`` and a ``TypeError``
+    (as scikit-learn's), so callers may catch either."""
+
+
+def _satisfies(c, v) -> bool:
+    return v is None if c is None else c.ok(v)
+
+
+def _type_matches(c, v) -> bool:
+    return v is None if c is None else c.type_ok(v)
+
+
+def check_param(constraints: list, name: str, value, where: str = "") -> None:
+    """Raise ``TypeError``/``ValueError`` naming ``name`` unless ``value`` satisfies one of ``constraints``."""
+    for c in constraints:
+        try:
+            if _satisfies(c, value):
+                return
+        except ValueError as e:          # a constraint with its own message (Device)
+            msg = str(e)
+            raise InvalidParameterError(f"{where}{msg}" if msg.startswith(f"{name}:")
+                                        else f"{where}{name}: {msg}") from None
+    want = " or ".join("None" if c is None else str(c) for c in constraints)
+    prefix = f"{where}{name}"
+    if not any(_type_matches(c, value) for c in constraints):
+        raise InvalidParameterError(f"{prefix}: expected {want}, got {value!r} of type {type(value).__name__}")
+    raise InvalidParameterError(f"{prefix}: expected {want}, got {value!r}")
+
+
+def validate_params(declaration: dict, values: dict, where: str = "") -> None:
+    """Check every ``values[name]`` against ``declaration[name]`` (see the module docstring).
+
+    ``where`` prefixes the messages (e.g. ``"McGPDS: "``). A name without a declaration is a
+    ``TypeError`` (an unknown keyword, or a public parameter someone forgot to declare)."""
+    for name, value in values.items():
+        if name not in declaration:
+            raise TypeError(f"{where}unknown parameter {name!r}; expected one of {sorted(declaration)}")
+        check_param(declaration[name], name, value, where)
+
+
+# --------------------------------------------------------------------------- estimators
+class TandemEstimator(BaseEstimator):
+    """The contract every tandem estimator follows (see the module docstring).
+
+    A subclass sets ``_parameter_constraints`` (one entry per ``__init__`` parameter) and
+    calls ``self._validate_params()`` at the end of ``__init__`` and first thing in ``fit``;
+    methods that touch Pyro parameters are wrapped in :func:`own_params`.
+    """
+
+    _parameter_constraints: dict = {}
+
+    def _validate_params(self):
+        validate_params(self._parameter_constraints, self.get_params(deep=False), f"{type(self).__name__}: ")
+
+    def _check_fitted(self, attr: str = "fitted_", what: str = "fit"):
+        if getattr(self, attr, None) is None:
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call {what} "
+                                 "before using this method")
+
+    @contextlib.contextmanager
+    def _param_scope(self):
+        """Swap this estimator's own Pyro parameters (``param_store_``) into the global store
+        for the duration of the block, and the user's back afterwards (re-entrant)."""
+        if self.__dict__.get("_scope_depth", 0):
+            self._scope_depth += 1
+            try:
+                yield
+            finally:
+                self._scope_depth -= 1
+            return
+        glob = pyro.get_param_store()
+        mine = self.__dict__.get("param_store_")
+        if mine is glob:            # explicitly shares the global store (low-level tests/tools)
+            yield
+            return
+        if mine is None:
+            mine = ParamStoreDict()
+        saved = (glob._params, glob._param_to_name, glob._constraints)
+        glob._params, glob._param_to_name, glob._constraints = mine._params, mine._param_to_name, mine._constraints
+        self._scope_depth = 1
+        try:
+            yield
+        finally:
+            # the block may have cleared the store (new dicts): keep what it holds now
+            mine._params, mine._param_to_name, mine._constraints = (glob._params, glob._param_to_name,
+                                                                     glob._constraints)
+            glob._params, glob._param_to_name, glob._constraints = saved
+            self._scope_depth = 0
+            if mine._params or "param_store_" in self.__dict__:
+                self.param_store_ = mine
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("_scope_depth", None)
+        store = state.pop("param_store_", None)
+        if store is not None:   # Pyro keeps weak references in a store: pickle its plain state
+            state["_param_store_state"] = store.get_state()
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        saved = state.pop("_param_store_state", None)
+        super().__setstate__(state)
+        if saved is not None:
+            store = ParamStoreDict()
+            store.set_state(saved)
+            self.param_store_ = store
+
+
+def own_params(method):
+    """Decorator: run ``method`` inside the estimator's own Pyro parameter store."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._param_scope():
+            return method(self, *args, **kwargs)
+
+    return wrapper
