@@ -38,6 +38,7 @@ from tandem.inference.checkpoints import (
     load_checkpoint,
     save_atomic,
 )
+from tandem.inference.persistence import check_writable
 from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["fit", "minimize", "FitResult", "LBFGS", "fit_fingerprint"]
@@ -263,10 +264,7 @@ def _nonfinite_message(desc: str, value: float, step: int, optim) -> str:
 def _check_writable(path: Path) -> None:
     """Fail before training, not at the first checkpoint save, when ``path`` cannot be written."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
-        probe.write_bytes(b"")
-        probe.unlink()
+        check_writable(path.parent)
     except OSError as err:
         raise ValueError(f"checkpoint: cannot write {path} ({err.strerror or err}); "
                          "choose a checkpoint path in a folder you can write to") from None
