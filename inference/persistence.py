@@ -440,7 +440,10 @@ def load_estimator(cls, path, map_location=None):
     """Inverse of :func:`save_estimator`: a ``cls`` instance rebuilt from ``path``.
 
     The file must have been written for ``cls`` (else :class:`PersistenceError` naming it)."""
-    z = load(path, _kind(cls), map_location)
+    try:
+        z = load(path, _kind(cls), map_location)
+    except PersistenceError as err:
+        raise PersistenceError(f"{cls.__name__}.load: {err}; expected a file written by {cls.__name__}.save") from None
     if not isinstance(z, dict) or not isinstance(z.get("state"), dict):
         raise PersistenceError(f"{path} is damaged (no estimator state)")
     est = cls.__new__(cls)
