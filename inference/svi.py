@@ -11,6 +11,7 @@ the data (shapes and a hash of the contents), and a different run is refused.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import time
@@ -261,6 +262,17 @@ def _nonfinite_message(desc: str, value: float, step: int, optim) -> str:
     return f"{head}; lower the learning rate or check the data scaling"
 
 
+def _accepts(fn, args, kwargs) -> bool:
+    """Whether ``fn(*args, **kwargs)`` binds to ``fn``'s signature (True when it cannot be inspected)."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
 def _check_writable(path: Path) -> None:
     """Fail before training, not at the first checkpoint save, when ``path`` cannot be written."""
     try:
@@ -422,7 +434,10 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             return torch_opt.state_dict()
     else:
         if state is not None:
-            poutine.block(poutine.trace(guide).get_trace)(*args, **kwargs)
+            if _accepts(guide, args, kwargs):
+                # build a lazily built guide first; a guide that the loss calls with other
+                # arguments (e.g. a minibatch index) creates its parameters on demand instead
+                poutine.block(poutine.trace(guide).get_trace)(*args, **kwargs)
             restore_params()
             optim.set_state(state["optim"])
         svi = SVI(model, guide, optim, loss)

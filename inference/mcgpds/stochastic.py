@@ -848,19 +848,22 @@ class StochasticMcGPDS:
         return pyro.optim.ClippedAdam({"lr": cfg.lr, "lrd": lrd, "clip_norm": 1e6})
 
     def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
-            checkpoint=None):
+            checkpoint=None, checkpoint_every: int = 100):
         """Fit through :func:`tandem.inference.fit`: per step an L-BFGS local step on the drawn
         windows' q(X), q(V), q(U) at their optimum, Adam on the hyperparameters.
 
         ``loss_wrapper``: e.g. :class:`tandem.inference.distributed.DataParallelLoss` (called
-        with the objective) for data-parallel training. Returns ``self``.
+        with the objective) for data-parallel training. ``checkpoint``, ``checkpoint_every``: as in
+        :func:`tandem.inference.fit` — a run killed part-way resumes from the file and ends where
+        the uninterrupted run ends. Returns ``self``.
         """
         self.data = self.prepare(views, times, seq_ids, seed)
         pyro.clear_param_store()
         return self.train(int(self.config.num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
-                          checkpoint=checkpoint)
+                          checkpoint=checkpoint, checkpoint_every=checkpoint_every)
 
-    def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None):
+    def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None,
+              checkpoint_every: int = 100):
         """``num_steps`` more steps on the prepared data, keeping the parameter store (a fresh
         optimiser state). Sets ``result`` and returns ``self``."""
         cfg = self.config
@@ -870,7 +873,7 @@ class StochasticMcGPDS:
         loss = self.objective if loss_wrapper is None else loss_wrapper(self.objective)
         self.result = fit(model_params, guide_params, self.data, loss=loss, optim=self.optimizer(),
                           num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
-                          clear_params=False, desc="McGPDS (stochastic)")
+                          checkpoint_every=checkpoint_every, clear_params=False, desc="McGPDS (stochastic)")
         return self
 
     # ------------------------------------------------------------------ evaluation
