@@ -36,6 +36,7 @@ import json
 import math
 import os
 import tempfile
+import types
 from pathlib import Path, PurePath
 from typing import Any, Callable
 
@@ -183,6 +184,10 @@ class _Encoder:
             a = np.ascontiguousarray(obj)
             raw = torch.from_numpy(np.frombuffer(a.tobytes(), dtype=np.uint8).copy())
             return {"$A": self._add(raw), "dtype": a.dtype.str, "shape": list(a.shape)}
+        if _is_sparse(obj):
+            c = obj.tocsr()
+            return {"$sp": type(obj).__name__, "shape": list(c.shape),
+                    "parts": self.enc((c.data, c.indices, c.indptr), path)}
         if isinstance(obj, tuple) and hasattr(obj, "_fields"):
             return self._object(obj, path)
         if isinstance(obj, tuple):
@@ -212,6 +217,13 @@ class _Encoder:
             if cls.__module__ not in _CONSTRAINT_MODULES:
                 raise TypeError(f"{path}: cannot save the constraint {cls.__qualname__} from {cls.__module__}")
             return {"$cp": _qual(cls), "state": self.enc(dict(vars(obj)), path)}
+        if isinstance(obj, types.FunctionType) or (isinstance(obj, type) and not isinstance(obj, enum.EnumMeta)):
+            mod = getattr(obj, "__module__", "") or ""
+            root = _tandem_root()
+            if (mod == root or mod.startswith(root + ".")) and "<" not in obj.__qualname__:
+                return {"$fn": f"{mod}:{obj.__qualname__}"}
+            raise TypeError(f"{path}: cannot save the function or class {mod}.{getattr(obj, '__qualname__', obj)} "
+                            "(only module-level functions and classes of tandem are stored, by name)")
         if isinstance(obj, enum.Enum):
             if not _is_tandem(obj):
                 raise TypeError(f"{path}: cannot save the enum {_qual(type(obj))} (only tandem's own)")
@@ -235,6 +247,14 @@ class _Encoder:
         if isinstance(state, tuple) and len(state) == 2 and state[0] is None:   # __slots__ only
             state = state[1]
         return {"$o": _qual(cls), "state": self.enc(state, path)}
+
+
+def _is_sparse(obj) -> bool:
+    mod = type(obj).__module__ or ""
+    if not mod.startswith("scipy.sparse"):
+        return False
+    import scipy.sparse as sp
+    return sp.issparse(obj)
 
 
 def _is_tandem(obj) -> bool:
@@ -283,6 +303,13 @@ def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per
             a = np.empty(len(vals), dtype=object)
             a[:] = vals
             return a.reshape(tuple(n["shape"]))
+        if tag == "$sp":
+            import scipy.sparse as sp
+            data, indices, indptr = dec(n["parts"])
+            c = sp.csr_matrix((data, indices, indptr), shape=tuple(n["shape"]))
+            fmt = str(n["$sp"])
+            return c if fmt.startswith("csr") else c.asformat(fmt[:3]) if fmt[:3] in (
+                "csc", "coo", "lil", "dok", "bsr", "dia") else c
         if tag == "$np":
             return np.dtype(n["$np"]).type(dec(n["v"]))
         if tag == "$f":
@@ -327,6 +354,17 @@ def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per
             c = cls.__new__(cls)
             c.__dict__.update(dec(n["state"]))
             return c
+        if tag == "$fn":
+            mod, _, qual = n["$fn"].partition(":")
+            root = _tandem_root()
+            if not (mod == root or mod.startswith(root + ".")):
+                raise PersistenceError(f"refers to {n['$fn']!r}, outside tandem")
+            obj = importlib.import_module(mod)
+            for part in qual.split("."):
+                obj = getattr(obj, part)
+            if not (isinstance(obj, (types.FunctionType, type))):
+                raise PersistenceError(f"refers to {n['$fn']!r}, not a function or class")
+            return obj
         if tag == "$enum":
             cls = _resolve(n["$enum"], (_tandem_root(),))
             if not issubclass(cls, enum.Enum):
@@ -408,7 +446,7 @@ def _kind(cls) -> str:
     return f"estimator:{cls.__qualname__}"
 
 
-def save_estimator(est, path) -> Path:
+def save_estimator(est, path, extra=None) -> Path:
     """Save an estimator: its class, its init parameters (``get_params`` where defined) and
     its state (``__getstate__``: every attribute, fitted ones ending in ``_``) in the safe format.
 
@@ -432,12 +470,14 @@ def save_estimator(est, path) -> Path:
             encode(params, "params")
         except TypeError:
             params = None
-    obj = {"class": f"{type(est).__module__}:{type(est).__qualname__}", "params": params, "state": keep}
+    obj = {"class": f"{type(est).__module__}:{type(est).__qualname__}", "params": params, "state": keep,
+           "extra": extra}
     return dump(obj, path, _kind(type(est)))
 
 
-def load_estimator(cls, path, map_location=None):
-    """Inverse of :func:`save_estimator`: a ``cls`` instance rebuilt from ``path``.
+def load_estimator(cls, path, map_location=None, with_extra: bool = False):
+    """Inverse of :func:`save_estimator`: a ``cls`` instance rebuilt from ``path`` (and the
+    ``extra`` value given to :func:`save_estimator` when ``with_extra``).
 
     The file must have been written for ``cls`` (else :class:`PersistenceError` naming it)."""
     try:
@@ -454,4 +494,4 @@ def load_estimator(cls, path, map_location=None):
         est.__setstate__(state)
     else:
         est.__dict__.update(state)
-    return est
+    return (est, z.get("extra")) if with_extra else est

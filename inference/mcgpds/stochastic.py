@@ -97,6 +97,7 @@ from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms, set_optimal_inducing
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, view_sites
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
+from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.svi import fit
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
@@ -875,6 +876,22 @@ class StochasticMcGPDS:
                           num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
                           checkpoint_every=checkpoint_every, clear_params=False, desc="McGPDS (stochastic)")
         return self
+
+    # ------------------------------------------------------------------ save / load
+    def save(self, path) -> None:
+        """Write this object (settings, prepared data, fit result and its Pyro parameters) to
+        ``path`` in tandem's safe format (plain tensors + JSON), atomically."""
+        store = getattr(self, "param_store_", None)
+        save_estimator(self, path, extra=None if store is not None else pyro.get_param_store().get_state())
+
+    @classmethod
+    def load(cls, path, map_location=None) -> "StochasticMcGPDS":
+        """Read an object written by :meth:`save` (its Pyro parameters are put back into the
+        parameter store). Nothing is unpickled: a damaged or foreign file raises ``ValueError``."""
+        m, params = load_estimator(cls, path, map_location, with_extra=True)
+        if params is not None:
+            pyro.get_param_store().set_state(params)
+        return m
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()

@@ -35,6 +35,7 @@ import torch
 from tandem.guides.twin_gp import Guide
 from tandem.inference.distances import Standardizer, median_distance
 from tandem.inference.metrics import mean_abs_error
+from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
 from tandem.inference.twin_gp.predictor import METHODS, TwinGP
@@ -182,6 +183,19 @@ class TwinGPRegressor:
         return min(self.neighbors, Zs.shape[0] - -(-Zs.shape[0] // self.folds))
 
     # -- prediction ---------------------------------------------------------------------
+    # ------------------------------------------------------------------ save / load
+    def save(self, path) -> None:
+        """Write this object (settings and fitted state) to ``path`` in tandem's safe format
+        (:func:`tandem.inference.persistence.save_estimator`: plain tensors/arrays + JSON),
+        atomically: a kill or full disk during the write leaves the previous file intact."""
+        save_estimator(self, path)
+
+    @classmethod
+    def load(cls, path, map_location=None):
+        """Read an object written by :meth:`save`; ``map_location`` puts its tensors on that
+        device. Nothing is unpickled: a damaged or foreign file raises ``ValueError`` naming it."""
+        return load_estimator(cls, path, map_location)
+
     def _check_fitted(self):
         if self.model_ is None:
             raise RuntimeError("TwinGPRegressor: call fit(X, Y) before predict()")
