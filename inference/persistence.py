@@ -29,7 +29,6 @@ wrong-kind file raises :class:`PersistenceError` (a ``ValueError``) naming the f
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 import importlib
 import json
@@ -228,7 +227,7 @@ class _Encoder:
             if not _is_tandem(obj):
                 raise TypeError(f"{path}: cannot save the enum {_qual(type(obj))} (only tandem's own)")
             return {"$enum": _qual(type(obj)), "name": obj.name}
-        if _is_tandem(obj) and not isinstance(obj, type) and (dataclasses.is_dataclass(obj) or not callable(obj)):
+        if _is_tandem(obj) and not isinstance(obj, type):
             return self._object(obj, path)
         raise TypeError(f"{path}: cannot save a value of type {_qual(type(obj))} "
                         "(tandem files hold tensors, arrays, plain values and tandem objects only)")

@@ -98,7 +98,7 @@ def _samtc():
     from tandem.inference.samtc import SAMTC
     from tandem.inference.samtc.simulate import simulate_tasks
     sim = simulate_tasks(n_tasks=2, n_shared=2, n_private=(1, 0), d=2, sigma=0.5, separation=5.0,
-                         n_points=(40, 30), seed=0)
+                         n_points=(60, 40), seed=0)
     m = SAMTC(sim.h, seed=0).fit(sim.tasks)
     return m, lambda est: np.concatenate([np.asarray(v) for v in est.labels_])
 
@@ -129,6 +129,8 @@ def test_save_load_round_trip_gives_the_same_predictions(fitted, tmp_path):
     path = tmp_path / "model.pt"
     est.save(path)
     assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]     # no temporary file left
+    import pyro
+    pyro.clear_param_store()               # as in a fresh process: everything comes from the file
     loaded = type(est).load(path)
     assert type(loaded) is type(est)
     np.testing.assert_allclose(np.asarray(predict(loaded)), before, rtol=1e-12, atol=1e-12)
