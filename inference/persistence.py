@@ -436,7 +436,7 @@ def load(path, kind: str | None = None, map_location=None):
         return decode(tree, tensors, map_location)
     except PersistenceError as err:
         raise PersistenceError(f"{path}: {err}") from None
-    except (KeyError, TypeError, ValueError, AttributeError, ImportError, IndexError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, ImportError, IndexError, RecursionError) as err:
         raise PersistenceError(f"{path} is damaged ({type(err).__name__}: {err})") from None
 
 
