@@ -443,3 +443,12 @@ def test_damaged_text_archives_name_the_file(tmp_path, monkeypatch, loader, rel)
         arch.write_bytes(damaged)
         with pytest.raises(ValueError, match=arch.name):
             getattr(T, loader)(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["SAMTC", "CoupledProjections"])
+def test_save_after_to_inference_data_round_trips(name, tmp_path):
+    est, predict = ESTIMATORS[name]()
+    est.to_inference_data(num_samples=5, **({"num_steps": 5} if name == "CoupledProjections" else {}))
+    est.save(tmp_path / "m.pt")
+    loaded = type(est).load(tmp_path / "m.pt")
+    np.testing.assert_array_equal(np.asarray(predict(loaded)), np.asarray(predict(est)))
