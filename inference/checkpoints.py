@@ -13,8 +13,8 @@ one way to say what "its own" means and to refuse anything else:
 * :func:`fingerprint_diff` lists the paths whose values differ, for an error message
   that names what changed.
 * :func:`content_hash` is one short hash of any such values (a cache key).
-* :func:`save_atomic` writes with ``torch.save`` to a temporary file and ``os.replace``
-  so that a kill mid-write leaves the previous file intact.
+* :func:`save_atomic` writes in the safe format of :mod:`tandem.inference.persistence`
+  (``tempfile.mkstemp`` + fsync + ``os.replace``) so that a kill mid-write leaves the previous file intact.
 * :func:`load_checkpoint` reads a file written by :func:`save_atomic` and checks its
   ``kind`` tag; an empty, truncated or foreign file raises :class:`CheckpointError`
   naming the file and telling the user to delete it (instead of ``EOFError`` or an
@@ -26,15 +26,14 @@ import dataclasses
 import enum
 import hashlib
 import math
-import os
-import pickle
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
+
+from tandem.inference.persistence import PersistenceError, dump, load
 
 __all__ = ["CheckpointError", "fingerprint", "fingerprint_diff", "check_fingerprint", "content_hash",
            "describe_callable", "save_atomic", "load_checkpoint"]
@@ -236,43 +235,27 @@ def content_hash(*values, length: int = 16) -> str:
 
 
 def save_atomic(obj: Any, path) -> Path:
-    """``torch.save(obj)`` to ``path`` through a temporary file and ``os.replace``.
-
-    A crash or kill during the write leaves the previous file (if any) untouched. The
-    parent folder is created.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    """Write ``obj`` to ``path`` in tandem's safe format (:func:`tandem.inference.persistence.dump`,
+    kind ``obj["kind"]`` for a dict with one), atomically: a crash or kill during the write
+    leaves the previous file (if any) untouched. The parent folder is created."""
+    kind = obj.get("kind", "checkpoint") if isinstance(obj, dict) else "checkpoint"
+    return dump(obj, path, str(kind))
 
 
 def load_checkpoint(path, kind: str) -> dict:
     """Read a checkpoint written by :func:`save_atomic` whose ``"kind"`` entry is ``kind``.
 
+    Read with the safe reader (``torch.load(weights_only=True)``; nothing is unpickled).
     Raises :class:`CheckpointError` naming ``path`` — and saying to delete it — when the
-    path is a folder, the file is empty, truncated, not a torch file, or holds something
+    path is a folder, the file is empty, truncated, not a tandem file, or holds something
     other than a ``kind`` checkpoint.
     """
     path = Path(path)
     remedy = f"delete {path} (or choose another checkpoint path) to start afresh"
-    if path.is_dir():
-        raise CheckpointError(f"checkpoint {path} is a folder, expected a file; {remedy}")
-    if path.stat().st_size == 0:
-        raise CheckpointError(f"checkpoint {path} is empty (a write was interrupted?); {remedy}")
     try:
-        # weights_only=False: the state holds Pyro constraint objects and RNG tuples
-        state = torch.load(path, weights_only=False, map_location="cpu")
-    except (EOFError, OSError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError,
-            TypeError, AttributeError, ImportError, IndexError, KeyError) as err:
-        raise CheckpointError(f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); it is truncated, "
-                              f"corrupt or not a tandem checkpoint; {remedy}") from err
+        state = load(path, map_location="cpu")
+    except PersistenceError as err:
+        raise CheckpointError(f"checkpoint {err}; {remedy}") from None
     if not isinstance(state, dict) or state.get("kind") != kind:
         found = state.get("kind") if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(f"checkpoint {path} is not a {kind!r} checkpoint (found {found!r}); it was written "

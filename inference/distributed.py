@@ -55,6 +55,8 @@ import torch.multiprocessing as mp
 from pyro import poutine
 from pyro.infer import ELBO
 
+from tandem.inference.persistence import dump, load
+
 __all__ = [
     "DataParallelLoss",
     "all_reduce_sum",
@@ -198,7 +200,7 @@ def _spawn_entry(rank: int, fn: Callable, world: int, init_file: str, out_dir: s
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         result = fn(rank, world, *args)
-        torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+        dump(result, Path(out_dir) / f"rank{rank}.pt", "spawn-result")
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -209,8 +211,9 @@ def spawn(fn: Callable, world_size: int = 2, *args, backend: str = "gloo", threa
 
     The processes form a ``torch.distributed`` group (``backend``, a ``file://`` rendezvous
     in a temporary folder — nothing leaves the machine). ``fn`` must be importable
-    (module level) and return something ``torch.save`` can write; returns the list of
-    results by rank.
+    (module level) and return something tandem's safe format stores (tensors, arrays, plain
+    values and containers of them, tandem objects; :mod:`tandem.inference.persistence` —
+    nothing is unpickled); returns the list of results by rank.
     """
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size: expected a positive integer, got {world_size!r}")
@@ -218,7 +221,7 @@ def spawn(fn: Callable, world_size: int = 2, *args, backend: str = "gloo", threa
         init_file = os.path.join(tmp, "rendezvous")
         mp.spawn(_spawn_entry, args=(fn, world_size, init_file, tmp, backend, threads, args),
                  nprocs=world_size, join=True)
-        return [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]
+        return [load(Path(tmp) / f"rank{r}.pt", "spawn-result") for r in range(world_size)]
 
 
 def sharded_map(fn: Callable[[Sequence], Any], items: Sequence, combine: Callable[[list], Any] | None = None):

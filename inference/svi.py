@@ -11,6 +11,7 @@ the data (shapes and a hash of the contents), and a different run is refused.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import time
@@ -41,6 +42,7 @@ from tandem.inference.checkpoints import (
 )
 from tandem.inference.params import Boolean, InstanceOf, Interval, validate_params
 from tandem.inference.params import Callable as CallableC
+from tandem.inference.persistence import check_writable
 from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["fit", "minimize", "FitResult", "LBFGS", "fit_fingerprint"]
@@ -266,13 +268,21 @@ def _nonfinite_message(desc: str, value: float, step: int, optim) -> str:
     return f"{head}; lower the learning rate or check the data scaling"
 
 
+def _accepts(fn, args, kwargs) -> bool:
+    """Whether ``fn(*args, **kwargs)`` binds to ``fn``'s signature (True when it cannot be inspected)."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
 def _check_writable(path: Path) -> None:
     """Fail before training, not at the first checkpoint save, when ``path`` cannot be written."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
-        probe.write_bytes(b"")
-        probe.unlink()
+        check_writable(path.parent)
     except OSError as err:
         raise ValueError(f"checkpoint: cannot write {path} ({err.strerror or err}); "
                          "choose a checkpoint path in a folder you can write to") from None
@@ -481,7 +491,10 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             return torch_opt.state_dict()
     else:
         if state is not None:
-            poutine.block(poutine.trace(guide).get_trace)(*args, **kwargs)
+            if _accepts(guide, args, kwargs):
+                # build a lazily built guide first; a guide that the loss calls with other
+                # arguments (e.g. a minibatch index) creates its parameters on demand instead
+                poutine.block(poutine.trace(guide).get_trace)(*args, **kwargs)
             restore_params()
             optim.set_state(state["optim"])
         svi = SVI(model, guide, optim, loss)

@@ -197,7 +197,7 @@ def test_save_atomic_keeps_the_old_file_when_a_write_fails(tmp_path):
     class Unpicklable:
         def __reduce__(self):
             raise RuntimeError("cannot pickle")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(TypeError, match="cannot save"):
         save_atomic({"kind": "k", "v": Unpicklable()}, p)
     assert load_checkpoint(p, "k")["v"] == 1
     assert list(tmp_path.iterdir()) == [p]   # no temporary file left behind

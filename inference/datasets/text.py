@@ -11,7 +11,8 @@ Corpora (read from ``../shared/data``, never copied into the project; see its RE
   LEWISSPLIT in {TRAIN, TEST}, exactly one topic and a non-empty body → 8293 documents,
   65 classes (5946 train / 2347 test).
 
-Parsed corpora are cached (pickle) under ``$TANDEM_CACHE`` or ``~/.cache/tandem``.
+Parsed corpora are cached (tandem's safe format, keyed on the archive's SHA-256) under
+``$TANDEM_CACHE`` or ``~/.cache/tandem``.
 
 Term-document matrices: own tokeniser and tf-idf on scipy.sparse (no scikit-learn):
 lower-case alphabetic tokens of 3–20 letters, a fixed English stop list, vocabulary of
@@ -56,11 +57,12 @@ share a document (a class used by several tasks is split between them).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import html
 import os
-import pickle
 import re
 import tarfile
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +71,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tandem.inference.datasets import data_dir as resolve_data_dir
+from tandem.inference.persistence import PersistenceError, dump, load
 from tandem.inference.validation import check_int_range, require_file
 
 __all__ = ["Corpus", "MultiTaskSet", "load_webkb_raw", "load_webkb_linqs", "load_20news",
@@ -128,24 +131,42 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("TANDEM_CACHE", Path.home() / ".cache" / "tandem"))
 
 
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _cached(name: str, source: Path, build):
-    """Return build() from a pickle cache keyed by name + source size/mtime."""
-    st_ = source.stat()
-    key = f"{name}-v{_CACHE_VERSION}-{st_.st_size}-{int(st_.st_mtime)}.pkl.gz"
+    """Return build() from a cache keyed by name + the SHA-256 of the source file's contents.
+
+    The cache is tandem's safe format (:mod:`tandem.inference.persistence`: nothing is
+    unpickled), written atomically; an unreadable cache file is rebuilt. A damaged source
+    archive (truncated gzip, not a tar file, malformed documents) raises ``ValueError``
+    naming it; so does an archive without a single document of the expected layout."""
+    key = f"{name}-v{_CACHE_VERSION}-{_file_sha256(source)[:24]}.pt"
+    kind = f"corpus:{name}/{_CACHE_VERSION}"
     path = _cache_dir() / key
     if path.exists():
         try:
-            with gzip.open(path, "rb") as f:
-                return pickle.load(f)
-        except Exception:  # corrupt cache: rebuild
+            obj = load(path, kind)
+            if isinstance(obj, Corpus):
+                return obj
+        except (PersistenceError, OSError):  # corrupt or foreign cache: rebuild
             pass
-    obj = build()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with gzip.open(tmp, "wb") as f:
-            pickle.dump(obj, f)
-        tmp.replace(path)
+        obj = build()
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError, AttributeError,
+            UnicodeDecodeError) as err:
+        raise ValueError(f"{source}: cannot read the archive ({type(err).__name__}: {err}); the file is "
+                         f"damaged or truncated: download it again ({_HINT})") from None
+    if not obj.texts:
+        raise ValueError(f"{source}: the archive holds no documents of the expected layout; it is not the "
+                         f"expected archive or it is damaged: download it again ({_HINT})")
+    try:
+        dump(obj, path, kind)
     except OSError:
         pass
     return obj
@@ -205,13 +226,32 @@ def load_webkb_linqs(data_dir=None, universities=UNIVERSITIES):
         path = require_file(_data_dir(data_dir) / "webkb" / "linqs" / f"{u}.content",
                             f"WebKB LINQS file for {u}", _HINT)
         rows, labels, urls = [], [], []
-        for line in path.read_text().splitlines():
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not a text file ({err}); the LINQS .content file is damaged") from None
+        for lineno, line in enumerate(text.splitlines(), start=1):
             f = line.split()
             if not f:
                 continue
+            if len(f) < 3:
+                raise ValueError(f"{path}, line {lineno}: expected '<url> <word flags...> <label>', got "
+                                 f"{len(f)} field(s); the LINQS .content file is damaged")
+            try:
+                row = np.array(f[1:-1], dtype=np.float64)
+            except ValueError:
+                raise ValueError(f"{path}, line {lineno}: the word flags are not numbers; the LINQS .content "
+                                 "file is damaged") from None
+            if rows and row.size != rows[0].size:
+                raise ValueError(f"{path}, line {lineno}: {row.size} word flags, but line 1 has {rows[0].size}; "
+                                 "the LINQS .content file is damaged")
+            if not np.all(np.isfinite(row)):
+                raise ValueError(f"{path}, line {lineno}: non-finite word flags; the LINQS .content file is damaged")
             urls.append(f[0])
             labels.append(f[-1])
-            rows.append(np.array(f[1:-1], dtype=np.float64))
+            rows.append(row)
+        if not rows:
+            raise ValueError(f"{path}: no documents; the LINQS .content file is empty or damaged")
         out[u] = (sp.csr_matrix(np.vstack(rows)), np.array(labels), urls)
     return out
 

@@ -31,8 +31,26 @@ def centre_mask() -> np.ndarray:
 
 
 def _label_counts(path: Path) -> np.ndarray:
-    rows = [np.array([float(v) for v in line.split(",")]) for line in path.read_text().split()
-            if line.strip()]
+    """Images per digit from a GPML label file: 10 comma-separated rows of ±1, one +1 per column.
+
+    A damaged file (not text, non-numeric entries, ragged rows, no rows) raises ``ValueError``
+    naming it and the line."""
+    try:
+        lines = [ln for ln in path.read_text().split() if ln.strip()]
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not a text file ({err}); the USPS label file is damaged") from None
+    rows = []
+    for i, line in enumerate(lines, start=1):
+        try:
+            rows.append(np.array([float(v) for v in line.split(",")]))
+        except ValueError:
+            raise ValueError(f"{path}: row {i} holds a value that is not a number; the USPS label file is "
+                             "damaged (expected 10 rows of comma-separated ±1)") from None
+        if rows[-1].size != rows[0].size:
+            raise ValueError(f"{path}: row {i} has {rows[-1].size} labels, row 1 has {rows[0].size}; the USPS "
+                             "label file is damaged or truncated")
+    if not rows:
+        raise ValueError(f"{path}: no label rows; the USPS label file is empty or damaged")
     L = np.stack(rows)  # (10, n) of ±1
     if L.shape[0] != 10 or not np.all(np.abs(L) == 1):
         raise ValueError(f"{path}: expected 10 rows of ±1 labels, got shape {L.shape}")

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import os
 import random
 from pathlib import Path
 
 import numpy as np
 import pyro
 import torch
+
+from tandem.inference.persistence import check_writable
 
 __all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "number_type", "int_at_least", "positive_int",
            "fraction_list", "grid_step", "seed_int"]
@@ -76,10 +77,7 @@ def prepare_out(args) -> Path:
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: exists and is not a folder; expected a folder for the results")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        check_writable(out)
     except OSError as err:
         raise ValueError(f"--out {out}: cannot write there ({err.strerror or err}); "
                          "choose a folder you can write to") from None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import sys
 from pathlib import Path
@@ -22,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pyro
 import torch
+
+from tandem.inference.persistence import write_text_atomic
 
 
 def environment() -> dict:
@@ -106,14 +107,7 @@ class Results:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"{self.experiment}.json"
-        tmp = out / f".{path.name}.{os.getpid()}.tmp"
-        try:
-            tmp.write_text(text)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        return path
+        return write_text_atomic(path, text)
 
     def table(self, qualifier_keys=()) -> str:
         """Plain-text table: method, metric, qualifiers, mean ± std, n."""

@@ -45,8 +45,6 @@ from tandem.inference.mcgpds.fit import (
     McGPDSConfig,
     Prediction,
     fit_mcgpds,
-    fitted_from_dict,
-    fitted_to_dict,
     predict_view,
     view_sites,
 )
@@ -63,6 +61,7 @@ from tandem.inference.params import (
     TandemEstimator,
     own_params,
 )
+from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.validation import as_tensor, check_int_range, check_time_order, resolve_device, sequence_labels
 from tandem.models.mcgpds import PARAM_GROUPS, SAFE_FIXED, dims, model
@@ -284,32 +283,20 @@ class McGPDS(TandemEstimator):
 
     # ------------------------------------------------------------------ save / load
     def save(self, path) -> None:
-        """Write the fitted object to ``path`` (``torch.save`` of plain tensors and values)."""
+        """Write the fitted object to ``path`` in tandem's safe format (plain tensors + JSON,
+        :func:`tandem.inference.persistence.save_estimator`), atomically: a kill or full disk
+        during the write leaves the previous file intact."""
         self._check_fitted()
-        torch.save({"format": "McGPDS/1",
-                    "options": dict(Q=self.Q, M=self.M, J=self.J, fixed=self.fixed, scale=self.scale,
-                                    seed=self.seed, progress=self.progress, device=self.device, **self.config),
-                    "scalers": [(st.mean, st.scale) for st in self.scalers_],
-                    "times_given": self._times_given, "fitted": fitted_to_dict(self.fitted_)}, str(path))
+        save_estimator(self, path)
 
     @classmethod
     def load(cls, path, map_location=None) -> "McGPDS":
-        """Read an object written by :meth:`save` (ready to ``predict``); ``map_location`` as in
-        :func:`torch.load` (e.g. "cpu" to read a CUDA fit on a machine without a GPU)."""
-        z = torch.load(str(path), weights_only=False, map_location=map_location)
-        if not isinstance(z, dict) or z.get("format") != "McGPDS/1":
-            raise ValueError(f"path: {path!s} is not a file written by McGPDS.save")
-        opts = dict(z["options"])
-        if map_location is not None:
-            opts["device"] = None           # the tensors' (mapped) device decides
-        m = cls(**opts)
-        m.scalers_ = []
-        for mean, scale in z["scalers"]:
-            st = Standardizer(mean.new_zeros(1, mean.numel()))
-            st.mean, st.scale = mean, scale
-            m.scalers_.append(st)
-        m._times_given = bool(z["times_given"])
-        m.fitted_ = fitted_from_dict(z["fitted"])
+        """Read an object written by :meth:`save` (ready to ``predict``); ``map_location`` puts
+        every tensor on that device (e.g. "cpu" to read a CUDA fit on a machine without a GPU).
+        Nothing is unpickled: a damaged or foreign file raises ``ValueError`` naming it."""
+        m = load_estimator(cls, path, map_location)
+        if map_location is not None and "device" in vars(m):
+            m.device = None                 # the tensors' (mapped) device decides
         return m
 
     # ------------------------------------------------------------------ ArviZ

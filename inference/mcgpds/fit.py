@@ -70,6 +70,7 @@ from tandem.inference.mcgpds.bound import (
     view_posterior,
 )
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
+from tandem.inference.persistence import PersistenceError, dump, load
 from tandem.inference.svi import LBFGS, fit, minimize
 from tandem.inference.validation import as_tensor, check_real_range, resolve_device, sequence_labels
 from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
@@ -426,9 +427,13 @@ def cached_fit(views, times, *, config: McGPDSConfig, seed: int = 0, cache_dir=N
         key = fit_fingerprint(views, times, seq_ends, sequence_ids, config, seed)
         path = Path(cache_dir) / f"{tag}_seed{seed}_{key[:16]}.pt"
         if path.exists():
-            f = load_fitted(path)
-            if f.meta.get("fingerprint") == key:
-                return f, f.wall_time, True
+            try:
+                f = load_fitted(path)
+            except PersistenceError as err:
+                warnings.warn(f"cached_fit: ignoring the unreadable cache file ({err}); refitting", RuntimeWarning)
+            else:
+                if f.meta.get("fingerprint") == key:
+                    return f, f.wall_time, True
     t0 = _time.perf_counter()
     f = fit_mcgpds(views, times, seq_ends=seq_ends, sequence_ids=sequence_ids, config=config, seed=seed,
                    progress=progress)
@@ -476,13 +481,15 @@ def fitted_from_dict(z: dict) -> McGPDSFitted:
 
 
 def save_fitted(fitted: McGPDSFitted, path) -> None:
-    """Write a trained model to ``path`` (``torch.save`` of :func:`fitted_to_dict`)."""
-    torch.save(fitted_to_dict(fitted), str(path))
+    """Write a trained model to ``path``: :func:`fitted_to_dict` in tandem's safe format
+    (:func:`tandem.inference.persistence.dump`), atomically."""
+    dump(fitted_to_dict(fitted), path, "McGPDSFitted")
 
 
 def load_fitted(path) -> McGPDSFitted:
-    """Read a model written by :func:`save_fitted`."""
-    return fitted_from_dict(torch.load(str(path), weights_only=False))
+    """Read a model written by :func:`save_fitted` (safe reader: nothing is unpickled; a damaged
+    or foreign file raises ``ValueError`` naming it)."""
+    return fitted_from_dict(load(path, "McGPDSFitted"))
 
 
 # ------------------------------------------------------------------ prediction

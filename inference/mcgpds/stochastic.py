@@ -111,6 +111,7 @@ from tandem.inference.params import (
     own_params,
     validate_params,
 )
+from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.svi import fit
 from tandem.inference.validation import (
@@ -913,22 +914,25 @@ class StochasticMcGPDS(TandemEstimator):
 
     @own_params
     def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
-            checkpoint=None):
+            checkpoint=None, checkpoint_every: int = 100):
         """Fit through :func:`tandem.inference.fit`: per step an L-BFGS local step on the drawn
         windows' q(X), q(V), q(U) at their optimum, Adam on the hyperparameters.
 
         ``loss_wrapper``: e.g. :class:`tandem.inference.distributed.DataParallelLoss` (called
-        with the objective) for data-parallel training. Returns ``self``.
+        with the objective) for data-parallel training. ``checkpoint``, ``checkpoint_every``: as in
+        :func:`tandem.inference.fit` — a run killed part-way resumes from the file and ends where
+        the uninterrupted run ends. Returns ``self``.
         """
         self._validate_params()
         check_param([Seed()], "seed", seed, "StochasticMcGPDS.fit: ")
         self.data_ = self.prepare(views, times, seq_ids, seed)
         pyro.clear_param_store()
         return self.train(int(self._config().num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
-                          checkpoint=checkpoint)
+                          checkpoint=checkpoint, checkpoint_every=checkpoint_every)
 
     @own_params
-    def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None):
+    def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None,
+              checkpoint_every: int = 100):
         """``num_steps`` more steps on the prepared data, keeping the parameter store (a fresh
         optimiser state). Sets ``result`` and returns ``self``."""
         cfg = self._config()
@@ -937,8 +941,24 @@ class StochasticMcGPDS(TandemEstimator):
         loss = self.objective_ if loss_wrapper is None else loss_wrapper(self.objective_)
         self.result_ = fit(model_params, guide_params, self.data, loss=loss, optim=self.optimizer(),
                           num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
-                          clear_params=False, desc="McGPDS (stochastic)")
+                          checkpoint_every=checkpoint_every, clear_params=False, desc="McGPDS (stochastic)")
         return self
+
+    # ------------------------------------------------------------------ save / load
+    def save(self, path) -> None:
+        """Write this object (settings, prepared data, fit result and its Pyro parameters) to
+        ``path`` in tandem's safe format (plain tensors + JSON), atomically."""
+        store = getattr(self, "param_store_", None)
+        save_estimator(self, path, extra=None if store is not None else pyro.get_param_store().get_state())
+
+    @classmethod
+    def load(cls, path, map_location=None) -> "StochasticMcGPDS":
+        """Read an object written by :meth:`save` (its Pyro parameters are put back into the
+        parameter store). Nothing is unpickled: a damaged or foreign file raises ``ValueError``."""
+        m, params = load_estimator(cls, path, map_location, with_extra=True)
+        if params is not None:
+            pyro.get_param_store().set_state(params)
+        return m
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()

@@ -1,0 +1,496 @@
+"""Safe, versioned, atomic files: the one format every tandem file on disk uses.
+
+Nothing here unpickles arbitrary objects. A file is written with ``torch.save`` of a
+*plain* dict ``{"format": "tandem.safe", "version": 1, "kind": str, "meta": str,
+"tensors": {str: Tensor}}`` and read back with ``torch.load(weights_only=True)``, whose
+restricted unpickler only builds tensors, dicts, lists and primitive values: a crafted
+file that names any other global (``os.system``, ``builtins.eval``, a ``__reduce__``
+payload) is refused before anything runs.
+
+``meta`` is a JSON text describing the saved object as a tree (:func:`encode`): plain
+values stay plain, containers are tagged (``{"$l": [...]}``, ``{"$t": [...]}``, ``{"$d":
+[[k, v], ...]}``, so tuples, int keys and nested dicts round-trip), a tensor is a
+reference ``{"$T": i}`` into ``tensors``, a numpy array ``{"$A": i, "dtype", "shape"}`` (its
+raw bytes as a ``uint8`` tensor), and a few value types have their own tag (numpy scalars,
+complex, sets, paths, bytes, torch dtypes/devices, torch/pyro constraint objects, enums).
+An instance of a class defined inside the ``tandem`` package is recorded by its class
+name and its state (``__getstate__``); on reading, only classes whose module lies in
+``tandem`` (and, for constraints, in ``torch.distributions.constraints`` /
+``pyro.distributions.constraints``) are looked up, and they are rebuilt with
+``cls.__new__`` plus their state — no constructor or other code of the file's choosing runs.
+
+Every write goes through :func:`atomic_write`: ``tempfile.mkstemp`` in the target folder
+(an unpredictable name created with ``O_EXCL``, so a planted symlink is never followed),
+write, ``flush`` + ``fsync``, ``os.replace`` over the target, and the temporary file is
+removed on any failure. A kill at any point leaves either the old file or the new one.
+
+A missing file raises ``FileNotFoundError``; an empty, truncated, corrupt, foreign or
+wrong-kind file raises :class:`PersistenceError` (a ``ValueError``) naming the file.
+"""
+from __future__ import annotations
+
+import enum
+import importlib
+import json
+import math
+import os
+import tempfile
+import types
+from pathlib import Path, PurePath
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+__all__ = ["FORMAT", "VERSION", "PersistenceError", "atomic_write", "write_bytes_atomic", "write_text_atomic",
+           "check_writable", "encode", "decode", "dump", "load", "save_estimator", "load_estimator"]
+
+FORMAT = "tandem.safe"
+VERSION = 1
+_CONSTRAINT_MODULES = ("torch.distributions.constraints", "pyro.distributions.constraints")
+
+
+class PersistenceError(ValueError):
+    """A file cannot be read as a tandem file: empty, truncated, corrupt, foreign, or of another kind."""
+
+
+# ---------------------------------------------------------------------------------- atomic writes
+def atomic_write(path, write: Callable[[Any], None], *, mode: str = "wb") -> Path:
+    """Write ``path`` atomically: ``write(f)`` fills an open temporary file in ``path``'s folder.
+
+    The temporary file comes from :func:`tempfile.mkstemp` (random name, ``O_CREAT|O_EXCL``,
+    mode 0600: never a predictable name, never through a symlink), is flushed and
+    ``fsync``-ed, then moved over ``path`` with :func:`os.replace`; its folder is
+    ``fsync``-ed where the platform allows. On any failure (full disk, exception in
+    ``write``) the temporary file is deleted and the previous ``path`` is untouched.
+    The parent folder is created. Returns ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        try:  # keep the permissions an ordinary open() would give (mkstemp uses 0600)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        except OSError:
+            pass
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    return path
+
+
+def write_bytes_atomic(path, data: bytes) -> Path:
+    """:func:`atomic_write` of ``data``."""
+    return atomic_write(path, lambda f: f.write(data))
+
+
+def write_text_atomic(path, text: str, encoding: str = "utf-8") -> Path:
+    """:func:`atomic_write` of ``text`` (``encoding``)."""
+    return atomic_write(path, lambda f: f.write(text.encode(encoding)))
+
+
+def check_writable(folder) -> None:
+    """Raise ``OSError`` if a file cannot be created in ``folder`` (created if missing).
+
+    Probes with :func:`tempfile.mkstemp` (random name, exclusive create), then deletes it.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+# ---------------------------------------------------------------------------------- tree encoding
+def _qual(cls) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _resolve(name: str, allowed: tuple[str, ...]):
+    mod, _, qual = name.partition(":")
+    if not any(mod == a or mod.startswith(a + ".") for a in allowed):
+        raise PersistenceError(f"refers to {name!r}, outside the allowed modules {allowed}")
+    obj = importlib.import_module(mod)
+    for part in qual.split("."):
+        if part.startswith("<"):
+            raise PersistenceError(f"refers to the local class {name!r}")
+        obj = getattr(obj, part)
+    if not isinstance(obj, type):
+        raise PersistenceError(f"refers to {name!r}, which is not a class")
+    return obj
+
+
+def _tandem_root() -> str:
+    return __name__.split(".")[0]
+
+
+def _constraint_singleton(obj):
+    for modname in _CONSTRAINT_MODULES:
+        mod = importlib.import_module(modname)
+        for k, v in vars(mod).items():
+            if v is obj and not k.startswith("_"):
+                return f"{modname}:{k}"
+    return None
+
+
+class _Encoder:
+    def __init__(self):
+        self.tensors: dict[str, torch.Tensor] = {}
+
+    def _add(self, t: torch.Tensor) -> str:
+        k = str(len(self.tensors))
+        self.tensors[k] = t
+        return k
+
+    def enc(self, obj, path: str):  # noqa: C901 - one case per value type
+        if obj is None or isinstance(obj, (bool, str)):
+            return obj
+        if isinstance(obj, np.generic) and not isinstance(obj, np.object_):
+            return {"$np": obj.dtype.str, "v": self.enc(obj.item(), path)}
+        if isinstance(obj, int):
+            return int(obj)
+        if isinstance(obj, float):
+            return float(obj) if math.isfinite(obj) else {"$f": repr(float(obj))}
+        if isinstance(obj, complex):
+            return {"$c": [self.enc(obj.real, path), self.enc(obj.imag, path)]}
+        if isinstance(obj, torch.Tensor):
+            t = obj.detach()
+            if t.layout != torch.strided:
+                raise TypeError(f"{path}: cannot save a {t.layout} tensor; convert it to a dense tensor")
+            return {"$T": self._add(t.cpu().clone().contiguous()), "grad": bool(obj.requires_grad),
+                    "device": str(obj.device)}
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.hasobject:
+                return {"$Aobj": self.enc(list(obj.ravel()), path), "shape": list(obj.shape)}
+            a = np.ascontiguousarray(obj)
+            raw = torch.from_numpy(np.frombuffer(a.tobytes(), dtype=np.uint8).copy())
+            return {"$A": self._add(raw), "dtype": a.dtype.str, "shape": list(a.shape)}
+        if _is_sparse(obj):
+            c = obj.tocsr()
+            return {"$sp": type(obj).__name__, "shape": list(c.shape),
+                    "parts": self.enc((c.data, c.indices, c.indptr), path)}
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            return self._object(obj, path)
+        if isinstance(obj, tuple):
+            return {"$t": [self.enc(v, f"{path}[{i}]") for i, v in enumerate(obj)]}
+        if isinstance(obj, list):
+            return {"$l": [self.enc(v, f"{path}[{i}]") for i, v in enumerate(obj)]}
+        if isinstance(obj, dict):
+            return {"$d": [[self.enc(k, f"{path}.<key>"), self.enc(v, f"{path}.{k}")] for k, v in obj.items()]}
+        if isinstance(obj, (set, frozenset)):
+            tag = "$fs" if isinstance(obj, frozenset) else "$s"
+            return {tag: [self.enc(v, f"{path}.<item>") for v in sorted(obj, key=repr)]}
+        if isinstance(obj, PurePath):
+            return {"$path": str(obj)}
+        if isinstance(obj, bytes):
+            return {"$b": obj.hex()}
+        if isinstance(obj, torch.dtype):
+            return {"$dtype": str(obj).replace("torch.", "")}
+        if isinstance(obj, torch.device):
+            return {"$device": str(obj)}
+        if isinstance(obj, np.dtype):
+            return {"$npdtype": obj.str}
+        if isinstance(obj, torch.distributions.constraints.Constraint):
+            single = _constraint_singleton(obj)
+            if single is not None:
+                return {"$cs": single}
+            cls = type(obj)
+            if cls.__module__ not in _CONSTRAINT_MODULES:
+                raise TypeError(f"{path}: cannot save the constraint {cls.__qualname__} from {cls.__module__}")
+            return {"$cp": _qual(cls), "state": self.enc(dict(vars(obj)), path)}
+        if isinstance(obj, types.FunctionType) or (isinstance(obj, type) and not isinstance(obj, enum.EnumMeta)):
+            mod = getattr(obj, "__module__", "") or ""
+            root = _tandem_root()
+            if (mod == root or mod.startswith(root + ".")) and "<" not in obj.__qualname__:
+                return {"$fn": f"{mod}:{obj.__qualname__}"}
+            raise TypeError(f"{path}: cannot save the function or class {mod}.{getattr(obj, '__qualname__', obj)} "
+                            "(only module-level functions and classes of tandem are stored, by name)")
+        if isinstance(obj, enum.Enum):
+            if not _is_tandem(obj):
+                raise TypeError(f"{path}: cannot save the enum {_qual(type(obj))} (only tandem's own)")
+            return {"$enum": _qual(type(obj)), "name": obj.name}
+        if _is_tandem(obj) and not isinstance(obj, type):
+            return self._object(obj, path)
+        raise TypeError(f"{path}: cannot save a value of type {_qual(type(obj))} "
+                        "(tandem files hold tensors, arrays, plain values and tandem objects only)")
+
+    def _object(self, obj, path):
+        cls = type(obj)
+        if not _is_tandem(obj):
+            raise TypeError(f"{path}: cannot save a {_qual(cls)} (only tandem's own classes)")
+        if "<locals>" in cls.__qualname__:
+            raise TypeError(f"{path}: cannot save an instance of the local class {cls.__qualname__}")
+        if isinstance(obj, tuple):                      # namedtuple
+            return {"$nt": _qual(cls), "v": [self.enc(v, f"{path}.{f}") for f, v in zip(obj._fields, obj)]}
+        state = obj.__getstate__() if hasattr(obj, "__getstate__") else dict(vars(obj))
+        if state is None:
+            state = {}
+        if isinstance(state, tuple) and len(state) == 2 and state[0] is None:   # __slots__ only
+            state = state[1]
+        return {"$o": _qual(cls), "state": self.enc(state, path)}
+
+
+def _is_sparse(obj) -> bool:
+    mod = type(obj).__module__ or ""
+    if not mod.startswith("scipy.sparse"):
+        return False
+    import scipy.sparse as sp
+    return sp.issparse(obj)
+
+
+def _is_tandem(obj) -> bool:
+    mod = type(obj).__module__ or ""
+    root = _tandem_root()
+    return mod == root or mod.startswith(root + ".")
+
+
+def encode(obj, path: str = "value") -> tuple[Any, dict[str, torch.Tensor]]:
+    """``(JSON-able tree, {key: tensor})`` describing ``obj`` (see the module doc).
+
+    Raises ``TypeError`` naming the offending entry (``path``) for a value that cannot be
+    stored safely (functions, open files, foreign objects)."""
+    e = _Encoder()
+    tree = e.enc(obj, path)
+    return tree, e.tensors
+
+
+def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per tag
+    """Inverse of :func:`encode`; tensors are put on ``map_location`` (or the recorded device)."""
+    def dec(n):
+        if n is None or isinstance(n, (bool, int, float, str)):
+            return n
+        if isinstance(n, list):
+            raise PersistenceError("malformed tree (untagged list)")
+        if not isinstance(n, dict) or not n:
+            raise PersistenceError(f"malformed tree node {type(n).__name__}")
+        tag = next(iter(n))
+        if tag == "$T":
+            t = tensors[n["$T"]]
+            dev = map_location if map_location is not None else n.get("device", "cpu")
+            if dev != "cpu":
+                try:
+                    t = t.to(dev)
+                except (RuntimeError, AssertionError) as err:
+                    raise PersistenceError(f"holds a tensor on {dev}, which is not available here ({err}); "
+                                           "load with map_location='cpu'") from None
+            if n.get("grad") and (t.is_floating_point() or t.is_complex()):
+                t.requires_grad_(True)
+            return t
+        if tag == "$A":
+            raw = tensors[n["$A"]].cpu().numpy().tobytes()
+            return np.frombuffer(raw, dtype=np.dtype(n["dtype"])).reshape(n["shape"]).copy()
+        if tag == "$Aobj":
+            vals = dec(n["$Aobj"])
+            a = np.empty(len(vals), dtype=object)
+            a[:] = vals
+            return a.reshape(tuple(n["shape"]))
+        if tag == "$sp":
+            import scipy.sparse as sp
+            data, indices, indptr = dec(n["parts"])
+            c = sp.csr_matrix((data, indices, indptr), shape=tuple(n["shape"]))
+            fmt = str(n["$sp"])
+            return c if fmt.startswith("csr") else c.asformat(fmt[:3]) if fmt[:3] in (
+                "csc", "coo", "lil", "dok", "bsr", "dia") else c
+        if tag == "$np":
+            return np.dtype(n["$np"]).type(dec(n["v"]))
+        if tag == "$f":
+            return float(n["$f"])
+        if tag == "$c":
+            return complex(dec(n["$c"][0]), dec(n["$c"][1]))
+        if tag == "$t":
+            return tuple(dec(v) for v in n["$t"])
+        if tag == "$l":
+            return [dec(v) for v in n["$l"]]
+        if tag == "$d":
+            return {dec(k): dec(v) for k, v in n["$d"]}
+        if tag == "$s":
+            return {dec(v) for v in n["$s"]}
+        if tag == "$fs":
+            return frozenset(dec(v) for v in n["$fs"])
+        if tag == "$path":
+            return Path(n["$path"])
+        if tag == "$b":
+            return bytes.fromhex(n["$b"])
+        if tag == "$dtype":
+            dt = getattr(torch, n["$dtype"], None)
+            if not isinstance(dt, torch.dtype):
+                raise PersistenceError(f"unknown torch dtype {n['$dtype']!r}")
+            return dt
+        if tag == "$device":
+            return torch.device(n["$device"])
+        if tag == "$npdtype":
+            return np.dtype(n["$npdtype"])
+        if tag == "$cs":
+            mod, _, name = n["$cs"].partition(":")
+            if mod not in _CONSTRAINT_MODULES:
+                raise PersistenceError(f"refers to {n['$cs']!r}, not a constraint")
+            c = getattr(importlib.import_module(mod), name, None)
+            if not isinstance(c, torch.distributions.constraints.Constraint):
+                raise PersistenceError(f"refers to {n['$cs']!r}, not a constraint")
+            return c
+        if tag == "$cp":
+            cls = _resolve(n["$cp"], _CONSTRAINT_MODULES)
+            if not issubclass(cls, torch.distributions.constraints.Constraint):
+                raise PersistenceError(f"refers to {n['$cp']!r}, not a constraint class")
+            c = cls.__new__(cls)
+            c.__dict__.update(dec(n["state"]))
+            return c
+        if tag == "$fn":
+            mod, _, qual = n["$fn"].partition(":")
+            root = _tandem_root()
+            if not (mod == root or mod.startswith(root + ".")):
+                raise PersistenceError(f"refers to {n['$fn']!r}, outside tandem")
+            obj = importlib.import_module(mod)
+            for part in qual.split("."):
+                obj = getattr(obj, part)
+            if not (isinstance(obj, (types.FunctionType, type))):
+                raise PersistenceError(f"refers to {n['$fn']!r}, not a function or class")
+            return obj
+        if tag == "$enum":
+            cls = _resolve(n["$enum"], (_tandem_root(),))
+            if not issubclass(cls, enum.Enum):
+                raise PersistenceError(f"refers to {n['$enum']!r}, not an enum")
+            return cls[n["name"]]
+        if tag == "$nt":
+            cls = _resolve(n["$nt"], (_tandem_root(),))
+            if not (issubclass(cls, tuple) and hasattr(cls, "_fields")):
+                raise PersistenceError(f"refers to {n['$nt']!r}, not a named tuple")
+            return cls(*[dec(v) for v in n["v"]])
+        if tag == "$o":
+            cls = _resolve(n["$o"], (_tandem_root(),))
+            state = dec(n["state"])
+            obj = cls.__new__(cls)
+            if hasattr(cls, "__setstate__") and cls.__setstate__ is not getattr(object, "__setstate__", None):
+                obj.__setstate__(state)
+            elif isinstance(state, dict):
+                obj.__dict__.update(state)
+            else:
+                raise PersistenceError(f"holds a malformed state for {n['$o']!r}")
+            return obj
+        raise PersistenceError(f"unknown tag {tag!r}")
+    return dec(tree)
+
+
+# ---------------------------------------------------------------------------------- files
+def dump(obj, path, kind: str) -> Path:
+    """Write ``obj`` to ``path`` in the safe format, tagged ``kind``, atomically; returns ``path``.
+
+    ``TypeError`` (naming the entry) if ``obj`` holds something that cannot be stored."""
+    tree, tensors = encode(obj)
+    meta = json.dumps(tree, allow_nan=False)
+    payload = {"format": FORMAT, "version": VERSION, "kind": str(kind), "meta": meta, "tensors": tensors}
+    return atomic_write(path, lambda f: torch.save(payload, f))
+
+
+def load(path, kind: str | None = None, map_location=None):
+    """Read a file written by :func:`dump` (``kind`` checked when given).
+
+    ``FileNotFoundError`` if ``path`` does not exist; :class:`PersistenceError` naming the
+    file if it is a folder, empty, truncated, corrupt, a pickle that names anything but
+    plain values (refused by ``torch.load(weights_only=True)`` before it runs), a file of
+    another program, a newer format version, or of another kind."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.is_dir():
+        raise PersistenceError(f"{path} is a folder, expected a tandem file")
+    if path.stat().st_size == 0:
+        raise PersistenceError(f"{path} is empty (a write was interrupted?)")
+    try:
+        z = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as err:  # noqa: BLE001 - anything torch/pickle/zip raises on a bad file
+        msg = str(err).splitlines()[0][:300] if str(err) else ""
+        raise PersistenceError(f"{path} cannot be read as a tandem file ({type(err).__name__}: {msg}); "
+                               "it is truncated, corrupt, unsafe or not written by tandem") from None
+    if not isinstance(z, dict) or z.get("format") != FORMAT:
+        raise PersistenceError(f"{path} is not a tandem file (no {FORMAT!r} header); it was written by an older "
+                               "version of tandem or by another program")
+    if not isinstance(z.get("version"), int) or z["version"] > VERSION:
+        raise PersistenceError(f"{path} has format version {z.get('version')!r}; this tandem reads up to "
+                               f"{VERSION}: upgrade tandem")
+    if kind is not None and z.get("kind") != kind:
+        raise PersistenceError(f"{path} holds a {z.get('kind')!r}, expected a {kind!r}")
+    try:
+        tree = json.loads(z["meta"])
+        tensors = z["tensors"]
+        if not isinstance(tensors, dict):
+            raise PersistenceError("malformed tensor table")
+        return decode(tree, tensors, map_location)
+    except PersistenceError as err:
+        raise PersistenceError(f"{path}: {err}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, ImportError, IndexError, RecursionError) as err:
+        raise PersistenceError(f"{path} is damaged ({type(err).__name__}: {err})") from None
+
+
+# ---------------------------------------------------------------------------------- estimators
+def _kind(cls) -> str:
+    return f"estimator:{cls.__qualname__}"
+
+
+def save_estimator(est, path, extra=None) -> Path:
+    """Save an estimator: its class, its init parameters (``get_params`` where defined) and
+    its state (``__getstate__``: every attribute, fitted ones ending in ``_``) in the safe format.
+
+    Private attributes (leading ``_``) that cannot be stored (caches such as compiled
+    functions) are dropped; a public one that cannot be stored raises ``TypeError``."""
+    state = est.__getstate__() if hasattr(est, "__getstate__") else dict(vars(est))
+    state = dict(state) if isinstance(state, dict) else {"__state__": state}
+    keep = {}
+    for k, v in state.items():
+        try:
+            encode(v, k)
+        except TypeError:
+            if k.startswith("_"):
+                continue
+            raise
+        keep[k] = v
+    params = None
+    if hasattr(est, "get_params"):
+        try:
+            params = est.get_params(deep=False)
+            encode(params, "params")
+        except TypeError:
+            params = None
+    obj = {"class": f"{type(est).__module__}:{type(est).__qualname__}", "params": params, "state": keep,
+           "extra": extra}
+    return dump(obj, path, _kind(type(est)))
+
+
+def load_estimator(cls, path, map_location=None, with_extra: bool = False):
+    """Inverse of :func:`save_estimator`: a ``cls`` instance rebuilt from ``path`` (and the
+    ``extra`` value given to :func:`save_estimator` when ``with_extra``).
+
+    The file must have been written for ``cls`` (else :class:`PersistenceError` naming it)."""
+    try:
+        z = load(path, _kind(cls), map_location)
+    except PersistenceError as err:
+        raise PersistenceError(f"{cls.__name__}.load: {err}; expected a file written by {cls.__name__}.save") from None
+    if not isinstance(z, dict) or not isinstance(z.get("state"), dict):
+        raise PersistenceError(f"{path} is damaged (no estimator state)")
+    est = cls.__new__(cls)
+    state = z["state"]
+    if set(state) == {"__state__"}:
+        state = state["__state__"]
+    if hasattr(cls, "__setstate__") and cls.__setstate__ is not getattr(object, "__setstate__", None):
+        est.__setstate__(state)
+    else:
+        est.__dict__.update(state)
+    return (est, z.get("extra")) if with_extra else est
