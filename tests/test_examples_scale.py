@@ -124,3 +124,16 @@ def test_bench_scale_pose_quick(tmp_path, data_dir):
     errs = {x["method"]: x["mean"] for x in res["results"] if x["metric"] == "mean_joint_error"}
     assert set(errs) == {"McGPDS stochastic", "McGPDS collapsed"}
     assert all(0 < e < 10 for e in errs.values())      # joint positions in the data's units
+
+
+def test_bound_evaluation_leaves_the_stochastic_fit_unchanged(monkeypatch):
+    """The full-data bound (which refreshes the statistics and q(U)) restores the parameter
+    store: the fit's final minibatch loss is the same with and without the evaluations."""
+    b = _bench_module()
+    args = b.parser().parse_args(["--seq-len", "100", "--window", "50", "--batch", "2", "--M", "5",
+                                  "--dims", "4", "3", "--min-time", "0", "--min-epochs", "2"])
+    with_bound = b.run_one("stochastic", 200, "cpu", args)
+    monkeypatch.setattr(b, "_stochastic_bound", lambda m: 0.0)
+    without = b.run_one("stochastic", 200, "cpu", args)
+    assert with_bound["final_loss"] == without["final_loss"]
+    assert len(with_bound["trace"]) == 3 and with_bound["trace"][-1][1] != 0.0
