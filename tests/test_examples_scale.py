@@ -126,14 +126,49 @@ def test_bench_scale_pose_quick(tmp_path, data_dir):
     assert all(0 < e < 10 for e in errs.values())      # joint positions in the data's units
 
 
-def test_bound_evaluation_leaves_the_stochastic_fit_unchanged(monkeypatch):
-    """The full-data bound (which refreshes the statistics and q(U)) restores the parameter
-    store: the fit's final minibatch loss is the same with and without the evaluations."""
+
+def _store_copy():
+    import pyro
+    s = pyro.get_param_store()
+    return {n: s[n].unconstrained().detach().clone() for n in s.keys()}
+
+
+def test_bound_evaluation_restores_the_store_and_equals_the_collapsed_bound():
+    """The stochastic fit's full-data bound refreshes the statistics and q(V), q(U) in the
+    store; the benchmark's evaluation puts them back bit for bit, and its value is the
+    collapsed method's bound at the same parameters (the two methods are compared on one scale)."""
+    import pyro
+
+    from tandem.guides.mcgpds import mcgpds_guide
+    from tandem.inference.mcgpds import stochastic as st
+    from tandem.inference.mcgpds.bound import collapsed_loss
+    from tandem.inference.svi import fit
+    from tandem.models.mcgpds import mcgpds_model
+
     b = _bench_module()
-    args = b.parser().parse_args(["--seq-len", "100", "--window", "50", "--batch", "2", "--M", "5",
-                                  "--dims", "4", "3", "--min-time", "0", "--min-epochs", "2"])
-    with_bound = b.run_one("stochastic", 200, "cpu", args)
-    monkeypatch.setattr(b, "_stochastic_bound", lambda m: 0.0)
-    without = b.run_one("stochastic", 200, "cpu", args)
-    assert with_bound["final_loss"] == without["final_loss"]
-    assert len(with_bound["trace"]) == 3 and with_bound["trace"][-1][1] != 0.0
+    sim = st.simulate_sequences(4, 50, [4, 3], Q=2, M=5, seed=0)
+    cfg = st.StochasticConfig(Q=2, M=5, window=50, batch=2, num_steps=0, fixed=("alpha", "eps", "beta", "time", "W"))
+    m = st.StochasticMcGPDS(cfg)
+    m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
+    pyro.clear_param_store()
+    m.train(4, seed=0)
+    before = _store_copy()
+    F = b._stochastic_bound(m)
+    after = _store_copy()
+    assert set(after) == set(before) and all(torch.equal(before[n], after[n]) for n in before)
+    assert math.isfinite(F) and F == m.elbo(optimal_inducing=True)     # the library's own evaluation
+    changed = _store_copy()
+    assert any(not torch.equal(before[n], changed[n]) for n in before)  # which does change the store
+    # the collapsed bound of the same model at the same parameters (windows = sequences here)
+    pyro.clear_param_store()
+    m2 = st.StochasticMcGPDS(st.StochasticConfig(Q=2, M=5, window=50, batch=4, num_steps=0,
+                                                 fixed=("alpha", "eps", "beta", "time", "W")))
+    m2.data = m2.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
+    m2.train(2, seed=0)
+    F2 = b._stochastic_bound(m2)
+    d = m2.collapsed_data()
+    pyro.clear_param_store()
+    fit(mcgpds_model, mcgpds_guide, d, loss=collapsed_loss, num_steps=0, seed=0, progress=False)
+    with torch.no_grad():
+        Fc = -float(collapsed_loss(mcgpds_model, mcgpds_guide, d))
+    assert Fc == pytest.approx(F2, rel=1e-10)
