@@ -22,9 +22,27 @@ machine does not inflate). Memory: peak resident set size of the subprocess (CPU
 ``torch.cuda.max_memory_allocated`` (CUDA). The growth exponent is the least-squares slope
 of log(epoch time) on log N — CPU time on the CPU, wall time on CUDA.
 
-Writes ``bench_scale.json`` (records ``epoch_time_s``, ``peak_memory_mb`` with qualifiers
-``n_frames``, ``device``; ``growth_exponent`` per method/device) and ``bench_scale.png``
-(log-log plot). ``--device both`` also runs CUDA when present (else says it is absent).
+Quality: after the warm-up epoch and after every timed epoch the **full-data collapsed
+bound** F (the McGPDS ELBO on all N frames, standardised units, no parameter update) is
+evaluated — for the collapsed method with :func:`tandem.inference.mcgpds.bound.collapsed_loss`,
+for the stochastic one with ``StochasticMcGPDS.elbo(optimal_inducing=True)`` (q(V), q(U) at
+their optimum: the value the collapsed bound has; the parameter store is restored afterwards so
+the evaluation does not change the fit). Its CPU time is not counted. The trace of
+(cumulative training CPU seconds incl. the warm-up epoch, F) pairs is recorded; with F* the best
+bound any method reached at that N and device, the time to quality is the first traced time with
+F ≥ F* − 0.01·|F*| (within 1 %) and with F ≥ F* − 0.1·N (within 0.1 nats/frame); NaN (JSON
+``null``) if never reached. At least ``--min-epochs`` timed epochs are run.
+
+Divergence: a timed fit diverges when a traced bound is non-finite or F falls between two
+consecutive trace points by more than ``--diverge-tol`` nats per frame (default 1.0). The
+results are still written, then the script exits non-zero (``SystemExit`` naming method, N,
+device and the numbers).
+
+Writes ``bench_scale.json`` (records ``epoch_time_s``, ``peak_memory_mb``, ``final_bound``
+(qualifier ``trace``: [[cpu_s, F], ...]), ``final_bound_per_frame``, ``time_to_1pct_cpu_s``,
+``time_to_0.1nat_cpu_s`` with qualifiers ``n_frames``, ``device``; ``growth_exponent`` per
+method/device) and ``bench_scale.png`` (log-log plot). ``--device both`` also runs CUDA when
+present (else says it is absent).
 """
 from __future__ import annotations
 
@@ -50,9 +68,11 @@ from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_loss
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, predict_view
 from tandem.inference.svi import fit
-from tandem.models.mcgpds import mcgpds_model
+from tandem.models.mcgpds import hyperparams, mcgpds_model
 
 EXPERIMENT = "bench_scale"
+#: default divergence tolerance: the full-data bound may fall by at most this many nats/frame over an epoch
+DIVERGE_TOL = 1.0
 
 
 def parser():
@@ -69,6 +89,13 @@ def parser():
                    help="skip the collapsed bound when its estimated memory exceeds this")
     p.add_argument("--min-time", type=float, default=5.0,
                    help="time epochs until this many seconds have passed (mean per epoch)")
+    p.add_argument("--min-epochs", type=int, default=3,
+                   help="time at least this many epochs (after the warm-up) so the bound trace has several points")
+    p.add_argument("--lr", type=float, default=None,
+                   help="learning rate (default: the stochastic config's 0.05; Adam 0.01 for the collapsed bound)")
+    p.add_argument("--diverge-tol", type=float, default=DIVERGE_TOL,
+                   help="a fit diverges (exit non-zero) when its full-data bound is non-finite or falls over an "
+                        "epoch by more than this many nats per frame (default %(default)s)")
     p.add_argument("--pose", action="store_true",
                    help="instead: stochastic vs collapsed McGPDS on the human-pose protocol (real data)")
     p.add_argument("--pose-steps", type=int, default=600, help="--pose: stochastic steps")
@@ -100,18 +127,25 @@ def run_one(method: str, N: int, device: str, args) -> dict:
         torch.cuda.reset_peak_memory_stats()
     out = {"method": method, "n_frames": int(sim["times"].numel()), "device": device}
     if method == "stochastic":
+        lr = {} if args.lr is None else {"lr": args.lr}
         cfg = st.StochasticConfig(Q=args.Q, M=args.M, window=args.window, batch=args.batch, num_steps=0,
-                                  fixed=("alpha", "eps", "beta", "time", "W"))
+                                  fixed=("alpha", "eps", "beta", "time", "W"), **lr)
         m = st.StochasticMcGPDS(cfg, device=dev)
         m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=args.seed)
         pyro.clear_param_store()
         spe = math.ceil(m.data.windows.S / args.batch)
         sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         m.train(spe, seed=args.seed, progress=False)          # warm-up epoch: creates the window params
         sync()
-        first = time.perf_counter() - t0
-        walls, cpus = _epochs(lambda: m.train(spe, seed=args.seed, progress=False), sync, args.min_time)
+        first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
+        bound = lambda: _stochastic_bound(m)                  # noqa: E731
+        trace = [(first_cpu, bound())]
+        walls, cpus = _epochs(lambda: m.train(spe, seed=args.seed, progress=False), sync, args.min_time,
+                              args.min_epochs, bound, trace)
+        with torch.no_grad():
+            ceiling = bound_ceiling([v["beta"] for v in st.model_params(m.data)["views"]], m.data.out_dims,
+                                    m.data.N)
         out.update(epoch_time_s=float(np.mean(walls)), epoch_cpu_s=float(np.mean(cpus)), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=spe, final_loss=float(m.result.losses[-1]))
     else:
@@ -123,15 +157,27 @@ def run_one(method: str, N: int, device: str, args) -> dict:
         m.train(1, seed=args.seed)        # registers every window's q(X): the same init
         data = m.collapsed_data()          # windows = the sequences: the collapsed model
         pyro.clear_param_store()
+        lr = 0.01 if args.lr is None else args.lr
         def step(first=False):
             return fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, num_steps=1, seed=args.seed,
-                       progress=False, clear_params=first, optim=pyro.optim.Adam({"lr": 0.01}))
-        t0 = time.perf_counter()
+                       progress=False, clear_params=first, optim=pyro.optim.Adam({"lr": lr}))
+        t0, c0 = time.perf_counter(), time.process_time()
         res = step(True)                   # one Adam step on the collapsed bound = one epoch; warms caches
-        first = time.perf_counter() - t0
-        walls, cpus = _epochs(step, sync, args.min_time)
+        first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
+        def bound():
+            with torch.no_grad():
+                return -float(collapsed_loss(mcgpds_model, mcgpds_guide, data))
+        trace = [(first_cpu, bound())]
+        walls, cpus = _epochs(step, sync, args.min_time, args.min_epochs, bound, trace)
+        with torch.no_grad():
+            ceiling = bound_ceiling([v["beta"] for v in hyperparams(data)["views"]],
+                                    [int(Y.shape[1]) for Y in data.views], out["n_frames"])
         out.update(epoch_time_s=float(np.mean(walls)), epoch_cpu_s=float(np.mean(cpus)), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=1, final_loss=float(res.losses[-1]))
+    out["trace"] = [[float(c), float(b)] for c, b in trace]
+    out["final_bound"] = float(trace[-1][1])
+    out["bound_ceiling"] = ceiling
+    out["diverged"] = check_divergence(trace, out["n_frames"], args.diverge_tol, method, device, ceiling)
     if dev.type == "cuda":
         out["peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
     else:
@@ -139,25 +185,96 @@ def run_one(method: str, N: int, device: str, args) -> dict:
     return out
 
 
-def _epochs(run_epoch, sync, min_time: float):
-    """Run epochs until ``min_time`` wall seconds have passed (at least one); per-epoch wall
-    and CPU (``time.process_time``, this process) seconds. CPU time is the number that a
-    shared machine does not distort (one thread: CPU time = work)."""
+def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, trace=None):
+    """Run epochs until ``min_time`` wall seconds have passed and at least ``min_epochs``
+    (≥ 1) were run; per-epoch wall and CPU (``time.process_time``, this process) seconds. CPU
+    time is the number that a shared machine does not distort (one thread: CPU time = work).
+
+    ``bound``/``trace``: after each epoch append (cumulative training CPU s, ``bound()``) to
+    ``trace`` (its last entry holds the CPU time so far); the evaluation is not timed. Stops
+    early at a non-finite bound (the fit has diverged; nothing more to learn from it)."""
     walls, cpus = [], []
-    while not walls or sum(walls) < min_time:
+    while not walls or sum(walls) < min_time or len(walls) < min_epochs:
         sync()
         w0, c0 = time.perf_counter(), time.process_time()
         run_epoch()
         sync()
         walls.append(time.perf_counter() - w0)
         cpus.append(time.process_time() - c0)
+        if bound is not None:
+            trace.append((trace[-1][0] + cpus[-1], bound()))
+            if not math.isfinite(trace[-1][1]):
+                break
     return walls, cpus
+
+
+def _stochastic_bound(m) -> float:
+    """Full-data ELBO of a stochastic fit at the optimal q(V), q(U) (= its collapsed bound),
+    leaving the parameter store (running statistics, stored q(U)) as it was."""
+    store = pyro.get_param_store()
+    saved = {n: store[n].unconstrained().detach().clone() for n in store.keys()}
+    try:
+        return float(m.elbo(optimal_inducing=True))
+    except (RuntimeError, ValueError) as e:   # a factorisation failing at a diverged point
+        print(f"bound evaluation failed: {e}", file=sys.stderr)
+        return float("nan")
+    finally:
+        with torch.no_grad():
+            for n in list(store.keys()):
+                if n in saved:
+                    store[n].unconstrained().copy_(saved[n])
+                else:
+                    del store[n]
+
+
+def bound_ceiling(betas, dims, n_frames: int) -> float:
+    """Σ_k (N/2) Σ_d log(β_kd / 2π): no ELBO of a Gaussian likelihood with noise precisions β
+    can exceed it (F ≤ log p(Y) ≤ max_F log p(Y | F)); above it the bound is numerically broken.
+    ``betas``: per view, a scalar or (D_k,) tensor; ``dims``: the D_k."""
+    total = 0.0
+    for beta, D in zip(betas, dims):
+        b = torch.broadcast_to(torch.as_tensor(beta, dtype=torch.float64).detach().cpu(), (int(D),))
+        total += 0.5 * n_frames * float(torch.log(b / (2 * math.pi)).sum())
+    return total
+
+
+def check_divergence(trace, n_frames: int, tol_per_frame: float = DIVERGE_TOL, method: str = "",
+                     device: str = "", ceiling: float = math.inf) -> str | None:
+    """``None`` when the bound trace [(cpu_s, F), ...] is healthy, else a message: a
+    non-finite F, F above ``ceiling`` (:func:`bound_ceiling`: impossible, so numerically
+    broken), or F falling between consecutive points by more than ``tol_per_frame``·N."""
+    if not tol_per_frame >= 0:
+        raise ValueError(f"tol_per_frame: expected a non-negative number, got {tol_per_frame!r}")
+    where = f"{method} N={n_frames} ({device})"
+    for i, (c, b) in enumerate(trace):
+        if not math.isfinite(b):
+            return f"{where} diverged: non-finite full-data bound {b} at trace point {i} (CPU {c:.2f} s)"
+        if b > ceiling:
+            return (f"{where} diverged: full-data bound {b:.6g} exceeds the likelihood's ceiling "
+                    f"{ceiling:.6g} (sum N/2 log(beta/2pi)) at trace point {i} (CPU {c:.2f} s): numerically broken")
+        if i and trace[i - 1][1] - b > tol_per_frame * n_frames:
+            prev = trace[i - 1][1]
+            return (f"{where} diverged: full-data bound fell from {prev:.6g} to {b:.6g} "
+                    f"({(prev - b) / n_frames:.3g} nats/frame > tolerance {tol_per_frame}) at CPU {c:.2f} s")
+    return None
+
+
+def time_to_quality(trace, best: float, n_frames: int) -> dict:
+    """First traced CPU time with F ≥ best − 0.01·|best| (``1pct``) and F ≥ best − 0.1·N
+    (``0.1nat``); NaN when never reached."""
+    out = {}
+    for key, gap in (("1pct", 0.01 * abs(best)), ("0.1nat", 0.1 * n_frames)):
+        hits = [c for c, b in trace if math.isfinite(b) and b >= best - gap]
+        out[key] = hits[0] if hits else float("nan")
+    return out
 
 
 def _child(method, N, device, args) -> dict:
     cmd = [sys.executable, __file__, "--one", method, str(N), device, "--seed", str(args.seed),
            "--seq-len", str(args.seq_len), "--window", str(args.window), "--batch", str(args.batch),
-           "--Q", str(args.Q), "--M", str(args.M), "--dims", *map(str, args.dims), "--min-time", str(args.min_time)]
+           "--Q", str(args.Q), "--M", str(args.M), "--dims", *map(str, args.dims), "--min-time", str(args.min_time),
+           "--min-epochs", str(args.min_epochs), "--diverge-tol", str(args.diverge_tol),
+           *(["--lr", str(args.lr)] if args.lr is not None else [])]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         return {"method": method, "n_frames": N, "device": device, "error": r.stderr.strip().splitlines()[-1:]}
@@ -268,9 +385,30 @@ def main(args):
                 res.add(name, "epoch_cpu_time_s", r["epoch_cpu_s"], n_frames=r["n_frames"], device=dev)
                 res.add(name, "peak_memory_mb", r["peak_memory_mb"], n_frames=r["n_frames"], device=dev)
                 res.time(name, f"epoch_N{r['n_frames']}", r["epoch_time_s"])
+                res.add(name, "final_bound", r["final_bound"], n_frames=r["n_frames"], device=dev, trace=r["trace"])
+                res.add(name, "final_bound_per_frame", r["final_bound"] / r["n_frames"], n_frames=r["n_frames"],
+                        device=dev)
                 print(f"{name:32s} N={r['n_frames']:>8d}  epoch {r['epoch_time_s']:9.3f} s wall "
                       f"{r['epoch_cpu_s']:9.3f} s CPU "
-                      f"({r['steps_per_epoch']} steps)  peak {r['peak_memory_mb']:8.0f} MB", flush=True)
+                      f"({r['steps_per_epoch']} steps)  peak {r['peak_memory_mb']:8.0f} MB  "
+                      f"bound {r['final_bound'] / r['n_frames']:.4g} nats/frame after {len(r['trace'])} epochs "
+                      f"({r['trace'][-1][0]:.2f} s CPU)", flush=True)
+                if r["diverged"]:
+                    print(f"DIVERGED: {r['diverged']}", flush=True)
+    for dev in devices:      # time to quality against the best bound any method reached at (N, device)
+        for N in sorted({r["n_frames"] for r in rows if r["device"] == dev and "error" not in r}):
+            here = [r for r in rows if r["device"] == dev and r["n_frames"] == N and "error" not in r]
+            finite = [b for r in here for _, b in r["trace"] if math.isfinite(b) and b <= r["bound_ceiling"]]
+            if not finite:
+                continue
+            best = max(finite)
+            for r in here:
+                name = f"McGPDS {r['method']} ({dev})"
+                tq = time_to_quality(r["trace"], best, N)
+                res.add(name, "time_to_1pct_cpu_s", tq["1pct"], n_frames=N, device=dev, best_bound=best)
+                res.add(name, "time_to_0.1nat_cpu_s", tq["0.1nat"], n_frames=N, device=dev, best_bound=best)
+                print(f"{name:32s} N={N:>8d}  best bound {best / N:.4g} nats/frame; time to 1 %: "
+                      f"{_fmt_s(tq['1pct'])}, to 0.1 nats/frame: {_fmt_s(tq['0.1nat'])} (CPU)")
     exps = {}
     for dev in devices:
         for method in ("collapsed", "stochastic"):
@@ -286,7 +424,15 @@ def main(args):
     path = res.write(args.out)
     _plot(rows, exps, Path(args.out) / f"{EXPERIMENT}.png")
     print(f"wrote {path}")
+    diverged = [r["diverged"] for r in rows if r.get("diverged")]
+    if diverged:
+        raise SystemExit("bench_scale: a timed fit diverged (tolerance "
+                         f"{args.diverge_tol} nats/frame per epoch):\n" + "\n".join(diverged))
     return res
+
+
+def _fmt_s(x: float) -> str:
+    return "not reached" if not math.isfinite(x) else f"{x:.2f} s"
 
 
 def _plot(rows, exps, path):

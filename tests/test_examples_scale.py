@@ -1,9 +1,21 @@
 """Smoke tests of examples/bench_scale.py and examples/gpu_check.py (--quick)."""
+import importlib.util
 import json
+import math
+from pathlib import Path
 
+import pytest
 import torch
 
 from common import run_example
+
+
+def _bench_module():
+    path = Path(__file__).resolve().parents[1] / "examples" / "bench_scale.py"
+    spec = importlib.util.spec_from_file_location("bench_scale", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _run(name, *args):
@@ -30,6 +42,63 @@ def test_bench_scale_quick(tmp_path):
     assert (tmp_path / "bench_scale.png").stat().st_size > 0
     if not torch.cuda.is_available():
         assert "CUDA requested but absent" in r.stdout
+    # quality: the full-data bound traced per epoch, time to quality against the best of the run
+    assert res["config"]["diverge_tol"] == 1.0 and res["config"]["min_epochs"] == 3
+    best = {}
+    for method in ("McGPDS stochastic (cpu)", "McGPDS collapsed (cpu)"):
+        for N in (200, 400):
+            fb = [r for r in recs if r["method"] == method and r["metric"] == "final_bound" and r["n_frames"] == N]
+            assert len(fb) == 1
+            trace = fb[0]["trace"]
+            assert len(trace) == 4                                    # warm-up + 3 timed epochs
+            cpu = [c for c, _ in trace]
+            assert all(b < a for a, b in zip(cpu[1:], cpu)) and cpu[0] > 0   # cumulative CPU time increases
+            assert all(math.isfinite(b) and b < 0 for _, b in trace)
+            assert fb[0]["mean"] == trace[-1][1]
+            bpf = [r["mean"] for r in recs if r["method"] == method and r["metric"] == "final_bound_per_frame"
+                   and r["n_frames"] == N]
+            assert bpf == [pytest.approx(trace[-1][1] / N)]
+            best[N] = max(best.get(N, -math.inf), max(b for _, b in trace))
+    for N in (200, 400):
+        tq = [r for r in recs if r["metric"] in ("time_to_1pct_cpu_s", "time_to_0.1nat_cpu_s") and r["n_frames"] == N]
+        assert len(tq) == 4 and all(r["best_bound"] == best[N] for r in tq)
+        # the method that found the best bound reached it (within both tolerances) at a traced time
+        reached = [r["mean"] for r in tq if r["mean"] is not None and math.isfinite(r["mean"])]
+        assert len(reached) >= 2 and all(t > 0 for t in reached)
+    assert "time to 1 %" in r.stdout and "nats/frame" in r.stdout
+
+
+def test_bench_scale_exits_nonzero_when_a_fit_diverges(tmp_path):
+    """An absurd learning rate blows the fits up: the results are written, the exit status is
+    non-zero and the message names the method, N and the numbers."""
+    r = _run("bench_scale.py", "--quick", "--out", str(tmp_path), "--lr", "50")
+    assert r.returncode != 0
+    assert "diverged" in r.stderr and "N=200" in r.stderr
+    assert (tmp_path / "bench_scale.json").exists()
+
+
+def test_check_divergence_and_time_to_quality():
+    b = _bench_module()
+    N = 100
+    ok = [(1.0, -5000.0), (2.0, -4000.0), (3.0, -4050.0), (4.0, -3990.0)]   # a fall of 0.5 nats/frame: allowed
+    assert b.check_divergence(ok, N, 1.0, "m", "cpu") is None
+    msg = b.check_divergence(ok, N, 0.4, "stochastic", "cpu")
+    assert msg and "stochastic N=100 (cpu)" in msg and "-4000" in msg and "-4050" in msg
+    assert "non-finite" in b.check_divergence([(1.0, -5000.0), (2.0, math.nan)], N)
+    assert "non-finite" in b.check_divergence([(1.0, -math.inf)], N)
+    assert "ceiling" in b.check_divergence([(1.0, 10.0)], N, ceiling=5.0)
+    with pytest.raises(ValueError, match="tol_per_frame"):
+        b.check_divergence(ok, N, -1.0)
+    # ceiling: Σ_k N/2 Σ_d log(β/2π), a scalar β broadcast over D
+    c = b.bound_ceiling([torch.tensor(2.0), torch.tensor([1.0, 3.0])], [3, 2], 10)
+    assert c == pytest.approx(5 * (3 * math.log(2 / (2 * math.pi)) + math.log(1 / (2 * math.pi))
+                                   + math.log(3 / (2 * math.pi))))
+    # time to quality: best −3990; 1 % = 39.9 nats → −4029.9 first reached at t=2; 0.1·N = 10 → −4000 at t=2
+    tq = b.time_to_quality(ok, -3990.0, N)
+    assert tq == {"1pct": 2.0, "0.1nat": 2.0}
+    tq = b.time_to_quality(ok, -3990.0, 10)      # 0.1 nats/frame = 1 nat: only the last point
+    assert tq["0.1nat"] == 4.0
+    assert math.isnan(b.time_to_quality(ok, -100.0, N)["1pct"])
 
 
 def test_gpu_check_runs_the_cpu_side_and_reports_cuda(tmp_path):
@@ -55,3 +124,51 @@ def test_bench_scale_pose_quick(tmp_path, data_dir):
     errs = {x["method"]: x["mean"] for x in res["results"] if x["metric"] == "mean_joint_error"}
     assert set(errs) == {"McGPDS stochastic", "McGPDS collapsed"}
     assert all(0 < e < 10 for e in errs.values())      # joint positions in the data's units
+
+
+
+def _store_copy():
+    import pyro
+    s = pyro.get_param_store()
+    return {n: s[n].unconstrained().detach().clone() for n in s.keys()}
+
+
+def test_bound_evaluation_restores_the_store_and_equals_the_collapsed_bound():
+    """The stochastic fit's full-data bound refreshes the statistics and q(V), q(U) in the
+    store; the benchmark's evaluation puts them back bit for bit, and its value is the
+    collapsed method's bound at the same parameters (the two methods are compared on one scale)."""
+    import pyro
+
+    from tandem.guides.mcgpds import mcgpds_guide
+    from tandem.inference.mcgpds import stochastic as st
+    from tandem.inference.mcgpds.bound import collapsed_loss
+    from tandem.inference.svi import fit
+    from tandem.models.mcgpds import mcgpds_model
+
+    b = _bench_module()
+    sim = st.simulate_sequences(4, 50, [4, 3], Q=2, M=5, seed=0)
+    cfg = st.StochasticConfig(Q=2, M=5, window=50, batch=2, num_steps=0, fixed=("alpha", "eps", "beta", "time", "W"))
+    m = st.StochasticMcGPDS(cfg)
+    m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
+    pyro.clear_param_store()
+    m.train(4, seed=0)
+    before = _store_copy()
+    F = b._stochastic_bound(m)
+    after = _store_copy()
+    assert set(after) == set(before) and all(torch.equal(before[n], after[n]) for n in before)
+    assert math.isfinite(F) and F == m.elbo(optimal_inducing=True)     # the library's own evaluation
+    changed = _store_copy()
+    assert any(not torch.equal(before[n], changed[n]) for n in before)  # which does change the store
+    # the collapsed bound of the same model at the same parameters (windows = sequences here)
+    pyro.clear_param_store()
+    m2 = st.StochasticMcGPDS(st.StochasticConfig(Q=2, M=5, window=50, batch=4, num_steps=0,
+                                                 fixed=("alpha", "eps", "beta", "time", "W")))
+    m2.data = m2.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
+    m2.train(2, seed=0)
+    F2 = b._stochastic_bound(m2)
+    d = m2.collapsed_data()
+    pyro.clear_param_store()
+    fit(mcgpds_model, mcgpds_guide, d, loss=collapsed_loss, num_steps=0, seed=0, progress=False)
+    with torch.no_grad():
+        Fc = -float(collapsed_loss(mcgpds_model, mcgpds_guide, d))
+    assert Fc == pytest.approx(F2, rel=1e-10)
