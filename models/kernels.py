@@ -55,7 +55,7 @@ from . import gp_kernels as _gk
 
 __all__ = ["Kernel", "TimeKernel", "MappingKernel", "RBF", "Matern12", "Matern32", "Matern52", "Periodic",
            "White", "Bias", "Sum", "paper_time_kernel", "RBFARD", "LinearARD", "as_mapping_kernel",
-           "as_time_kernel"]
+           "as_time_kernel", "mapping_kernel_kind"]
 
 
 def _get(params: dict, name: str, kernel) -> torch.Tensor:
@@ -336,7 +336,7 @@ class LinearARD(MappingKernel):
 _MAPPING_ALIASES = {"rbfard": RBFARD, "linear": LinearARD}
 
 
-def as_mapping_kernel(kernel) -> MappingKernel:
+def as_mapping_kernel(kernel, stacklevel: int = 2) -> MappingKernel:
     """A :class:`MappingKernel` from an object or a deprecated string alias ``"rbfard"``/``"linear"``."""
     if isinstance(kernel, MappingKernel):
         return kernel
@@ -345,7 +345,7 @@ def as_mapping_kernel(kernel) -> MappingKernel:
             raise ValueError(f"mapping_kernel: expected a MappingKernel or one of {sorted(_MAPPING_ALIASES)}, "
                              f"got {kernel!r}")
         warnings.warn(f"mapping_kernel={kernel!r} is deprecated; pass models.kernels."
-                      f"{_MAPPING_ALIASES[kernel].__name__}() instead", DeprecationWarning, stacklevel=2)
+                      f"{_MAPPING_ALIASES[kernel].__name__}() instead", DeprecationWarning, stacklevel=stacklevel)
         return _MAPPING_ALIASES[kernel]()
     raise TypeError(f"mapping_kernel: expected a MappingKernel or a string alias, got {type(kernel).__name__}")
 
@@ -357,3 +357,17 @@ def as_time_kernel(kernel) -> TimeKernel:
     if isinstance(kernel, TimeKernel):
         return kernel
     raise TypeError(f"time_kernel: expected a TimeKernel (models.kernels) or None, got {type(kernel).__name__}")
+
+
+def mapping_kernel_kind(kernel) -> str:
+    """The internal dispatch name (``"rbfard"``/``"linear"``) of a mapping kernel object or alias.
+
+    Used by the data containers and fit configurations, which accept either; no warning here
+    (the public entry point :class:`tandem.inference.mcgpds.McGPDS` warns on strings).
+    """
+    if isinstance(kernel, MappingKernel):
+        return kernel.kind
+    if isinstance(kernel, str) and kernel in _MAPPING_ALIASES:
+        return kernel
+    raise ValueError(f"mapping_kernel: expected a MappingKernel (models.kernels.RBFARD() / LinearARD()) or one of "
+                     f"{sorted(_MAPPING_ALIASES)}, got {kernel!r}")

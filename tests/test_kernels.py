@@ -172,3 +172,49 @@ def test_objects_equal_string_api(kern, p):
         for a, b in zip(kern.psi(mu, s, Z, p, per_point=pp), gk.psi_stats(kern.kind, mu, s, Z, v, p["ard"], pp)):
             assert torch.equal(a, b)
     assert torch.equal(kern.kzz(Z, p), gk.kzz(kern.kind, Z, v, p["ard"]))
+
+
+# ------------------------------------------------------------------ paper configuration = main's numbers
+# Recorded on the code before kernels became objects (commit 09c28e8, string API), by
+# tests/test_mcgpds_bound.tiny_problem() and the two-view toy of tests/test_mcgpds_api.py.
+MAIN_BOUND = -342.83256615325325
+MAIN_PRED = (-5.433054358749834, -0.183138477190248, 8.056964347097034)   # Σ mean, mean[0, 0], Σ var
+
+
+def test_paper_configuration_reproduces_main_bound():
+    import pyro
+    from test_mcgpds_bound import tiny_problem
+
+    from tandem.guides.mcgpds import variational_params
+    from tandem.inference.mcgpds.bound import collapsed_bound
+    from tandem.models.mcgpds import McGPDSData, hyperparams
+
+    data, hp, mus, lams = tiny_problem()
+    assert collapsed_bound(data, hp, mus, lams).item() == pytest.approx(MAIN_BOUND, rel=1e-8)
+    with pytest.warns(RuntimeWarning):   # the β/W warning of the tiny problem (every group learned)
+        d2 = McGPDSData(data.views, data.times, data.seq_ids, data.Q, data.M, data.J, K.RBFARD(),
+                        init=data.init, fixed=frozenset())
+    assert d2.mapping_kernel == "rbfard"
+    pyro.clear_param_store()
+    hp2 = hyperparams(d2)
+    mus2, lams2 = variational_params(d2)
+    assert collapsed_bound(d2, hp2, mus2, lams2).item() == pytest.approx(MAIN_BOUND, rel=1e-8)
+
+
+def test_mcgpds_with_kernel_objects_reproduces_main_predictions():
+    from test_mcgpds_api import two_views
+
+    from tandem.inference.mcgpds import McGPDS
+
+    train, test, t, tt = two_views()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        m = McGPDS(Q=2, M=10, cycles=1, var_iters=5, model_iters=5, joint_iters=10,
+                   mapping_kernel=K.RBFARD()).fit(train, t)
+    p = m.predict(test[0], tt)
+    got = (float(p.mean.sum()), float(p.mean[0, 0]), float(p.var.sum()))
+    np.testing.assert_allclose(got, MAIN_PRED, rtol=1e-8)
+    with pytest.warns(DeprecationWarning, match="rbfard"):
+        McGPDS(Q=2, mapping_kernel="rbfard")
+    with pytest.raises(ValueError, match="mapping_kernel"):
+        McGPDS(Q=2, mapping_kernel="matern")

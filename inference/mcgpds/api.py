@@ -52,6 +52,7 @@ from tandem.inference.mcgpds.fit import (
 from tandem.inference.mcgpds.predictor import calibrated_prediction
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
+from tandem.models.kernels import as_mapping_kernel
 from tandem.models.mcgpds import SAFE_FIXED, dims, model
 
 __all__ = ["McGPDS", "McGPDSPrediction", "DEFAULT_SCHEDULE"]
@@ -105,6 +106,9 @@ class McGPDS:
         self.Q, self.M, self.J, self.fixed, self.scale = Q, M, J, fixed, scale
         self.seed, self.progress = int(seed), bool(progress)
         self.device = None if device is None else str(resolve_device(device))
+        if "mapping_kernel" in config:
+            # a models.kernels.MappingKernel; the strings "rbfard" / "linear" are deprecated aliases
+            config["mapping_kernel"] = as_mapping_kernel(config["mapping_kernel"], stacklevel=3)
         self.config = {**DEFAULT_SCHEDULE, **config}
         self.fitted_: McGPDSFitted | None = None
         self.scalers_: list[Standardizer] | None = None

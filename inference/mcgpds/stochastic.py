@@ -101,6 +101,7 @@ from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.svi import fit
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.gp_kernels import kzz, psi_stats, time_kernel
+from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.mcgpds import (
     McGPDSData,
     default_init,
@@ -192,6 +193,7 @@ class StochasticData:
     out_dims: list = field(default_factory=list)
 
     def __post_init__(self):
+        self.mapping_kernel = mapping_kernel_kind(self.mapping_kernel)   # a models.kernels object or alias
         self.out_dims = [int(Y.shape[1]) for Y in self.views]
         self.device = self.times.device
         self.rows = self.windows.rows.to(self.device)
