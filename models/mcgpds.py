@@ -53,6 +53,7 @@ from pyro.distributions import constraints
 from tandem.inference.numerics import DTYPE, cholesky_jitter
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
 from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
+from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DIMS", "dims",
@@ -173,8 +174,7 @@ class McGPDSData:
         self.blocks = Blocks(self.seq_ids)
         for name in ("Q", "M", "J"):
             setattr(self, name, check_int_range(getattr(self, name), name, 1))
-        if self.mapping_kernel not in ("rbfard", "linear"):
-            raise ValueError(f"mapping_kernel: expected 'rbfard' or 'linear', got {self.mapping_kernel!r}")
+        self.mapping_kernel = mapping_kernel_kind(self.mapping_kernel)   # a models.kernels object or alias
         if self.private_prior not in ("mcgpds", "gplvm"):
             raise ValueError(f"private_prior: expected 'mcgpds' or 'gplvm', got {self.private_prior!r}")
         if isinstance(self.fixed, str):

@@ -73,6 +73,7 @@ from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.persistence import PersistenceError, dump, load
 from tandem.inference.svi import LBFGS, fit, minimize
 from tandem.inference.validation import as_tensor, check_real_range, resolve_device, sequence_labels
+from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
@@ -87,7 +88,7 @@ class McGPDSConfig:
     Q: int = 10
     M: int = 100
     J: int = 1
-    mapping_kernel: str = "rbfard"          # "rbfard" | "linear"
+    mapping_kernel: str = "rbfard"          # models.kernels.RBFARD() / LinearARD(), or alias "rbfard" | "linear"
     time_white: bool = True
     time_bias: bool = True
     time_white_var: float = 1e-2
@@ -116,6 +117,7 @@ class McGPDSConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["init_views"] = None if self.init_views is None else "given"
+        d["mapping_kernel"] = mapping_kernel_kind(self.mapping_kernel)
         return d
 
 
@@ -266,8 +268,7 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
                           stacklevel=2)
     if cfg.Q < 1 or cfg.M < 1 or cfg.J < 1:
         raise ValueError(f"Q, M and J must be >= 1, got Q={cfg.Q}, M={cfg.M}, J={cfg.J}")
-    if cfg.mapping_kernel not in ("rbfard", "linear"):
-        raise ValueError(f"mapping_kernel: expected 'rbfard' or 'linear', got {cfg.mapping_kernel!r}")
+    mapping_kind = mapping_kernel_kind(cfg.mapping_kernel)   # a models.kernels object or alias
     if cfg.private_prior not in ("mcgpds", "gplvm"):
         raise ValueError(f"private_prior: expected 'mcgpds' or 'gplvm', got {cfg.private_prior!r}")
     if cfg.output_layer not in ("cgpds", "linear"):
@@ -315,7 +316,7 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     alpha = cfg.alpha_init
     if not cfg.coupling:
         alpha, fixed = 1.0, fixed | {"alpha"}
-    kind = "linear" if cfg.output_layer == "linear" else cfg.mapping_kernel
+    kind = "linear" if cfg.output_layer == "linear" else mapping_kind
     gen = torch.Generator().manual_seed(int(seed))
     init = default_init(N, Ds, cfg.Q, cfg.M, cfg.J, kind, X0=X0, times=t, time_white=cfg.time_white,
                         time_bias=cfg.time_bias, alpha=alpha, eps=cfg.eps_init, beta=beta,

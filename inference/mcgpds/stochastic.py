@@ -123,6 +123,7 @@ from tandem.inference.validation import (
     sequence_labels,
 )
 from tandem.models.gp_kernels import kzz, psi_stats, time_kernel
+from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.mcgpds import (
     McGPDSData,
     default_init,
@@ -214,6 +215,7 @@ class StochasticData:
     out_dims: list = field(default_factory=list)
 
     def __post_init__(self):
+        self.mapping_kernel = mapping_kernel_kind(self.mapping_kernel)   # a models.kernels object or alias
         self.out_dims = [int(Y.shape[1]) for Y in self.views]
         self.device = self.times.device
         self.rows = self.windows.rows.to(self.device)

@@ -1,0 +1,373 @@
+"""Kernels as objects: time kernels and mapping kernels with one common interface.
+
+Every kernel is a small stateless object; its hyperparameters live outside it, in a dict
+``params`` (name -> float64 tensor), so that the same object serves the Pyro model (where
+the values are ``pyro.param`` sites), the collapsed bound and the stochastic fit.
+
+Common interface (:class:`Kernel`)
+----------------------------------
+* ``param_names``  — tuple of hyperparameter names;
+* ``constraints``  — dict name -> ``torch.distributions.constraints`` object;
+* ``gram(x1, x2, params, same=False)`` — kernel matrix; time kernels take batched time
+  vectors ``(..., n1)``, ``(..., n2)`` -> ``(..., n1, n2)``; mapping kernels take inputs
+  ``(N1, Q)``, ``(N2, Q)`` -> ``(N1, N2)``. ``same`` says the two arguments are the same
+  points (white noise is added only then);
+* ``diag(x, params)`` — the diagonal ``k(x_i, x_i)``, shape ``(..., n)`` / ``(N,)``.
+
+Time kernels (``r = |t − t'|``)
+-------------------------------
+* :class:`RBF`         ``σ² exp(−½ γ r²)``   (``variance`` σ², ``invwidth`` γ; the paper's kernel)
+* :class:`Matern12`    ``σ² exp(−r/ℓ)``
+* :class:`Matern32`    ``σ² (1 + √3 r/ℓ) exp(−√3 r/ℓ)``
+* :class:`Matern52`    ``σ² (1 + √5 r/ℓ + 5r²/(3ℓ²)) exp(−√5 r/ℓ)``
+* :class:`Periodic`    ``σ² exp(−2 sin²(π r/p)/ℓ²)``
+* :class:`White`       ``σ_w² δ(t, t')`` (only when ``same``)
+* :class:`Bias`        ``σ_b²``
+* :class:`Sum`         ``Σ_j k_j``; parameter names are prefixed ``"<j>.<name>"`` unless
+  given names (``Sum(rbf=RBF(), white=White(), bias=Bias())`` -> ``"rbf.variance"``...).
+  :func:`paper_time_kernel` is the paper's (and the authors' code's) RBF + white + bias.
+
+Mapping kernels and ψ-statistics
+--------------------------------
+For ``q(x_n) = N(μ_n, diag s_n)``, ``mu, s`` (N, Q), inducing inputs ``Z`` (M, Q):
+``psi0 = Σ_n ⟨κ(x_n, x_n)⟩`` (scalar), ``psi1[n, m] = ⟨κ(x_n, z_m)⟩`` (N, M),
+``psi2 = Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩`` (M, M) — or per point ``(N,)``, ``(N, M)``,
+``(N, M, M)`` with ``per_point=True``. The closed forms are those of
+:mod:`models.gp_kernels` (:func:`~models.gp_kernels.psi_rbf`,
+:func:`~models.gp_kernels.psi_linear`), which the objects call, so the paper's
+configuration gives bit-identical numbers to the string API.
+
+* :class:`RBFARD`     ``σ² exp(−½ Σ_q a_q (x_q − x'_q)²)`` (``variance``, ``ard`` (Q,))
+* :class:`LinearARD`  ``Σ_q a_q x_q x'_q`` (``ard`` (Q,))
+
+:func:`as_mapping_kernel` turns the deprecated strings ``"rbfard"``/``"linear"`` into these
+objects (with a ``DeprecationWarning``).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from torch.distributions import constraints
+
+from . import gp_kernels as _gk
+
+__all__ = ["Kernel", "TimeKernel", "MappingKernel", "RBF", "Matern12", "Matern32", "Matern52", "Periodic",
+           "White", "Bias", "Sum", "paper_time_kernel", "RBFARD", "LinearARD", "as_mapping_kernel",
+           "as_time_kernel", "mapping_kernel_kind"]
+
+
+def _get(params: dict, name: str, kernel) -> torch.Tensor:
+    if not isinstance(params, dict):
+        raise TypeError(f"params: expected a dict of tensors for {type(kernel).__name__}, got {type(params).__name__}")
+    if name not in params:
+        raise ValueError(f"params: {type(kernel).__name__} needs parameter {name!r}; got {sorted(params)}")
+    return torch.as_tensor(params[name], dtype=torch.float64)
+
+
+class Kernel:
+    """Base class: ``param_names``, ``constraints``, ``gram``, ``diag``, ``init_params``."""
+
+    param_names: tuple = ()
+    defaults: dict = {}
+
+    @property
+    def constraints(self) -> dict:
+        return {n: constraints.positive for n in self.param_names}
+
+    def init_params(self, **overrides) -> dict:
+        """Default hyperparameters as float64 tensors (``overrides`` replace named values)."""
+        bad = set(overrides) - set(self.param_names)
+        if bad:
+            raise ValueError(f"init_params: unknown parameter(s) {sorted(bad)} for {type(self).__name__}; "
+                             f"expected among {list(self.param_names)}")
+        out = {n: torch.as_tensor(self.defaults[n], dtype=torch.float64) for n in self.param_names}
+        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in overrides.items()})
+        return out
+
+    def gram(self, x1, x2, params: dict, same: bool = False) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def diag(self, x, params: dict) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __add__(self, other):
+        if not isinstance(other, TimeKernel) or not isinstance(self, TimeKernel):
+            return NotImplemented
+        left = list(self.parts) if isinstance(self, Sum) else [self]
+        right = list(other.parts) if isinstance(other, Sum) else [other]
+        return Sum(*left, *right)
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class TimeKernel(Kernel):
+    """Stationary kernel over scalar time stamps; ``gram`` works on batched vectors (..., n)."""
+
+    def _k_of_r(self, r, params):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @staticmethod
+    def _dist(t1, t2):
+        t1 = torch.as_tensor(t1, dtype=torch.float64)
+        t2 = torch.as_tensor(t2, dtype=torch.float64)
+        return t1[..., :, None] - t2[..., None, :]
+
+    def gram(self, t1, t2, params: dict, same: bool = False) -> torch.Tensor:
+        return self._k_of_r(self._dist(t1, t2).abs(), params)
+
+    def diag(self, t, params: dict) -> torch.Tensor:
+        t = torch.as_tensor(t, dtype=torch.float64)
+        return self._k_of_r(torch.zeros_like(t), params)
+
+
+class RBF(TimeKernel):
+    """``k = σ² exp(−½ γ (t − t')²)``; parameters ``variance`` σ², ``invwidth`` γ."""
+
+    param_names = ("variance", "invwidth")
+    defaults = {"variance": 1.0, "invwidth": 1.0}
+
+    def gram(self, t1, t2, params, same=False):
+        d = self._dist(t1, t2)
+        return _get(params, "variance", self) * torch.exp(-0.5 * _get(params, "invwidth", self) * d * d)
+
+    def _k_of_r(self, r, params):
+        return _get(params, "variance", self) * torch.exp(-0.5 * _get(params, "invwidth", self) * r * r)
+
+
+class Matern12(TimeKernel):
+    """``k = σ² exp(−r/ℓ)`` (Ornstein–Uhlenbeck); ``variance``, ``lengthscale``."""
+
+    param_names = ("variance", "lengthscale")
+    defaults = {"variance": 1.0, "lengthscale": 1.0}
+
+    def _k_of_r(self, r, params):
+        return _get(params, "variance", self) * torch.exp(-r / _get(params, "lengthscale", self))
+
+
+class Matern32(TimeKernel):
+    """``k = σ² (1 + √3 r/ℓ) exp(−√3 r/ℓ)``; ``variance``, ``lengthscale``."""
+
+    param_names = ("variance", "lengthscale")
+    defaults = {"variance": 1.0, "lengthscale": 1.0}
+
+    def _k_of_r(self, r, params):
+        u = math.sqrt(3.0) * r / _get(params, "lengthscale", self)
+        return _get(params, "variance", self) * (1.0 + u) * torch.exp(-u)
+
+
+class Matern52(TimeKernel):
+    """``k = σ² (1 + √5 r/ℓ + 5 r²/(3ℓ²)) exp(−√5 r/ℓ)``; ``variance``, ``lengthscale``."""
+
+    param_names = ("variance", "lengthscale")
+    defaults = {"variance": 1.0, "lengthscale": 1.0}
+
+    def _k_of_r(self, r, params):
+        u = math.sqrt(5.0) * r / _get(params, "lengthscale", self)
+        return _get(params, "variance", self) * (1.0 + u + u * u / 3.0) * torch.exp(-u)
+
+
+class Periodic(TimeKernel):
+    """``k = σ² exp(−2 sin²(π r / p) / ℓ²)``; ``variance``, ``lengthscale`` ℓ, ``period`` p."""
+
+    param_names = ("variance", "lengthscale", "period")
+    defaults = {"variance": 1.0, "lengthscale": 1.0, "period": 1.0}
+
+    def _k_of_r(self, r, params):
+        sn = torch.sin(math.pi * r / _get(params, "period", self))
+        return _get(params, "variance", self) * torch.exp(-2.0 * sn * sn / _get(params, "lengthscale", self) ** 2)
+
+
+class White(TimeKernel):
+    """``k = σ_w² δ(t, t')``, added only when ``same`` (the two arguments are the same points)."""
+
+    param_names = ("variance",)
+    defaults = {"variance": 1e-3}
+
+    def gram(self, t1, t2, params, same=False):
+        d = self._dist(t1, t2)
+        K = torch.zeros_like(d)
+        if same:
+            if d.shape[-1] != d.shape[-2]:
+                raise ValueError(f"White.gram: same=True needs equal lengths, got {tuple(d.shape[-2:])}")
+            K = K + _get(params, "variance", self) * torch.eye(d.shape[-1], dtype=d.dtype)
+        return K
+
+    def diag(self, t, params):
+        t = torch.as_tensor(t, dtype=torch.float64)
+        return torch.zeros_like(t) + _get(params, "variance", self)
+
+
+class Bias(TimeKernel):
+    """``k = σ_b²`` (a constant)."""
+
+    param_names = ("variance",)
+    defaults = {"variance": 1e-3}
+
+    def _k_of_r(self, r, params):
+        return torch.zeros_like(r) + _get(params, "variance", self)
+
+
+class Sum(TimeKernel):
+    """``k = Σ_j k_j``. Positional parts are named ``"0"``, ``"1"``...; keyword parts by their key.
+
+    Parameters are ``"<part>.<name>"``, e.g. ``Sum(rbf=RBF(), white=White())`` has
+    ``("rbf.variance", "rbf.invwidth", "white.variance")``.
+    """
+
+    def __init__(self, *parts, **named):
+        items = [(str(i), p) for i, p in enumerate(parts)] + list(named.items())
+        if not items:
+            raise ValueError("Sum: needs at least one kernel")
+        for key, p in items:
+            if not isinstance(p, TimeKernel):
+                raise TypeError(f"Sum: part {key!r} must be a TimeKernel, got {type(p).__name__}")
+            if "." in key:
+                raise ValueError(f"Sum: part name {key!r} must not contain '.'")
+        self.items = items
+
+    @property
+    def parts(self):
+        return [p for _, p in self.items]
+
+    @property
+    def param_names(self):
+        return tuple(f"{k}.{n}" for k, p in self.items for n in p.param_names)
+
+    @property
+    def defaults(self):
+        return {f"{k}.{n}": v for k, p in self.items for n, v in p.defaults.items()}
+
+    @property
+    def constraints(self):
+        return {f"{k}.{n}": c for k, p in self.items for n, c in p.constraints.items()}
+
+    def _sub(self, key, params):
+        pre = key + "."
+        return {n[len(pre):]: v for n, v in params.items() if n.startswith(pre)}
+
+    def gram(self, t1, t2, params, same=False):
+        return sum(p.gram(t1, t2, self._sub(k, params), same=same) for k, p in self.items)
+
+    def diag(self, t, params):
+        return sum(p.diag(t, self._sub(k, params)) for k, p in self.items)
+
+    def __repr__(self):
+        return "Sum(" + ", ".join(f"{k}={p!r}" for k, p in self.items) + ")"
+
+
+def paper_time_kernel() -> Sum:
+    """The paper's temporal kernel ``RBF + White + Bias`` with parts named ``rbf``, ``white``, ``bias``.
+
+    With ``params = {"rbf.variance": σ_t², "rbf.invwidth": γ, "white.variance": σ_w²,
+    "bias.variance": σ_b²}``, ``gram(t, t, params, same=True)`` equals
+    :func:`models.gp_kernels.time_kernel(t, t, σ_t², γ, σ_w², σ_b²)`.
+    """
+    return Sum(rbf=RBF(), white=White(), bias=Bias())
+
+
+class MappingKernel(Kernel):
+    """Kernel on latent points (N, Q) with ψ-statistics under a diagonal Gaussian q(X)."""
+
+    kind: str = ""
+
+    def psi(self, mu, s, Z, params, per_point: bool = False):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def psi0(self, mu, s, params, per_point: bool = False):
+        return self.psi(mu, s, mu[:1], params, per_point)[0]
+
+    def psi1(self, mu, s, Z, params):
+        return self.psi(mu, s, Z, params)[1]
+
+    def psi2(self, mu, s, Z, params, per_point: bool = False):
+        return self.psi(mu, s, Z, params, per_point)[2]
+
+    def kzz(self, Z, params) -> torch.Tensor:
+        """``K(Z, Z)`` plus the fixed jitter of :func:`models.gp_kernels.kzz` (1e-6 of the mean diagonal)."""
+        K = self.gram(Z, Z, params)
+        jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
+        return K + jit * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
+
+    def init_params(self, Q: int = 1, **overrides) -> dict:
+        out = {"variance": torch.tensor(1.0, dtype=torch.float64), "ard": torch.ones(Q, dtype=torch.float64)}
+        out = {n: out[n] for n in self.param_names}
+        bad = set(overrides) - set(self.param_names)
+        if bad:
+            raise ValueError(f"init_params: unknown parameter(s) {sorted(bad)} for {type(self).__name__}")
+        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in overrides.items()})
+        return out
+
+
+class RBFARD(MappingKernel):
+    """``κ = σ² exp(−½ Σ_q a_q (x_q − x'_q)²)``; ``variance`` σ², ``ard`` a (Q,) inverse squared lengthscales."""
+
+    param_names = ("variance", "ard")
+    kind = "rbfard"
+
+    def gram(self, X1, X2, params, same=False):
+        return _gk.rbf_ard(X1, X2, _get(params, "variance", self), _get(params, "ard", self))
+
+    def diag(self, X, params):
+        return _get(params, "variance", self).expand(X.shape[0]).clone()
+
+    def psi(self, mu, s, Z, params, per_point=False):
+        return _gk.psi_rbf(mu, s, Z, _get(params, "variance", self), _get(params, "ard", self), per_point)
+
+
+class LinearARD(MappingKernel):
+    """``κ = Σ_q a_q x_q x'_q``; ``ard`` a (Q,)."""
+
+    param_names = ("ard",)
+    kind = "linear"
+
+    def gram(self, X1, X2, params, same=False):
+        return _gk.linear_ard(X1, X2, _get(params, "ard", self))
+
+    def diag(self, X, params):
+        return (X * X * _get(params, "ard", self)).sum(-1)
+
+    def psi(self, mu, s, Z, params, per_point=False):
+        return _gk.psi_linear(mu, s, Z, _get(params, "ard", self), per_point)
+
+
+_MAPPING_ALIASES = {"rbfard": RBFARD, "linear": LinearARD}
+
+
+def as_mapping_kernel(kernel, stacklevel: int = 2) -> MappingKernel:
+    """A :class:`MappingKernel` from an object or a deprecated string alias ``"rbfard"``/``"linear"``."""
+    if isinstance(kernel, MappingKernel):
+        return kernel
+    if isinstance(kernel, str):
+        if kernel not in _MAPPING_ALIASES:
+            raise ValueError(f"mapping_kernel: expected a MappingKernel or one of {sorted(_MAPPING_ALIASES)}, "
+                             f"got {kernel!r}")
+        warnings.warn(f"mapping_kernel={kernel!r} is deprecated; pass models.kernels."
+                      f"{_MAPPING_ALIASES[kernel].__name__}() instead", DeprecationWarning, stacklevel=stacklevel)
+        return _MAPPING_ALIASES[kernel]()
+    raise TypeError(f"mapping_kernel: expected a MappingKernel or a string alias, got {type(kernel).__name__}")
+
+
+def as_time_kernel(kernel) -> TimeKernel:
+    """A :class:`TimeKernel`; ``None`` gives the paper's :func:`paper_time_kernel`."""
+    if kernel is None:
+        return paper_time_kernel()
+    if isinstance(kernel, TimeKernel):
+        return kernel
+    raise TypeError(f"time_kernel: expected a TimeKernel (models.kernels) or None, got {type(kernel).__name__}")
+
+
+def mapping_kernel_kind(kernel) -> str:
+    """The internal dispatch name (``"rbfard"``/``"linear"``) of a mapping kernel object or alias.
+
+    Used by the data containers and fit configurations, which accept either; no warning here
+    (the public entry point :class:`tandem.inference.mcgpds.McGPDS` warns on strings).
+    """
+    if isinstance(kernel, MappingKernel):
+        return kernel.kind
+    if isinstance(kernel, str) and kernel in _MAPPING_ALIASES:
+        return kernel
+    raise ValueError(f"mapping_kernel: expected a MappingKernel (models.kernels.RBFARD() / LinearARD()) or one of "
+                     f"{sorted(_MAPPING_ALIASES)}, got {kernel!r}")
