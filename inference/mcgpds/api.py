@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -64,8 +65,8 @@ from tandem.inference.params import (
 from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.validation import as_tensor, check_int_range, check_time_order, resolve_device, sequence_labels
-from tandem.models.mcgpds import PARAM_GROUPS, SAFE_FIXED, dims, model
 from tandem.models.kernels import MappingKernel
+from tandem.models.mcgpds import PARAM_GROUPS, SAFE_FIXED, dims, model
 
 __all__ = ["McGPDS", "McGPDSPrediction", "DEFAULT_SCHEDULE"]
 
@@ -164,6 +165,11 @@ class McGPDS(TandemEstimator):
         for name in _CONFIG_FIELDS:
             setattr(self, name, config.get(name, _config_default(name)))
         self._validate_params()
+        if isinstance(config.get("mapping_kernel"), str):
+            # stored as given (the estimator contract); the objects of models.kernels replace it
+            warnings.warn(f"McGPDS(mapping_kernel={config['mapping_kernel']!r}): the strings are deprecated "
+                          "aliases; pass tandem.models.kernels.RBFARD() or LinearARD()", DeprecationWarning,
+                          stacklevel=2)
 
     @classmethod
     def _get_param_names(cls):
