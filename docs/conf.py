@@ -48,6 +48,10 @@ autosummary_imported_members = False
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
+# napoleon turns shape words in numpy-style type fields ("(B, d) array") into cross-references;
+# where a word is also an attribute name of two documented paths (CoupledProjections.B) Sphinx
+# reports the ambiguity, which is not an error of the docs
+suppress_warnings = ["ref.python"]
 
 html_theme = "alabaster"
 html_static_path = []
@@ -86,7 +90,18 @@ def _verbatim_if_not_rst(app, what, name, obj, options, lines):
     lines[:] = ["::", ""] + body + [""]
 
 
+def _skip_foreign_members(app, what, name, obj, skip, options):
+    # the estimators inherit scikit-learn's BaseEstimator methods (get_params, set_params,
+    # set_*_request): they are documented by scikit-learn, and their docstrings refer to
+    # its glossary, which this build does not have
+    module = getattr(obj, "__module__", None) or ""
+    if what == "class" and module.startswith("sklearn"):
+        return True
+    return skip
+
+
 def setup(app):
+    app.connect("autodoc-skip-member", _skip_foreign_members)
     # after napoleon (registered when the extension loaded, same priority → earlier), so the
     # check sees napoleon's reST, not the numpy-style source
     app.connect("autodoc-process-docstring", _verbatim_if_not_rst)
