@@ -40,6 +40,7 @@ import pyro
 from pyro.params.param_store import ParamStoreDict
 from sklearn.base import BaseEstimator
 
+from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.validation import NotFittedError, resolve_device
 
 __all__ = ["Interval", "Options", "InstanceOf", "Boolean", "Callable", "Seed", "Device", "SequenceOf", "OneOf",
@@ -267,6 +268,19 @@ class TandemEstimator(BaseEstimator):
     """
 
     _parameter_constraints: dict = {}
+
+    # save / load: one safe format for every estimator (subclasses with more state override)
+    def save(self, path) -> None:
+        """Write this object (settings and fitted state) to ``path`` in tandem's safe format
+        (:func:`tandem.inference.persistence.save_estimator`: plain tensors/arrays + JSON),
+        atomically: a kill or full disk during the write leaves the previous file intact."""
+        save_estimator(self, path)
+
+    @classmethod
+    def load(cls, path, map_location=None):
+        """Read an object written by :meth:`save`; ``map_location`` puts its tensors on that
+        device. Nothing is unpickled: a damaged or foreign file raises ``ValueError`` naming it."""
+        return load_estimator(cls, path, map_location)
 
     def _validate_params(self):
         validate_params(self._parameter_constraints, self.get_params(deep=False), f"{type(self).__name__}: ")

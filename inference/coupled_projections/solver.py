@@ -53,7 +53,6 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 from tandem.guides.coupled_projections import Guide
 from tandem.inference.distances import knn, nearest, sq_dists
 from tandem.inference.params import Interval, OneOf, SequenceOf, TandemEstimator, own_params
-from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.svi import fit
 from tandem.inference.validation import NotFittedError, as_array, check_int_range, check_real_range, check_weights
@@ -302,19 +301,6 @@ class CoupledProjections(TandemEstimator):
                  pca: int | tuple | None = None, ridge: float = 0.0):
         self.d, self.k, self.t, self.alpha_x, self.alpha_y, self.pca, self.ridge = d, k, t, alpha_x, alpha_y, pca, ridge
         self._validate_params()
-
-    # ------------------------------------------------------------------ save / load
-    def save(self, path) -> None:
-        """Write this object (settings and fitted state) to ``path`` in tandem's safe format
-        (:func:`tandem.inference.persistence.save_estimator`: plain tensors/arrays + JSON),
-        atomically: a kill or full disk during the write leaves the previous file intact."""
-        save_estimator(self, path)
-
-    @classmethod
-    def load(cls, path, map_location=None):
-        """Read an object written by :meth:`save`; ``map_location`` puts its tensors on that
-        device. Nothing is unpickled: a damaged or foreign file raises ``ValueError`` naming it."""
-        return load_estimator(cls, path, map_location)
 
     def _check(self):
         self._validate_params()

@@ -22,7 +22,6 @@ from tandem.inference.params import (
     TandemEstimator,
     own_params,
 )
-from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.samtc.algorithm import SAMTCResult, samtc, validate_tasks
 from tandem.inference.samtc.model_fit import ModelFit, fit_model
 
@@ -140,19 +139,6 @@ class SAMTC(TandemEstimator):
         if self.model_fit_ is None or fit_kwargs:
             self.fit_model(**fit_kwargs)
         return self.model_fit_.to_inference_data(num_samples=num_samples, seed=self.seed)
-
-    # ------------------------------------------------------------------ save / load
-    def save(self, path) -> None:
-        """Write this object (settings and fitted state) to ``path`` in tandem's safe format
-        (:func:`tandem.inference.persistence.save_estimator`: plain tensors/arrays + JSON),
-        atomically: a kill or full disk during the write leaves the previous file intact."""
-        save_estimator(self, path)
-
-    @classmethod
-    def load(cls, path, map_location=None):
-        """Read an object written by :meth:`save`; ``map_location`` puts its tensors on that
-        device. Nothing is unpickled: a damaged or foreign file raises ``ValueError`` naming it."""
-        return load_estimator(cls, path, map_location)
 
     def _check_fitted(self):
         super()._check_fitted("result_", "fit(tasks)")

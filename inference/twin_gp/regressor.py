@@ -47,7 +47,6 @@ from tandem.inference.params import (
     TandemEstimator,
     own_params,
 )
-from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
 from tandem.inference.twin_gp.predictor import METHODS, TwinGP
@@ -197,19 +196,6 @@ class TwinGPRegressor(TandemEstimator):
         return min(self.neighbors, Zs.shape[0] - -(-Zs.shape[0] // self.folds))
 
     # -- prediction ---------------------------------------------------------------------
-    # ------------------------------------------------------------------ save / load
-    def save(self, path) -> None:
-        """Write this object (settings and fitted state) to ``path`` in tandem's safe format
-        (:func:`tandem.inference.persistence.save_estimator`: plain tensors/arrays + JSON),
-        atomically: a kill or full disk during the write leaves the previous file intact."""
-        save_estimator(self, path)
-
-    @classmethod
-    def load(cls, path, map_location=None):
-        """Read an object written by :meth:`save`; ``map_location`` puts its tensors on that
-        device. Nothing is unpickled: a damaged or foreign file raises ``ValueError`` naming it."""
-        return load_estimator(cls, path, map_location)
-
     def _check_fitted(self):
         super()._check_fitted("model_", "fit(X, Y)")
 
