@@ -211,7 +211,9 @@ def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, t
 def _stochastic_bound(m) -> float:
     """Full-data ELBO of a stochastic fit at the optimal q(V), q(U) (= its collapsed bound),
     leaving the parameter store (running statistics, stored q(U)) as it was."""
-    store = pyro.get_param_store()
+    store = getattr(m, "param_store_", None)   # the estimator's own store (the global one before)
+    if store is None:
+        store = pyro.get_param_store()
     saved = {n: store[n].unconstrained().detach().clone() for n in store.keys()}
     try:
         return float(m.elbo(optimal_inducing=True))

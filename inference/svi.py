@@ -428,12 +428,16 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         loss_fn = _make_loss_fn(loss, model, guide, args, kwargs)
         with poutine.trace(param_only=True) as ptrace:
             first = loss_fn()  # creates every param, so L-BFGS sees them all
-        if not isinstance(loss, ELBO) and not getattr(loss, "deterministic", False):
+        rechecked = not isinstance(loss, ELBO) and not getattr(loss, "deterministic", False)
+        if rechecked:
             _check_deterministic_callable(loss_fn, float(first.detach()), seed)
         # A fresh run: the parameters are still those of the discovery evaluation, so it serves
         # as L-BFGS's first closure call (its value and graph at the starting point) instead of
         # being recomputed. On resume the checkpoint's parameters replace them: evaluate anew.
-        pending_first = [first if state is None else None]
+        # Not after the re-check of a callable loss: its later evaluation is the live one (a
+        # data-parallel wrapper's collectives follow the last call; reusing the stale graph
+        # left the first step of two gloo workers where it started)
+        pending_first = [first if state is None and not rechecked else None]
         del first
         restore_params()
         names = sorted(ptrace.trace.nodes)
