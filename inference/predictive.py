@@ -88,7 +88,9 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
     ``infer_discrete``), and ``pyro.deterministic`` sites. Model latent sites outside both
     are left out (``UserWarning`` naming them): their values would be prior draws.
     ``posterior_predictive`` has a fresh draw of every observed site given each joint
-    latent draw; ``log_likelihood`` the pointwise log-density of the observations;
+    latent draw; ``log_likelihood`` the pointwise log-density of the observations given the
+    guide's draw, with the enumerated sites summed out (:func:`_marginal_log_likelihood`), not
+    conditional on the drawn labels;
     ``sample_stats`` per draw ``lp`` = log p(θ, y), the model's joint log-density of the draw and
     all observations (``pyro.factor`` terms included; enumerated discrete sites summed out, by
     ``TraceEnum_ELBO``), and ``log_q`` = log q(θ), the guide's log-density of the draw — what
@@ -139,6 +141,9 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
                 lp = _log_density(cond, latent_only=False)
             stats["lp"].append(np.float64(lp))
             stats["log_q"].append(np.float64(log_q))
+            if enumerated and log_likelihood:
+                marginal = _marginal_log_likelihood(model, {n: s["value"] for n, s in _latent_only(gtr).nodes.items()},
+                                                    first_dim, enumerated, args, kwargs)
             latents = _latent_only(cond)
             free = poutine.trace(poutine.replay(poutine.uncondition(model), trace=latents)).get_trace(*args, **kwargs)
             for name, site in _sample_sites(cond):
@@ -147,7 +152,13 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
                 elif site["is_observed"]:
                     obs.setdefault(name, _np(site["value"]))
                     if log_likelihood:
-                        loglik.setdefault(name, []).append(_np(site["fn"].log_prob(site["value"])))
+                        pointwise = site["fn"].log_prob(site["value"])
+                        if enumerated:
+                            m = marginal[name]
+                            while m.dim() > pointwise.dim():      # the (now singleton) enumeration dims
+                                m = m.squeeze(0)
+                            pointwise = torch.broadcast_to(m, pointwise.shape)
+                        loglik.setdefault(name, []).append(_np(pointwise))
                     ppc.setdefault(name, []).append(_np(free.nodes[name]["value"]))
                 elif name in guide_latents or name in enumerated:
                     post.setdefault(name, []).append(_np(site["value"]))
@@ -156,6 +167,63 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
 
     return {"posterior": stack(post), "posterior_predictive": stack(ppc), "observed_data": obs,
             "log_likelihood": stack(loglik), "sample_stats": stack(stats)}
+
+
+def _marginal_log_likelihood(model, theta: dict, first_dim: int, enumerated: list, args, kwargs) -> dict:
+    """Pointwise log p(y_i | θ) of every observed site with the enumerated sites summed out.
+
+    The model is run under parallel enumeration (``poutine.enum``), conditioned on the guide's
+    draw θ: each enumerated site z carries its support in an enumeration dim (left of the plate
+    dims), and the observed site's log-density broadcasts over those dims. Then
+
+        log p(y_i | θ) = logsumexp_z [Σ_z log p(z | ·) + log p(y_i | z, θ)],
+
+    taken over the enumeration dims only, keeping the plate dims: exact for labels local to the
+    observation's plates (mixtures, one label per point) and for global labels (a label outside
+    every plate is summed out of each point's density separately, which is its marginal).
+    A label the observation does not depend on (no size > 1 along its enumeration dim) is left
+    out: it sums to one. (Pyro's enumeration itself refuses an observation outside a plate that
+    depends on a label inside it, so every remaining label broadcasts with the observation.)
+
+    Parameters
+    ----------
+    model : callable
+        The Pyro model.
+    theta : dict
+        Values of the guide's latent sites (one draw of q).
+    first_dim : int
+        The first enumeration dim (``-1 - max_plate_nesting``).
+    enumerated : list of str
+        The model's enumerated sites that the guide does not cover.
+    args, kwargs
+        The model's arguments.
+
+    Returns
+    -------
+    dict
+        ``{observed site: tensor}``, each broadcastable to the site's batch shape.
+    """
+    enum_model = poutine.enum(poutine.condition(model, data=theta), first_available_dim=first_dim)
+    tr = poutine.trace(enum_model).get_trace(*args, **kwargs)
+    n_plate = -1 - first_dim
+    z_lp = [scale_and_mask(tr.nodes[n]["fn"].log_prob(tr.nodes[n]["value"]), tr.nodes[n]["scale"],
+                           tr.nodes[n]["mask"]) for n in enumerated]
+    out = {}
+    for name, site in _sample_sites(tr):
+        if not site["is_observed"] or _is_deterministic(site) or name in theta:
+            continue
+        lp = site["fn"].log_prob(site["value"])
+        total = lp
+        for n, zl in zip(enumerated, z_lp):
+            # z's own enumeration dim (counted from the right): a label the observation does not
+            # depend on sums to one and is left out
+            zdim = next(d for d in range(n_plate + 1, zl.dim() + 1) if zl.shape[-d] > 1) if zl.dim() > n_plate else None
+            if zdim is None or lp.dim() < zdim or lp.shape[-zdim] == 1:
+                continue
+            total = total + zl
+        enum_dims = tuple(d for d in range(total.dim()) if d < total.dim() - n_plate and total.shape[d] > 1)
+        out[name] = torch.logsumexp(total, dim=enum_dims, keepdim=True) if enum_dims else total
+    return out
 
 
 def _enumerated_log_joint(model, guide, gtr, max_plate_nesting, log_q, args, kwargs) -> float:

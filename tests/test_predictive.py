@@ -210,3 +210,45 @@ def test_predictive_sample_stats_of_an_enumerated_model_sum_the_labels_out():
         + st.norm.logpdf(locs, 0.0, 10.0).sum()
     np.testing.assert_allclose(d["sample_stats"]["lp"], want, rtol=1e-10)
     np.testing.assert_allclose(d["sample_stats"]["log_q"], 0.0, atol=1e-12)
+
+
+def test_log_likelihood_of_an_enumerated_model_sums_the_labels_out():
+    """Pointwise log p(x_n | locs) = log Σ_k w_k N(x_n; locs_k, 1) (not conditional on a drawn z), so
+    the pointwise values sum to lp − log p(locs); the same for a label outside the plate
+    (one global z): log Σ_k w_k N(x_n; locs_k, 1) per point."""
+    import scipy.stats as st
+    x = torch.tensor([-3.0, -2.0, -0.5, 0.0, 1.0, 2.5], dtype=torch.float64)
+    locs, w = np.asarray(MIX_LOCS), np.asarray(MIX_W)
+    want = np.log((w[:, None] * st.norm.pdf(x.numpy()[None], locs[:, None], 1.0)).sum(0))
+    d = draw(mixture, mixture_guide, x, num_samples=3, seed=0)
+    np.testing.assert_allclose(d["log_likelihood"]["x"], np.broadcast_to(want, (3, 6)), rtol=1e-12)
+    np.testing.assert_allclose(d["log_likelihood"]["x"].sum(1),
+                               d["sample_stats"]["lp"] - st.norm.logpdf(locs, 0.0, 10.0).sum(), rtol=1e-12)
+
+    def global_label(x):
+        lc = pyro.sample("locs", dist.Normal(torch.zeros(2, dtype=x.dtype), 10.0).to_event(1))
+        z = pyro.sample("z", dist.Categorical(torch.tensor(MIX_W, dtype=x.dtype)), infer={"enumerate": "parallel"})
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("x", dist.Normal(lc[z], 1.0), obs=x)
+    d = draw(global_label, mixture_guide, x, num_samples=2, seed=0)
+    np.testing.assert_allclose(d["log_likelihood"]["x"], np.broadcast_to(want, (2, 6)), rtol=1e-12)
+
+
+def test_log_likelihood_with_a_label_in_another_plate():
+    """A label in a plate the observation is not in and does not depend on is left out:
+    log p(x_n) = log N(x_n; 0, 1)."""
+    import scipy.stats as st
+    x = torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64)
+
+    def unrelated(x):
+        with pyro.plate("groups", 4, dim=-2):
+            pyro.sample("g", dist.Bernoulli(torch.tensor(0.3, dtype=x.dtype)), infer={"enumerate": "parallel"})
+        with pyro.plate("data", x.shape[0], dim=-1):
+            pyro.sample("x", dist.Normal(torch.tensor(0.0, dtype=x.dtype), 1.0), obs=x)
+
+    def no_latents(x):
+        pass
+    d = draw(unrelated, no_latents, x, num_samples=2, seed=0)
+    np.testing.assert_allclose(d["log_likelihood"]["x"], np.broadcast_to(st.norm.logpdf(x.numpy()), (2, 3)),
+                               rtol=1e-12)
+
