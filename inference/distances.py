@@ -14,10 +14,19 @@ __all__ = ["sq_dists", "knn", "nearest", "median_distance", "standardize", "Stan
 
 
 def sq_dists(A, B=None):
-    """Squared Euclidean distances between the rows of A (n, d) and B (m, d) → (n, m).
+    """Squared Euclidean distances between the rows of A and B.
 
-    Works batched on torch tensors (..., n, d) × (..., m, d). ``B=None`` means B = A, and
-    then the diagonal is exactly 0.
+    Parameters
+    ----------
+    A : numpy.ndarray or torch.Tensor
+        (n, d), or batched (..., n, d) tensors.
+    B : numpy.ndarray or torch.Tensor, optional
+        (m, d) or (..., m, d); ``None`` means B = A, and then the diagonal is exactly 0.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        (n, m) (or (..., n, m)) distances ‖a_i − b_j‖², clipped at 0, of the input's type.
     """
     same = B is None
     if isinstance(A, torch.Tensor):
@@ -38,11 +47,25 @@ def sq_dists(A, B=None):
 
 
 def knn(A, B=None, k: int = 1, exclude_self: bool = False):
-    """(n, k) indices into B of the k nearest rows of B to each row of A, nearest first.
+    """Indices of the k nearest rows of B to each row of A, nearest first.
 
-    ``B=None`` searches A itself; ``exclude_self`` (only with B=None) skips each point's
-    own row. Ties are broken by the lower index (stable sort), so results are
-    deterministic. Returns the input's type (numpy int64 array or torch long tensor).
+    Ties are broken by the lower index (stable sort), so results are deterministic.
+
+    Parameters
+    ----------
+    A : numpy.ndarray or torch.Tensor
+        (n, d) query rows.
+    B : numpy.ndarray or torch.Tensor, optional
+        (m, d) rows searched; ``None`` searches A itself.
+    k : int, default 1
+        Number of neighbours.
+    exclude_self : bool, default False
+        With ``B=None``: skip each point's own row.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        (n, k) indices into B (numpy int64 array or torch long tensor, as the input).
     """
     D = sq_dists(A, B)
     m = D.shape[-1] - (1 if exclude_self else 0)
@@ -63,16 +86,43 @@ def knn(A, B=None, k: int = 1, exclude_self: bool = False):
 
 
 def nearest(A, B=None, exclude_self: bool = False):
-    """(n,) index into B of the nearest row of B to each row of A (see :func:`knn`)."""
+    """Index of the nearest row of B to each row of A (see :func:`knn`).
+
+    Parameters
+    ----------
+    A : numpy.ndarray or torch.Tensor
+        (n, d) query rows.
+    B : numpy.ndarray or torch.Tensor, optional
+        (m, d) rows searched; ``None`` searches A itself.
+    exclude_self : bool, default False
+        With ``B=None``: skip each point's own row.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        (n,) indices into B.
+    """
     return knn(A, B, 1, exclude_self)[..., 0]
 
 
 def median_distance(Z, max_points: int = 2000, seed: int = 0) -> float:
     """Median Euclidean distance between distinct rows of Z (the usual kernel width).
 
-    At most ``max_points`` rows are used (a seeded subsample without replacement), so the
-    cost is O(max_points²). If every distance is 0 (all rows equal) the width is 1.0, so a
-    kernel built from it stays well defined.
+    Parameters
+    ----------
+    Z : array_like
+        (n, d) points.
+    max_points : int, default 2000
+        At most this many rows are used (a seeded subsample without replacement), so the cost is
+        O(max_points²).
+    seed : int, default 0
+        Seed of the subsample.
+
+    Returns
+    -------
+    float
+        The median distance; 1.0 if every distance is 0 (all rows equal), so a kernel built
+        from it stays well defined.
     """
     Z = np.asarray(Z.detach().cpu() if isinstance(Z, torch.Tensor) else Z, dtype=np.float64)
     if Z.ndim != 2 or Z.shape[0] < 2:
@@ -85,14 +135,22 @@ def median_distance(Z, max_points: int = 2000, seed: int = 0) -> float:
 
 
 class Standardizer:
-    """Column standardisation ``z = (x − mean) / scale`` and its inverse.
+    """Column standardisation z = (x − mean) / scale and its inverse.
 
-    ``per="column"``: ``scale`` is each column's standard deviation (ddof 0); a constant
-    column gets scale 1 (it is only centred), so the map is always invertible.
-    ``per="matrix"``: one scale for every column, the root mean of the column variances
-    (keeps the columns' relative sizes; 1 if every column is constant). Fitted models use it to be
-    invariant to the data's units: fit on z, map predictions back with :meth:`inverse`
-    and predictive variances with :meth:`inverse_var`.
+    Fitted models use it to be invariant to the data's units: fit on z, map predictions back
+    with :meth:`inverse` and predictive variances with :meth:`inverse_var`.
+
+    Parameters
+    ----------
+    X : array_like
+        (n, d) data the map is fitted on.
+    center : bool, default True
+        Subtract the column means (otherwise mean = 0).
+    per : {"column", "matrix"}, default "column"
+        ``"column"``: ``scale`` is each column's standard deviation (ddof 0); a constant column
+        gets scale 1 (it is only centred), so the map is always invertible. ``"matrix"``: one
+        scale for every column, the root mean of the column variances (keeps the columns'
+        relative sizes; 1 if every column is constant).
     """
 
     def __init__(self, X, center: bool = True, per: str = "column"):
@@ -111,16 +169,69 @@ class Standardizer:
         self.mean, self.scale = mean, scale
 
     def transform(self, X):
+        """Map data to standardised units.
+
+        Parameters
+        ----------
+        X : array_like
+            (n, d) data in the fitted data's units.
+
+        Returns
+        -------
+        array_like
+            (X − mean) / scale.
+        """
         return (X - self.mean) / self.scale
 
     def inverse(self, Z):
+        """Map standardised values back to the data's units.
+
+        Parameters
+        ----------
+        Z : array_like
+            (n, d) standardised values.
+
+        Returns
+        -------
+        array_like
+            Z · scale + mean.
+        """
         return Z * self.scale + self.mean
 
     def inverse_var(self, V):
+        """Map variances of standardised values back to the data's units.
+
+        Parameters
+        ----------
+        V : array_like
+            (n, d) variances in standardised units.
+
+        Returns
+        -------
+        array_like
+            V · scale².
+        """
         return V * self.scale ** 2
 
 
 def standardize(X, center: bool = True, per: str = "column"):
-    """``(Z, standardizer)``: X with zero-mean, unit-variance columns (see :class:`Standardizer`)."""
+    """Standardise the columns of X (see :class:`Standardizer`).
+
+    Parameters
+    ----------
+    X : array_like
+        (n, d) data.
+    center : bool, default True
+        Subtract the column means.
+    per : {"column", "matrix"}, default "column"
+        One scale per column, or one for the whole matrix.
+
+    Returns
+    -------
+    Z : array_like
+        The standardised data, of the input's type.
+    standardizer : Standardizer
+        The fitted map, with its inverse.
+    """
     s = Standardizer(X, center, per)
     return s.transform(X), s

@@ -40,8 +40,19 @@ def _pair(pred, true, np_="pred", nt="true"):
 def mean_joint_error(pred, true, dims_per_joint: int = 3) -> float:
     """Mean per-joint position error (McGPDS protocol §1.9; what the paper calls "RMSE").
 
-    ``pred``, ``true``: (N, J·3) with joints interleaved x1 y1 z1 x2 …. Returns
     (1/(N J)) Σ_n Σ_j ‖p̂_nj − p_nj‖₂ in the data's units.
+
+    Parameters
+    ----------
+    pred, true : array_like
+        (N, J·dims_per_joint) positions with the joints interleaved x1 y1 z1 x2 ….
+    dims_per_joint : int, default 3
+        Coordinates per joint.
+
+    Returns
+    -------
+    float
+        The mean per-joint Euclidean error.
     """
     if isinstance(dims_per_joint, bool) or not isinstance(dims_per_joint, (int, np.integer)) or dims_per_joint < 1:
         raise ValueError(f"dims_per_joint: expected a positive integer, got {dims_per_joint!r}")
@@ -53,7 +64,18 @@ def mean_joint_error(pred, true, dims_per_joint: int = 3) -> float:
 
 
 def rmse(pred, true) -> float:
-    """Root mean squared error over all entries: sqrt(mean((ŷ − y)²))."""
+    """Root mean squared error over all entries, sqrt(mean((ŷ − y)²)).
+
+    Parameters
+    ----------
+    pred, true : array_like
+        Predictions and targets of the same shape (numpy arrays or tensors).
+
+    Returns
+    -------
+    float
+        The RMSE in the data's units.
+    """
     p, t = _pair(pred, true)
     return float(np.sqrt(np.mean((p - t) ** 2)))
 
@@ -61,10 +83,22 @@ def rmse(pred, true) -> float:
 def msll(mean, var, true, mask=None) -> float:
     """Mean negative log predictive density of independent Gaussians (McGPDS protocol §1.10).
 
-    MSLL = (1/|E|) Σ_{(n,d)∈E} [½ log(2π σ²_nd) + (y_nd − μ_nd)² / (2 σ²_nd)],
-    over the entries E selected by the boolean ``mask`` (default: all). Lower is better.
-    ``var`` must be strictly positive on E; ``mask`` is how callers exclude coordinates
-    that are constant in the data (their predictive variance may be exactly 0).
+    MSLL = (1/|E|) Σ_{(n,d)∈E} [½ log(2π σ²_nd) + (y_nd − μ_nd)² / (2 σ²_nd)]. Lower is better.
+
+    Parameters
+    ----------
+    mean, var : array_like
+        (N, D) predictive means μ and variances σ²; ``var`` strictly positive on E.
+    true : array_like
+        (N, D) targets y.
+    mask : array_like of bool, optional
+        (N, D) or (D,) entries E to score (default: all); how callers exclude coordinates that
+        are constant in the data, whose predictive variance may be exactly 0.
+
+    Returns
+    -------
+    float
+        The mean negative log density over E.
     """
     m, t = _pair(mean, true, "mean", "true")
     v = _broadcast(_np(var, "var"), m.shape, "var")
@@ -87,13 +121,35 @@ def msll(mean, var, true, mask=None) -> float:
 
 
 def mean_abs_error(pred, true) -> float:
-    """Mean absolute error over all entries: mean(|ŷ − y|) (twin-GP toy experiments)."""
+    """Mean absolute error over all entries, mean(|ŷ − y|) (twin-GP toy experiments).
+
+    Parameters
+    ----------
+    pred, true : array_like
+        Predictions and targets of the same shape (numpy arrays or tensors).
+
+    Returns
+    -------
+    float
+        The mean absolute error.
+    """
     p, t = _pair(pred, true)
     return float(np.mean(np.abs(p - t)))
 
 
 def mean_norm_error(pred, true) -> float:
-    """Per-row Euclidean error averaged over rows: (1/N) Σ_n ‖ŷ_n − y_n‖₂ (USPS reconstruction)."""
+    """Per-row Euclidean error averaged over rows, (1/N) Σ_n ‖ŷ_n − y_n‖₂ (USPS reconstruction).
+
+    Parameters
+    ----------
+    pred, true : array_like
+        (N, D) predictions and targets.
+
+    Returns
+    -------
+    float
+        The mean row error.
+    """
     p, t = _pair(pred, true)
     if p.ndim == 0:
         raise ValueError("pred: expected rows (N, ...), got a scalar")
@@ -127,8 +183,18 @@ def clustering_accuracy(labels_true, labels_pred) -> float:
     """Clustering accuracy under the best one-to-one matching of clusters to classes.
 
     ACC = max_π (1/n) Σ_i 1[y_i = π(c_i)], π found by the Hungarian algorithm
-    (``scipy.optimize.linear_sum_assignment``) on the contingency table. Label values
-    are arbitrary; cluster and class counts may differ (unmatched clusters count wrong).
+    (``scipy.optimize.linear_sum_assignment``) on the contingency table. Label values are
+    arbitrary; cluster and class counts may differ (unmatched clusters count wrong).
+
+    Parameters
+    ----------
+    labels_true, labels_pred : array_like
+        (n,) class labels and cluster labels (any hashable values).
+
+    Returns
+    -------
+    float
+        ACC in [0, 1].
     """
     C = _contingency(labels_true, labels_pred)
     r, c = linear_sum_assignment(-C)
@@ -138,9 +204,16 @@ def clustering_accuracy(labels_true, labels_pred) -> float:
 def nmi(labels_true, labels_pred) -> float:
     """Normalised mutual information, NMI = I(C; C′) / max(H(C), H(C′)) (natural logs).
 
-    Returns 1.0 when both labelings are a single identical cluster (0/0 by convention 1
-    only when they are identical partitions), 0.0 when one side is constant and the
-    other is not.
+    Parameters
+    ----------
+    labels_true, labels_pred : array_like
+        (n,) two labelings of the same points.
+
+    Returns
+    -------
+    float
+        NMI in [0, 1]: 1.0 when both labelings are one identical cluster, 0.0 when one side is
+        constant and the other is not.
     """
     C = _contingency(labels_true, labels_pred)
     n = C.sum()
@@ -159,8 +232,20 @@ def nmi(labels_true, labels_pred) -> float:
 def match_accuracy(pred_partner, true_partner, tolerance: int = 0, period: int | None = None) -> float:
     """Fraction of items whose predicted partner index equals the true one (within ±tolerance).
 
-    With ``period`` the index distance is circular (poses on a circle of ``period`` steps):
-    |i − j| is replaced by min(|i − j|, period − |i − j|).
+    Parameters
+    ----------
+    pred_partner, true_partner : array_like of int
+        (n,) predicted and true partner indices.
+    tolerance : int, default 0
+        Largest index distance still counted as a match.
+    period : int, optional
+        Circular indices (poses on a circle of ``period`` steps): |i − j| is replaced by
+        min(|i − j|, period − |i − j|).
+
+    Returns
+    -------
+    float
+        The fraction matched, in [0, 1].
     """
     p, t = _indices(pred_partner, "pred_partner"), _indices(true_partner, "true_partner")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, np.integer)) or tolerance < 0:
@@ -198,7 +283,18 @@ def _broadcast(a: np.ndarray, shape, name: str) -> np.ndarray:
 
 
 def circular_pose_error_deg(pred_pose_deg, true_pose_deg) -> float:
-    """Mean absolute angular difference on the circle, in degrees (result in [0, 180])."""
+    """Mean absolute angular difference on the circle, in degrees.
+
+    Parameters
+    ----------
+    pred_pose_deg, true_pose_deg : array_like
+        Angles in degrees (broadcastable shapes).
+
+    Returns
+    -------
+    float
+        The mean over entries of the smaller angle between a and b, in [0, 180].
+    """
     p, t = _pair(pred_pose_deg, true_pose_deg, "pred_pose_deg", "true_pose_deg")
     d = np.abs(p - t) % 360.0
     return float(np.mean(np.minimum(d, 360.0 - d)))

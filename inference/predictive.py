@@ -79,22 +79,46 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
          log_likelihood: bool = True, **kwargs) -> dict[str, dict[str, np.ndarray]]:
     """Draw ``num_samples`` joint posterior / posterior-predictive samples.
 
-    Returns ``{"posterior": {site: (S, ...)}, "posterior_predictive": {site: (S, ...)},
-    "observed_data": {site: (...)}, "log_likelihood": {site: (S, ...)},
-    "sample_stats": {"lp": (S,), "log_q": (S,)}}`` as numpy arrays.
+    Per draw: θ ~ q(θ) from the guide; for the model's enumerated discrete sites that the guide
+    does not cover, an exact draw z ~ p(z | θ, data) (``infer_discrete``); then the model replayed
+    on (θ, z) without its observations for the predictive draws.
 
-    ``posterior`` holds the guide's latent sites, the model's enumerated discrete sites
-    that the guide does not cover (exact conditional draws given the guide's draw, by
-    ``infer_discrete``), and ``pyro.deterministic`` sites. Model latent sites outside both
-    are left out (``UserWarning`` naming them): their values would be prior draws.
-    ``posterior_predictive`` has a fresh draw of every observed site given each joint
-    latent draw; ``log_likelihood`` the pointwise log-density of the observations given the
-    guide's draw, with the enumerated sites summed out (:func:`_marginal_log_likelihood`), not
-    conditional on the drawn labels;
-    ``sample_stats`` per draw ``lp`` = log p(θ, y), the model's joint log-density of the draw and
-    all observations (``pyro.factor`` terms included; enumerated discrete sites summed out, by
-    ``TraceEnum_ELBO``), and ``log_q`` = log q(θ), the guide's log-density of the draw — what
-    :func:`tandem.inference.loo` needs to weight the draws from q to p(θ | y_{-i}).
+    Parameters
+    ----------
+    model, guide : callable
+        The Pyro model and guide; both are called with ``*args, **kwargs``.
+    *args
+        The model's positional arguments.
+    num_samples : int, default 100
+        Number of joint draws S (≥ 1).
+    seed : int, default 0
+        Seed of Pyro's RNG.
+    log_likelihood : bool, default True
+        Compute the pointwise log-likelihoods.
+    **kwargs
+        The model's keyword arguments.
+
+    Returns
+    -------
+    dict
+        ``{"posterior": {site: (S, ...)}, "posterior_predictive": {site: (S, ...)},
+        "observed_data": {site: (...)}, "log_likelihood": {site: (S, ...)},
+        "sample_stats": {"lp": (S,), "log_q": (S,)}}`` as numpy arrays:
+
+        - ``posterior``: the guide's latent sites, the enumerated sites drawn as above and
+          ``pyro.deterministic`` sites. Model latent sites outside these are left out with a
+          ``UserWarning`` naming them (their values would be prior draws).
+        - ``posterior_predictive``: a fresh draw of every observed site given each joint draw.
+        - ``log_likelihood``: log p(y_i | θ) pointwise, the enumerated sites summed out
+          (not conditional on the drawn labels).
+        - ``sample_stats``: ``lp`` = log p(θ, y), the model's joint log-density of the draw and all
+          observations (``pyro.factor`` terms included, enumerated sites summed out by
+          ``TraceEnum_ELBO``), and ``log_q`` = log q(θ).
+
+    Raises
+    ------
+    ValueError
+        If ``num_samples`` or ``seed`` is out of range.
     """
     check_int_range(num_samples, "num_samples", low=1)
     check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
@@ -262,11 +286,24 @@ def to_arviz(groups: dict[str, dict[str, np.ndarray]], dims: dict[str, list[str]
              coords: dict[str, list] | None = None):
     """Build the installed ArviZ's data object from ``{group: {var: array}}``.
 
-    Arrays of every group except ``observed_data`` have leading (chain, draw) axes.
-    ``dims`` entries whose length does not match a variable's rank are ignored (so a
-    model's dims constant may cover optional sites). ArviZ 0.x → ``az.InferenceData``;
-    ArviZ 1.x → ``xarray.DataTree`` (``az.from_dict`` changed its signature in 1.0: one
-    nested dict instead of one keyword per group).
+    ArviZ 0.x gives ``az.InferenceData``, ArviZ 1.x an ``xarray.DataTree`` (``az.from_dict``
+    changed its signature in 1.0: one nested dict instead of one keyword per group).
+
+    Parameters
+    ----------
+    groups : dict
+        ``{group: {variable: numpy.ndarray}}``. Arrays of every group except ``observed_data``
+        have leading (chain, draw) axes.
+    dims : dict, optional
+        ``{variable: [dim names]}`` without chain/draw. Entries whose length does not match a
+        variable's rank are ignored, so a model's dims constant may cover optional sites.
+    coords : dict, optional
+        ``{dim: coordinate values}``.
+
+    Returns
+    -------
+    arviz.InferenceData or xarray.DataTree
+        The data object of the installed ArviZ.
     """
     dims = dict(dims or {})
     groups = {g: v for g, v in groups.items() if v}
@@ -282,8 +319,18 @@ def to_arviz(groups: dict[str, dict[str, np.ndarray]], dims: dict[str, list[str]
 
 
 def arviz_groups(data) -> list[str]:
-    """Names of the groups (posterior, observed_data, ...) of an ArviZ object of either API:
-    ``InferenceData.groups()`` in ArviZ 0.x, the children of an ``xarray.DataTree`` in 1.x."""
+    """Names of the groups (posterior, observed_data, ...) of an ArviZ object of either API.
+
+    Parameters
+    ----------
+    data : arviz.InferenceData or xarray.DataTree
+        ``InferenceData`` (ArviZ 0.x, its ``groups()``) or a ``DataTree`` (ArviZ 1.x, its children).
+
+    Returns
+    -------
+    list of str
+        The group names.
+    """
     groups = getattr(data, "groups")
     if callable(groups):
         return list(groups())
@@ -293,12 +340,24 @@ def arviz_groups(data) -> list[str]:
 def rescale_sites(data, sites: dict):
     """Map observed sites of an ArviZ object from standardised to the data's units, in place.
 
-    ``sites``: {name: (dim, scale, mean)} — the site's last dimension ``dim`` and per-entry
-    ``scale``, ``mean`` (array-likes of that length) with y_data = y · scale + mean. The
-    draws in ``posterior_predictive`` and the values in ``observed_data`` are mapped; a
+    With y_data = y · scale + mean per entry of the site's last dimension, the draws in
+    ``posterior_predictive`` and the values in ``observed_data`` are mapped; a
     ``log_likelihood`` entry becomes the density in the data's units, log p − log scale per
-    entry (the Jacobian), and ``sample_stats["lp"]`` (log p(θ, y)) loses the same Jacobian summed
-    over every entry of the site. Works on both ArviZ APIs; returns ``data``.
+    entry (the Jacobian), and ``sample_stats["lp"]`` (log p(θ, y)) loses the same Jacobian
+    summed over every entry of the site.
+
+    Parameters
+    ----------
+    data : arviz.InferenceData or xarray.DataTree
+        An export of :func:`posterior_predictive` (either ArviZ API).
+    sites : dict
+        ``{site name: (dim, scale, mean)}``: the site's last dimension ``dim`` and per-entry
+        ``scale``, ``mean`` (array-likes of that length).
+
+    Returns
+    -------
+    arviz.InferenceData or xarray.DataTree
+        ``data``, modified in place.
     """
     groups = arviz_groups(data)
     for name, (dim, scale, mean) in sites.items():
@@ -328,13 +387,41 @@ def posterior_predictive(model: Callable, guide: Callable, *args, num_samples: i
                          seed: int = 0, dims: dict[str, list[str]] | None = None,
                          coords: dict[str, list] | None = None, log_likelihood: bool = True,
                          **kwargs):
-    """:func:`draw` packed into ArviZ data (one chain, ``num_samples`` draws).
+    """Posterior and posterior-predictive draws of a (model, guide) pair as ArviZ data.
 
-    Returns ``arviz.InferenceData`` under ArviZ 0.x and ``xarray.DataTree`` under ArviZ
-    1.x (see :func:`to_arviz`). ``dims`` maps a site name to the names of its dimensions
-    (without chain/draw), e.g. ``dims(...)`` of a model module; ``coords`` gives
-    coordinate values. ``log_likelihood`` holds the pointwise log-density of each
-    observed site, so LOO/WAIC work where the observations are conditionally independent.
+    :func:`draw` packed into one chain of ``num_samples`` draws, with the groups
+    ``posterior``, ``posterior_predictive``, ``observed_data``, ``log_likelihood`` (pointwise
+    log p(y_i | θ), enumerated labels summed out) and ``sample_stats`` (``lp`` = log p(θ, y),
+    ``log_q`` = log q(θ), what :func:`tandem.inference.loo` needs).
+
+    Parameters
+    ----------
+    model, guide : callable
+        The Pyro model and guide; both are called with ``*args, **kwargs``.
+    *args
+        The model's positional arguments.
+    num_samples : int, default 100
+        Number of joint draws (≥ 1).
+    seed : int, default 0
+        Seed of Pyro's RNG for the draws.
+    dims : dict, optional
+        ``{site: [dim names]}`` without chain/draw, e.g. ``dims(...)`` of a model module.
+    coords : dict, optional
+        ``{dim: coordinate values}``.
+    log_likelihood : bool, default True
+        Store the ``log_likelihood`` group.
+    **kwargs
+        The model's keyword arguments.
+
+    Returns
+    -------
+    arviz.InferenceData or xarray.DataTree
+        ``InferenceData`` under ArviZ 0.x, ``DataTree`` under ArviZ 1.x (see :func:`to_arviz`).
+
+    Raises
+    ------
+    ValueError
+        If a keyword parameter is outside its declared constraint (``PREDICTIVE_CONSTRAINTS``).
     """
     validate_params(PREDICTIVE_CONSTRAINTS, dict(num_samples=num_samples, seed=seed, dims=dims, coords=coords,
                                                  log_likelihood=log_likelihood), "posterior_predictive: ")

@@ -40,9 +40,25 @@ K_THRESHOLD = 0.7
 
 
 def gpd_fit(x: np.ndarray) -> tuple[float, float]:
-    """Generalized Pareto fit (shape k, scale σ) to positive exceedances ``x`` (1-D, sorted
-    ascending) by the empirical-Bayes method of Zhang & Stephens (2009), with the shape
-    shrunk towards 0.5 as k ← (n k + 10 · 0.5) / (n + 10) (Vehtari et al. 2024)."""
+    """Fit a generalized Pareto distribution to positive exceedances.
+
+    Empirical-Bayes estimate of Zhang & Stephens (2009): a grid of θ = −k/σ values, each
+    weighted by its profile likelihood, gives the posterior mean θ̄; then k̂ = mean log(1 − θ̄x)
+    and σ = −k̂/θ̄. The shape is shrunk towards 0.5 as k ← (n k + 10·0.5)/(n + 10) (the weak
+    prior of Vehtari et al. 2024).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        (n,) positive exceedances over the tail cut-off, sorted ascending.
+
+    Returns
+    -------
+    k : float
+        The (shrunk) shape k̂.
+    sigma : float
+        The scale σ.
+    """
     x = np.asarray(x, dtype=float)
     n = x.size
     m = 30 + int(math.sqrt(n))
@@ -71,10 +87,30 @@ def _gpd_quantile(p: np.ndarray, k: float, sigma: float) -> np.ndarray:
 def psis(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Pareto-smoothed importance sampling.
 
-    ``log_ratios``: (S,) or (S, n) log importance ratios (one column per target), S draws.
-    Returns (log weights (same shape), normalised so that logsumexp over draws is 0; k̂ (n,) or
-    a float): the Pareto shape fitted to each column's M = ⌈min(S/5, 3√(S/r_eff))⌉ largest
-    ratios. k̂ is ``inf`` when fewer than 5 ratios exceed the tail cut-off (no smoothing then).
+    Per column, the M = ⌈min(S/5, 3√(S/r_eff))⌉ largest ratios are replaced by the expected
+    order statistics of a generalized Pareto fit to them (:func:`gpd_fit`), truncated at the
+    largest raw ratio, and the log weights are normalised over the draws.
+
+    Parameters
+    ----------
+    log_ratios : numpy.ndarray
+        (S,) or (S, n) log importance ratios, one column per target distribution, S ≥ 2 draws,
+        all finite.
+    r_eff : float, default 1.0
+        Relative efficiency of the draws (1 for independent draws).
+
+    Returns
+    -------
+    log_weights : numpy.ndarray
+        Same shape as ``log_ratios``, normalised so that logsumexp over the draws is 0.
+    k_hat : numpy.ndarray or float
+        (n,) Pareto shape per column (a float for 1-d input); ``inf`` when fewer than 5 ratios
+        exceed the tail cut-off (no smoothing then).
+
+    Raises
+    ------
+    ValueError
+        If ``log_ratios`` has the wrong shape or non-finite entries.
     """
     lr = np.asarray(log_ratios, dtype=float)
     one = lr.ndim == 1
@@ -113,12 +149,31 @@ def _logsumexp(a, axis=0):
 
 @dataclass
 class LOOResult:
-    """Result of :func:`loo`. ``elpd`` = Σ_i elpd_i; ``se`` its standard error over points,
-    √(n Var_i elpd_i); ``mcse`` the Monte Carlo standard error of ``elpd`` (delta method over the
-    shared draws); ``p_loo`` = lppd − elpd (lppd also importance-weighted); ``pointwise`` (n,)
-    elpd_i; ``k_hat`` (n,) per-point Pareto k̂; ``k_hat_q`` the k̂ of p(θ, y)/q(θ); ``warning``
-    True when any k̂ > 0.7; ``n_samples``, ``n_points``; ``var_names`` the log-likelihood
-    variables whose entries (flattened, concatenated in this order) are the points."""
+    """Result of :func:`loo`.
+
+    Attributes
+    ----------
+    elpd : float
+        Σ_i elpd_i, the estimated expected log pointwise predictive density.
+    se : float
+        Its standard error over points, √(n Var_i elpd_i).
+    mcse : float
+        Monte Carlo standard error of ``elpd`` (delta method over the shared draws).
+    p_loo : float
+        lppd − elpd, the effective number of parameters (lppd also importance-weighted).
+    pointwise : numpy.ndarray
+        (n,) elpd_i.
+    k_hat : numpy.ndarray
+        (n,) per-point Pareto k̂.
+    k_hat_q : float
+        k̂ of the ratios p(θ, y)/q(θ).
+    warning : bool
+        True when any k̂ exceeds ``K_THRESHOLD`` (0.7).
+    n_samples, n_points : int
+        Number of draws S and of points n.
+    var_names : list of str
+        The log-likelihood variables whose entries are the points.
+    """
     elpd: float
     se: float
     mcse: float
@@ -151,15 +206,34 @@ def _flat_draws(da) -> np.ndarray:
 
 
 def loo(idata, var_name: str | list[str] | None = None, warn: bool = True) -> LOOResult:
-    """PSIS-LOO of a variational fit, importance-weighted from q to each p(θ | y_{-i}).
+    """PSIS-LOO of a variational fit, importance-weighted from q to each p(θ | y_{−i}).
 
-    ``idata``: an export of :func:`tandem.inference.posterior_predictive` or an estimator's
-    ``to_inference_data`` (ArviZ 0.x ``InferenceData`` or 1.x ``DataTree``) with a
-    ``log_likelihood`` group and ``sample_stats`` ``lp`` = log p(θ, y), ``log_q`` = log q(θ)
-    per draw. ``var_name``: the log-likelihood variable(s) whose entries are the points
-    (default: all, flattened and concatenated). The ratios are
-    log r_{s,i} = lp_s − log_q_s − log p(y_i | θ_s), Pareto-smoothed per point (:func:`psis`).
-    Warns (``UserWarning``) when a per-point k̂ or k̂_q exceeds 0.7, unless ``warn=False``.
+    The ratios are log r_{s,i} = lp_s − log_q_s − log p(y_i | θ_s), Pareto-smoothed per point
+    (:func:`psis`); elpd_i = log Σ_s w̃_{s,i} p(y_i | θ_s). A per-point k̂ or the k̂ of p/q above
+    0.7 means the guide is too far from the posterior for the estimate to be trusted.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+        An export of :func:`tandem.inference.posterior_predictive` or an estimator's
+        ``to_inference_data`` (ArviZ 0.x or 1.x), with a ``log_likelihood`` group and
+        ``sample_stats`` ``lp`` = log p(θ, y) and ``log_q`` = log q(θ) per draw.
+    var_name : str or list of str, optional
+        The log-likelihood variable(s) whose entries are the points (default: all, flattened and
+        concatenated).
+    warn : bool, default True
+        Emit a ``UserWarning`` when a k̂ exceeds 0.7.
+
+    Returns
+    -------
+    LOOResult
+        elpd, its standard and Monte Carlo errors, p_loo, pointwise values and k̂.
+
+    Raises
+    ------
+    ValueError
+        If the export lacks the log-likelihood group or ``lp``/``log_q``, names an unknown
+        variable, or holds non-finite ``lp``/``log_q``.
     """
     ll = _group(idata, "log_likelihood")
     ss = _group(idata, "sample_stats")
@@ -201,10 +275,30 @@ def loo(idata, var_name: str | list[str] | None = None, warn: bool = True) -> LO
 
 
 def compare(fits, var_name=None):
-    """Rank several fits by :func:`loo`. ``fits``: a dict {name: idata or LOOResult} or a list
-    (named ``model_0``, ...). Returns a ``pandas.DataFrame`` sorted by elpd (best first) with
-    columns elpd, se, d_elpd (best − this), d_se (√(n Var_i of the pointwise difference); NaN
-    when the fits have different points), p_loo, mcse, max_k_hat, k_hat_q, warning."""
+    """Rank several fits by :func:`loo`.
+
+    Parameters
+    ----------
+    fits : dict or list
+        ``{name: idata or LOOResult}``, or a list of them (named ``model_0``, ``model_1``, ...);
+        at least two.
+    var_name : str or list of str, optional
+        Passed to :func:`loo` for exports that are not yet a :class:`LOOResult`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per fit, sorted by elpd (best first), with columns ``elpd``, ``se``, ``d_elpd``
+        (best − this), ``d_se`` (√(n Var_i) of the pointwise difference; NaN when the fits have
+        different points), ``p_loo``, ``mcse``, ``max_k_hat``, ``k_hat_q``, ``warning``.
+
+    Raises
+    ------
+    TypeError
+        If ``fits`` is neither a dict nor a list.
+    ValueError
+        If fewer than two fits are given.
+    """
     import pandas as pd
 
     if isinstance(fits, dict):
