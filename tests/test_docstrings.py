@@ -1,0 +1,79 @@
+"""One docstring style (numpy, rendered by napoleon) for the public objects of the package.
+
+Every public function, class and public method of the modules in :data:`NUMPY_STYLE` has a
+``Parameters`` section (``Attributes`` for a dataclass) that documents exactly the parameters of
+its signature, so the API reference renders them as a table and cannot drift from the code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+
+import pytest
+
+#: the modules converted to the numpy docstring style (the rest of the package follows)
+NUMPY_STYLE = [
+    "tandem.inference.psis", "tandem.inference.predictive", "tandem.inference.metrics",
+    "tandem.inference.distances", "tandem.plots",
+]
+
+_HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
+                     re.M)
+
+
+def _section(doc: str, name: str) -> list[str] | None:
+    """The parameter names listed in section ``name`` of a numpy docstring (None: no section)."""
+    heads = list(_HEADER.finditer(doc))
+    for i, h in enumerate(heads):
+        if h.group(1) == name:
+            body = doc[h.end():heads[i + 1].start() if i + 1 < len(heads) else len(doc)]
+            names = []
+            for line in body.split("\n"):
+                if line and not line[0].isspace():
+                    names += [n.strip().lstrip("*") for n in line.split(" : ")[0].split(",")]
+            return names
+    return None
+
+
+def _public_objects():
+    for modname in NUMPY_STYLE:
+        mod = importlib.import_module(modname)
+        names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
+        for n in names:
+            obj = getattr(mod, n)
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)) or obj.__module__ != modname:
+                continue
+            yield f"{modname}.{n}", obj
+            if inspect.isclass(obj):
+                for k, v in vars(obj).items():
+                    if not k.startswith("_") and inspect.isfunction(v):
+                        yield f"{modname}.{n}.{k}", v
+
+
+def _signature_params(obj) -> list[str]:
+    fn = obj.__init__ if inspect.isclass(obj) else obj
+    if fn is object.__init__:
+        return []
+    return [p for p in inspect.signature(fn).parameters if p not in ("self", "cls")]
+
+
+OBJECTS = list(_public_objects())
+
+
+def test_the_converted_modules_have_public_objects():
+    assert len(OBJECTS) > 30
+
+
+@pytest.mark.parametrize("qualname,obj", OBJECTS, ids=[q for q, _ in OBJECTS])
+def test_numpy_docstring_documents_exactly_the_signature(qualname, obj):
+    doc = inspect.getdoc(obj) or ""
+    assert doc and not doc.startswith("\n"), f"{qualname}: no summary line"
+    params = _signature_params(obj)
+    if not params:
+        return
+    section = "Attributes" if inspect.isclass(obj) and dataclasses.is_dataclass(obj) else "Parameters"
+    listed = _section(doc, section)
+    assert listed is not None, f"{qualname}: no numpy-style {section} section"
+    assert set(listed) == set(params), f"{qualname}: documents {sorted(listed)}, signature has {sorted(params)}"
