@@ -16,7 +16,7 @@ import pytest
 #: the modules converted to the numpy docstring style (the rest of the package follows)
 NUMPY_STYLE = [
     "tandem.inference.psis", "tandem.inference.predictive", "tandem.inference.metrics",
-    "tandem.inference.distances", "tandem.plots",
+    "tandem.inference.distances", "tandem.plots", "tandem.inference.samtc.steps",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -33,11 +33,29 @@ __all__ = ["reduce_dimension", "similarity", "neighbour_order", "silverman_bandw
 def reduce_dimension(tasks, dim: int | None, seed: int = 0):
     """Project all tasks into one common r-dimensional space for the density steps.
 
-    Rebuilt: the paper estimates product KDEs in the raw feature space, which underflows
-    and is meaningless for thousands of tf-idf terms (spec pitfall). We stack the tasks
-    and take a truncated SVD: LSA (no centring, keeps sparsity) for sparse input, PCA
-    (centred) for dense input. ``dim=None`` → r = min(d, 10); ``dim >= d`` (dense) →
-    the raw features. Returns a list of dense (n_t, r) arrays.
+    Rebuilt: the paper estimates product KDEs in the raw feature space, which underflows and is
+    meaningless for thousands of tf-idf terms (spec pitfall). We stack the tasks and take a
+    truncated SVD: LSA (no centring, keeps sparsity) for sparse input, PCA (centred) for dense
+    input.
+
+    Parameters
+    ----------
+    tasks : list of array_like or scipy.sparse matrices
+        Task t's (n_t, d) data, one common feature space.
+    dim : int or None
+        r; ``None`` → min(d, 10); ``dim ≥ d`` (dense input) → the raw features.
+    seed : int, default 0
+        Seed of the sparse SVD's start vector.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Dense (n_t, r) representations, one per task.
+
+    Raises
+    ------
+    ValueError
+        If ``dim`` < 1.
     """
     d = tasks[0].shape[1]
     sparse = any(sp.issparse(X) for X in tasks)
@@ -67,10 +85,29 @@ def reduce_dimension(tasks, dim: int | None, seed: int = 0):
 
 
 def similarity(X, Y=None, metric: str = "euclidean"):
-    """Dense similarity matrix between rows of X (n×d) and Y (m×d) (Y=None → X).
+    """Dense similarity matrix between the rows of X and Y.
 
-    ``cosine``: x·y / (‖x‖‖y‖) (zero rows → 0); ``euclidean``: −‖x − y‖² (so that larger
-    = more similar; its ranking equals the ranking by a Gaussian kernel of any width).
+    ``cosine``: x·y / (‖x‖‖y‖) (zero rows → 0); ``euclidean``: −‖x − y‖², so that larger is
+    more similar (its ranking equals the ranking by a Gaussian kernel of any width).
+
+    Parameters
+    ----------
+    X : array_like or scipy.sparse matrix
+        (n, d).
+    Y : array_like or scipy.sparse matrix, optional
+        (m, d); ``None`` → X.
+    metric : {"euclidean", "cosine"}, default "euclidean"
+        The similarity.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, m) similarities.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``metric``.
     """
     Y = X if Y is None else Y
     if metric == "cosine":
@@ -92,11 +129,23 @@ def similarity(X, Y=None, metric: str = "euclidean"):
 
 
 def neighbour_order(S, exclude_self: bool = False, max_k: int | None = None):
-    """Indices of the columns of S sorted by decreasing similarity, per row.
+    """Column indices of S sorted by decreasing similarity, per row.
 
-    ``exclude_self`` (square S): the point itself is removed from its own list. Ties are
-    broken by column index (stable sort) so the result is deterministic. Returns an
-    (n, m') int array with m' = min(max_k, available).
+    Ties are broken by column index (stable sort), so the result is deterministic.
+
+    Parameters
+    ----------
+    S : array_like
+        (n, m) similarities.
+    exclude_self : bool, default False
+        (Square S) remove each point from its own list.
+    max_k : int, optional
+        Keep at most this many neighbours.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, m′) int indices, m′ = min(max_k, available).
     """
     S = np.array(S, dtype=np.float64, copy=True)
     n, m = S.shape
@@ -115,11 +164,22 @@ def neighbour_order(S, exclude_self: bool = False, max_k: int | None = None):
 # ---------------------------------------------------------------------------------
 
 def silverman_bandwidths(Y, floor: np.ndarray | float | None = None):
-    """Per-dimension Silverman bandwidths h_m = 1.06 σ_m |C|^{-1/5} of a cluster Y (n×r).
+    """Per-dimension Silverman bandwidths h_m = 1.06 σ_m |C|^{-1/5} of a cluster.
 
-    Safe bandwidths (spec pitfall): σ_m uses ddof=0 (defined for n = 1) and h_m is
-    floored at ``floor`` (per dimension; default 1e-3·max(σ)+1e-12), so constant
-    dimensions and singleton clusters give a narrow but finite kernel.
+    Safe bandwidths (spec pitfall): σ_m uses ddof = 0 (defined for n = 1) and h_m is floored, so
+    constant dimensions and singleton clusters give a narrow but finite kernel.
+
+    Parameters
+    ----------
+    Y : array_like
+        (n, r) points of the cluster C.
+    floor : numpy.ndarray or float, optional
+        Lower bound per dimension; default 1e-3·max(σ) + 1e-12.
+
+    Returns
+    -------
+    numpy.ndarray
+        (r,) bandwidths.
     """
     Y = np.asarray(Y, dtype=np.float64)
     n = Y.shape[0]
@@ -131,12 +191,31 @@ def silverman_bandwidths(Y, floor: np.ndarray | float | None = None):
 
 
 def kde_logpdf(X, Y, h, leave_one_out: bool = False):
-    """log f(x) of the product-Gaussian KDE f(x) = (1/m) Σ_j Π_m N(x_m; y_jm, h_m²).
+    """Log density of the product-Gaussian KDE f(x) = (1/m) Σ_j Π_m N(x_m; y_jm, h_m²).
 
-    X: (n, r) evaluation points, Y: (m, r) sample, h: (r,) bandwidths. Computed in log
-    space with logsumexp (no underflow in high dimension). ``leave_one_out`` (X is Y,
-    m ≥ 2): f(x_i) = (1/(m−1)) Σ_{j≠i} k(x_i, y_j), the leave-one-out density of a
-    sample at its own points. Returns (n,).
+    Computed in log space with logsumexp (no underflow in high dimension).
+
+    Parameters
+    ----------
+    X : array_like
+        (n, r) evaluation points.
+    Y : array_like
+        (m, r) sample.
+    h : array_like
+        (r,) bandwidths.
+    leave_one_out : bool, default False
+        (X is Y, m ≥ 2) f(x_i) = (1/(m−1)) Σ_{j≠i} k(x_i, y_j), the leave-one-out density of a
+        sample at its own points.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) log f(x).
+
+    Raises
+    ------
+    ValueError
+        If ``leave_one_out`` is asked for with X other than Y.
     """
     X = np.asarray(X, dtype=np.float64) / h
     Ys = np.asarray(Y, dtype=np.float64) / h
@@ -163,37 +242,53 @@ def _pair_bandwidths(A, B, floor, bandwidth):
 
 def js_divergence(A, B, floor=None, leave_one_out: bool = True, bandwidth: str = "separate",
                   clip: bool = True):
-    """Jensen–Shannon divergence between the distributions of samples A and B (in nats).
+    """Jensen–Shannon divergence between the distributions of samples A and B, in nats.
 
-    D_JS = ½ D(P‖M) + ½ D(Q‖M), M = ½(P+Q); each KL by a sample average of log density
-    ratios, D̂(P‖M) = (1/|A|) Σ_{x∈A} log[2 f_A(x) / (f_A(x) + f_B(x))], f = Gaussian KDE
-    with Silverman bandwidths. With ``clip`` the estimate is clipped to [0, log 2]: 0 for
-    identical samples, → log 2 for far ones; ``clip=False`` returns the signed plug-in
-    estimate (≤ log 2; < 0 when the sampling noise exceeds the divergence).
+    D_JS = ½ D(P‖M) + ½ D(Q‖M), M = ½(P + Q); each KL by a sample average of log density ratios,
+    D̂(P‖M) = (1/|A|) Σ_{x∈A} log[2 f_A(x) / (f_A(x) + f_B(x))], f a Gaussian KDE with
+    Silverman bandwidths.
 
-    Rebuilt (``leave_one_out=True``, default): f_A at A's own points is the
-    leave-one-out KDE. With the point's own kernel included, f_A(x) ≫ f_B(x) at Silverman
-    bandwidths in r ≥ 5 dimensions even when A and B are two halves of ONE sample, and
-    D̂_JS saturates near log 2 for every pair (measured on the simulator: 0.80–0.95·log 2
-    for two halves of one class, 0.82–0.89 for matching classes, 0.91–1.0 for the
-    negative-transfer traps), so no threshold could separate related from unrelated
-    clusters. Leave-one-out is the standard consistent plug-in estimate.
+    Rebuilt (``leave_one_out=True``, the default): f_A at A's own points is the leave-one-out
+    KDE. With the point's own kernel included, f_A(x) ≫ f_B(x) at Silverman bandwidths in r ≥ 5
+    dimensions even when A and B are two halves of ONE sample, and D̂_JS saturates near log 2
+    for every pair (measured on the simulator: 0.80–0.95·log 2 for two halves of one class,
+    0.82–0.89 for matching classes, 0.91–1.0 for the negative-transfer traps), so no threshold
+    could separate related from unrelated clusters. Leave-one-out is the standard consistent
+    plug-in estimate.
 
-    Rebuilt (``bandwidth``): "separate" — each cluster's KDE has its own Silverman
-    bandwidths (the spec read literally); "pooled" — both KDEs use ONE bandwidth vector,
-    Silverman's rule on the pooled sample A ∪ B (a sample of M). With separate
-    bandwidths the log-ratio compares two kernels of different widths: in a 10-d LSA
-    space a cluster with wider bandwidths has a larger cross density f_B(x) at A's points
-    than A's own leave-one-out density, the estimate goes negative and is clipped to 0
-    for unrelated clusters (measured on the text sets: most entries of the JS matrices
-    are exactly 0, and the mutual-nearest pairs are decided by ties). With one common
-    kernel, f_A(x) (leave-one-out) and f_B(x) have the same expectation when A and B come
-    from one distribution. The signed estimate is still biased downwards by the noise of
-    the leave-one-out KDE (each summand is ≤ log 2 but unbounded below; measured for two
-    samples of N(0, I_10), n = 80–100: −2.8 to −5.1·log 2), so it ranks cluster pairs
-    rather than measuring a divergence. Measured on the text sets and the simulator (see
-    :func:`tandem.inference.samtc.algorithm.samtc`, ``js_bandwidth``): better class precision of the
-    pairs, no better accuracy — "separate" stays the default.
+    Rebuilt (``bandwidth``): "separate" gives each cluster's KDE its own Silverman bandwidths
+    (the spec read literally); "pooled" gives both KDEs ONE bandwidth vector, Silverman's rule on
+    the pooled sample A ∪ B (a sample of M). With separate bandwidths the log-ratio compares two
+    kernels of different widths: in a 10-d LSA space a cluster with wider bandwidths has a larger
+    cross density f_B(x) at A's points than A's own leave-one-out density, the estimate goes
+    negative and is clipped to 0 for unrelated clusters (measured on the text sets: most entries
+    of the JS matrices are exactly 0, and the mutual-nearest pairs are decided by ties). With one
+    common kernel, f_A(x) (leave-one-out) and f_B(x) have the same expectation when A and B come
+    from one distribution. The signed estimate is still biased downwards by the noise of the
+    leave-one-out KDE (each summand is ≤ log 2 but unbounded below; measured for two samples of
+    N(0, I_10), n = 80–100: −2.8 to −5.1·log 2), so it ranks cluster pairs rather than measuring
+    a divergence. Measured on the text sets and the simulator (see
+    :func:`tandem.inference.samtc.algorithm.samtc`, ``js_bandwidth``): better class precision of
+    the pairs, no better accuracy, so "separate" stays the default.
+
+    Parameters
+    ----------
+    A, B : array_like
+        (n_A, r) and (n_B, r) samples.
+    floor : numpy.ndarray or float, optional
+        Bandwidth floor (:func:`silverman_bandwidths`).
+    leave_one_out : bool, default True
+        Leave-one-out KDE at a sample's own points.
+    bandwidth : {"separate", "pooled"}, default "separate"
+        One bandwidth vector per sample, or one for both.
+    clip : bool, default True
+        Clip to [0, log 2] (0 for identical samples, → log 2 for far ones); ``False`` returns the
+        signed plug-in estimate (≤ log 2; < 0 when the sampling noise exceeds the divergence).
+
+    Returns
+    -------
+    float
+        D̂_JS.
     """
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
@@ -212,12 +307,28 @@ def _js_from_logs(fa_a, fb_a, fb_b, fa_b, clip=True):
 
 def js_matrix(Yt, lab_t, Ys, lab_s, floor=None, leave_one_out: bool = True,
               bandwidth: str = "separate", clip: bool = True):
-    """h_t × h_s matrix of D̂_JS between every target cluster and every source cluster.
+    """Matrix of D̂_JS between every target cluster and every source cluster.
 
-    Yt (n_t, r), Ys (n_s, r): reduced representations; lab_t, lab_s: cluster labels
-    (0..h−1; clusters are the sorted unique labels); bandwidth / clip as in
-    :func:`js_divergence` ("pooled": one Silverman bandwidth per cluster pair, from the
-    pooled pair). Returns (D, target ids, source ids).
+    Parameters
+    ----------
+    Yt : array_like
+        (n_t, r) reduced representation of the target task.
+    lab_t : array_like
+        (n_t,) target cluster labels (clusters are the sorted unique labels).
+    Ys : array_like
+        (n_s, r) reduced representation of the source task.
+    lab_s : array_like
+        (n_s,) source cluster labels.
+    floor, leave_one_out, bandwidth, clip
+        As in :func:`js_divergence` ("pooled": one Silverman bandwidth per cluster pair, from the
+        pooled pair).
+
+    Returns
+    -------
+    D : numpy.ndarray
+        (h_t, h_s) divergences.
+    target_ids, source_ids : numpy.ndarray
+        The cluster labels of D's rows and columns.
     """
     ct, cs = np.unique(lab_t), np.unique(lab_s)
     At = [Yt[lab_t == c] for c in ct]
@@ -240,16 +351,31 @@ def js_matrix(Yt, lab_t, Ys, lab_s, floor=None, leave_one_out: bool = True,
 
 
 def mutual_nearest_pairs(D, max_value: float | None = None):
-    """Pairs (i, j) with j = argmin_j' D[i, j'] and i = argmin_i' D[i', j] (mutual nearest).
+    """Cluster pairs (i, j) that are each other's nearest in D.
 
-    Rebuilt: the paper "keeps the pairs of clusters closest to each other"; we read it as
-    mutual nearest clusters of the JS matrix that are also close in absolute terms:
-    with ``max_value`` only pairs with D[i, j] ≤ max_value are kept (None → no absolute
-    test; then the global minimum is always such a pair, so at least one pair is kept).
-    Without the absolute test two clusters of different classes that happen to be each
-    other's nearest (the paper's Medicine/Business case) are always paired. Each cluster
-    appears in at most one pair. Ties → the lowest index. Returns a list of (i, j),
-    sorted by i (possibly empty when ``max_value`` is given).
+    j = argmin_j′ D[i, j′] and i = argmin_i′ D[i′, j]. Rebuilt: the paper "keeps the pairs of
+    clusters closest to each other"; we read it as mutual nearest clusters of the JS matrix that
+    are also close in absolute terms. Without the absolute test two clusters of different classes
+    that happen to be each other's nearest (the paper's Medicine/Business case) are always
+    paired. Each cluster appears in at most one pair; ties → the lowest index.
+
+    Parameters
+    ----------
+    D : array_like
+        (h_t, h_s) non-empty divergence matrix.
+    max_value : float, optional
+        Keep only pairs with D[i, j] ≤ max_value. ``None``: no absolute test; then the global
+        minimum is always such a pair, so at least one pair is kept.
+
+    Returns
+    -------
+    list of tuple of int
+        The pairs (i, j), sorted by i (possibly empty when ``max_value`` is given).
+
+    Raises
+    ------
+    ValueError
+        If D is not a non-empty 2-d matrix.
     """
     D = np.asarray(D, dtype=np.float64)
     if D.ndim != 2 or D.size == 0:
@@ -267,16 +393,46 @@ def mutual_nearest_pairs(D, max_value: float | None = None):
 # ---------------------------------------------------------------------------------
 
 def gaussian_kernel(X, Y, width):
-    """k(x, y) = exp(−‖x − y‖² / (2 width²)), dense (n, m)."""
+    """Gaussian kernel matrix k(x, y) = exp(−‖x − y‖² / (2 width²)).
+
+    Parameters
+    ----------
+    X : array_like or scipy.sparse matrix
+        (n, d).
+    Y : array_like or scipy.sparse matrix
+        (m, d).
+    width : float
+        The kernel width.
+
+    Returns
+    -------
+    numpy.ndarray
+        Dense (n, m) kernel matrix.
+    """
     return np.exp(similarity(X, Y, "euclidean") / (2.0 * width ** 2))
 
 
 def kmm_lmo(g, B, lo, hi):
-    """argmin_v g·v over {0 ≤ v ≤ B, lo ≤ Σv ≤ hi} (a continuous knapsack).
+    """Linear minimisation oracle of KMM: argmin_v g·v over {0 ≤ v ≤ B, lo ≤ Σv ≤ hi}.
 
-    Fill coordinates in increasing order of g with B each, up to the total
-    T = min(hi, max(lo, B·#{g < 0})): negative-gradient coordinates while they lower
-    the objective, and the smallest positive ones only as far as Σv ≥ lo demands."""
+    A continuous knapsack: fill coordinates in increasing order of g with B each, up to the total
+    T = min(hi, max(lo, B·#{g < 0})), i.e. the negative-gradient coordinates while they lower the
+    objective, and the smallest positive ones only as far as Σv ≥ lo demands.
+
+    Parameters
+    ----------
+    g : numpy.ndarray
+        (n,) gradient.
+    B : float
+        Upper bound of each coordinate.
+    lo, hi : float
+        Bounds of the sum.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) the minimising vertex.
+    """
     order = np.argsort(g, kind="stable")
     T = min(hi, max(lo, B * float((g < 0).sum())))
     before = np.concatenate([[0.0], np.cumsum(np.full(g.size, B))[:-1]])
@@ -286,23 +442,65 @@ def kmm_lmo(g, B, lo, hi):
 
 
 def kmm_objective(beta, K, kappa):
-    """½ βᵀ K β − κᵀ β."""
+    """The KMM objective ½ βᵀKβ − κᵀβ.
+
+    Parameters
+    ----------
+    beta : numpy.ndarray
+        (n,) weights.
+    K : numpy.ndarray
+        (n, n) source kernel matrix.
+    kappa : numpy.ndarray
+        (n,) source-to-target kernel sums.
+
+    Returns
+    -------
+    float
+        The objective value.
+    """
     return float(0.5 * beta @ K @ beta - kappa @ beta)
 
 
 def kmm_frank_wolfe(K, kappa, B: float = 10.0, eps: float = 0.5, max_iter: int = 5000,
                     tol: float = 1e-8, away_steps: bool = True):
-    """Kernel mean matching min_β ½ βᵀKβ − κᵀβ, 0 ≤ β_i ≤ B, |Σβ_i − ñ_s| ≤ ñ_s ε.
+    """Kernel mean matching, min_β ½ βᵀKβ − κᵀβ subject to 0 ≤ β_i ≤ B, |Σβ_i − ñ_s| ≤ ñ_s ε.
 
-    Frank–Wolfe with exact line search (the objective is quadratic): start at the
-    vertex minimising the linear term, then move towards v = LMO(∇f) (the vertex of the
-    polytope minimising ∇fᵀv, a continuous knapsack) — or, with ``away_steps``
-    (Lacoste-Julien & Jaggi's away-step FW), away from the worst active vertex when that
-    promises more descent. β stays a convex combination of few vertices, each with about
-    ñ_s/B non-zeros, so β is sparse; away steps drop vertices and so set weights
-    exactly back to 0 (plain FW only shrinks them geometrically) and converge much
-    faster. Stops when the FW duality gap −∇fᵀ(v − β) < tol·(1 + |f|).
-    Returns (β, info dict: iterations, gap, objective, active vertices).
+    Frank–Wolfe with exact line search (the objective is quadratic): start at the vertex
+    minimising the linear term, then move towards v = LMO(∇f) (:func:`kmm_lmo`) or, with
+    ``away_steps`` (Lacoste-Julien & Jaggi's away-step FW), away from the worst active vertex
+    when that promises more descent. β stays a convex combination of few vertices, each with
+    about ñ_s/B non-zeros, so β is sparse; away steps drop vertices and so set weights exactly
+    back to 0 (plain FW only shrinks them geometrically) and converge much faster. Stops when the
+    FW duality gap −∇fᵀ(v − β) < tol·(1 + |f|).
+
+    Parameters
+    ----------
+    K : array_like
+        (ñ_s, ñ_s) source kernel matrix.
+    kappa : array_like
+        (ñ_s,) κ_i = (ñ_s/ñ_t) Σ_j k(z^s_i, z^t_j).
+    B : float, default 10.0
+        Upper bound of each weight.
+    eps : float, default 0.5
+        Relative tolerance ε of the weights' sum.
+    max_iter : int, default 5000
+        Iteration cap.
+    tol : float, default 1e-8
+        Relative duality-gap tolerance.
+    away_steps : bool, default True
+        Use away steps.
+
+    Returns
+    -------
+    beta : numpy.ndarray
+        (ñ_s,) weights.
+    info : dict
+        ``iterations``, ``gap``, ``objective``, ``active_vertices``.
+
+    Raises
+    ------
+    ValueError
+        If the constraints are infeasible (B·ñ_s < ñ_s(1 − ε)).
     """
     K = np.asarray(K, dtype=np.float64)
     kappa = np.asarray(kappa, dtype=np.float64)
@@ -376,21 +574,46 @@ def kmm_relatedness(Zs, Zt, width=None, B: float = 10.0, eps: float = 0.5,
                     calibrate: bool = False):
     """Relatedness R^(t)_s = |{i : β_i > 0}| / ñ_s of a source subtask Zs to a target Zt.
 
-    K_s(i, j) = k(z^s_i, z^s_j), κ_i = (ñ_s/ñ_t) Σ_j k(z^s_i, z^t_j), Gaussian kernel with
-    width = median pairwise distance of Zs ∪ Zt (spec;
-    :func:`tandem.inference.distances.median_distance`); β by away-step Frank–Wolfe.
-    Rebuilt: "β_i > 0" is read as β_i > ``support_tol`` (1 % of the uniform weight 1), so
-    that weights left tiny by an iteration budget that ran out do not count as reuse
-    (at convergence away-step FW returns exact zeros).
-    Asymmetric: the source instances that the target needs, not the converse.
+    K_s(i, j) = k(z^s_i, z^s_j), κ_i = (ñ_s/ñ_t) Σ_j k(z^s_i, z^t_j) with a Gaussian kernel; β by
+    away-step Frank–Wolfe (:func:`kmm_frank_wolfe`). Asymmetric: the source instances that the
+    target needs, not the converse. Rebuilt: "β_i > 0" is read as β_i > ``support_tol``, so that
+    weights left tiny by an iteration budget that ran out do not count as reuse (at convergence
+    away-step FW returns exact zeros).
 
-    ``calibrate`` (rebuilt, label-free): the KMM solution is sparse even when source and
-    target come from ONE distribution (the β that matches the means best uses a subset
-    of the points), so the raw support fraction is biased low — ≈ 0.75 for identical
-    distributions on our simulator. We measure that ceiling on the target itself:
-    R_self = support fraction of KMM from one random half of Zt to the other half (same
-    width, B, ε), and report R = min(1, R_raw / R_self), i.e. relatedness relative to a
-    perfectly related source. Returns (R, β, width).
+    Parameters
+    ----------
+    Zs : array_like
+        (ñ_s, r) source subtask.
+    Zt : array_like
+        (ñ_t, r) target subtask.
+    width : float, optional
+        Kernel width; default the median pairwise distance of Zs ∪ Zt (the spec;
+        :func:`tandem.inference.distances.median_distance` on at most 1000 seeded points).
+    B : float, default 10.0
+        Upper bound of each weight.
+    eps : float, default 0.5
+        Relative tolerance of the weights' sum.
+    support_tol : float, default 1e-2
+        Weights above this count as reused (1 % of the uniform weight 1).
+    max_iter : int, default 500
+        Frank–Wolfe iteration cap.
+    seed : int, default 0
+        Seed of the width subsample and of the calibration split.
+    calibrate : bool, default False
+        Rebuilt, label-free: the KMM solution is sparse even when source and target come from ONE
+        distribution, so the raw support fraction is biased low (≈ 0.75 for identical
+        distributions on our simulator). The ceiling is measured on the target itself, R_self =
+        support fraction of KMM from one random half of Zt to the other half, and
+        R = min(1, R_raw / R_self) is reported.
+
+    Returns
+    -------
+    R : float
+        The relatedness in [0, 1] (0 for an empty subtask).
+    beta : numpy.ndarray
+        (ñ_s,) KMM weights.
+    width : float
+        The kernel width used.
     """
     Zs = np.asarray(Zs, dtype=np.float64)
     Zt = np.asarray(Zt, dtype=np.float64)
@@ -423,13 +646,33 @@ def _kmm_support(Zs, Zt, width, B, eps, support_tol, max_iter):
 
 def neighbour_indicator(order, k: int, n_cols: int, rows=None, n_rows=None, col_index=None,
                         include_self: bool = False, self_cols=None):
-    """Sparse 0/1 matrix A (n_rows × n_cols) with A[i, j] = 1 iff j ∈ N(i).
+    """Sparse 0/1 matrix A with A[i, j] = 1 iff j ∈ N(i).
 
-    order: (len(rows), ≥k) neighbour lists (indices into ``col_index`` if given, else
-    columns); rows: which rows of A they fill (default all); include_self: also set
-    A[i, i] = 1 (own-task lists, so that N_t(x) = {x} ∪ kNN(x)) — or A[rows[i],
-    self_cols[i]] = 1 when the row's own column is not its row number (a source
-    instance's own column in its source block).
+    Parameters
+    ----------
+    order : array_like of int
+        (len(rows), ≥ k) neighbour lists: indices into ``col_index`` if given, else columns.
+    k : int
+        Neighbours kept per row.
+    n_cols : int
+        Number of columns of A.
+    rows : array_like of int, optional
+        Which rows of A the lists fill (default all).
+    n_rows : int, optional
+        Number of rows of A (default len(order)).
+    col_index : array_like of int, optional
+        Maps list entries to columns.
+    include_self : bool, default False
+        Also set A[i, i] = 1 (own-task lists, so that N_t(x) = {x} ∪ kNN(x)), or
+        A[rows[i], self_cols[i]] = 1 when given.
+    self_cols : array_like of int, optional
+        Each row's own column when it is not its row number (a source instance's own column in
+        its source block).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        (n_rows, n_cols) indicator; duplicates count once.
     """
     order = np.asarray(order)[:, :k]
     m = order.shape[0]
@@ -449,17 +692,35 @@ def neighbour_indicator(order, k: int, n_cols: int, rows=None, n_rows=None, col_
 def snn_graph(knn, blocks, weights, node_weights=None, edges: str = "mutual"):
     """Block-weighted shared-nearest-neighbour graph over N nodes.
 
-    knn: sparse (N × N) 0/1 k-NN relation (knn[u, v] = 1 iff v is in u's neighbour
-    list; the diagonal is ignored); blocks: sparse (N × m_b) indicators of the
-    neighbourhoods N_b(u) inside block b of the data (a task, or a source subtask);
-    weights: w_b ≥ 0 per block; node_weights: ω_u ≥ 0 per node (None → 1). For every
-    edge (u, v) — mutual k-NN (``edges="mutual"``: knn[u, v] = knn[v, u] = 1) or
-    one-sided (``"symmetric"``) —
+    For every edge (u, v), mutual k-NN (knn[u, v] = knn[v, u] = 1) or one-sided,
 
         W(u, v) = ω_u ω_v · Σ_b w_b |N_b(u) ∩ N_b(v)| / Σ_b w_b |N_b(u) ∪ N_b(v)|,
 
-    |A ∪ B| = |A| + |B| − |A ∩ B|; W = 0 for other pairs and on the diagonal.
-    Returns a sparse symmetric (N × N) matrix (entries in [0, max ω²]).
+    with |A ∪ B| = |A| + |B| − |A ∩ B|; W = 0 for other pairs and on the diagonal.
+
+    Parameters
+    ----------
+    knn : scipy.sparse matrix
+        (N, N) 0/1 k-NN relation, knn[u, v] = 1 iff v is in u's list (the diagonal is ignored).
+    blocks : list of scipy.sparse matrices
+        (N, m_b) indicators of the neighbourhoods N_b(u) inside block b (a task, or a source
+        subtask).
+    weights : list of float
+        w_b ≥ 0 per block.
+    node_weights : array_like, optional
+        ω_u ≥ 0 per node (default 1).
+    edges : {"mutual", "symmetric"}, default "mutual"
+        Mutual or one-sided k-NN edges.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        (N, N) symmetric weights in [0, max ω²].
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``edges``.
     """
     knn = sp.csr_matrix(knn, dtype=np.float64)
     n = knn.shape[0]
@@ -498,18 +759,30 @@ def snn_graph(knn, blocks, weights, node_weights=None, edges: str = "mutual"):
 def weighted_snn(own, sources=(), R=(), edges: str = "mutual"):
     """Relatedness-weighted shared-nearest-neighbour similarity of one target task.
 
-    own: sparse (n_t × n_t) indicator of N_t(x) = {x} ∪ kNN_t(x) (own task, R_t = 1);
-    sources: sparse (n_t × n_s) indicators of N_s(x) (k_s nearest points of Z^s, empty
-    rows for x ∉ Z^t); R: their relatedness weights. For x_i, x_j mutual kNN in their
-    own task
+    For x_i, x_j mutual kNN in their own task
 
         W(x_i, x_j) = Σ_s R_s |N_s(x_i) ∩ N_s(x_j)| / Σ_s R_s |N_s(x_i) ∪ N_s(x_j)|,
 
-    W = 0 for other pairs and on the diagonal. This is :func:`snn_graph` on the target's
-    own nodes only (the spec's step 3 read literally: transfer re-weights the target's
-    own mutual-kNN edges; SAMTC's default graph adds source nodes, see
-    :func:`tandem.inference.samtc.algorithm.transfer_graph`). ``edges``: "mutual" (spec) or "symmetric".
-    Returns a sparse symmetric (n_t × n_t) matrix with entries in [0, 1].
+    W = 0 for other pairs and on the diagonal. This is :func:`snn_graph` on the target's own nodes
+    only (the spec's step 3 read literally: transfer re-weights the target's own mutual-kNN
+    edges; SAMTC's default graph adds source nodes, see
+    :func:`tandem.inference.samtc.algorithm.transfer_graph`).
+
+    Parameters
+    ----------
+    own : scipy.sparse matrix
+        (n_t, n_t) indicator of N_t(x) = {x} ∪ kNN_t(x) (own task, R_t = 1).
+    sources : sequence of scipy.sparse matrices, default ()
+        (n_t, n_s) indicators of N_s(x), the k_s nearest points of Z^s (empty rows for x ∉ Z^t).
+    R : sequence of float, default ()
+        Their relatedness weights.
+    edges : {"mutual", "symmetric"}, default "mutual"
+        Mutual (the spec) or one-sided k-NN edges.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        (n_t, n_t) symmetric weights in [0, 1].
     """
     own = sp.csr_matrix(own)
     return snn_graph(own, [own, *sources], [1.0, *R], edges=edges)
@@ -518,8 +791,20 @@ def weighted_snn(own, sources=(), R=(), edges: str = "mutual"):
 def k_grid(n: int, h: int, own: bool):
     """The paper's neighbourhood-size grid {⌈n/(2h)⌉, ⌈n/h⌉, min(⌈2n/h⌉, cap)}.
 
-    own task: cap = n − 1 (a point is not its own neighbour); source subtask: cap = n.
-    Values are clipped to [1, cap]."""
+    Parameters
+    ----------
+    n : int
+        Number of points.
+    h : int
+        Number of clusters.
+    own : bool
+        Own task (cap = n − 1: a point is not its own neighbour) or source subtask (cap = n).
+
+    Returns
+    -------
+    list of int
+        The three values, clipped to [1, cap].
+    """
     cap = n - 1 if own else n
     cap = max(cap, 1)
     vals = [math.ceil(n / (2 * h)), math.ceil(n / h), min(math.ceil(2 * n / h), cap)]
