@@ -17,6 +17,7 @@ import pytest
 NUMPY_STYLE = [
     "tandem.inference.psis", "tandem.inference.predictive", "tandem.inference.metrics",
     "tandem.inference.distances", "tandem.plots", "tandem.inference.samtc.steps",
+    "tandem.inference.samtc.spectral", "tandem.inference.samtc.algorithm",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

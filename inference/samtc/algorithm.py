@@ -72,8 +72,20 @@ NODE_REACH = ("k", "paired")
 
 
 def add_step3_args(parser):
-    """--source-rows and --node-reach: :func:`samtc`'s measured step-3 options, shared by the
-    examples (defaults = samtc's defaults)."""
+    """Add ``--source-rows`` and ``--node-reach``, :func:`samtc`'s measured step-3 options, to a parser.
+
+    Shared by the examples; the defaults are :func:`samtc`'s.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The examples' parser.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        ``parser``.
+    """
     parser.add_argument("--source-rows", choices=SOURCE_ROWS, default=SOURCE_ROWS[0],
                         help="samtc(source_rows=...): which target points link to the transferred source "
                              "instances (default all; 'subtask' = only Z^t, the spec's rows)")
@@ -88,21 +100,39 @@ def add_step3_args(parser):
 class SAMTCResult:
     """Output of :func:`samtc`.
 
-    labels: per task (n_t,) int cluster labels (selected grid setting).
-    R: (T, T) relatedness, R[t, s] = relatedness of source s for target t, diagonal 1.
-    reusable: {(t, s): bool (n_s,) mask} — source s's instances in the source subtask
-        Z^s of the pair (target t, source s) (all True for ``variant="nr"``).
-    subtasks: {(t, s): (Z^t mask (n_t,), Z^s mask (n_s,))}.
-    pairs: {(t, s): [(target cluster, source cluster), ...]} mutual-nearest pairs.
-    js: {(t, s): (h_t, h_s) JS-divergence matrix} (empty for ``"nr"``).
-    beta: {(t, s): (ñ_s,) KMM weights over Z^s} (empty for ``"ns"``).
-    init_labels: per task, the Ncut-SNN initial partition.
-    params: per task {"k_self", "k_src": {s: k}, "grid_index"} of the selected setting.
-    grid: per task list of {"k_self", "k_src", "labels"} for every grid setting (so a
-        caller can re-select, e.g. both label-chosen and label-free, from one run).
-    transferred: {(t, s): bool (n_s,) mask} — source instances that entered target t's
-        graph as nodes (Z^s instances with node weight ω > 0; all False for
-        ``transfer="reweight"``).
+    Attributes
+    ----------
+    labels : list of numpy.ndarray
+        Per task (n_t,) int cluster labels of the selected grid setting.
+    R : numpy.ndarray
+        (T, T) relatedness, R[t, s] = relatedness of source s for target t, diagonal 1.
+    reusable : dict
+        {(t, s): bool (n_s,) mask}: source s's instances in the source subtask Z^s of the pair
+        (target t, source s) (all True for ``variant="nr"``).
+    subtasks : dict
+        {(t, s): (Z^t mask (n_t,), Z^s mask (n_s,))}.
+    init_labels : list of numpy.ndarray
+        Per task, the Ncut-SNN initial partition.
+    params : list of dict
+        Per task {"k_self", "k_src": {s: k}, "grid_index"} of the selected setting.
+    pairs : dict
+        {(t, s): [(target cluster, source cluster), ...]} mutual-nearest pairs.
+    js : dict
+        {(t, s): (h_t, h_s) JS-divergence matrix} (empty for "nr").
+    beta : dict
+        {(t, s): (ñ_s,) KMM weights over Z^s} (empty for "ns").
+    grid : list of list of dict
+        Per task, {"k_self", "k_src", "labels"} of every grid setting (so a caller can
+        re-select, e.g. both label-chosen and label-free, from one run).
+    variant : str
+        The variant run.
+    select : str
+        The selection rule used.
+    transferred : dict
+        {(t, s): bool (n_s,) mask}: source instances that entered target t's graph as nodes
+        (Z^s instances with node weight ω > 0; all False for ``transfer="reweight"``).
+    transfer : str
+        The transfer mode run.
     """
     labels: list
     R: np.ndarray
@@ -125,12 +155,33 @@ class SAMTCResult:
 # ---------------------------------------------------------------------------------
 
 def validate_tasks(tasks, n_clusters, labels=None):
-    """Check the tasks; return (list of float64 csr/dense arrays, list of int h_t).
+    """Check the tasks and convert them to float64.
 
-    The structure (task count, empty tasks, one feature space, integer h_t >= 2, n_t >= h_t)
-    is checked by :func:`tandem.models.samtc.check_task_layout`, shared with the Pyro
-    model; here also that every task is a 2-d numeric array (dense or scipy.sparse) of
-    finite numbers, and that ``labels`` (if given) hold one label per point.
+    The structure (task count, empty tasks, one feature space, integer h_t ≥ 2, n_t ≥ h_t) is
+    checked by :func:`tandem.models.samtc.check_task_layout`, shared with the Pyro model; here
+    also that every task is a 2-d numeric array (dense or scipy.sparse) of finite numbers, and
+    that ``labels`` (if given) hold one label per point.
+
+    Parameters
+    ----------
+    tasks : list of array_like or scipy.sparse matrices
+        Task t's (n_t, d) data.
+    n_clusters : list of int
+        h_t per task.
+    labels : list of array_like, optional
+        Per-task true labels.
+
+    Returns
+    -------
+    tasks : list
+        float64 csr matrices or dense arrays.
+    n_clusters : list of int
+        h_t per task.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the task and what is wrong.
     """
     if tasks is None or len(tasks) == 0:
         raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
@@ -172,9 +223,21 @@ def _metric_for(X):
 def select_setting(labelings, labels_true=None):
     """Index of the chosen grid setting.
 
-    labels_true given (paper): the setting with the best clustering accuracy (ties → NMI,
-    then first). Otherwise (label-free): the consensus setting, maximising the mean NMI
-    to the other settings' labellings (ties → first).
+    With ``labels_true`` (the paper): the setting with the best clustering accuracy (ties → NMI,
+    then first). Otherwise (label-free): the consensus setting, maximising the mean NMI to the
+    other settings' labellings (ties → first).
+
+    Parameters
+    ----------
+    labelings : list of array_like
+        One (n,) labelling per grid setting.
+    labels_true : array_like, optional
+        (n,) true labels.
+
+    Returns
+    -------
+    int
+        Index into ``labelings``.
     """
     m = len(labelings)
     if m == 1:
@@ -217,8 +280,25 @@ def ncut_snn(X, h: int, k: int | None = None, seed: int = 0, metric: str | None 
     """Single-task Ncut-SNN: Normalized Cut on the Jarvis–Patrick SNN graph.
 
     W(x_i, x_j) = |N(x_i) ∩ N(x_j)| / |N(x_i) ∪ N(x_j)| for mutual k-NN pairs, with
-    N(x) = {x} ∪ kNN(x) (cosine for sparse data, Euclidean for dense); this is SAMTC's
-    s = t term. k=None → ⌈n/h⌉ (the middle of the paper's grid). Returns labels (n,).
+    N(x) = {x} ∪ kNN(x); this is SAMTC's s = t term.
+
+    Parameters
+    ----------
+    X : array_like or scipy.sparse matrix
+        (n, d) data.
+    h : int
+        Number of clusters.
+    k : int, optional
+        Neighbourhood size; ``None`` → ⌈n/h⌉ (the middle of the paper's grid).
+    seed : int, default 0
+        Seed of the Ncut's k-means.
+    metric : {"cosine", "euclidean"}, optional
+        Default cosine for sparse data, Euclidean for dense.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) labels.
     """
     (X,), (h,) = validate_tasks([X], [h])
     metric = metric or _metric_for(X)
@@ -233,10 +313,28 @@ def ncut_snn(X, h: int, k: int | None = None, seed: int = 0, metric: str | None 
 
 
 def ncut_snn_grid(X, h, seed, S=None, order=None):
-    """Ncut-SNN over the paper's k_t grid; returns (list of labellings, k values).
+    """Ncut-SNN over the paper's k_t grid.
 
-    X (n, d) dense or sparse; S: optional precomputed own-task similarity (n, n); order:
-    optional precomputed neighbour order (rows of S sorted, self excluded)."""
+    Parameters
+    ----------
+    X : array_like or scipy.sparse matrix
+        (n, d) data.
+    h : int
+        Number of clusters.
+    seed : int
+        Seed of the Ncut's k-means.
+    S : numpy.ndarray, optional
+        Precomputed own-task similarity (n, n).
+    order : numpy.ndarray, optional
+        Precomputed neighbour order (rows of S sorted, self excluded).
+
+    Returns
+    -------
+    labelings : list of numpy.ndarray
+        One (n,) labelling per grid value.
+    k_values : list of int
+        The grid.
+    """
     n = X.shape[0]
     if S is None:
         S = st.similarity(X, X, _metric_for(X))
@@ -251,7 +349,24 @@ def ncut_snn_grid(X, h, seed, S=None, order=None):
 
 
 def kmeans_baseline(tasks, n_clusters, seed: int = 0, n_init: int = 10):
-    """k-means (k-means++, best of ``n_init``) on every task alone; list of labels."""
+    """k-means (k-means++, best of ``n_init``) on every task alone.
+
+    Parameters
+    ----------
+    tasks : list of array_like or scipy.sparse matrices
+        Task t's (n_t, d) data.
+    n_clusters : list of int
+        h_t per task.
+    seed : int, default 0
+        Seed of the seeding.
+    n_init : int, default 10
+        Restarts.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Per-task labels.
+    """
     tasks, hs = validate_tasks(tasks, n_clusters)
     return [kmeans(X, h, seed=seed, n_init=n_init)[0] for X, h in zip(tasks, hs)]
 
@@ -260,12 +375,31 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
                     labels=None):
     """Multi-task baseline that assumes *completely related* tasks.
 
-    All tasks are pooled into one data set (equivalently: SAMTC with Z = whole task and
-    R ≡ 1 for every pair, with neighbours searched across the pooled tasks) and
-    clustered jointly into H = max_t h_t clusters (completely related tasks share one
-    label space); each task gets the restriction of the pooled partition. ``method``:
-    "ncut_snn" (grid over k like Ncut-SNN; with ``labels`` the setting of best mean
-    per-task accuracy, else the consensus setting) or "kmeans". Returns a list of per-task labels (values in 0..H−1).
+    All tasks are pooled into one data set (equivalently: SAMTC with Z = whole task and R ≡ 1 for
+    every pair, with neighbours searched across the pooled tasks) and clustered jointly into
+    H = max_t h_t clusters (completely related tasks share one label space); each task gets the
+    restriction of the pooled partition.
+
+    Parameters
+    ----------
+    tasks : list of array_like or scipy.sparse matrices
+        Task t's (n_t, d) data.
+    n_clusters : list of int
+        h_t per task.
+    method : {"ncut_snn", "kmeans"}, default "ncut_snn"
+        "ncut_snn": a grid over k like Ncut-SNN (with ``labels`` the setting of best mean
+        per-task accuracy, else the consensus setting); "kmeans".
+    seed : int, default 0
+        Seed of the k-means.
+    k : int, optional
+        One neighbourhood size instead of the grid.
+    labels : list of array_like, optional
+        Per-task true labels for the label-chosen setting.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Per-task labels (values in 0..H−1).
     """
     tasks, hs = validate_tasks(tasks, n_clusters, labels)
     sizes = [X.shape[0] for X in tasks]
@@ -305,30 +439,66 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
           js_bandwidth: str = "separate", source_rows: str = "all", node_reach: str = "k") -> SAMTCResult:
     """Self-adapted multi-task clustering of T tasks (see the module docstring).
 
-    tasks: list of (n_t, d) arrays (dense or scipy.sparse, one feature space);
-    n_clusters: list of h_t ≥ 2; variant: "full" | "nr" | "ns"; k_self / k_src: int (or
-    per-task list) own-task / source neighbourhood sizes — None → the paper's grid;
-    select: "labels" (paper: best accuracy against ``labels``) or "label-free"
-    (consensus); reduce_dim: dimensions of the LSA/PCA space of the density steps
-    (None → min(d, 10)); seed: k-means restarts in every Ncut and the SVD start vector;
-    init_labels: optional initial partitions (default Ncut-SNN, label-free);
-    js_tau: absolute test of step 1 — a mutual-nearest cluster pair is kept only if its
-    D̂_JS ≤ js_tau·log 2 (None → no test, every mutual-nearest pair is kept; see
-    :func:`tandem.inference.samtc.steps.mutual_nearest_pairs`). Default 0: the leave-one-out
-    D̂_JS of two samples of one distribution is ≤ 0 (clipped to 0), so "D̂_JS = 0" reads
-    "indistinguishable from one distribution". A source with no kept pair transfers
-    nothing (Z^s = ∅, R = 0). calibrate_R: relatedness relative to the KMM support
-    reached by two halves of the target subtask itself
-    (:func:`tandem.inference.samtc.steps.kmm_relatedness`, ``calibrate``).
-    edges: "mutual" (spec) or "symmetric" own-task kNN edges of W^t (measured: worse).
-    pairing: "mutual" (mutual-nearest pairs under the JS test; default) or "close" (every
-    target/source cluster pair with D̂_JS ≤ js_tau·log 2 — a split class keeps both
-    halves; measured on the simulator's trap regime: accuracy 0.940 vs 0.932, neutral on
-    text with the label-free choice, −0.003 with the label choice; see docs/models/samtc.md).
-    transfer: "augment" (default; the source subtasks' instances become nodes of the
-    target graph, :func:`transfer_graph`) or "reweight" (the spec's formula read
-    literally: source neighbourhoods only re-weight the target's own edges).
-    js_bandwidth: "separate" (default; each cluster's KDE its own Silverman bandwidths,
+    Parameters
+    ----------
+    tasks : list of array_like or scipy.sparse matrices
+        Task t's (n_t, d) data, one feature space.
+    n_clusters : list of int
+        h_t ≥ 2 per task.
+    variant : {"full", "nr", "ns"}, default "full"
+        Full SAMTC, without the relatedness step ("nr"), or without the subtask selection ("ns").
+    k_self, k_src : int or list of int, optional
+        Own-task / source neighbourhood sizes (one value, or one per task); ``None`` → the
+        paper's grid (:func:`tandem.inference.samtc.steps.k_grid`).
+    select : {"label-free", "labels"}, default "label-free"
+        How the grid setting is chosen: "labels" (the paper: best accuracy against ``labels``) or
+        "label-free" (consensus, :func:`select_setting`).
+    labels : list of array_like, optional
+        Per-task true labels, needed by ``select="labels"``.
+    reduce_dim : int, optional
+        Dimensions of the LSA/PCA space of the density steps (``None`` → min(d, 10)).
+    seed : int, default 0
+        Seed of the k-means restarts in every Ncut and of the SVD start vector.
+    kmm_B, kmm_eps : float, default 10.0 and 0.5
+        Weight bound and sum tolerance of kernel mean matching (step 2).
+    init_labels : list of array_like, optional
+        Initial partitions (default Ncut-SNN, label-free).
+    js_tau : float or None, default 0.0
+        Absolute test of step 1: a mutual-nearest cluster pair is kept only if its
+        D̂_JS ≤ js_tau·log 2 (``None`` → no test, every mutual-nearest pair is kept; see
+        :func:`tandem.inference.samtc.steps.mutual_nearest_pairs`). The default 0: the
+        leave-one-out D̂_JS of two samples of one distribution is ≤ 0 (clipped to 0), so
+        "D̂_JS = 0" reads "indistinguishable from one distribution". A source with no kept pair
+        transfers nothing (Z^s = ∅, R = 0).
+    calibrate_R : bool, default True
+        Relatedness relative to the KMM support reached by two halves of the target subtask
+        itself (:func:`tandem.inference.samtc.steps.kmm_relatedness`, ``calibrate``).
+    edges : {"mutual", "symmetric"}, default "mutual"
+        Own-task kNN edges of W^t: mutual (the spec) or one-sided (measured: worse).
+    pairing : {"mutual", "close"}, default "mutual"
+        Mutual-nearest pairs under the JS test, or every target/source cluster pair with
+        D̂_JS ≤ js_tau·log 2 (a split class keeps both halves; measured on the simulator's trap
+        regime: accuracy 0.940 vs 0.932, neutral on text with the label-free choice, −0.003 with
+        the label choice; see docs/models/samtc.md).
+    transfer : {"augment", "reweight"}, default "augment"
+        The source subtasks' instances become nodes of the target graph (:func:`transfer_graph`),
+        or the spec's formula read literally (source neighbourhoods only re-weight the target's
+        own edges).
+    js_bandwidth : {"separate", "pooled"}, default "separate"
+        KDE bandwidths of step 1 (see Notes and :func:`tandem.inference.samtc.steps.js_divergence`).
+    source_rows : {"all", "subtask"}, default "all"
+        Which target points get source neighbour lists in the "augment" graph (see Notes).
+    node_reach : {"k", "paired"}, default "k"
+        The target neighbourhood of a transferred source node (see Notes).
+
+    Returns
+    -------
+    SAMTCResult
+        Labels, relatedness, subtasks and the per-step intermediates.
+
+    Notes
+    -----
+    ``js_bandwidth``: "separate" (default; each cluster's KDE its own Silverman bandwidths,
     D̂_JS clipped to [0, log 2]) or "pooled" (measured alternative: the two KDEs
     of a cluster pair share one Silverman bandwidth from the pooled pair and D̂_JS is
     kept signed, so the mutual-nearest ranking has no ties; a pair is kept when
@@ -340,7 +510,8 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     correct transfer to texas), and on the simulator's trap regime it moves the
     margin over Ncut-SNN to +0.0177 (se 0.0131, 6/4) from +0.0126 (se 0.0087, 7/3).
     See :func:`tandem.inference.samtc.steps.js_divergence` and docs/models/samtc.md.
-    node_reach: the target neighbourhood N_t(z) of a transferred source node z — "k"
+
+    ``node_reach``: the target neighbourhood N_t(z) of a transferred source node z — "k"
     (default: its k_t + 1 nearest target points, like a target point's own list) or
     "paired" (measured alternative: at most |C^t_i| nearest target points, C^t_i
     the target cluster that z's source cluster C^s_j is paired with in step 1 — a source
@@ -354,7 +525,8 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     (examples/samtc_text.py, six sets × 10 runs, SAMTC − Ncut-SNN over
     the 21 tasks): +0.0019 label-free / +0.0088 label-chosen vs "k" +0.0017 / +0.0098
     (best-or-second 9/21 and 11/21 vs 9/21 and 12/21). Not better on both: not the default.
-    source_rows: which target points get source neighbour lists N_s(x) — hence mutual
+
+    ``source_rows``: which target points get source neighbour lists N_s(x) — hence mutual
     k-NN edges to the transferred source nodes — in the ``"augment"`` graph: "all"
     (default) or "subtask" (only x ∈ Z^t, the spec's rows; a measured alternative). Why
     the default, measured (simulator, 30 seeds, label-free accuracy; Ncut-SNN
@@ -552,30 +724,49 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
 def node_weights(variant, R_ts, n_s, n_tasks):
     """Node weights ω_z of the source subtask's instances in the target's augmented graph.
 
-    Rebuilt: every instance of the source subtask Z^s enters target t's graph with
-    weight ω_z = R^(t)_s / (T − 1) (``variant="ns"``, no relatedness step: ω_z =
-    1 / (T − 1)), so that all sources together weigh at most as much as one task.
-    Measured alternatives (simulator, 10 seeds, label-free mean accuracy on the
-    partial / partial-no-trap / complete sets; Ncut-SNN 0.931 / 0.975 / 0.942):
+    Rebuilt: every instance of the source subtask Z^s enters target t's graph with weight
+    ω_z = R^(t)_s / (T − 1) (``variant="ns"``, no relatedness step: ω_z = 1 / (T − 1)), so that
+    all sources together weigh at most as much as one task.
+
+    Parameters
+    ----------
+    variant : {"full", "nr", "ns"}
+        The SAMTC variant.
+    R_ts : float
+        Relatedness of the source for the target.
+    n_s : int
+        Number of instances of the source subtask.
+    n_tasks : int
+        T.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n_s,) weights.
+
+    Notes
+    -----
+    Measured alternatives (simulator, 10 seeds, label-free mean accuracy on the partial /
+    partial-no-trap / complete sets; Ncut-SNN 0.931 / 0.975 / 0.942):
 
     * ω_z = R^(t)_s / (T − 1) (chosen): 0.943 / 0.977 / 0.975;
-    * ω_z = R^(t)_s: 0.954 / 0.962 / 0.968 — with perfect selection (precision 0.99)
-      the shared clusters, swollen by T − 1 copies of the source instances, dominate
-      the Ncut volumes and a small private target class is merged (no-trap seeds 0, 1:
-      0.99 → 0.93, 0.97 → 0.90);
+    * ω_z = R^(t)_s: 0.954 / 0.962 / 0.968 — with perfect selection (precision 0.99) the
+      shared clusters, swollen by T − 1 copies of the source instances, dominate the Ncut
+      volumes and a small private target class is merged (no-trap seeds 0, 1: 0.99 → 0.93,
+      0.97 → 0.90);
     * ω_z = R^(t)_s·min(1, ñ_t/ñ_s)·[/(T − 1)]: 0.944 / 0.976 / 0.968 [0.942 / 0.983 / 0.966];
-    * ω_z = R^(t)_s·min(1, β_z) with the KMM weights (only the KMM support enters):
-      0.933 on ``partial`` — the Frank–Wolfe KMM solution is sparse (support 0.75–0.9
-      even for one distribution, 35–77 % of Z^s here), so it drops most reusable
-      instances. β stays what R is computed from;
+    * ω_z = R^(t)_s·min(1, β_z) with the KMM weights (only the KMM support enters): 0.933 on
+      ``partial`` — the Frank–Wolfe KMM solution is sparse (support 0.75–0.9 even for one
+      distribution, 35–77 % of Z^s here), so it drops most reusable instances. β stays what R
+      is computed from;
     * no edges between source nodes (they only bridge target points; with ω = R):
       0.941 / 0.978 / 0.947.
 
-    Measured on 30 seeds (Ncut-SNN 0.9299 / 0.9604 / 0.9400): R/(T − 1)
-    0.9504 / 0.9666 / 0.9638; ½·R/(T − 1) 0.9510 / 0.9685 / 0.9484; 2·R/(T − 1) (= R
-    for T = 3) 0.9445 / 0.9572 / 0.9652 — a stronger transfer helps the completely related set
-    and hurts the partially related ones, a weaker one the reverse; R/(T − 1) is the
-    only one of the three that is never far behind.
+    Measured on 30 seeds (Ncut-SNN 0.9299 / 0.9604 / 0.9400): R/(T − 1) 0.9504 / 0.9666 /
+    0.9638; ½·R/(T − 1) 0.9510 / 0.9685 / 0.9484; 2·R/(T − 1) (= R for T = 3) 0.9445 / 0.9572 /
+    0.9652 — a stronger transfer helps the completely related set and hurts the partially
+    related ones, a weaker one the reverse; R/(T − 1) is the only one of the three that is never
+    far behind.
     """
     w = 1.0 if variant == "ns" else float(R_ts)
     return np.full(n_s, w / max(n_tasks - 1, 1))
@@ -610,7 +801,7 @@ class _SourcePart:
 
 
 def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
-    """SAMTC's step 3 graph for one target t and one grid setting: (N × N) sparse W.
+    """SAMTC's step 3 graph for one target t and one grid setting.
 
     Rebuilt (the paper's display equation is lost; the prose says the target is
     clustered "through instance transfer"). Nodes: the n_t target points, then for every
@@ -644,8 +835,24 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
     neighbours are ambiguous is pulled towards the cluster that the matching source
     instances form. R = 0 for every source (or no part) → the Ncut-SNN graph exactly.
     With every ω = 0 (``transfer="reweight"``) it is the spec's re-weighting alone.
-    own_order: (n_t, ≥k_t) own-task neighbour order; parts: list of :class:`_SourcePart`;
-    k_src: k_s per part.
+
+    Parameters
+    ----------
+    own_order : numpy.ndarray
+        (n_t, ≥ k_t) own-task neighbour order.
+    k_t : int
+        Own-task neighbourhood size.
+    parts : list of _SourcePart
+        One per source with a non-empty subtask.
+    k_src : list of int
+        k_s per part.
+    edges : {"mutual", "symmetric"}, default "mutual"
+        Own-task kNN edges.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        (N, N) symmetric weights, N = n_t + the number of source nodes.
     """
     n_t = own_order.shape[0]
     sizes = [p.node_pos.size for p in parts]

@@ -95,9 +95,30 @@ def _kmeanspp(X, k, rng):
 def kmeans(X, k: int, seed: int = 0, n_init: int = 10, max_iter: int = 100, tol: float = 1e-8):
     """Lloyd's k-means with k-means++ seeding; best of ``n_init`` restarts.
 
-    X: (n, d) dense or scipy.sparse; returns (labels (n,) int in 0..k−1, inertia
-    Σ_i ‖x_i − c_{y_i}‖²). Empty clusters are re-seeded at the point farthest from its
-    centre. Deterministic for a given ``seed``.
+    Empty clusters are re-seeded at the point farthest from its centre. Deterministic for a given
+    ``seed``.
+
+    Parameters
+    ----------
+    X : array_like or scipy.sparse matrix
+        (n, d) points.
+    k : int
+        Number of clusters.
+    seed : int, default 0
+        Seed of the seeding.
+    n_init : int, default 10
+        Restarts; the one of least inertia is returned.
+    max_iter : int, default 100
+        Lloyd iterations per restart.
+    tol : float, default 1e-8
+        Relative change of the inertia that stops a restart.
+
+    Returns
+    -------
+    labels : numpy.ndarray
+        (n,) int labels in 0..k−1.
+    inertia : float
+        Σ_i ‖x_i − c_{y_i}‖².
     """
     n = X.shape[0]
     if k < 1 or k > n:
@@ -145,11 +166,27 @@ _EMBED_CACHE_SIZE = 128
 def spectral_embedding(W, h: int, seed: int = 0):
     """Rows of the NJW embedding: top-h eigenvectors of D^{-1/2} W D^{-1/2}, rows normalised.
 
-    Returns (U (n_active, h), eigenvalues (h,) descending, active mask (n,)) where
-    inactive = isolated nodes (degree 0). The embedding does not depend on ``seed``
-    (Lanczos starts from a fixed vector), so it is memoised on a digest of W: repeated
-    runs that differ only in the k-means seed (the paper's 10 runs) solve each
-    eigenproblem once.
+    The embedding does not depend on ``seed`` (Lanczos starts from a fixed vector), so it is
+    memoised on a digest of W: repeated runs that differ only in the k-means seed (the paper's 10
+    runs) solve each eigenproblem once.
+
+    Parameters
+    ----------
+    W : array_like or scipy.sparse matrix
+        (n, n) symmetric non-negative similarity.
+    h : int
+        Embedding dimension.
+    seed : int, default 0
+        Accepted for symmetry with :func:`ncut`; unused by the eigensolver.
+
+    Returns
+    -------
+    U : numpy.ndarray
+        (n_active, h) row-normalised embedding of the non-isolated nodes.
+    eigenvalues : numpy.ndarray
+        (h,) descending.
+    active : numpy.ndarray
+        (n,) bool mask of the non-isolated nodes (degree > 0).
     """
     W = _sym_sparse(W)
     W.sum_duplicates()
@@ -212,10 +249,21 @@ def _spectral_embedding(W, h):
 
 
 def components(W):
-    """Connected components of the non-isolated nodes of the graph W.
+    """Connected components of the non-isolated nodes of the graph W (exact, deterministic).
 
-    Returns (labels (n,) int: component id 0..c−1 numbered by each component's smallest
-    node index, −1 for isolated nodes (degree 0); c). Exact and deterministic."""
+    Parameters
+    ----------
+    W : array_like or scipy.sparse matrix
+        (n, n) symmetric non-negative similarity.
+
+    Returns
+    -------
+    labels : numpy.ndarray
+        (n,) component ids 0..c−1, numbered by each component's smallest node index; −1 for
+        isolated nodes (degree 0).
+    c : int
+        Number of components.
+    """
     W = _sym_sparse(W)
     deg = np.asarray(W.sum(1)).ravel()
     _, raw = connected_components(W, directed=False)
@@ -264,13 +312,26 @@ def _group_summaries(features, comp, c, metric):
 def merge_components(comp, h: int, features=None, metric: str = "euclidean"):
     """Group c > h components of a graph into h clusters (the Ncut = 0 ties, made unique).
 
-    comp: (n,) component ids 0..c−1 (−1 = isolated node, left at −1). With ``features``
-    ((n, d) dense or sparse rows of the same nodes): agglomerative average linkage — the
-    two groups with the highest mean pairwise similarity (Euclidean: −‖x − y‖²; cosine:
-    x·y/‖x‖‖y‖) merge, repeatedly, until h remain (Lance–Williams update; ties → the lowest
-    pair of group ids). Without features: the h − 1 largest components (ties → lower id)
-    stay, the rest form one cluster. Returns (n,) labels 0..h−1 (numbered by smallest
-    node index), −1 kept for isolated nodes.
+    With ``features``: agglomerative average linkage, the two groups with the highest mean
+    pairwise similarity (Euclidean: −‖x − y‖²; cosine: x·y/‖x‖‖y‖) merge, repeatedly, until h
+    remain (Lance–Williams update; ties → the lowest pair of group ids). Without features: the
+    h − 1 largest components (ties → lower id) stay, the rest form one cluster.
+
+    Parameters
+    ----------
+    comp : array_like of int
+        (n,) component ids 0..c−1 (−1 = isolated node, left at −1).
+    h : int
+        Number of clusters.
+    features : array_like or scipy.sparse matrix, optional
+        (n, d) rows of the same nodes.
+    metric : {"euclidean", "cosine"}, default "euclidean"
+        Similarity of ``features``.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) labels 0..h−1 numbered by smallest node index, −1 kept for isolated nodes.
     """
     comp = np.asarray(comp, dtype=np.int64)
     c = int(comp.max()) + 1 if comp.size and comp.max() >= 0 else 0
@@ -320,14 +381,31 @@ def merge_components(comp, h: int, features=None, metric: str = "euclidean"):
 def ncut(W, h: int, seed: int = 0, n_init: int = 10, features=None, metric: str = "euclidean"):
     """Normalized Cut of the graph W into h clusters (NJW relaxation + k-means).
 
-    W: (n, n) symmetric non-negative similarity (dense or sparse). Returns labels (n,)
-    in 0..h−1, or −1 for isolated nodes (zero degree). If fewer than h nodes are
-    connected, the connected ones get labels 0..m−1.
-
     When the non-isolated nodes fall into c ≥ h connected components the result is
-    combinatorial (no eigensolver, so it cannot depend on BLAS threads or start vectors):
-    c = h → the components; c > h → :func:`merge_components` with ``features`` (rows of
-    the n nodes) and ``metric``, or by size without features. See the module docstring.
+    combinatorial (no eigensolver, so it cannot depend on BLAS threads or start vectors): c = h →
+    the components; c > h → :func:`merge_components` with ``features`` and ``metric``, or by size
+    without features. See the module docstring.
+
+    Parameters
+    ----------
+    W : array_like or scipy.sparse matrix
+        (n, n) symmetric non-negative similarity.
+    h : int
+        Number of clusters.
+    seed : int, default 0
+        Seed of the k-means restarts.
+    n_init : int, default 10
+        k-means restarts.
+    features : array_like or scipy.sparse matrix, optional
+        (n, d) rows of the nodes, used to merge surplus components.
+    metric : {"euclidean", "cosine"}, default "euclidean"
+        Similarity of ``features`` for the merge.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) labels in 0..h−1, −1 for isolated nodes (zero degree). If fewer than h nodes are
+        connected, the connected ones get labels 0..m−1.
     """
     comp, c = components(W)
     if c >= h:
@@ -345,7 +423,20 @@ def ncut(W, h: int, seed: int = 0, n_init: int = 10, features=None, metric: str 
 def ncut_value(W, labels) -> float:
     """Ncut objective Σ_c cut(C_c, V∖C_c) / vol(C_c) of a labelling (lower = better cut).
 
-    Clusters of zero volume contribute 0."""
+    Clusters of zero volume contribute 0.
+
+    Parameters
+    ----------
+    W : array_like or scipy.sparse matrix
+        (n, n) symmetric non-negative similarity.
+    labels : array_like of int
+        (n,) cluster labels.
+
+    Returns
+    -------
+    float
+        The Ncut value.
+    """
     W = _sym_sparse(W)
     labels = np.asarray(labels)
     deg = np.asarray(W.sum(1)).ravel()
