@@ -18,15 +18,35 @@ class NotPositiveDefiniteError(ValueError):
 
 def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
                     max_tries: int = 7, growth: float = 10.0) -> torch.Tensor:
-    """Lower Cholesky factor ``L`` with ``L Lᵀ = K + δ I`` for the smallest δ that works.
+    """Lower Cholesky factor L with L Lᵀ = K + δI for the smallest δ that works.
 
-    Tries δ = 0, then ``jitter · mean(diag K)`` multiplied by ``growth`` on each retry,
-    at most ``max_tries`` times. ``K`` may be batched (``(..., n, n)``); one δ is used for
-    the whole batch so that batched results stay comparable.
+    Tries δ = 0, then ``jitter · mean(diag K)`` multiplied by ``growth`` on each retry, at most
+    ``max_tries`` times. One δ is used for the whole batch so that batched results stay
+    comparable.
 
-    Raises :class:`NotPositiveDefiniteError` (a ``ValueError``) naming ``name``, its
-    shape and the largest jitter tried, when ``K`` has NaN/inf entries or remains
-    indefinite.
+    Parameters
+    ----------
+    K : torch.Tensor
+        (..., n, n) symmetric matrices.
+    name : str, default "matrix"
+        What K is, for the error message.
+    jitter : float, default 1e-8
+        First relative jitter.
+    max_tries : int, default 7
+        Number of jitter values tried after δ = 0.
+    growth : float, default 10.0
+        Factor between successive jitters.
+
+    Returns
+    -------
+    torch.Tensor
+        (..., n, n) lower factor L.
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        (a ``ValueError``) naming ``name``, its shape and the largest jitter tried, when K has
+        NaN/inf entries or remains indefinite.
     """
     if K.shape[-1] != K.shape[-2]:
         raise ValueError(f"{name}: expected a square matrix (..., n, n), got shape {tuple(K.shape)}")
@@ -53,15 +73,56 @@ def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
 
 
 def cho_solve(L: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """Solve ``(L Lᵀ) X = B`` given the lower Cholesky factor ``L``."""
+    """Solve (L Lᵀ) X = B given the lower Cholesky factor L.
+
+    Parameters
+    ----------
+    L : torch.Tensor
+        (..., n, n) lower Cholesky factor.
+    B : torch.Tensor
+        (..., n, k) right-hand sides.
+
+    Returns
+    -------
+    torch.Tensor
+        (..., n, k) solution X.
+    """
     return torch.cholesky_solve(B, L)
 
 
 def cho_logdet(L: torch.Tensor) -> torch.Tensor:
-    """``log|L Lᵀ|`` from the lower Cholesky factor: ``2 Σ log diag L``."""
+    """log|L Lᵀ| = 2 Σ log diag L from the lower Cholesky factor.
+
+    Parameters
+    ----------
+    L : torch.Tensor
+        (..., n, n) lower Cholesky factor.
+
+    Returns
+    -------
+    torch.Tensor
+        (...,) log-determinants.
+    """
     return 2.0 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
 
 def tri_solve(L: torch.Tensor, B: torch.Tensor, upper: bool = False, left: bool = True) -> torch.Tensor:
-    """``L⁻¹ B`` (or ``L⁻ᵀ B`` with ``upper=True`` on ``L.mT``) by triangular solve."""
+    """Triangular solve L⁻¹B by ``torch.linalg.solve_triangular``.
+
+    Parameters
+    ----------
+    L : torch.Tensor
+        (..., n, n) triangular matrix, lower unless ``upper``.
+    B : torch.Tensor
+        (..., n, k) right-hand sides (or (..., k, n) with ``left=False``).
+    upper : bool, default False
+        L is upper triangular (pass ``L.mT`` of a lower factor to solve with Lᵀ, i.e. L⁻ᵀB).
+    left : bool, default True
+        Solve L X = B (``True``) or X L = B (``False``).
+
+    Returns
+    -------
+    torch.Tensor
+        The solution, B's shape.
+    """
     return torch.linalg.solve_triangular(L, B, upper=upper, left=left)

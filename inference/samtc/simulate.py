@@ -199,10 +199,19 @@ def simulate_tasks(n_tasks: int = 3, n_shared: int = 3, n_private=(1, 2, 1), n_p
 def reusable_scores(pred: dict, truth: dict) -> tuple[float, float]:
     """Precision and recall of predicted reusable-instance masks, pooled over (t, s) pairs.
 
-    precision = Σ_{t≠s} |P_ts ∩ G_ts| / Σ |P_ts|,  recall = Σ |P_ts ∩ G_ts| / Σ |G_ts|,
-    with P_ts the predicted and G_ts the true reusable source-s instances for target t.
-    An empty prediction has precision 1 by convention (nothing wrongly transferred);
-    an empty truth gives recall 1.
+    precision = Σ_{t≠s} |P_ts ∩ G_ts| / Σ |P_ts|, recall = Σ |P_ts ∩ G_ts| / Σ |G_ts|, with P_ts
+    the predicted and G_ts the true reusable source-s instances for target t. An empty
+    prediction has precision 1 by convention (nothing wrongly transferred); an empty truth gives
+    recall 1.
+
+    Parameters
+    ----------
+    pred, truth : dict
+        {(t, s): bool (n_s,) mask}, predicted and true.
+
+    Returns
+    -------
+    precision, recall : float
     """
     tp = fp = fn = 0
     for key, g in truth.items():
@@ -221,7 +230,20 @@ def reusable_scores(pred: dict, truth: dict) -> tuple[float, float]:
 
 
 def relatedness_abs_error(R, R_true) -> float:
-    """Mean absolute error of the off-diagonal entries: (1/(T(T−1))) Σ_{t≠s} |R_ts − R_true,ts|."""
+    """Mean absolute error of the off-diagonal relatedness entries.
+
+    (1/(T(T−1))) Σ_{t≠s} |R_ts − R_true,ts|.
+
+    Parameters
+    ----------
+    R, R_true : array_like
+        (T, T) estimated and true relatedness.
+
+    Returns
+    -------
+    float
+        The mean absolute error.
+    """
     R, R_true = np.asarray(R, dtype=float), np.asarray(R_true, dtype=float)
     if R.shape != R_true.shape or R.ndim != 2 or R.shape[0] != R.shape[1]:
         raise ValueError(f"relatedness_abs_error: expected two equal square matrices, got {R.shape} and {R_true.shape}")

@@ -51,7 +51,22 @@ def _check(mu_p, S_p, mu_q, S_q):
 
 
 def log_chernoff_coefficient(mu_p, Sigma_p, mu_q, Sigma_q, alpha: float) -> torch.Tensor:
-    """log ∫ p^α q^{1−α} for p = N(μ_p, Σ_p), q = N(μ_q, Σ_q), α ∈ [0, 1] (≤ 0 always)."""
+    """log ∫ p^α q^{1−α} for two Gaussians (always ≤ 0).
+
+    Parameters
+    ----------
+    mu_p, Sigma_p : torch.Tensor
+        Mean (..., n) and covariance (..., n, n) of p = N(μ_p, Σ_p).
+    mu_q, Sigma_q : torch.Tensor
+        Mean and covariance of q = N(μ_q, Σ_q), broadcastable with p's.
+    alpha : float
+        α ∈ [0, 1].
+
+    Returns
+    -------
+    torch.Tensor
+        (...,) the value per batch entry.
+    """
     mu_p, S_p, mu_q, S_q = _check(mu_p, Sigma_p, mu_q, Sigma_q)
     a = check_real_range(alpha, "alpha", 0.0, 1.0)
     Lp = cholesky_jitter(S_p, "Sigma_p")
@@ -64,11 +79,31 @@ def log_chernoff_coefficient(mu_p, Sigma_p, mu_q, Sigma_q, alpha: float) -> torc
 
 
 def sharma_mittal(mu_p, Sigma_p, mu_q, Sigma_q, alpha: float, beta: float) -> torch.Tensor:
-    """Sharma–Mittal divergence D_{α,β}(p:q) between Gaussians (Nielsen & Nock 2012 closed form).
+    """Sharma–Mittal divergence D_{α,β}(p : q) between Gaussians (Nielsen & Nock 2012 closed form).
 
-    α ∈ (0, 1], β any real. The limits are taken exactly: β = 1 gives Rényi, α = 1 (with
-    β = 1) Kullback–Leibler; α = 1 with β ≠ 1 is the limit (KL-based)
-    D_{1,β} = (exp((1−β) KL) − 1)/(β − 1). Raises ``ValueError`` for α outside (0, 1].
+    The limits are taken exactly: β = 1 gives Rényi, α = 1 (with β = 1) Kullback–Leibler;
+    α = 1 with β ≠ 1 is the (KL-based) limit D_{1,β} = (exp((1−β) KL) − 1)/(β − 1).
+
+    Parameters
+    ----------
+    mu_p, Sigma_p : torch.Tensor
+        Mean (..., n) and covariance (..., n, n) of p = N(μ_p, Σ_p).
+    mu_q, Sigma_q : torch.Tensor
+        Mean and covariance of q = N(μ_q, Σ_q), broadcastable with p's.
+    alpha : float
+        α ∈ (0, 1].
+    beta : float
+        Any real β.
+
+    Returns
+    -------
+    torch.Tensor
+        (...,) the value per batch entry.
+
+    Raises
+    ------
+    ValueError
+        For α outside (0, 1].
     """
     a = check_real_range(alpha, "alpha", 0.0, 1.0, low_open=True)
     b = check_real_range(beta, "beta")
@@ -82,24 +117,80 @@ def sharma_mittal(mu_p, Sigma_p, mu_q, Sigma_q, alpha: float, beta: float) -> to
 
 
 def renyi(mu_p, Sigma_p, mu_q, Sigma_q, alpha: float) -> torch.Tensor:
-    """Rényi divergence D_α(p‖q) = log ∫p^α q^{1−α} / (α − 1), α ∈ (0, 1)."""
+    """Rényi divergence D_α(p‖q) = log ∫p^α q^{1−α} / (α − 1) between Gaussians.
+
+    Parameters
+    ----------
+    mu_p, Sigma_p : torch.Tensor
+        Mean (..., n) and covariance (..., n, n) of p = N(μ_p, Σ_p).
+    mu_q, Sigma_q : torch.Tensor
+        Mean and covariance of q = N(μ_q, Σ_q), broadcastable with p's.
+    alpha : float
+        α ∈ (0, 1).
+
+    Returns
+    -------
+    torch.Tensor
+        (...,) the value per batch entry.
+    """
     a = check_real_range(alpha, "alpha", 0.0, 1.0, low_open=True, high_open=True)
     return log_chernoff_coefficient(mu_p, Sigma_p, mu_q, Sigma_q, a) / (a - 1)
 
 
 def tsallis(mu_p, Sigma_p, mu_q, Sigma_q, alpha: float) -> torch.Tensor:
-    """Tsallis divergence (∫p^α q^{1−α} − 1)/(α − 1), α ∈ (0, 1)."""
+    """Tsallis divergence (∫p^α q^{1−α} − 1)/(α − 1) between Gaussians.
+
+    Parameters
+    ----------
+    mu_p, Sigma_p : torch.Tensor
+        Mean (..., n) and covariance (..., n, n) of p = N(μ_p, Σ_p).
+    mu_q, Sigma_q : torch.Tensor
+        Mean and covariance of q = N(μ_q, Σ_q), broadcastable with p's.
+    alpha : float
+        α ∈ (0, 1).
+
+    Returns
+    -------
+    torch.Tensor
+        (...,) the value per batch entry.
+    """
     a = check_real_range(alpha, "alpha", 0.0, 1.0, low_open=True, high_open=True)
     return torch.expm1(log_chernoff_coefficient(mu_p, Sigma_p, mu_q, Sigma_q, a)) / (a - 1)
 
 
 def bhattacharyya(mu_p, Sigma_p, mu_q, Sigma_q) -> torch.Tensor:
-    """Bhattacharyya distance −log ∫√(pq) = ½ D_{½,1}."""
+    """Bhattacharyya distance −log ∫√(pq) = ½ D_{½,1} between Gaussians.
+
+    Parameters
+    ----------
+    mu_p, Sigma_p : torch.Tensor
+        Mean (..., n) and covariance (..., n, n) of p = N(μ_p, Σ_p).
+    mu_q, Sigma_q : torch.Tensor
+        Mean and covariance of q = N(μ_q, Σ_q), broadcastable with p's.
+
+    Returns
+    -------
+    torch.Tensor
+        (...,) the value per batch entry.
+    """
     return -log_chernoff_coefficient(mu_p, Sigma_p, mu_q, Sigma_q, 0.5)
 
 
 def kl_divergence(mu_p, Sigma_p, mu_q, Sigma_q) -> torch.Tensor:
-    """KL(p‖q) = ½[tr(Σ_q⁻¹Σ_p) + Δμᵀ Σ_q⁻¹ Δμ − n + log|Σ_q| − log|Σ_p|]."""
+    """KL(p‖q) = ½[tr(Σ_q⁻¹Σ_p) + Δμᵀ Σ_q⁻¹ Δμ − n + log|Σ_q| − log|Σ_p|] between Gaussians.
+
+    Parameters
+    ----------
+    mu_p, Sigma_p : torch.Tensor
+        Mean (..., n) and covariance (..., n, n) of p = N(μ_p, Σ_p).
+    mu_q, Sigma_q : torch.Tensor
+        Mean and covariance of q = N(μ_q, Σ_q), broadcastable with p's.
+
+    Returns
+    -------
+    torch.Tensor
+        (...,) the value per batch entry.
+    """
     mu_p, S_p, mu_q, S_q = _check(mu_p, Sigma_p, mu_q, Sigma_q)
     Lp = cholesky_jitter(S_p, "Sigma_p")
     Lq = cholesky_jitter(S_q, "Sigma_q")

@@ -35,13 +35,27 @@ TIE_RTOL = 1e-4
 
 
 def near_ties(scores: dict, k: int = ENSEMBLE, se: float = ENSEMBLE_SE) -> list:
-    """The CV's near-ties: the best setting and at most ``k − 1`` more, in order of mean
-    score (lower is better), whose per-fold differences from the best, d_f = s_f − best_f,
-    have mean(d) ≤ ``se`` · std(d)/√F (F folds; a paired test, so the folds' shared
-    difficulty cancels), up to rounding (10⁻⁹ of the best's mean score).
+    """The cross-validation's near-ties: the best setting and at most k − 1 more.
 
-    ``scores``: {setting: [per-fold values]} as returned by the selection functions, every
-    list over the same folds in the same order. Equal means keep the dict's (grid) order.
+    In order of mean score (lower is better), the settings whose per-fold differences from the
+    best, d_f = s_f − best_f, have mean(d) ≤ ``se`` · std(d)/√F (F folds; a paired test, so the
+    folds' shared difficulty cancels), up to rounding (10⁻⁹ of the best's mean score). Equal
+    means keep the dict's (grid) order.
+
+    Parameters
+    ----------
+    scores : dict
+        {setting: [per-fold values]} as returned by the selection functions, every list over the
+        same folds in the same order.
+    k : int, default 5
+        At most this many settings are returned.
+    se : float, default 1.0
+        Standard errors of the paired test.
+
+    Returns
+    -------
+    list
+        The settings, best first.
     """
     k = check_int_range(k, "k", 1)
     se = check_real_range(se, "se", 0.0)
@@ -66,15 +80,25 @@ def near_ties(scores: dict, k: int = ENSEMBLE, se: float = ENSEMBLE_SE) -> list:
 
 
 def medoid(preds) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-test-point medoid of ``k`` candidate predictions.
+    """Per-test-point medoid of k candidate predictions.
 
-    ``preds`` (k, B, d): k predictions of B test points with d outputs each. Returns
-    ``(chosen_pred (B, d), index (B,))`` where ``index[b] = argmin_i c_ib``, c_ib = Σ_j
-    ‖preds[i, b] − preds[j, b]‖₂. Ties go to the lower index (list the candidates best
-    first), and costs within ``TIE_RTOL`` × max_i c_ib of the minimum count as ties: with an
-    even k a two-against-two split is a near-tie that the optimiser's last digits (e.g. a
-    change of the data's units) would otherwise decide. Memory O(k B d): the k × k
-    distances are accumulated one candidate at a time.
+    index[b] = argmin_i c_ib with c_ib = Σ_j ‖preds[i, b] − preds[j, b]‖₂. Ties go to the lower
+    index (list the candidates best first), and costs within ``TIE_RTOL`` × max_i c_ib of the
+    minimum count as ties: with an even k a two-against-two split is a near-tie that the
+    optimiser's last digits (e.g. a change of the data's units) would otherwise decide. Memory
+    O(k B d): the k × k distances are accumulated one candidate at a time.
+
+    Parameters
+    ----------
+    preds : torch.Tensor
+        (k, B, d) k predictions of B test points with d outputs each.
+
+    Returns
+    -------
+    chosen : torch.Tensor
+        (B, d) the medoid prediction of each test point.
+    index : torch.Tensor
+        (B,) which candidate it is.
     """
     P = as_tensor(preds, "preds", ndim=3, min_rows=1)
     k = P.shape[0]
