@@ -18,6 +18,7 @@ NUMPY_STYLE = [
     "tandem.inference.psis", "tandem.inference.predictive", "tandem.inference.metrics",
     "tandem.inference.distances", "tandem.plots", "tandem.inference.samtc.steps",
     "tandem.inference.samtc.spectral", "tandem.inference.samtc.algorithm", "tandem.inference.samtc.simulate",
+    "tandem.inference.samtc.model_fit",
     "tandem.inference.numerics", "tandem.inference.twin_gp.divergences", "tandem.inference.twin_gp.ensemble",
 ]
 

@@ -52,12 +52,30 @@ __all__ = ["ModelFit", "fit_model", "initial_values", "scale_tasks"]
 def scale_tasks(tasks, h, seed: int = 0):
     """Centre on the pooled mean and scale by the pooled within-cluster std of per-task k-means.
 
-    Returns (scaled tasks as float64 tensors, centre (d,), scale float, k-means results per
-    task). Working in units of the within-cluster spread makes the default hyperparameters
-    (tau = 0.25, sigma ≈ 1) meaningful for any data scale. One isotropic scale for every
-    feature, not a per-column z-score (:func:`tandem.inference.distances.standardize`): the
-    mixture's clusters are isotropic Gaussians, and rescaling columns separately would
-    change their shapes.
+    Working in units of the within-cluster spread makes the default hyperparameters (tau = 0.25,
+    sigma ≈ 1) meaningful for any data scale. One isotropic scale for every feature, not a
+    per-column z-score (:func:`tandem.inference.distances.standardize`): the mixture's clusters
+    are isotropic Gaussians, and rescaling columns separately would change their shapes.
+
+    Parameters
+    ----------
+    tasks : list of array_like
+        Task t's (n_t, d) data.
+    h : list of int
+        Clusters per task.
+    seed : int, default 0
+        Seed of the k-means.
+
+    Returns
+    -------
+    tasks : list of torch.Tensor
+        Scaled float64 tasks.
+    centre : torch.Tensor
+        (d,) pooled mean.
+    scale : float
+        Pooled within-cluster std.
+    km : list
+        k-means results per task.
     """
     Xs, hs = check_tasks(tasks, h)
     km = [_kmeans(X.detach().cpu().numpy(), hs[t], seed) for t, X in enumerate(Xs)]
@@ -75,11 +93,35 @@ def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n
                    seed: int = 0, tau: float = 0.25) -> tuple[dict, int]:
     """Starting values for :class:`tandem.guides.samtc.Guide` and the number of atoms K.
 
-    Slot means: k-means centres of each task (``km`` reuses fitted ones). Atoms: slots of
-    different tasks whose centres are mutual nearest neighbours across the two tasks and
-    closer than ``link_threshold`` (default 2·tau·sqrt(d) within-cluster stds) are joined;
-    each connected group spanning >= 2 tasks becomes one atom (init: mean of its centres).
-    ``n_atoms`` (default: number of such groups, at least 1) pads with random slot centres.
+    Slot means: k-means centres of each task. Atoms: slots of different tasks whose centres are
+    mutual nearest neighbours across the two tasks and closer than ``link_threshold`` are joined;
+    each connected group spanning ≥ 2 tasks becomes one atom (initialised at the mean of its
+    centres).
+
+    Parameters
+    ----------
+    tasks_std : list of torch.Tensor
+        The standardised tasks.
+    h : list of int
+        Clusters per task.
+    km : list, optional
+        Fitted k-means results to reuse.
+    link_threshold : float, optional
+        Default 2·tau·√d within-cluster stds.
+    n_atoms : int, optional
+        Number of atoms (default: the number of linked groups, at least 1); extra atoms are
+        padded with random slot centres.
+    seed : int, default 0
+        Seed of the k-means and the padding.
+    tau : float, default 0.25
+        Slot-to-atom std (sets the default threshold).
+
+    Returns
+    -------
+    init : dict
+        Initial values of the guide's parameters.
+    K : int
+        The number of atoms.
     """
     Xs = [X.to(DTYPE) if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X), dtype=DTYPE, device="cpu")
           for X in tasks_std]
@@ -138,7 +180,35 @@ def _kmeans(X, h, seed) -> _Centres:
 
 @dataclass
 class ModelFit:
-    """A fitted shared-atom model: standardised data, model kwargs, guide and its parameters."""
+    """A fitted shared-atom model: standardised data, model kwargs, guide and its parameters.
+
+    Attributes
+    ----------
+    tasks : list of torch.Tensor
+        The standardised (n_t, d) tasks (see :func:`scale_tasks`).
+    h : list of int
+        Clusters per task.
+    n_atoms : int
+        Number of shared atoms K.
+    model_kwargs : dict
+        Keyword arguments of :func:`tandem.models.samtc.model`.
+    guide : tandem.guides.samtc.Guide
+        The fitted guide.
+    param_state : dict
+        The Pyro parameter store's state of the fit (see :meth:`activate`).
+    elbo : float
+        The final ELBO estimate.
+    losses : numpy.ndarray
+        The loss trace.
+    centre : torch.Tensor
+        (d,) the pooled mean subtracted from the data.
+    scale : float
+        The pooled within-cluster std the data were divided by.
+    wall_time : float
+        Seconds of the fit.
+    restart_elbos : list of float
+        The ELBO of every restart.
+    """
     tasks: list
     h: list
     n_atoms: int
@@ -157,17 +227,40 @@ class ModelFit:
         return (self.tasks, self.h, self.n_atoms)
 
     def activate(self) -> None:
-        """Load this fit's parameters into Pyro's global parameter store."""
+        """Load this fit's parameters into Pyro's global parameter store (clearing it first).
+        """
         pyro.clear_param_store()
         pyro.get_param_store().set_state(self.param_state)
 
     def model(self, *args, **kwargs):
+        """The shared-atom model, :func:`tandem.models.samtc.model`.
+
+        Parameters
+        ----------
+        *args, **kwargs
+            Passed to the model (normally ``self.args`` and ``self.model_kwargs``).
+
+        Returns
+        -------
+        None
+            The model's sample sites are recorded by Pyro.
+        """
         return samtc_model.model(*args, **kwargs)
 
     def cluster_probs(self, num_samples: int = 10, seed: int = 0) -> dict:
-        """Posterior marginals averaged over ``num_samples`` guide draws (compute_marginals).
+        """Posterior marginals of the enumerated sites, averaged over guide draws (``compute_marginals``).
 
-        Returns {"y": [ (n_t, h_t) ], "u": [ (n_t,) P(u=1) ], "a": [ (h_t, K+1) ]} numpy arrays.
+        Parameters
+        ----------
+        num_samples : int, default 10
+            Number of guide draws.
+        seed : int, default 0
+            Seed of the draws.
+
+        Returns
+        -------
+        dict
+            {"y": [(n_t, h_t)], "u": [(n_t,) P(u = 1)], "a": [(h_t, K + 1)]} numpy arrays.
         """
         self.activate()
         pyro.set_rng_seed(seed)
@@ -184,7 +277,20 @@ class ModelFit:
         return {k: [v / num_samples for v in vs] for k, vs in acc.items()}
 
     def labels(self, num_samples: int = 10, seed: int = 0) -> list:
-        """Cluster labels per task: argmax_c q(y_{t,i} = c)."""
+        """Cluster labels per task, argmax_c q(y_{t,i} = c).
+
+        Parameters
+        ----------
+        num_samples : int, default 10
+            Number of guide draws.
+        seed : int, default 0
+            Seed of the draws.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            (n_t,) labels per task.
+        """
         return [p.argmax(1) for p in self.cluster_probs(num_samples, seed)["y"]]
 
     def _joint_trace(self, kw: dict):
@@ -203,7 +309,19 @@ class ModelFit:
         """Joint posterior draws of the enumerated sites via ``infer_discrete`` (temperature 1).
 
         Each draw: a guide sample of the continuous sites, then (a, y, u) from their exact
-        conditional posterior given it. Returns {"a": [(S, h_t)], "y": [(S, n_t)], "u": [(S, n_t)]}.
+        conditional posterior given it.
+
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Number of guide draws.
+        seed : int, default 0
+            Seed of the draws.
+
+        Returns
+        -------
+        dict
+            {"a": [(S, h_t)], "y": [(S, n_t)], "u": [(S, n_t)]}.
         """
         self.activate()
         pyro.set_rng_seed(seed)
@@ -226,8 +344,20 @@ class ModelFit:
     def derived(self, num_samples: int = 100, seed: int = 0, samples: dict | None = None) -> dict:
         """SAMTC's quantities from joint posterior draws.
 
-        Returns {"reusable_probs": {(t, s): (n_s,)}, "R": (T, T), "R_std": (T, T),
-        "shared_slot": [(h_t,) P(slot shared with some other task)]}.
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Number of guide draws.
+        seed : int, default 0
+            Seed of the draws.
+        samples : dict, optional
+            Draws of :meth:`discrete_samples` to reuse.
+
+        Returns
+        -------
+        dict
+            {"reusable_probs": {(t, s): (n_s,)}, "R": (T, T), "R_std": (T, T),
+            "shared_slot": [(h_t,) P(slot shared with some other task)]}.
         """
         smp = self.discrete_samples(num_samples, seed) if samples is None else samples
         A, Y, U = smp["a"], smp["y"], smp["u"]
@@ -255,27 +385,34 @@ class ModelFit:
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):
         """Joint posterior draws of every model latent as ArviZ data, in the data's units.
 
-        Each draw: the guide's continuous sites (π, θ, μ_t, w_t, ρ_t, σ_t), then the
-        enumerated sites (a_t, y_t, u_t) from their exact conditional posterior given them
-        (``infer_discrete``, as :meth:`discrete_samples`), then a posterior-predictive x_t
-        from the model given all of them. Groups, with the dimension names of
-        :func:`tandem.models.samtc.dims` (the plates' index sites ``atoms``, ``slots_t``,
-        ``inst_t`` are not variables):
+        Each draw: the guide's continuous sites (π, θ, μ_t, w_t, ρ_t, σ_t), then the enumerated
+        sites (a_t, y_t, u_t) from their exact conditional posterior given them (``infer_discrete``,
+        as :meth:`discrete_samples`), then a posterior-predictive x_t from the model given all of
+        them. The dimension names are those of :func:`tandem.models.samtc.dims` (the plates' index
+        sites ``atoms``, ``slots_t``, ``inst_t`` are not variables).
 
-        * ``posterior``: the latents above; ``posterior_predictive`` and ``observed_data``: x_t;
-        * ``log_likelihood``: x_t, (instance_t,) per draw, the density of instance n of task t
-          with its labels summed out,
-          log p(x_n | θ) = log Σ_{c,u} w_c ρ^u (1−ρ)^{1−u} N(x_n; μ_c, s_u² I),
-          s_1 = σ_t, s_0 = widen·σ_t (the model's own minibatch likelihood at full batch);
-        * ``sample_stats``: ``lp`` = log p(θ, x) with a, y, u summed out (TraceEnum_ELBO at the
-          guide draw) and ``log_q`` = log q(θ), for :func:`tandem.inference.loo`.
+        The fit works on tasks centred and scaled by :func:`scale_tasks`; locations (θ, μ_t, x_t) are
+        mapped back as v·scale + centre and σ_t as σ·scale, so everything is in the units of the data
+        passed to :func:`fit_model`; the densities of x (``log_likelihood`` and the observation part
+        of ``lp``) carry the Jacobian −d·log(scale) per instance. ``lp`` and ``log_q`` keep the
+        latents' densities in the fit's parametrisation (their Jacobians cancel in the ratio p/q).
 
-        The fit works on tasks centred and scaled by :func:`scale_tasks`; locations (θ, μ_t,
-        x_t) are mapped back as v·scale + centre and σ_t as σ·scale, so everything is in the
-        units of the data passed to :func:`fit_model`; the densities of x (``log_likelihood``
-        and the observation part of ``lp``) carry the Jacobian −d·log(scale) per instance.
-        ``lp`` and ``log_q`` keep the latents' densities in the fit's parametrisation (their
-        Jacobians cancel in the ratio p/q).
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Number of joint draws.
+        seed : int, default 0
+            Seed of the draws.
+
+        Returns
+        -------
+        arviz.InferenceData or xarray.DataTree
+            Groups ``posterior`` (the latents above), ``posterior_predictive`` and ``observed_data``
+            (x_t), ``log_likelihood`` (x_t, (instance_t,) per draw: the density of instance n of task
+            t with its labels summed out, log p(x_n | θ) = log Σ_{c,u} w_c ρ^u (1−ρ)^{1−u}
+            N(x_n; μ_c, s_u² I), s_1 = σ_t, s_0 = widen·σ_t, the model's own likelihood at full
+            batch) and ``sample_stats`` (``lp`` = log p(θ, x) with a, y, u summed out by
+            TraceEnum_ELBO at the guide draw, ``log_q`` = log q(θ), for :func:`tandem.inference.loo`).
         """
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
@@ -336,13 +473,52 @@ class ModelFit:
                          "observed_data": obs}, dims=dims)
 
     def reusable_probs(self, num_samples: int = 100, seed: int = 0) -> dict:
+        """Posterior probability that each source instance is reusable, per (target, source) pair.
+
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Number of guide draws.
+        seed : int, default 0
+            Seed of the draws.
+
+        Returns
+        -------
+        dict
+            {(t, s): (n_s,) probabilities} (:meth:`derived`'s ``reusable_probs``).
+        """
         return self.derived(num_samples, seed)["reusable_probs"]
 
     def relatedness(self, num_samples: int = 100, seed: int = 0) -> np.ndarray:
+        """Posterior mean relatedness between tasks.
+
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Number of guide draws.
+        seed : int, default 0
+            Seed of the draws.
+
+        Returns
+        -------
+        numpy.ndarray
+            (T, T) R (:meth:`derived`'s ``R``).
+        """
         return self.derived(num_samples, seed)["R"]
 
     def elbo_estimate(self, num_particles: int = 20) -> float:
-        """Monte Carlo estimate of the full-data ELBO (no subsampling)."""
+        """Monte Carlo estimate of the full-data ELBO (no subsampling).
+
+        Parameters
+        ----------
+        num_particles : int, default 20
+            Particles of the estimate.
+
+        Returns
+        -------
+        float
+            The ELBO.
+        """
         self.activate()
         kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
         with torch.no_grad():
@@ -355,13 +531,58 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
               restarts: int = 1, seed: int = 0, subsample_size: int | None = None,
               tau: float = 0.25, widen: float = 3.0, link_threshold: float | None = None,
               progress: bool = False, tol: float | None = None, device=None, **hyper) -> ModelFit:
-    """Standardise, initialise, fit with ``tandem.inference.fit`` + TraceEnum_ELBO; best of ``restarts`` by ELBO.
+    """Fit the shared-atom SAMTC model: standardise, initialise, SVI with TraceEnum_ELBO.
 
-    Restart r uses k-means seed ``seed + r`` and SVI seed ``seed + r``. ``hyper`` goes to the
-    model (alpha, pi_conc, rho_a, rho_b, sigma_scale, prior_scale). Raises ValueError for
-    bad tasks (see ``tandem.models.samtc.check_tasks``). ``device``: where the fit runs ("cpu",
-    "cuda", ...; default ``None`` = the device of the tasks given as tensors, the CPU for numpy
-    arrays); the k-means initialisation runs on the CPU.
+    The tasks are scaled by :func:`scale_tasks`, the guide starts from :func:`initial_values`,
+    and :func:`tandem.inference.fit` runs ClippedAdam (lr decaying to 0.1·lr) on TraceEnum_ELBO (a, y, u summed
+    out exactly). The best of ``restarts`` by final ELBO is kept; restart r uses k-means seed
+    ``seed + r`` and SVI seed ``seed + r``.
+
+    Parameters
+    ----------
+    tasks : list of array_like or torch.Tensor
+        Task t's (n_t, d) data, one feature space.
+    h : list of int
+        Clusters per task (≥ 2).
+    n_atoms : int, optional
+        Number of shared atoms K (default: from the initialisation's cross-task links).
+    num_steps : int, default 600
+        SVI steps per restart.
+    lr : float, default 0.05
+        Initial learning rate.
+    restarts : int, default 1
+        Independent restarts.
+    seed : int, default 0
+        Base seed.
+    subsample_size : int, optional
+        Minibatch size of the instance plates (default full batch).
+    tau : float, default 0.25
+        Std of a linked slot mean around its atom, in within-cluster stds (> 0).
+    widen : float, default 3.0
+        s(0)/s(1), the widening of atypical instances' likelihood (> 1).
+    link_threshold : float, optional
+        Distance below which slot centres of different tasks are linked at initialisation
+        (default 2·tau·√d).
+    progress : bool, default False
+        Show a progress bar.
+    tol : float, optional
+        Relative loss change that stops a restart early (the driver's stop rule).
+    device : str or torch.device, optional
+        Where the fit runs ("cpu", "cuda", ...; default: the device of tensor tasks, the CPU for
+        numpy arrays); the k-means initialisation runs on the CPU.
+    **hyper
+        Model hyperparameters (``alpha``, ``pi_conc``, ``rho_a``, ``rho_b``, ``sigma_scale``,
+        ``prior_scale``; see :func:`tandem.models.samtc.model`).
+
+    Returns
+    -------
+    ModelFit
+        The best restart.
+
+    Raises
+    ------
+    ValueError
+        For bad tasks (see :func:`tandem.models.samtc.check_task_layout`) or parameters.
     """
     check_int_range(restarts, "restarts", 1)
     check_int_range(num_steps, "num_steps", 0)
