@@ -82,14 +82,38 @@ def rank_world() -> tuple[int, int]:
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
-    """Sum ``t`` over all ranks in place (no-op outside a process group); returns ``t``."""
+    """Sum a tensor over all ranks, in place (no-op outside a process group).
+
+    Parameters
+    ----------
+    t : torch.Tensor
+        This rank's tensor.
+
+    Returns
+    -------
+    torch.Tensor
+        ``t``, now the sum over ranks.
+    """
     if is_distributed() and dist.get_world_size() > 1:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t
 
 
 def shard_indices(n_or_idx, rank: int | None = None, world: int | None = None) -> torch.Tensor:
-    """This rank's share ``idx[rank::world]`` of ``idx`` (or of ``arange(n)`` for an int)."""
+    """This rank's share ``idx[rank::world]`` of the indices.
+
+    Parameters
+    ----------
+    n_or_idx : int or torch.Tensor
+        The indices, or n for ``arange(n)``.
+    rank, world : int, optional
+        Default: this process's rank and world size (:func:`rank_world`).
+
+    Returns
+    -------
+    torch.Tensor
+        The rank's indices.
+    """
     r, w = rank_world()
     r = r if rank is None else int(rank)
     w = w if world is None else int(world)
@@ -102,18 +126,22 @@ def shard_indices(n_or_idx, rank: int | None = None, world: int | None = None) -
 class DataParallelLoss:
     """Wrap a loss for :func:`tandem.inference.fit` so that gradients are all-reduced.
 
-    ``loss``: a Pyro ``ELBO`` (its ``differentiable_loss`` is used) or a callable
-    ``loss(model, guide, *args, **kwargs) -> scalar tensor`` evaluated on this worker's
-    shard. ``reduce``: "sum" (shards are disjoint parts of one sum, e.g. the stochastic
-    McGPDS objective) or "mean" (each worker's loss is itself a full-data estimate).
+    Each call computes this worker's loss and its gradient with respect to every ``pyro.param``
+    it touched, concatenates the gradients (parameters sorted by name, a zero block for a
+    parameter this shard does not depend on) and the loss value into one flat tensor,
+    all-reduces it, and writes the result into ``.grad``. It returns the reduced loss as a tensor
+    whose backward pass adds zero, so both the driver's Pyro optimisers (``SVI.step``) and its
+    L-BFGS closure use the reduced gradient unchanged. Outside a process group it is the wrapped
+    loss with the same calling convention.
 
-    Each call computes this worker's loss and its gradient with respect to every
-    ``pyro.param`` it touched, concatenates the gradients (parameters sorted by name, a
-    zero block for a parameter this shard does not depend on) and the loss value into one
-    flat tensor, all-reduces it, and writes the result into ``.grad``. It returns the
-    reduced loss as a tensor whose backward pass adds zero, so both the driver's Pyro
-    optimisers (``SVI.step``) and its L-BFGS closure use the reduced gradient unchanged.
-    Outside a process group it is the wrapped loss with the same calling convention.
+    Parameters
+    ----------
+    loss : pyro.infer.ELBO or callable
+        A Pyro ``ELBO`` (its ``differentiable_loss`` is used) or a callable
+        ``loss(model, guide, *args, **kwargs) -> scalar tensor`` evaluated on this worker's shard.
+    reduce : {"sum", "mean"}, default "sum"
+        "sum": shards are disjoint parts of one sum (e.g. the stochastic McGPDS objective);
+        "mean": each worker's loss is itself a full-data estimate.
     """
 
     def __init__(self, loss, reduce: str = "sum"):
@@ -174,9 +202,22 @@ class DataParallelLoss:
 def init_from_env(backend: str | None = None) -> torch.device:
     """Join the process group that ``torchrun`` describes in the environment.
 
-    Uses NCCL and ``cuda:LOCAL_RANK`` when CUDA is present, else gloo on the CPU (or the
-    given ``backend``). Returns this worker's device. Raises ``RuntimeError`` naming the
-    missing variables when not started by ``torchrun`` (or an equivalent launcher).
+    Uses NCCL and ``cuda:LOCAL_RANK`` when CUDA is present, else gloo on the CPU.
+
+    Parameters
+    ----------
+    backend : str, optional
+        Override the backend.
+
+    Returns
+    -------
+    torch.device
+        This worker's device.
+
+    Raises
+    ------
+    RuntimeError
+        Naming the missing variables when not started by ``torchrun`` (or an equivalent launcher).
     """
     missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
     if missing:
@@ -209,11 +250,28 @@ def _spawn_entry(rank: int, fn: Callable, world: int, init_file: str, out_dir: s
 def spawn(fn: Callable, world_size: int = 2, *args, backend: str = "gloo", threads: int = 1) -> list:
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes on this machine.
 
-    The processes form a ``torch.distributed`` group (``backend``, a ``file://`` rendezvous
-    in a temporary folder — nothing leaves the machine). ``fn`` must be importable
-    (module level) and return something tandem's safe format stores (tensors, arrays, plain
-    values and containers of them, tandem objects; :mod:`tandem.inference.persistence` —
-    nothing is unpickled); returns the list of results by rank.
+    The processes form a ``torch.distributed`` group (a ``file://`` rendezvous in a temporary
+    folder: nothing leaves the machine). Results travel in tandem's safe format
+    (:mod:`tandem.inference.persistence`; nothing is unpickled).
+
+    Parameters
+    ----------
+    fn : callable
+        Importable (module level); returns tensors, arrays, plain values, containers of them or
+        tandem objects.
+    world_size : int, default 2
+        Number of processes.
+    *args
+        Passed to ``fn`` after (rank, world_size).
+    backend : str, default "gloo"
+        The process-group backend.
+    threads : int, default 1
+        Torch threads per process.
+
+    Returns
+    -------
+    list
+        The results by rank.
     """
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size: expected a positive integer, got {world_size!r}")
@@ -227,11 +285,24 @@ def spawn(fn: Callable, world_size: int = 2, *args, backend: str = "gloo", threa
 def sharded_map(fn: Callable[[Sequence], Any], items: Sequence, combine: Callable[[list], Any] | None = None):
     """Evaluate ``fn`` on this rank's contiguous share of ``items`` and gather all shares.
 
-    ``fn(chunk)`` returns a tensor (rows = chunk items) or a list (one entry per item).
-    The shares are contiguous (rank r gets ``items[lo_r:hi_r]``) so that concatenating
-    the gathered results in rank order restores the original order. ``combine`` merges
-    the per-rank results (default: ``torch.cat`` for tensors, list concatenation otherwise).
-    Outside a process group this is ``fn(items)``.
+    The shares are contiguous (rank r gets ``items[lo_r:hi_r]``), so concatenating the gathered
+    results in rank order restores the original order. Outside a process group this is
+    ``fn(items)``.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(chunk)`` returns a tensor (rows = chunk items) or a list (one entry per item).
+    items : sequence
+        All items.
+    combine : callable, optional
+        Merges the per-rank results (default: ``torch.cat`` for tensors, list concatenation
+        otherwise).
+
+    Returns
+    -------
+    torch.Tensor or list
+        The results for all items, in order.
     """
     rank, world = rank_world()
     n = len(items)

@@ -51,14 +51,30 @@ __all__ = ["laplacian_eigenmaps", "nystrom_extend", "HamAlignment", "ProcrustesA
 
 def laplacian_eigenmaps(S: np.ndarray, d: int, extra: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray]:
-    """Laplacian eigenmaps of weights ``S``: eigenvectors 2..d+1 of L f = λ D f.
+    """Laplacian eigenmaps of weights S: eigenvectors 2..d+1 of L f = λ D f.
 
-    ``extra`` (optional, N × N Laplacian) is added to L but not to D (Ham et al.'s pair
-    coupling μ L_C: the degree normalisation stays that of the neighbourhood graphs).
+    Parameters
+    ----------
+    S : numpy.ndarray
+        (N, N) symmetric non-negative weights.
+    d : int
+        Embedding dimension.
+    extra : numpy.ndarray, optional
+        (N, N) Laplacian added to L but not to D (Ham et al.'s pair coupling μ L_C: the degree
+        normalisation stays that of the neighbourhood graphs).
 
-    Returns (embedding (N, d), eigenvalues (d,)). Raises ``ValueError`` when the graph
-    has isolated nodes or more connected components than one (the embedding would then
-    be the component indicators, not the manifold).
+    Returns
+    -------
+    embedding : numpy.ndarray
+        (N, d).
+    eigenvalues : numpy.ndarray
+        (d,).
+
+    Raises
+    ------
+    ValueError
+        When the graph has isolated nodes or more than one connected component (the embedding
+        would then be the component indicators, not the manifold).
     """
     n = S.shape[0]
     if d + 1 > n:
@@ -77,9 +93,27 @@ def laplacian_eigenmaps(S: np.ndarray, d: int, extra: np.ndarray | None = None
 
 
 def nystrom_extend(Xtrain: np.ndarray, F: np.ndarray, Xnew: np.ndarray, k: int, t: float) -> np.ndarray:
-    """Kernel-regression (Nyström-style) extension of an embedding ``F`` (N, d) to new points.
+    """Kernel-regression (Nyström-style) extension of an embedding to new points.
 
     f(x) = Σ_{i ∈ kNN(x)} w_i F_i / Σ w_i, w_i = exp(−‖x − x_i‖² / t) (w_i = 1 for t = ∞).
+
+    Parameters
+    ----------
+    Xtrain : numpy.ndarray
+        (N, p) training points.
+    F : numpy.ndarray
+        (N, d) their embedding.
+    Xnew : numpy.ndarray
+        (n, p) new points.
+    k : int
+        Neighbours used.
+    t : float
+        Heat-kernel width (``inf``: uniform weights).
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, d) the extended embedding.
     """
     d2 = sq_dists(Xnew, Xtrain)
     k = min(k, Xtrain.shape[0])
@@ -104,8 +138,18 @@ def _check_xy(X, Y, pairs, d, k):
 class HamAlignment:
     """Ham, Lee & Saul (2005) semi-supervised alignment (joint Laplacian embedding).
 
-    ``mu=np.inf``: tied pairs (graph contraction); finite ``mu``: pair edges of weight μ.
     After :meth:`fit`: ``embedding_x`` (N_x, d), ``embedding_y`` (N_y, d), ``eigenvalues``.
+
+    Parameters
+    ----------
+    d : int, default 2
+        Embedding dimension.
+    k : int, default 5
+        Neighbours of the kNN graphs.
+    t : float, optional
+        Heat-kernel width (default from the data, as the solver's).
+    mu : float, default inf
+        ``inf``: tied pairs (graph contraction); finite: pair edges of weight μ.
     """
     d: int = 2
     k: int = 5
@@ -113,6 +157,22 @@ class HamAlignment:
     mu: float = np.inf
 
     def fit(self, X, Y, pairs) -> "HamAlignment":
+        """Embed both views jointly with the known pairs coupled.
+
+        Parameters
+        ----------
+        X : array_like
+            (N_x, p) points of view x.
+        Y : array_like
+            (N_y, q) points of view y.
+        pairs : array_like of int
+            (P, 2) known correspondences (row of X, row of Y).
+
+        Returns
+        -------
+        HamAlignment
+            ``self``, fitted.
+        """
         X, Y, pairs = _check_xy(X, Y, pairs, self.d, self.k)
         if not np.isinf(self.mu):
             check_real_range(self.mu, "mu (pair-coupling weight)", 0.0, None, low_open=True)
@@ -143,11 +203,34 @@ class HamAlignment:
         return self
 
     def transform_x(self, X) -> np.ndarray:
-        """Out-of-sample x points via the kernel-regression (Nyström) extension."""
+        """Out-of-sample x points via the kernel-regression (Nyström) extension.
+
+        Parameters
+        ----------
+        X : array_like
+            (n, p) new points of view x.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, d) their embedding.
+        """
         X = as_array(X, "X (new points)", ndim=2) - self.mean_x
         return nystrom_extend(self.X, self.embedding_x, X, self.k, self.tx)
 
     def transform_y(self, Y) -> np.ndarray:
+        """Out-of-sample y points via the kernel-regression (Nyström) extension.
+
+        Parameters
+        ----------
+        Y : array_like
+            (n, q) new points of view y.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, d) their embedding.
+        """
         Y = as_array(Y, "Y (new points)", ndim=2) - self.mean_y
         return nystrom_extend(self.Y, self.embedding_y, Y, self.k, self.ty)
 
@@ -156,15 +239,40 @@ class HamAlignment:
 class ProcrustesAlignment:
     """Wang & Mahadevan (2008): per-view Laplacian eigenmaps + scaled Procrustes on the pairs.
 
-    After :meth:`fit`: ``embedding_x`` (N_x, d) (view x's eigenmap, translated), and
-    ``embedding_y`` (N_y, d) (view y's eigenmap mapped by the Procrustes transform);
-    ``raw_x``, ``raw_y`` the per-view eigenmaps; ``Q`` (d, d), ``scale``.
+    After :meth:`fit`: ``embedding_x`` (N_x, d) (view x's eigenmap, translated) and
+    ``embedding_y`` (N_y, d) (view y's eigenmap mapped by the Procrustes transform); ``raw_x``,
+    ``raw_y`` the per-view eigenmaps; ``Q`` (d, d), ``scale``.
+
+    Parameters
+    ----------
+    d : int, default 2
+        Embedding dimension.
+    k : int, default 5
+        Neighbours of the kNN graphs.
+    t : float, optional
+        Heat-kernel width (default from the data).
     """
     d: int = 2
     k: int = 5
     t: float | None = None
 
     def fit(self, X, Y, pairs) -> "ProcrustesAlignment":
+        """Embed each view, then superimpose the pairs by a scaled orthogonal map.
+
+        Parameters
+        ----------
+        X : array_like
+            (N_x, p) points of view x.
+        Y : array_like
+            (N_y, q) points of view y.
+        pairs : array_like of int
+            (P, 2) known correspondences (row of X, row of Y).
+
+        Returns
+        -------
+        ProcrustesAlignment
+            ``self``, fitted.
+        """
         X, Y, pairs = _check_xy(X, Y, pairs, self.d, self.k)
         self.mean_x, self.mean_y = X.mean(0), Y.mean(0)
         self.X, self.Y = X - self.mean_x, Y - self.mean_y
@@ -189,9 +297,33 @@ class ProcrustesAlignment:
         return self.scale * (E - self.my) @ self.Q
 
     def transform_x(self, X) -> np.ndarray:
+        """Out-of-sample x points: Nyström extension, then the x translation.
+
+        Parameters
+        ----------
+        X : array_like
+            (n, p) new points of view x.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, d) their embedding.
+        """
         X = as_array(X, "X (new points)", ndim=2) - self.mean_x
         return self._map_x(nystrom_extend(self.X, self.raw_x, X, self.k, self.tx))
 
     def transform_y(self, Y) -> np.ndarray:
+        """Out-of-sample y points: Nyström extension, then the Procrustes map.
+
+        Parameters
+        ----------
+        Y : array_like
+            (n, q) new points of view y.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, d) their embedding.
+        """
         Y = as_array(Y, "Y (new points)", ndim=2) - self.mean_y
         return self._map_y(nystrom_extend(self.Y, self.raw_y, Y, self.k, self.ty))
