@@ -28,22 +28,28 @@ __all__ = ["Guide", "guide", "optimal_scale"]
 
 
 class Guide:
-    """Tied linear-encoder guide; instances take exactly the model's arguments.
+    """Tied linear-encoder guide of the coupled-projections model; instances take the model's arguments.
 
-    Options (keyword-only): ``scale_init`` — initial value of the spread ``s`` (None → the
-    model's σ); ``name`` — name of the ``s`` parameter (``Q_raw`` is the model's own
-    parameter and is shared, not renamed); ``control_variate`` — add the zero-mean
-    control variate below (default True).
+    A draw is U = ẐQ + sε (ε standard normal).
 
-    Control variate. A draw is U = ẐQ + sε (ε standard normal), and the prior term
-    log p(U) = −½ Σ_k u_kᵀΛu_k (Λ = βΩ + γI) has the Q-gradient −ẐᵀΛ(Ẑq_k + sε_k): its
-    noise −sẐᵀΛε_k is of the size of the whole signal near the optimum (σ = 1e-5 on
-    COIL-20: 1e-8 against eigen-gaps × angle ≈ 1e-5 × 1e-3), which left SVI ~1e-3 rad
-    away. The guide therefore adds T = Σ_k (sε_k)ᵀ Λ (Ẑq_k) (ε held fixed) to the ELBO
-    estimate (``pyro.factor("prior_control_variate", −T, has_rsample=True)``; a guide's
-    factor is subtracted): E[T] = 0, so the ELBO estimate stays unbiased, and ∇T cancels
-    the noise term exactly (it is the linear term of log p's Taylor expansion around the
-    guide's mean), leaving a Q-gradient without Monte Carlo noise.
+    Control variate. The prior term log p(U) = −½ Σ_k u_kᵀΛu_k (Λ = βΩ + γI) has the Q-gradient
+    −ẐᵀΛ(Ẑq_k + sε_k): its noise −sẐᵀΛε_k is of the size of the whole signal near the optimum
+    (σ = 1e-5 on COIL-20: 1e-8 against eigen-gaps × angle ≈ 1e-5 × 1e-3), which left SVI ~1e-3 rad
+    away. The guide therefore adds T = Σ_k (sε_k)ᵀ Λ (Ẑq_k) (ε held fixed) to the ELBO estimate
+    (``pyro.factor("prior_control_variate", −T, has_rsample=True)``; a guide's factor is
+    subtracted): E[T] = 0, so the ELBO estimate stays unbiased, and ∇T cancels the noise term
+    exactly (it is the linear term of log p's Taylor expansion around the guide's mean), leaving a
+    Q-gradient without Monte Carlo noise.
+
+    Parameters
+    ----------
+    scale_init : float, optional
+        Initial value of the spread s (None → the model's σ).
+    name : str, default "s"
+        Name of the s parameter (``Q_raw`` is the model's own parameter and is shared, not
+        renamed).
+    control_variate : bool, default True
+        Add the zero-mean control variate above.
     """
 
     def __init__(self, *, scale_init: float | None = None, name: str = "s", control_variate: bool = True):
@@ -75,7 +81,22 @@ guide = Guide()
 
 
 def optimal_scale(omega: torch.Tensor, beta: float, gamma: float, sigma: float) -> float:
-    """The ELBO-optimal s: s² = N / (N/σ² + tr(βΩ + γI))."""
+    """The ELBO-optimal spread s of the guide: s² = N / (N/σ² + tr(βΩ + γI)).
+
+    Parameters
+    ----------
+    omega : torch.Tensor
+        (N, N) the model's Ω.
+    beta, gamma : float
+        The prior's weights.
+    sigma : float
+        The model's σ.
+
+    Returns
+    -------
+    float
+        s.
+    """
     N = omega.shape[0]
     tr = beta * float(torch.trace(omega)) + gamma * N
     return (N / (N / sigma ** 2 + tr)) ** 0.5

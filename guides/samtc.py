@@ -32,14 +32,19 @@ __all__ = ["Guide", "SAMTCGuide", "guide"]
 
 
 class Guide:
-    """Callable mean-field guide; ``Guide(init=...)(tasks, h, n_atoms, **model_kwargs)``.
+    """Callable mean-field guide of the SAMTC model; ``Guide(init=...)(tasks, h, n_atoms, **model_kwargs)``.
 
-    Options (keyword-only): ``init`` — starting values, keys (all optional) ``theta_loc``
-    (K, d), ``mu_loc`` (list of (h_t, d)), ``w_conc`` (list of (h_t,)), ``sigma`` (list of
-    floats), ``rho`` (list of floats), ``pi_conc`` (K+1,), ``scale`` (initial posterior std
-    of locations, default 0.05); ``seed`` — for the random data points used as means when
-    ``init`` has none; ``prefix`` — parameter names are ``<prefix><site>_<kind>``
-    (default ``q_``), so two guides can live in one parameter store.
+    Parameters
+    ----------
+    init : dict, optional
+        Starting values, keys (all optional) ``theta_loc`` (K, d), ``mu_loc`` (list of (h_t, d)),
+        ``w_conc`` (list of (h_t,)), ``sigma`` (list of floats), ``rho`` (list of floats),
+        ``pi_conc`` (K+1,), ``scale`` (initial posterior std of locations, default 0.05).
+    seed : int, default 0
+        Seed of the random data points used as means when ``init`` has none.
+    prefix : str, default "q_"
+        Parameter names are ``<prefix><site>_<kind>``, so two guides can live in one parameter
+        store.
     """
 
     def __init__(self, *, init: dict | None = None, seed: int = 0, prefix: str = "q_"):
@@ -103,8 +108,17 @@ class Guide:
 
 
 class SAMTCGuide(Guide):
-    """The former name and signature of :class:`Guide`: ``SAMTCGuide(init, seed=0)`` (``init``
-    positional), kept for existing scripts; otherwise identical."""
+    """The former name and signature of :class:`Guide`, kept for existing scripts.
+
+    Parameters
+    ----------
+    init : dict, optional
+        As in :class:`Guide`, here positional.
+    seed : int, default 0
+        As in :class:`Guide`.
+    prefix : str, default "q_"
+        As in :class:`Guide`.
+    """
 
     def __init__(self, init: dict | None = None, seed: int = 0, prefix: str = "q_"):
         super().__init__(init=init, seed=seed, prefix=prefix)

@@ -25,14 +25,32 @@ __all__ = ["Guide", "NormalGuide", "TwinGPDeltaGuide", "TwinGPNormalGuide", "klt
 
 
 def kltgp_init(tgp, Xt) -> torch.Tensor:
-    """The paper's initial point: the KLTGP prediction started from ridge regression."""
+    """The paper's initial point: the KLTGP prediction started from ridge regression.
+
+    Parameters
+    ----------
+    tgp : tandem.inference.twin_gp.predictor.TwinGP
+        The fitted twin GP.
+    Xt : torch.Tensor
+        (B, d_x) test inputs.
+
+    Returns
+    -------
+    torch.Tensor
+        (B, d_y) KLTGP predictions.
+    """
     return tgp.predict(Xt, "KLTGP")
 
 
 class Guide:
-    """Point mass q(y_b) = δ(y_b − y_loc_b); ``init`` (B, d_y) defaults to KLTGP's prediction.
+    """Point mass q(y_b) = δ(y_b − y_loc_b) on the test outputs.
 
-    ``prefix`` names the parameter ``{prefix}_y_loc`` in Pyro's parameter store.
+    Parameters
+    ----------
+    init : torch.Tensor, optional
+        (B, d_y) starting values; default KLTGP's prediction (:func:`kltgp_init`).
+    prefix : str, default "twin_gp"
+        Names the parameter ``{prefix}_y_loc`` in Pyro's parameter store.
     """
 
     def __init__(self, *, init=None, prefix: str = "twin_gp"):
@@ -57,9 +75,17 @@ class Guide:
 
 
 class NormalGuide(Guide):
-    """Gaussian q(y_b) = N(y_loc_b, diag(y_scale_b²)), loc initialised at KLTGP's prediction,
-    every scale at ``init_scale`` (in the outputs' units); parameters ``{prefix}_y_loc`` and
-    ``{prefix}_y_scale``."""
+    """Gaussian q(y_b) = N(y_loc_b, diag(y_scale_b²)) on the test outputs.
+
+    Parameters
+    ----------
+    init : torch.Tensor, optional
+        (B, d_y) starting locations; default KLTGP's prediction (:func:`kltgp_init`).
+    init_scale : float, default 0.01
+        Every scale's starting value, in the outputs' units.
+    prefix : str, default "twin_gp"
+        Names the parameters ``{prefix}_y_loc`` and ``{prefix}_y_scale``.
+    """
 
     def __init__(self, *, init=None, init_scale: float = 0.01, prefix: str = "twin_gp"):
         super().__init__(init=init, prefix=prefix)

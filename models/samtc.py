@@ -71,7 +71,18 @@ MAX_PLATE_NESTING = 1
 
 
 def site_names(T: int) -> dict[str, list[str]]:
-    """Site names per kind: {"global": [...], "task": [...per task...], "enum": [...], "obs": [...]}."""
+    """Site names of a T-task model, per kind.
+
+    Parameters
+    ----------
+    T : int
+        Number of tasks.
+
+    Returns
+    -------
+    dict
+        {"global": [...], "task": [...per task...], "enum": [...], "obs": [...]}.
+    """
     return {"global": ["pi", "theta"],
             "task": [f"{s}_{t}" for t in range(T) for s in ("mu", "w", "rho", "sigma")],
             "enum": [f"{s}_{t}" for t in range(T) for s in ("a", "y", "u")],
@@ -79,8 +90,20 @@ def site_names(T: int) -> dict[str, list[str]]:
 
 
 def dims(T: int) -> dict[str, list[str]]:
-    """ArviZ dimension names for every site of a T-task model (per-task dims are suffixed,
-    because n_t and h_t differ across tasks)."""
+    """ArviZ dimension names for every site of a T-task model.
+
+    Per-task dims are suffixed with the task index, because n_t and h_t differ across tasks.
+
+    Parameters
+    ----------
+    T : int
+        Number of tasks.
+
+    Returns
+    -------
+    dict
+        {site: [dim names]} without chain/draw.
+    """
     if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
         raise ValueError(f"T: expected a positive number of tasks, got {T!r}")
     d = {"pi": ["link"], "theta": ["atom", "feature"]}
@@ -125,11 +148,30 @@ def check_task_layout(shapes, h, h_name: str = "h") -> list[int]:
 
 
 def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
-    """Validate ``tasks`` (list of (n_t, d) arrays) and ``h`` (list of h_t); return float64 tensors.
+    """Validate the tasks and cluster counts; return float64 tensors.
 
     The structure is checked by :func:`check_task_layout`; here also that every task is a 2-d
-    array of finite numbers. Every task is put on the device of the first task given as a
-    tensor (the CPU if all are arrays).
+    array of finite numbers. Every task is put on the device of the first task given as a tensor
+    (the CPU if all are arrays).
+
+    Parameters
+    ----------
+    tasks : list of array_like or torch.Tensor
+        Task t's (n_t, d) data.
+    h : list of int
+        h_t per task.
+
+    Returns
+    -------
+    tasks : list of torch.Tensor
+        float64 tasks on one device.
+    h : list of int
+        The cluster counts.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the task and what is wrong.
     """
     if not isinstance(tasks, (list, tuple)) or len(tasks) == 0:
         raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
@@ -225,16 +267,33 @@ def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: fl
 def simulate(n, h, n_atoms: int, d: int = 2, seed: int = 0, prior_loc=None, **hyper) -> dict:
     """Draw T tasks from the generative story of :func:`model` (prior draws of every site).
 
-    n: list of n_t (instances per task); h: list of h_t (cluster slots); n_atoms: K; d:
-    feature dimension; prior_loc: centre of the broad prior (default 0); ``hyper``: the
-    model's other keyword arguments (tau, prior_scale, sigma_loc, sigma_scale, widen,
-    alpha, pi_conc, rho_a, rho_b). Runs the model itself with its observations removed
-    (``poutine.uncondition``), seeded, so the draw follows exactly the documented story.
+    Runs the model itself with its observations removed (``poutine.uncondition``), seeded, so
+    the draw follows exactly the documented story.
 
-    Returns {"tasks": [(n_t, d) float64 arrays], "labels": [(n_t,) y_t], "typical":
-    [(n_t,) u_t], "links": [(h_t,) a_t (0 = private, k ≥ 1 = atom k)], "means": [(h_t, d)
-    μ_t], "atoms": (K, d) θ, "weights": [(h_t,) w_t], "rho": [ρ_t], "sigma": [σ_t],
-    "pi": (K+1,)}.
+    Parameters
+    ----------
+    n : list of int
+        n_t, instances per task.
+    h : list of int
+        h_t, cluster slots per task.
+    n_atoms : int
+        K, the number of shared atoms.
+    d : int, default 2
+        Feature dimension.
+    seed : int, default 0
+        Seed of the draw.
+    prior_loc : array_like, optional
+        Centre of the broad prior (default 0).
+    **hyper
+        The model's other keyword arguments (tau, prior_scale, sigma_loc, sigma_scale, widen,
+        alpha, pi_conc, rho_a, rho_b).
+
+    Returns
+    -------
+    dict
+        {"tasks": [(n_t, d) float64 arrays], "labels": [(n_t,) y_t], "typical": [(n_t,) u_t],
+        "links": [(h_t,) a_t (0 = private, k ≥ 1 = atom k)], "means": [(h_t, d) μ_t],
+        "atoms": (K, d) θ, "weights": [(h_t,) w_t], "rho": [ρ_t], "sigma": [σ_t], "pi": (K+1,)}.
     """
     if not isinstance(n, (list, tuple)) or not isinstance(h, (list, tuple)) or len(n) != len(h) or not n:
         raise ValueError(f"n, h: expected two non-empty lists of equal length (one entry per task), "

@@ -43,7 +43,27 @@ METHODS = ("KLTGP", "IKLTGP", "SMTGP")
 
 
 def validate_alpha_beta(alpha, beta=None) -> tuple[float, float | None]:
-    """α ∈ [0, 1]; β real and ≠ 1 (β = 1 is the Rényi limit, outside SMTGP's L′)."""
+    """Check the Sharma–Mittal orders: α ∈ [0, 1], β real and ≠ 1.
+
+    β = 1 is the Rényi limit, outside SMTGP's L′.
+
+    Parameters
+    ----------
+    alpha : float
+        α.
+    beta : float, optional
+        β.
+
+    Returns
+    -------
+    alpha : float
+    beta : float or None
+
+    Raises
+    ------
+    ValueError
+        Naming the order outside its range.
+    """
     a = check_real_range(alpha, "alpha", 0.0, 1.0)
     if beta is None:
         return a, None
@@ -55,9 +75,16 @@ def validate_alpha_beta(alpha, beta=None) -> tuple[float, float | None]:
 
 
 def dims() -> dict:
-    """Named dims of the model's sites for ArviZ (without chain/draw): the latent test
-    outputs ``y`` (B, d_y) → ["test", "output"]. (The twin GP has one input and one output
-    side for any d_x, d_y; the factor site carries no sample.)"""
+    """Named dims of the model's sites for ArviZ (without chain/draw).
+
+    The latent test outputs ``y`` (B, d_y) → ["test", "output"]. (The twin GP has one input and
+    one output side for any d_x, d_y; the factor site carries no sample.)
+
+    Returns
+    -------
+    dict
+        {site: [dim names]}.
+    """
     return {"y": ["test", "output"]}
 
 
@@ -73,12 +100,31 @@ def _content_key(t: torch.Tensor) -> tuple:
 
 
 def twin_gp_model(tgp, Xt, method: str = "SMTGP", alpha: float = 0.5, form: str = "log"):
-    """The twin-GP model. ``tgp`` holds (X, Y), kernel widths and λ; ``Xt`` (B, d_x).
+    """The twin-GP model: an improper flat prior on the test outputs and the method's objective as a factor.
 
-    The per-point context (kernel vectors, u_x, η_x, …) is cached on ``tgp`` keyed by the
-    test inputs' values (a hash of their bytes, so an in-place change is seen), the method
-    and α, so repeated SVI steps cost O(B N²) each (one product with the precomputed inverse
-    kernel matrices), not O(N³).
+    The per-point context (kernel vectors, u_x, η_x, …) is cached on ``tgp`` keyed by the test
+    inputs' values (a hash of their bytes, so an in-place change is seen), the method and α, so
+    repeated SVI steps cost O(B N²) each (one product with the precomputed inverse kernel
+    matrices), not O(N³).
+
+    Parameters
+    ----------
+    tgp : tandem.inference.twin_gp.predictor.TwinGP
+        Holds the training (X, Y), the kernel widths and λ.
+    Xt : torch.Tensor
+        (B, d_x) test inputs.
+    method : {"KLTGP", "IKLTGP", "SMTGP"}, default "SMTGP"
+        The twin-GP objective.
+    alpha : float, default 0.5
+        The SMTGP order α.
+    form : {"log", "det"}, default "log"
+        SMTGP's O(N²) form −log φ_α/(α(1−α)), or −log c_α from the full (N+1)×(N+1)
+        determinants (O(N³)); both have the same minimiser.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``method`` or ``form``.
     """
     # duck-typed (context + objective): the model must not import the inference layer
     if not (hasattr(tgp, "context") and hasattr(tgp, "objective") and hasattr(tgp, "dy")):
@@ -115,19 +161,33 @@ def _s_curve(t: torch.Tensor) -> torch.Tensor:
 def simulate(which: int = 1, seed: int = 0, noise: float = 0.005, n_train: int = 250) -> dict:
     """The twin-GP papers' S-shaped inverse problems ("Toy 1" / "Toy 2"): predict y from x.
 
-    Generator: y ~ U(0, 1), x = y + 0.3 sin(2πy) + ε, ε ~ N(0, noise²) (0.005 as in the
-    SMTGP paper; Bo & Sminchisescu used 0.05). x ↦ y is three-valued for x ∈ (0.41, 0.59).
+    Generator: y ~ U(0, 1), x = y + 0.3 sin(2πy) + ε, ε ~ N(0, noise²) (0.005 as in the SMTGP
+    paper; Bo & Sminchisescu used 0.05). x ↦ y is three-valued for x ∈ (0.41, 0.59).
 
     * Toy 1: ``n_train`` training pairs; test: 250 equally spaced outputs y in (0, 1) with
-      x = y + 0.3 sin(2πy) (noise-free, as in the TGP code's GenSData.m: y is not a
-      function of x, so "equally spaced" can only index the outputs).
-    * Toy 2 (reconstructed from the SMTGP authors' toy script): the training pairs and a
-      copy shifted by (−1, −1) — for this curve x(y − 1) = x(y) − 1, so the copy continues
-      the generator — concatenated (two S shapes, y ∈ (−1, 1)), sorted by x and downsampled
-      by 2 to ``n_train`` training points; test: 500 equally spaced y in (−1, 1).
+      x = y + 0.3 sin(2πy) (noise-free, as in the TGP code's GenSData.m: y is not a function
+      of x, so "equally spaced" can only index the outputs).
+    * Toy 2 (reconstructed from the SMTGP authors' toy script): the training pairs and a copy
+      shifted by (−1, −1) (for this curve x(y − 1) = x(y) − 1, so the copy continues the
+      generator), concatenated (two S shapes, y ∈ (−1, 1)), sorted by x and downsampled by 2 to
+      ``n_train`` training points; test: 500 equally spaced y in (−1, 1).
 
-    Returns a dict of float64 tensors ``X_train`` (N, 1), ``Y_train`` (N, 1), ``X_test``
-    (T, 1), ``Y_test`` (T, 1). The same ``seed`` gives the same draw.
+    Parameters
+    ----------
+    which : {1, 2}, default 1
+        Toy 1 or Toy 2.
+    seed : int, default 0
+        The same seed gives the same draw.
+    noise : float, default 0.005
+        Std of ε.
+    n_train : int, default 250
+        Training pairs.
+
+    Returns
+    -------
+    dict
+        float64 tensors ``X_train`` (N, 1), ``Y_train`` (N, 1), ``X_test`` (T, 1),
+        ``Y_test`` (T, 1).
     """
     if which not in (1, 2):
         raise ValueError(f"which: expected 1 (Toy 1) or 2 (Toy 2), got {which!r}")

@@ -22,6 +22,8 @@ NUMPY_STYLE = [
     "tandem.inference.samtc.simulate", "tandem.inference.samtc.model_fit",
     "tandem.inference.coupled_projections.baselines",
     "tandem.inference.twin_gp.divergences", "tandem.inference.twin_gp.ensemble",
+    "tandem.models.samtc", "tandem.models.twin_gp",
+    "tandem.guides.samtc", "tandem.guides.twin_gp", "tandem.guides.coupled_projections",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
