@@ -55,11 +55,21 @@ def describe_callable(fn) -> str:
     """A stable name for a model, guide, loss or optimiser constructor.
 
     Functions and classes: ``module.qualname``. A wrapper that sets ``__wrapped__``
-    (``functools.wraps``) is named after what it wraps; a ``functools.partial`` after
-    its function (its bound arguments are not part of the name). A bound method: the
-    class of its object and the method name. Any other callable object (e.g. an
-    ``AutoNormal`` instance): its class, plus the name of the ``model`` it wraps when it
-    has one. Settings held inside callable objects are not part of the name.
+    (``functools.wraps``) is named after what it wraps; a ``functools.partial`` after its
+    function (its bound arguments are not part of the name). A bound method: the class of its
+    object and the method name. Any other callable object (e.g. an ``AutoNormal`` instance): its
+    class, plus the name of the ``model`` it wraps when it has one. Settings held inside callable
+    objects are not part of the name.
+
+    Parameters
+    ----------
+    fn : callable
+        The callable.
+
+    Returns
+    -------
+    str
+        Its name.
     """
     seen = 0
     while hasattr(fn, "__wrapped__") and seen < 10:
@@ -168,11 +178,21 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
 
 
 def fingerprint(**named) -> dict:
-    """A flat ``{path: plain value}`` description of the named values (see module doc).
+    """A flat ``{path: plain value}`` description of the named values (see the module docstring).
 
-    ``fingerprint(data=(X, Y), lr=0.01)`` → ``{"data": "tuple[2]", "data[0]": "tensor
-    float64 (40, 3) sha256:…", "data[1]": …, "lr": 0.01}``. Values are str/int/float/
-    bool/None, so the dict can be stored with ``torch.save`` or JSON and compared with ``==``.
+    ``fingerprint(data=(X, Y), lr=0.01)`` → ``{"data": "tuple[2]", "data[0]": "tensor float64
+    (40, 3) sha256:…", "data[1]": …, "lr": 0.01}``. Values are str/int/float/bool/None, so the
+    dict can be stored with ``torch.save`` or JSON and compared with ``==``.
+
+    Parameters
+    ----------
+    **named
+        The values to describe (tensors, arrays, containers, settings, callables).
+
+    Returns
+    -------
+    dict
+        The flat description.
     """
     out: dict = {}
     for k, v in named.items():
@@ -184,7 +204,18 @@ def fingerprint_diff(old: dict, new: dict, limit: int = 6) -> list[str]:
     """Human-readable lines ``"path: was A, now B"`` for the entries that differ.
 
     A container whose length or type changed is reported once, not element by element.
-    At most ``limit`` lines (then ``"… and N more"``).
+
+    Parameters
+    ----------
+    old, new : dict
+        Two :func:`fingerprint` results.
+    limit : int, default 6
+        At most this many lines (then ``"… and N more"``).
+
+    Returns
+    -------
+    list of str
+        The differences.
     """
     keys = [k for k in sorted(set(old) | set(new), key=_path_order) if old.get(k, _MISSING) != new.get(k, _MISSING)]
     # drop entries below a container that is itself reported (e.g. list length changed)
@@ -207,10 +238,24 @@ def _path_order(k: str):
 
 
 def check_fingerprint(path, stored: dict | None, current: dict, what: str = "run") -> None:
-    """Raise :class:`CheckpointError` if the fingerprint ``stored`` in ``path`` differs from ``current``.
+    """Refuse a checkpoint whose stored fingerprint differs from the current run's.
 
-    The message names the file, each differing entry (old and new value) and the two
-    ways out: restore the original settings/data, or delete the file (or use another).
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The checkpoint file (named in the message).
+    stored : dict or None
+        The fingerprint stored in it.
+    current : dict
+        The current run's fingerprint.
+    what : str, default "run"
+        What the checkpoint belongs to, for the message.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the file, each differing entry (old and new value) and the two ways out: restore
+        the original settings/data, or delete the file (or use another).
     """
     if stored is None:
         raise CheckpointError(f"checkpoint {path} has no fingerprint (written by an older version of tandem or "
@@ -224,10 +269,21 @@ def check_fingerprint(path, stored: dict | None, current: dict, what: str = "run
 
 
 def content_hash(*values, length: int = 16) -> str:
-    """Hex SHA-256 (first ``length`` characters) of the :func:`fingerprint` of ``values``.
+    """Hex SHA-256 of the :func:`fingerprint` of the values: a key for a cache of results.
 
-    Depends on array contents, shapes and dtypes, settings and function names — a key for
-    a cache of results computed from exactly these inputs.
+    Depends on array contents, shapes and dtypes, settings and function names.
+
+    Parameters
+    ----------
+    *values
+        The inputs the cached result is computed from.
+    length : int, default 16
+        Number of hex characters kept.
+
+    Returns
+    -------
+    str
+        The key.
     """
     fp = fingerprint(values=values)
     h = hashlib.sha256(repr(sorted(fp.items())).encode())
@@ -235,9 +291,24 @@ def content_hash(*values, length: int = 16) -> str:
 
 
 def save_atomic(obj: Any, path) -> Path:
-    """Write ``obj`` to ``path`` in tandem's safe format (:func:`tandem.inference.persistence.dump`,
-    kind ``obj["kind"]`` for a dict with one), atomically: a crash or kill during the write
-    leaves the previous file (if any) untouched. The parent folder is created."""
+    """Write an object to a file in tandem's safe format, atomically.
+
+    A crash or kill during the write leaves the previous file (if any) untouched; the parent
+    folder is created.
+
+    Parameters
+    ----------
+    obj : object
+        What :func:`tandem.inference.persistence.dump` stores (kind ``obj["kind"]`` for a dict
+        with one).
+    path : str or pathlib.Path
+        The target file.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+    """
     kind = obj.get("kind", "checkpoint") if isinstance(obj, dict) else "checkpoint"
     return dump(obj, path, str(kind))
 
@@ -246,9 +317,24 @@ def load_checkpoint(path, kind: str) -> dict:
     """Read a checkpoint written by :func:`save_atomic` whose ``"kind"`` entry is ``kind``.
 
     Read with the safe reader (``torch.load(weights_only=True)``; nothing is unpickled).
-    Raises :class:`CheckpointError` naming ``path`` — and saying to delete it — when the
-    path is a folder, the file is empty, truncated, not a tandem file, or holds something
-    other than a ``kind`` checkpoint.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The checkpoint file.
+    kind : str
+        The expected kind.
+
+    Returns
+    -------
+    dict
+        The checkpoint's contents.
+
+    Raises
+    ------
+    CheckpointError
+        Naming ``path``, and saying to delete it, when the path is a folder, the file is empty,
+        truncated, not a tandem file, or holds something other than a ``kind`` checkpoint.
     """
     path = Path(path)
     remedy = f"delete {path} (or choose another checkpoint path) to start afresh"

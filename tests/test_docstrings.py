@@ -24,6 +24,7 @@ NUMPY_STYLE = [
     "tandem.inference.twin_gp.divergences", "tandem.inference.twin_gp.ensemble",
     "tandem.models.samtc", "tandem.models.twin_gp",
     "tandem.guides.samtc", "tandem.guides.twin_gp", "tandem.guides.coupled_projections",
+    "tandem.inference.samtc.estimator", "tandem.inference.checkpoints", "tandem.inference.experiments.results",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -26,7 +26,13 @@ from tandem.inference.persistence import write_text_atomic
 
 
 def environment() -> dict:
-    """Python/torch versions, thread count and device, recorded beside every result."""
+    """Python/torch versions, thread count and device, recorded beside every result.
+
+    Returns
+    -------
+    dict
+        The environment description.
+    """
     return {"python": platform.python_version(), "torch": torch.__version__.split("+")[0],
             "pyro": pyro.__version__, "numpy": np.__version__,
             "threads": torch.get_num_threads(),
@@ -57,7 +63,17 @@ def _jsonable(x):
 
 
 class Results:
-    """Collects result records and timings of one experiment; writes the JSON file."""
+    """Collects the result records and timings of one experiment and writes its JSON file.
+
+    Parameters
+    ----------
+    experiment : str
+        The experiment's name (the JSON file is ``<experiment>.json``).
+    seeds : list of int
+        The seeds the records' values run over.
+    config : dict, optional
+        The experiment's settings, stored with the results.
+    """
 
     def __init__(self, experiment: str, seeds, config: dict | None = None):
         self.experiment = experiment
@@ -67,9 +83,25 @@ class Results:
         self.timings: dict[str, dict[str, float]] = {}
 
     def add(self, method: str, metric: str, values, **qualifiers) -> dict:
-        """Add one record; ``values`` is a scalar or a non-empty list (one per seed/fold).
+        """Add one record.
 
         A NaN value is kept (and written as ``null``); its record's mean and std are NaN too.
+
+        Parameters
+        ----------
+        method : str
+            The method's name.
+        metric : str
+            The metric's name.
+        values : float or list of float
+            A scalar or a non-empty list (one per seed or fold).
+        **qualifiers
+            Further keys of the record (e.g. ``split="test"``).
+
+        Returns
+        -------
+        dict
+            The record, with its mean, std and n.
         """
         vals = [float(v) for v in np.atleast_1d(np.asarray(values, dtype=np.float64)).ravel()]
         if not vals:
@@ -81,27 +113,78 @@ class Results:
         return rec
 
     def time(self, method: str, phase: str, seconds: float, accumulate: bool = True) -> None:
-        """Record wall time (seconds) of ``phase`` ("train", "predict", …) for ``method``."""
+        """Record the wall time of a phase of a method.
+
+        Parameters
+        ----------
+        method : str
+            The method's name.
+        phase : str
+            "train", "predict", ….
+        seconds : float
+            The wall time.
+        accumulate : bool, default True
+            Add to an earlier time of the same phase instead of replacing it.
+        """
         d = self.timings.setdefault(method, {})
         d[phase] = float(seconds) + (d.get(phase, 0.0) if accumulate else 0.0)
 
     def get(self, method: str, metric: str, **qualifiers) -> dict:
+        """The record of a method and metric with the given qualifiers.
+
+        Parameters
+        ----------
+        method : str
+            The method's name.
+        metric : str
+            The metric's name.
+        **qualifiers
+            The record's further keys.
+
+        Returns
+        -------
+        dict
+            The first matching record.
+
+        Raises
+        ------
+        KeyError
+            When no record matches.
+        """
         for r in self.records:
             if r["method"] == method and r["metric"] == metric and all(r.get(k) == v for k, v in qualifiers.items()):
                 return r
         raise KeyError((method, metric, qualifiers))
 
     def as_dict(self) -> dict:
+        """The whole results object as plain JSON-ready data.
+
+        Returns
+        -------
+        dict
+            ``experiment``, ``seeds``, ``results`` (the records), ``timings_s``, ``config`` and
+            ``environment``.
+        """
         return {"experiment": self.experiment, "seeds": self.seeds, "results": self.records,
                 "timings_s": self.timings, "config": _jsonable(self.config),
                 "environment": environment()}
 
     def write(self, out_dir) -> Path:
-        """Write ``out_dir/<experiment>.json`` (creating the folder) and return its path.
+        """Write ``out_dir/<experiment>.json`` (creating the folder).
 
-        Strict JSON (non-finite numbers as ``null``), written to a temporary file in the
-        same folder and moved over the old file with ``os.replace``: a failure at any point
-        leaves the previous file as it was.
+        Strict JSON (non-finite numbers as ``null``), written to a temporary file in the same folder
+        and moved over the old file with ``os.replace``: a failure at any point leaves the previous
+        file as it was.
+
+        Parameters
+        ----------
+        out_dir : str or pathlib.Path
+            The folder.
+
+        Returns
+        -------
+        pathlib.Path
+            The file written.
         """
         text = json.dumps(_jsonable(self.as_dict()), indent=2, allow_nan=False)
         out = Path(out_dir)
@@ -110,7 +193,18 @@ class Results:
         return write_text_atomic(path, text)
 
     def table(self, qualifier_keys=()) -> str:
-        """Plain-text table: method, metric, qualifiers, mean ± std, n."""
+        """Plain-text table of the records: method, metric, qualifiers, mean ± std, n.
+
+        Parameters
+        ----------
+        qualifier_keys : sequence of str, default ()
+            Qualifier columns to show.
+
+        Returns
+        -------
+        str
+            The table.
+        """
         rows = [("method", "metric", *qualifier_keys, "mean ± std", "n")]
         for r in self.records:
             rows.append((r["method"], r["metric"], *(str(r.get(k, "")) for k in qualifier_keys),

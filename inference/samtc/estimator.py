@@ -35,26 +35,61 @@ class SAMTC(TandemEstimator):
     """Self-adapted multi-task clustering of T partially related tasks.
 
     ``SAMTC(n_clusters=[h_1, ..., h_T], ...).fit(tasks)`` clusters every task (rows of
-    ``tasks[t]``, dense or scipy.sparse, one feature space) and stores
+    ``tasks[t]``, dense or scipy.sparse, one feature space). The defaults are the paper's
+    algorithm with the label-free choice of the neighbourhood sizes; every option goes to
+    :func:`tandem.inference.samtc.algorithm.samtc`, whose docstring gives the measured reasons
+    behind each default.
 
-    * ``labels_`` — per task, (n_t,) cluster labels in 0..h_t − 1;
-    * ``R_`` — (T, T) relatedness, R_[t, s] of source s for target t (diagonal 1);
-    * ``reusable_`` — {(t, s): (n_s,) bool}, the source instances SAMTC transfers to t;
-    * ``result_`` — the full :class:`tandem.inference.samtc.algorithm.SAMTCResult`.
-
-    Follows the estimator contract (:mod:`tandem.inference.params`): every option below is a
-    keyword parameter with a declared constraint (checked at construction and in ``fit``),
+    Follows the estimator contract (:mod:`tandem.inference.params`): every option is a keyword
+    parameter with a declared constraint (checked at construction and in ``fit``),
     ``get_params``/``set_params``/``clone`` work, an unknown keyword is a ``TypeError``, and
     methods that need a fit raise :class:`tandem.NotFittedError` before it.
 
-    Options (keyword-only) go to :func:`tandem.inference.samtc.algorithm.samtc`:
-    ``variant`` ("full", "nr", "ns"), ``select`` ("label-free" by default; "labels" needs
-    ``fit(tasks, labels=...)``), ``seed``, and any other option of that function (k_self,
-    k_src, reduce_dim, js_tau, kmm_B, kmm_eps, ...). The defaults are the paper's algorithm
-    with the label-free choice of the neighbourhood sizes.
+    Parameters
+    ----------
+    n_clusters : list of int
+        h_t ≥ 2 per task.
+    variant : {"full", "nr", "ns"}, default "full"
+        Full SAMTC, without relatedness ("nr"), or without subtask selection ("ns").
+    k_self, k_src : int or list of int, optional
+        Own-task / source neighbourhood sizes; ``None`` → the paper's grid.
+    select : {"label-free", "labels"}, default "label-free"
+        How the grid setting is chosen; "labels" needs ``fit(tasks, labels=...)``.
+    reduce_dim : int, optional
+        Dimensions of the density steps' LSA/PCA space (``None`` → min(d, 10)).
+    seed : int, default 0
+        Seed of the k-means restarts and the SVD start vector.
+    kmm_B, kmm_eps : float, default 10.0 and 0.5
+        Kernel mean matching's weight bound and sum tolerance.
+    init_labels : list of array_like, optional
+        Initial partitions (default Ncut-SNN).
+    js_tau : float or None, default 0.0
+        Absolute JS test of step 1 (``None``: none).
+    calibrate_R : bool, default True
+        Relatedness relative to the target's own two-halves KMM support.
+    edges : {"mutual", "symmetric"}, default "mutual"
+        Own-task kNN edges.
+    pairing : {"mutual", "close"}, default "mutual"
+        Which cluster pairs step 1 keeps.
+    transfer : {"augment", "reweight"}, default "augment"
+        Source instances as graph nodes, or re-weighting of the target's edges only.
+    js_bandwidth : {"separate", "pooled"}, default "separate"
+        KDE bandwidths of step 1.
+    source_rows : {"all", "subtask"}, default "all"
+        Target points that get source neighbour lists.
+    node_reach : {"k", "paired"}, default "k"
+        Target neighbourhood of a transferred source node.
 
-    ``to_inference_data()`` fits the shared-atom partial mixture (models/samtc.py) to the
-    same tasks (dense features only; h_t slots per task) and returns its posterior.
+    Attributes
+    ----------
+    labels_ : list of numpy.ndarray
+        Per task, (n_t,) cluster labels in 0..h_t − 1.
+    R_ : numpy.ndarray
+        (T, T) relatedness, R_[t, s] of source s for target t (diagonal 1).
+    reusable_ : dict
+        {(t, s): (n_s,) bool}, the source instances SAMTC transfers to t.
+    result_ : tandem.inference.samtc.algorithm.SAMTCResult
+        The full result.
     """
 
     _parameter_constraints = {
@@ -101,7 +136,20 @@ class SAMTC(TandemEstimator):
         return p
 
     def fit(self, tasks, labels=None) -> "SAMTC":
-        """Cluster the tasks (see the class docstring); returns ``self``."""
+        """Cluster the tasks.
+
+        Parameters
+        ----------
+        tasks : list of array_like or scipy.sparse matrices
+            Task t's (n_t, d) data, one feature space.
+        labels : list of array_like, optional
+            Per-task true labels, used only by ``select="labels"``.
+
+        Returns
+        -------
+        SAMTC
+            ``self``, fitted.
+        """
         self._validate_params()
         self.result_: SAMTCResult = samtc(tasks, list(self.n_clusters), variant=self.variant, select=self.select,
                                           labels=labels, seed=self.seed, **self.options)
@@ -113,13 +161,37 @@ class SAMTC(TandemEstimator):
         return self
 
     def fit_predict(self, tasks, labels=None) -> list:
-        """``fit(tasks, labels).labels_``."""
+        """Fit and return the cluster labels.
+
+        Parameters
+        ----------
+        tasks : list of array_like or scipy.sparse matrices
+            Task t's (n_t, d) data.
+        labels : list of array_like, optional
+            Per-task true labels for ``select="labels"``.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            ``fit(tasks, labels).labels_``.
+        """
         return self.fit(tasks, labels).labels_
 
     @own_params
     def fit_model(self, **kwargs) -> ModelFit:
-        """Fit the Pyro generative model to the fitted tasks (keyword arguments go to
-        :func:`tandem.inference.samtc.model_fit.fit_model`, e.g. ``num_steps``, ``restarts``)."""
+        """Fit the Pyro generative model (the shared-atom partial mixture) to the fitted tasks.
+
+        Parameters
+        ----------
+        **kwargs
+            Passed to :func:`tandem.inference.samtc.model_fit.fit_model`, e.g. ``num_steps``,
+            ``restarts``.
+
+        Returns
+        -------
+        tandem.inference.samtc.model_fit.ModelFit
+            The fitted model.
+        """
         self._check_fitted()
         if any(sp.issparse(X) for X in self.tasks_):
             raise ValueError("tasks: the generative model is a Gaussian mixture in R^d and needs dense "
@@ -131,10 +203,24 @@ class SAMTC(TandemEstimator):
 
     @own_params
     def to_inference_data(self, num_samples: int = 100, **fit_kwargs):
-        """Posterior of the generative model as ``arviz.InferenceData`` (fits it first if
-        needed, with ``fit_kwargs``): continuous sites from the guide, cluster labels y_t,
-        typical flags u_t and slot links a_t from their exact conditional posterior; see
-        :meth:`tandem.inference.samtc.model_fit.ModelFit.to_inference_data`."""
+        """Posterior of the generative model as ArviZ data (fitting it first if needed).
+
+        Continuous sites come from the guide; cluster labels y_t, typical flags u_t and slot links
+        a_t from their exact conditional posterior (dense features only; h_t slots per task). See
+        :meth:`tandem.inference.samtc.model_fit.ModelFit.to_inference_data` for the groups.
+
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Number of joint draws.
+        **fit_kwargs
+            Passed to :meth:`fit_model` when the model is not yet fitted.
+
+        Returns
+        -------
+        arviz.InferenceData or xarray.DataTree
+            The export, in the data's units.
+        """
         self._check_fitted()
         if self.model_fit_ is None or fit_kwargs:
             self.fit_model(**fit_kwargs)
