@@ -25,6 +25,7 @@ NUMPY_STYLE = [
     "tandem.models.samtc", "tandem.models.twin_gp",
     "tandem.guides.samtc", "tandem.guides.twin_gp", "tandem.guides.coupled_projections",
     "tandem.inference.samtc.estimator", "tandem.inference.checkpoints", "tandem.inference.experiments.results",
+    "tandem.inference.experiments.cli",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -18,8 +18,25 @@ _MAX_SEED = 2 ** 32 - 1  # numpy's legacy global RNG takes seeds in [0, 2**32)
 
 
 def number_type(convert, ok, expected: str):
-    """argparse ``type=`` factory: ``convert(text)`` (int or float) that must satisfy ``ok``;
-    anything else is an argparse error "expected <expected>, got <text>" naming the option."""
+    """argparse ``type=`` factory for a number with a condition.
+
+    Anything else is an argparse error "expected <expected>, got <text>", which argparse reports
+    with the option's name.
+
+    Parameters
+    ----------
+    convert : callable
+        ``int`` or ``float``.
+    ok : callable
+        ``ok(value) -> bool``, the condition.
+    expected : str
+        What is expected, for the message.
+
+    Returns
+    -------
+    callable
+        ``parse(text)`` for ``type=``.
+    """
     def parse(text: str):
         try:
             value = convert(text)
@@ -28,11 +45,24 @@ def number_type(convert, ok, expected: str):
         if not ok(value):
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
+    parse.__doc__ = (f"argparse ``type=``: {expected}.\n\nParameters\n----------\ntext : str\n    The option's value."
+                     "\n\nReturns\n-------\nint or float\n    The parsed number.\n")
     return parse
 
 
 def int_at_least(low: int):
-    """argparse ``type=`` factory: an integer >= ``low``."""
+    """argparse ``type=`` factory: an integer ≥ ``low``.
+
+    Parameters
+    ----------
+    low : int
+        The smallest accepted value.
+
+    Returns
+    -------
+    callable
+        ``parse(text)`` for ``type=``.
+    """
     return number_type(int, lambda v: v >= low, f"an integer >= {low}")
 
 
@@ -41,7 +71,23 @@ positive_int = int_at_least(1)
 
 
 def fraction_list(text: str) -> list[float]:
-    """argparse ``type=``: comma-separated numbers in (0, 1), e.g. ``'0.1,0.2'``."""
+    """argparse ``type=``: comma-separated numbers in (0, 1), e.g. ``'0.1,0.2'``.
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+
+    Returns
+    -------
+    list of float
+        The fractions.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        For anything else.
+    """
     try:
         vals = [float(v) for v in str(text).split(",")]
     except ValueError:
@@ -65,13 +111,27 @@ seed_int = number_type(int, lambda v: 0 <= v <= _MAX_SEED, f"an integer seed in 
 
 
 def prepare_out(args) -> Path:
-    """Create ``args.out`` and check that a file can be written there; return it as a Path.
+    """Create ``args.out`` and check that a file can be written there.
 
-    Called right after parsing (``base_parser``'s parser does it itself), so that an
-    unwritable ``--out`` stops the script before any fit starts, not after hours of
-    work. Raises ``ValueError`` saying which folder and why (exists as a file, a parent
-    is a file, permission denied, read-only file system, ...). Also checks that
-    ``seed + seeds - 1`` stays a valid seed.
+    Called right after parsing (``base_parser``'s parser does it itself), so that an unwritable
+    ``--out`` stops the script before any fit starts, not after hours of work. Also checks that
+    ``seed + seeds − 1`` stays a valid seed.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``out``, ``seed`` and ``seeds``.
+
+    Returns
+    -------
+    pathlib.Path
+        The output folder.
+
+    Raises
+    ------
+    ValueError
+        Saying which folder and why (exists as a file, a parent is a file, permission denied,
+        read-only file system, ...).
     """
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -103,11 +163,25 @@ class _ExampleParser(argparse.ArgumentParser):
 def base_parser(description: str, real_data: bool = False, default_seeds: int = 1) -> argparse.ArgumentParser:
     """ArgumentParser with the options every example shares.
 
-    ``--quick`` (small, for the smoke tests), ``--out DIR`` (results JSON + plots; created
-    and checked for writing when the arguments are parsed), ``--seed`` (first seed, in
-    [0, 2³²)) and ``--seeds N`` (N >= 1: seeds seed..seed+N−1); real-data scripts also get
-    ``--data-dir`` (default ``$TANDEM_DATA``, else ``../shared/data``). Bad values are
-    argparse errors (exit status 2) naming the option.
+    ``--quick`` (small, for the smoke tests), ``--out DIR`` (results JSON + plots; created and
+    checked for writing when the arguments are parsed), ``--seed`` (first seed, in [0, 2³²)) and
+    ``--seeds N`` (N ≥ 1: seeds seed..seed+N−1); real-data scripts also get ``--data-dir``
+    (default ``$TANDEM_DATA``, else ``../shared/data``). Bad values are argparse errors (exit
+    status 2) naming the option.
+
+    Parameters
+    ----------
+    description : str
+        The script's description.
+    real_data : bool, default False
+        Add ``--data-dir``.
+    default_seeds : int, default 1
+        Default of ``--seeds``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser.
     """
     p = _ExampleParser(description=description)
     p.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
@@ -123,7 +197,13 @@ def base_parser(description: str, real_data: bool = False, default_seeds: int = 
 
 
 def set_seed(seed: int) -> None:
-    """Seed Python, numpy, torch and Pyro's global RNGs."""
+    """Seed Python's, numpy's, torch's and Pyro's global RNGs.
+
+    Parameters
+    ----------
+    seed : int
+        The seed.
+    """
     random.seed(seed)
     np.random.seed(seed % (2 ** 32))
     torch.manual_seed(seed)
@@ -131,5 +211,16 @@ def set_seed(seed: int) -> None:
 
 
 def seed_list(args) -> list[int]:
-    """``[args.seed, ..., args.seed + args.seeds - 1]``."""
+    """The seeds of a run, ``[args.seed, ..., args.seed + args.seeds − 1]``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``seed`` and ``seeds``.
+
+    Returns
+    -------
+    list of int
+        The seeds.
+    """
     return list(range(args.seed, args.seed + args.seeds))
