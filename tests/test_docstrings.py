@@ -26,6 +26,9 @@ NUMPY_STYLE = [
     "tandem.guides.samtc", "tandem.guides.twin_gp", "tandem.guides.coupled_projections",
     "tandem.inference.samtc.estimator", "tandem.inference.checkpoints", "tandem.inference.experiments.results",
     "tandem.inference.experiments.cli",
+    "tandem.inference.datasets", "tandem.inference.datasets.coil20", "tandem.inference.datasets.cuave",
+    "tandem.inference.datasets.human_pose", "tandem.inference.datasets.manifolds", "tandem.inference.datasets.poser",
+    "tandem.inference.datasets.usps",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -19,7 +19,18 @@ ENV_VAR = "TANDEM_DATA"
 
 
 def data_dir(path: str | os.PathLike | None = None) -> Path:
-    """The data folder: ``path`` if given, else ``$TANDEM_DATA``, else ``./../shared/data``."""
+    """The data folder: ``path`` if given, else ``$TANDEM_DATA``, else ``./../shared/data``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        An explicit folder.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+    """
     if path is not None:
         return Path(path)
     env = os.environ.get(ENV_VAR)
@@ -29,13 +40,28 @@ def data_dir(path: str | os.PathLike | None = None) -> Path:
 
 
 def read_mat(path, variables, what: str = "data file") -> dict:
-    """Read a MATLAB ``.mat`` file and check that it holds ``variables``.
+    """Read a MATLAB ``.mat`` file and check that it holds the expected variables.
 
-    Any failure to parse it — a truncated or corrupt file, an HDF5-based v7.3 file, not a
-    ``.mat`` file at all — or a missing variable raises ``ValueError`` naming the file,
-    what it should be, and the variables expected in it (instead of scipy's own
-    ``ValueError``/``OSError``/``KeyError`` from deep inside the reader, or a later
-    ``KeyError``). Returns scipy's dict of variables.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    variables : sequence of str
+        The variables it must hold.
+    what : str, default "data file"
+        What the file should be, for the message.
+
+    Returns
+    -------
+    dict
+        scipy's dict of variables.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, what it should be and the variables expected in it, for any failure to
+        parse it (a truncated or corrupt file, an HDF5-based v7.3 file, not a ``.mat`` file) or a
+        missing variable, instead of scipy's own errors from deep inside the reader.
     """
     variables = list(variables)
     expected = ", ".join(variables)

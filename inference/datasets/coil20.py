@@ -39,18 +39,50 @@ HINT = ("COIL-20 (32×32) is a copy of github.com/SK4772/GReBLS data/COIL20_32x3
 
 @dataclass
 class Coil20:
-    """``images`` (20, 72, 1024) float64 in [0, 1]: object o (1-based) is ``images[o − 1]``,
-    pose j at ``POSE_STEP_DEG · j`` degrees."""
+    """The COIL-20 images: object o (1-based) is ``images[o − 1]``, pose j at ``POSE_STEP_DEG · j`` degrees.
+
+    Parameters
+    ----------
+    images : numpy.ndarray
+        (20, 72, 1024) float64 in [0, 1].
+    """
     images: np.ndarray
 
     def object(self, o: int) -> np.ndarray:
-        """The 72 × 1024 images of object ``o`` (1-based, 1..20), in pose order."""
+        """The images of one object, in pose order.
+
+        Parameters
+        ----------
+        o : int
+            The object, 1-based (1..20).
+
+        Returns
+        -------
+        numpy.ndarray
+            (72, 1024).
+        """
         o = check_int_range(o, "object (1-based COIL-20 index)", 1, self.images.shape[0])
         return self.images[o - 1]
 
 
 def load_coil20(data_dir=None) -> Coil20:
-    """Load COIL-20; raises ``FileNotFoundError`` naming the expected file if it is missing."""
+    """Load COIL-20.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+
+    Returns
+    -------
+    Coil20
+        The images.
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming the expected file if it is missing.
+    """
     path = require_file(resolve_data_dir(data_dir) / COIL20_FILE, "COIL-20 data", HINT)
     m = read_mat(path, ["fea", "gnd"], "COIL-20 32×32 images (fea 1440 × 1024, gnd 1440 × 1)")
     fea = np.asarray(m["fea"], dtype=np.float64)

@@ -24,7 +24,18 @@ CUAVE_FILE = Path("cuave") / "AudioVideoAlignedData1.mat"
 
 
 def per_dim_scale(Y) -> tuple[np.ndarray, np.ndarray]:
-    """(bias, scale) of per-dimension standardisation: column means and column std (ddof=1), 0 → 1."""
+    """Per-dimension standardisation: column means and column std (ddof = 1), 0 → 1.
+
+    Parameters
+    ----------
+    Y : numpy.ndarray
+        (N, D) data.
+
+    Returns
+    -------
+    bias, scale : numpy.ndarray
+        (D,) each.
+    """
     Y = np.asarray(Y, dtype=np.float64)
     bias = Y.mean(axis=0)
     scale = Y.std(axis=0, ddof=1) if Y.shape[0] > 1 else np.ones(Y.shape[1])
@@ -35,7 +46,22 @@ def per_dim_scale(Y) -> tuple[np.ndarray, np.ndarray]:
 def load_cuave(data_dir=None, dt: float = DT) -> TwoViewData:
     """Load the McGPDS CUAVE split. View 1: 3750-d video, view 2: 13-d MFCC.
 
-    Raises ``FileNotFoundError`` naming ``cuave/AudioVideoAlignedData1.mat`` when absent.
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+    dt : float, default 0.05
+        Time step between frames.
+
+    Returns
+    -------
+    TwoViewData
+        The two views, raw and scaled, with their times.
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming ``cuave/AudioVideoAlignedData1.mat`` when absent.
     """
     data_dir = resolve_data_dir(data_dir)
     path = require_file(data_dir / CUAVE_FILE, "CUAVE data (McGPDS)", DATA_HINT)

@@ -41,12 +41,32 @@ DATA_HINT = ("See ../shared/data/README.md (data folder of the project) for wher
 class TwoViewData:
     """Two time-aligned views, raw and scaled, with the protocol's time stamps.
 
-    Shapes: ``Y1`` (N, D1), ``Y2`` (N, D2) raw training views; ``Y1_test`` (N*, D1),
-    ``Y2_test`` (N*, D2) raw test views; ``m1``, ``m2``, ``m1_test``, ``m2_test`` the same
-    after scaling, m = (Y − bias)/scale, with ``bias_k`` (D_k,) and ``scale_k`` a scalar
-    (pose) or (D_k,) (CUAVE). ``t`` (N,) training times (restarting per sequence),
-    ``seq_ends`` the 1-based cumulative sequence ends (MATLAB ``seq``), ``t_test`` (N*,),
-    ``test_seq_ends`` likewise for the test block.
+    The scaled views ``m1``, ``m2``, ``m1_test``, ``m2_test`` are m = (Y − bias)/scale.
+
+    Attributes
+    ----------
+    name : str
+        The data set.
+    Y1, Y2 : numpy.ndarray
+        (N, D1), (N, D2) raw training views.
+    Y1_test, Y2_test : numpy.ndarray
+        (N*, D1), (N*, D2) raw test views.
+    bias1, bias2 : numpy.ndarray
+        (D_k,) per-view offsets.
+    scale1, scale2 : numpy.ndarray
+        A scalar (pose) or (D_k,) (CUAVE) per view.
+    t : numpy.ndarray
+        (N,) training times (restarting per sequence).
+    seq_ends : list of int
+        1-based cumulative sequence ends (MATLAB ``seq``).
+    t_test : numpy.ndarray
+        (N*,) test times.
+    test_seq_ends : list of int
+        Likewise for the test block.
+    view_names : tuple of str
+        Names of the two views.
+    info : dict
+        Provenance.
     """
     name: str
     Y1: np.ndarray
@@ -94,12 +114,38 @@ class TwoViewData:
         return int(self.Y1_test.shape[0])
 
     def unscale_mean(self, mean_scaled, view: int = 2) -> np.ndarray:
-        """Map a scaled prediction of ``view`` (1 or 2) back to original units: m·s + bias."""
+        """Map a scaled prediction of a view back to the original units, m·s + bias.
+
+        Parameters
+        ----------
+        mean_scaled : numpy.ndarray
+            (n, D_k) scaled values.
+        view : {1, 2}, default 2
+            The view.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, D_k) in the original units.
+        """
         b, s = (self.bias1, self.scale1) if view == 1 else (self.bias2, self.scale2)
         return np.asarray(mean_scaled, dtype=np.float64) * s + b
 
     def unscale_var(self, var_scaled, view: int = 2) -> np.ndarray:
-        """Map a scaled predictive variance back to original units: v·s²."""
+        """Map a scaled predictive variance of a view back to the original units, v·s².
+
+        Parameters
+        ----------
+        var_scaled : numpy.ndarray
+            (n, D_k) scaled variances.
+        view : {1, 2}, default 2
+            The view.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, D_k) in the original units.
+        """
         s = self.scale1 if view == 1 else self.scale2
         return np.asarray(var_scaled, dtype=np.float64) * np.asarray(s) ** 2
 
@@ -112,10 +158,22 @@ def seq_times(seq_ends, dt: float = DT) -> np.ndarray:
 
 
 def constant_columns(Y, tol: float = 0.0) -> np.ndarray:
-    """Boolean (D,) mask of columns whose training values are all equal (std ≤ tol).
+    """Mask of the columns whose training values are all equal (std ≤ tol).
 
-    In the pose data the 6 coordinates of joints 1–2 are constant; a per-coordinate
-    Gaussian predictive has zero variance there, so MSLL is scored on ``~constant_columns``.
+    In the pose data the 6 coordinates of joints 1–2 are constant; a per-coordinate Gaussian
+    predictive has zero variance there, so MSLL is scored on ``~constant_columns``.
+
+    Parameters
+    ----------
+    Y : numpy.ndarray
+        (N, D) training values.
+    tol : float, default 0.0
+        Largest std counted as constant.
+
+    Returns
+    -------
+    numpy.ndarray
+        (D,) bool.
     """
     Y = np.asarray(Y, dtype=np.float64)
     return Y.std(axis=0) <= tol
@@ -130,7 +188,27 @@ def load_human_pose(data_dir=None, subsample: int = SUBSAMPLE,
     """Load the McGPDS human-pose split (protocol §1.2–1.5).
 
     View 1: 100-d HoG silhouettes, view 2: 63-d poses (21 joints × xyz, interleaved).
-    Raises ``FileNotFoundError`` naming ``human_pose/humanPoseDataset.mat`` when absent.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+    subsample : int, default 3
+        Keep every ``subsample``-th frame.
+    sequences : tuple of int, default (1, 3, 4, 5, 6, 7, 8)
+        The training sequences.
+    dt : float, default 0.05
+        Time step between kept frames.
+
+    Returns
+    -------
+    TwoViewData
+        The two views, raw and scaled, with their times.
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming ``human_pose/humanPoseDataset.mat`` when absent.
     """
     data_dir = resolve_data_dir(data_dir)
     path = require_file(data_dir / HUMAN_POSE_FILE, "human pose data (McGPDS)", DATA_HINT)

@@ -20,7 +20,18 @@ HINT = "Get it from github.com/mcgpds/mcgpds (code/matlab/dataset/); see ../shar
 
 
 def load_poser(data_dir=None) -> dict:
-    """→ ``X_train`` (1927, 100), ``Y_train`` (1927, 63), ``X_test`` (418, 100), ``Y_test`` (418, 63)."""
+    """Load the Poser silhouette-to-pose data of the twin-GP experiments.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+
+    Returns
+    -------
+    dict
+        ``X_train`` (1927, 100), ``Y_train`` (1927, 63), ``X_test`` (418, 100), ``Y_test`` (418, 63).
+    """
     p = require_file(resolve_data_dir(data_dir) / "human_pose" / "ankurDataPoseSilhouette.mat", "Poser data", HINT)
     m = read_mat(p, ["Y", "Z", "Y_test", "Z_test"], "Poser split (Agarwal & Triggs)")
     out = {"X_train": m["Y"], "Y_train": m["Z"], "X_test": m["Y_test"], "Y_test": m["Z_test"]}

@@ -60,12 +60,23 @@ def _label_counts(path: Path) -> np.ndarray:
 
 
 def load_usps_reconstruction(data_dir=None, seed: int = 0) -> dict:
-    """Stratified 4649/4649 split → dict of float64 arrays.
+    """USPS centre-pixel reconstruction: a stratified 4649/4649 split, as float64 arrays.
 
-    ``X_train`` (4649, 240) outer pixels, ``Y_train`` (4649, 16) centre pixels, likewise
-    ``X_test``/``Y_test``; ``labels_train``/``labels_test`` (digit 0..9), ``images_train``/
-    ``images_test`` (n, 16, 16) upright in [−1, 1], ``counts_train``/``counts_test``.
     Label-file row k is digit k (its counts match: row 0 ↔ .mat label 10 = digit 0, 1553 images).
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+    seed : int, default 0
+        Seed of the split.
+
+    Returns
+    -------
+    dict
+        ``X_train`` (4649, 240) outer pixels, ``Y_train`` (4649, 16) centre pixels, likewise
+        ``X_test``/``Y_test``; ``labels_train``/``labels_test`` (digit 0..9), ``images_train``/
+        ``images_test`` (n, 16, 16) upright in [−1, 1], ``counts_train``/``counts_test``.
     """
     d = resolve_data_dir(data_dir) / "usps"
     mat = read_mat(require_file(d / "usps_9298.mat", "USPS images", HINT),
