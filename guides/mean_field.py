@@ -73,7 +73,7 @@ class McGPDSMeanField:
     u_k     (J, D_k, M)  basis_k (-2), output_k (-1)        inducing (M)
     ======  ===========  =================================  ===========
 
-    Parameters (``prefix`` = "mf_"): ``mf_X_s_loc`` (Q, N), ``mf_X_s_scale`` (Q, N, N) or
+    Parameters (with the default ``prefix="mf_"``): ``mf_X_s_loc`` (Q, N), ``mf_X_s_scale`` (Q, N, N) or
     (Q, N); likewise ``mf_X_k_*``, ``mf_v_k_*`` (D_k, M[, M]) and ``mf_u_k_*`` (J, D_k, M[, M]).
     The means of X_k start at the model's initial latent means ``data.init["mu_k"]`` (the PCA
     of the views, transposed to (Q, N)), those of X_s at the average of ``mu_k / (1 − α_k)``
