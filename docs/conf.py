@@ -38,7 +38,7 @@ root_doc = "index"
 templates_path = ["_templates"]
 # _incoming/ holds contributors' drafts not yet folded into the pages; results/_tables/ holds
 # generated tables that the results pages include (they are not pages of their own).
-exclude_patterns = ["_build", "_incoming", "results/_tables", "api/_generated/**/README*"]
+exclude_patterns = ["_build", "_incoming", "results/_tables", "_tables", "api/_generated/**/README*"]
 
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3

@@ -247,8 +247,18 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
     Laplacian: smooth along the curve); both views are linear images of the same latent
     points plus isotropic noise, X = UᵀA_x + noise·E_x (n × dx), Y = UᵀA_y + noise·E_y
     (n × dy), with A_x (d × dx), A_y (d × dy) standard normal. Point i of X corresponds to
-    point i of Y. Returns {"X", "Y", "U" (n, d) the latent positions, "Ax", "Ay",
-    "pairs" (n, 2) all true correspondences}.
+    point i of Y.
+
+    Returns
+    -------
+    dict
+        ``"X"`` (n, dx), ``"Y"`` (n, dy); ``"U"`` (d, 2n), the latent positions in the layout
+        of the model's site ``U`` (latent_dim, point): the n points of X, then the n points of
+        Y (a pair shares its column values, ``U[:, i] == U[:, n + i]``); ``"latent"`` (n, d),
+        the same positions one row per pair, so that ``X = latent @ Ax + noise``; ``"Ax"``
+        (d, dx), ``"Ay"`` (d, dy); ``"pairs"`` (n, 2), all true correspondences. (The model
+        is fitted on whitened data, so its ``U`` equals this one only up to an invertible
+        linear map of the latent space.)
     """
     n = check_int_range(n, "n (points)", 3)
     d = check_int_range(d, "d (latent dimension)", 1)
@@ -265,7 +275,8 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
     Ax, Ay = rng.standard_normal((d, dx)), rng.standard_normal((d, dy))
     X = U @ Ax + noise * rng.standard_normal((n, dx))
     Y = U @ Ay + noise * rng.standard_normal((n, dy))
-    return {"X": X, "Y": Y, "U": U, "Ax": Ax, "Ay": Ay, "pairs": np.c_[np.arange(n), np.arange(n)]}
+    return {"X": X, "Y": Y, "U": np.hstack([U.T, U.T]), "latent": U, "Ax": Ax, "Ay": Ay,
+            "pairs": np.c_[np.arange(n), np.arange(n)]}
 
 
 @dataclass

@@ -35,7 +35,8 @@ y_k           (N, D_k)        time (-2), output_k (-1)
 paper_terms_k ()              (factor, only with observed data)
 ============  ==============  =========================================
 
-``k`` is the 0-based view index. Hyperparameters are ``pyro.param`` s (constraints in
+``k`` is the 0-based view index and part of the site name: the sites are ``X_0``, ``X_1``,
+…, ``v_0``, ``u_0``, ``y_0``, … (there is no site called ``X_k``). Hyperparameters are ``pyro.param`` s (constraints in
 :data:`PARAM_SPECS`); parameters named in ``data.fixed`` groups are constants.
 """
 from __future__ import annotations
@@ -532,7 +533,9 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
              mapping_kernel: str = "rbfard", seed: int = 0, **init_kwargs) -> dict:
     """Draw latents and data from the prior (default hyperparameters, :func:`default_init`).
 
-    Returns a dict of tensors ``X_s``, ``X_k`` (Q, N) and ``y_k`` (N, D_k) plus ``data``
+    Returns a dict of tensors keyed by the model's site names — ``X_s``, ``X_0``, ``X_1``, …
+    (Q, N), ``v_0``, … (D_k, M), ``u_0``, … (J, D_k, M) and ``y_0``, ``y_1``, … (N, D_k), one
+    of each per view k = 0 … V−1 — plus ``data``
     (the :class:`McGPDSData` with ``views=None`` and the default ``fixed`` groups,
     :data:`SAFE_FIXED`). Every hyperparameter comes from :func:`default_init` (``init_kwargs``
     go to it, e.g. ``alpha``, ``eps``, ``beta``), never from Pyro's parameter store.

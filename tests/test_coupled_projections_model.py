@@ -249,13 +249,15 @@ def test_dims_and_guide_options():
 
 def test_simulate_draws_a_smooth_shared_curve_that_the_solver_recovers():
     sim = simulate(n=80, d=2, dx=5, dy=4, noise=0.0, seed=0)
-    U, X, Y = sim["U"], sim["X"], sim["Y"]
+    U, X, Y = sim["latent"], sim["X"], sim["Y"]
     assert X.shape == (80, 5) and Y.shape == (80, 4) and U.shape == (80, 2)
+    # "U" has the model site's layout (latent_dim, point): X's points, then Y's
+    assert sim["U"].shape == (2, 160) and np.array_equal(sim["U"], np.hstack([U.T, U.T]))
     assert np.allclose(X, U @ sim["Ax"]) and np.allclose(Y, U @ sim["Ay"])
     # the latent curve is a draw of the chain GMRF N(0, (βL + γI)^{-1}), centred: Monte Carlo
     # covariance of one coordinate against H (βL + γI)^{-1} H (H the centring matrix)
     n, beta, gamma = 6, 2.0, 0.5
-    draws = np.stack([simulate(n=n, d=1, dx=1, dy=1, beta=beta, gamma=gamma, seed=s)["U"][:, 0]
+    draws = np.stack([simulate(n=n, d=1, dx=1, dy=1, beta=beta, gamma=gamma, seed=s)["latent"][:, 0]
                       for s in range(4000)])
     Lc = np.diag([1.0, 2, 2, 2, 2, 1]) - np.eye(n, k=1) - np.eye(n, k=-1)
     H = np.eye(n) - 1.0 / n

@@ -311,7 +311,7 @@ class McGPDS(TandemEstimator):
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):
         """Posterior and posterior-predictive draws of the fitted model as ``arviz.InferenceData``.
 
-        Latents (``X_s``, ``X_k``, ``v_k``, ``u_k``) come from the hand-written guide with the
+        Latents (``X_s``; ``X_0``, ``v_0``, ``u_0``, ... per view) come from the hand-written guide with the
         optimal q(V), q(U) of the collapsed fit; ``y_k`` (posterior predictive and observed
         data) are in the user's units and ``log_likelihood`` is the density of the data in those
         units (the model-unit log density minus log of the scale per entry). Resets Pyro's
