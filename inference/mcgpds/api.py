@@ -65,7 +65,7 @@ from tandem.inference.params import (
 from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.validation import as_tensor, check_int_range, check_time_order, resolve_device, sequence_labels
-from tandem.models.kernels import MappingKernel
+from tandem.models.kernels import MappingKernel, TimeKernel
 from tandem.models.mcgpds import PARAM_GROUPS, SAFE_FIXED, dims, model
 
 __all__ = ["McGPDS", "McGPDSPrediction", "DEFAULT_SCHEDULE"]
@@ -95,6 +95,7 @@ _NONNEG = Interval(Real, 0)
 #: :class:`McGPDS` passes through (Q, M, J, fixed are McGPDS's own parameters)
 CONFIG_CONSTRAINTS = {
     "mapping_kernel": [Options(("rbfard", "linear")), InstanceOf(MappingKernel)],
+    "time_kernel": [None, InstanceOf(TimeKernel), SequenceOf(InstanceOf(TimeKernel))],
     "time_white": [Boolean()], "time_bias": [Boolean()],
     "time_white_var": [_POS], "time_bias_var": [_POS], "time_invwidth": [None, _POS],
     "cycles": [_NONNEG_INT], "var_iters": [_NONNEG_INT], "model_iters": [_NONNEG_INT],

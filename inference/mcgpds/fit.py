@@ -73,7 +73,7 @@ from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.persistence import PersistenceError, dump, load
 from tandem.inference.svi import LBFGS, fit, minimize
 from tandem.inference.validation import as_tensor, check_real_range, resolve_device, sequence_labels
-from tandem.models.kernels import mapping_kernel_kind
+from tandem.models.kernels import MappingKernel, kernel_from_spec, mapping_kernel_kind, time_params_kernel
 from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
@@ -113,12 +113,34 @@ class McGPDSConfig:
     output_layer: str = "cgpds"              # "cgpds" | "linear"
     coupling: bool = True                    # False: alpha fixed to 1 (independent CGPDS per view)
     dtype: str = "float64"
+    #: None: the paper's RBF + white + bias (time_white/time_bias/time_*_var/time_invwidth apply);
+    #: a models.kernels.TimeKernel for the shared and every private kernel, or a sequence of V + 1
+    time_kernel: object = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["init_views"] = None if self.init_views is None else "given"
         d["mapping_kernel"] = mapping_kernel_kind(self.mapping_kernel)
+        d["time_kernel"] = time_kernel_spec(self.time_kernel)
         return d
+
+
+def time_kernel_spec(tk):
+    """JSON-able spec of a ``time_kernel`` setting (None, a TimeKernel or a sequence of them)."""
+    if tk is None:
+        return None
+    if isinstance(tk, (list, tuple)):
+        return [k.to_spec() for k in tk]
+    return tk.to_spec()
+
+
+def time_kernel_from_spec(spec):
+    """Inverse of :func:`time_kernel_spec`."""
+    if spec is None:
+        return None
+    if isinstance(spec, (list, tuple)):
+        return [kernel_from_spec(s) for s in spec]
+    return kernel_from_spec(spec)
 
 
 @dataclass
@@ -316,15 +338,16 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     alpha = cfg.alpha_init
     if not cfg.coupling:
         alpha, fixed = 1.0, fixed | {"alpha"}
-    kind = "linear" if cfg.output_layer == "linear" else mapping_kind
+    kind = "linear" if cfg.output_layer == "linear" else (
+        cfg.mapping_kernel if isinstance(cfg.mapping_kernel, MappingKernel) else mapping_kind)
     gen = torch.Generator().manual_seed(int(seed))
     init = default_init(N, Ds, cfg.Q, cfg.M, cfg.J, kind, X0=X0, times=t, time_white=cfg.time_white,
                         time_bias=cfg.time_bias, alpha=alpha, eps=cfg.eps_init, beta=beta,
                         invwidth=invw, white_var=cfg.time_white_var, bias_var=cfg.time_bias_var,
                         w_scale=cfg.w_init_scale, lam=cfg.lam_init, private_prior=cfg.private_prior,
-                        generator=gen, device=dev)
+                        generator=gen, device=dev, time_kernel=cfg.time_kernel)
     data = McGPDSData(vs, t, seq, cfg.Q, cfg.M, cfg.J, kind, cfg.time_white, cfg.time_bias,
-                      cfg.private_prior, frozenset(fixed), init, device=dev)
+                      cfg.private_prior, frozenset(fixed), init, device=dev, time_kernel=cfg.time_kernel)
     phases = []
     for c in range(cfg.cycles):
         phases.append((f"var {c + 1}/{cfg.cycles}", cfg.var_iters, ("model",)))
@@ -461,6 +484,7 @@ def fitted_to_dict(fitted: McGPDSFitted) -> dict:
             "views": [Y.detach() for Y in d.views], "times": d.times, "seq_ids": d.seq_ids,
             "Q": d.Q, "M": d.M, "J": d.J, "mapping_kernel": d.mapping_kernel, "time_white": d.time_white,
             "time_bias": d.time_bias, "private_prior": d.private_prior, "fixed": sorted(d.fixed),
+            "time_kernel": time_kernel_spec(d.time_kernel),
             "init": {k: v.detach() if torch.is_tensor(v) else v for k, v in d.init.items()},
             "params": {k: v.detach() if torch.is_tensor(v) else v for k, v in fitted.params.items()},
             "mu_s": fitted.mu_s, "s_s": fitted.s_s, "mu": fitted.mu, "s_diag": fitted.s_diag,
@@ -475,8 +499,10 @@ def fitted_from_dict(z: dict) -> McGPDSFitted:
     for k in ("fixed", "init_dims"):
         if isinstance(cfg_d.get(k), list):
             cfg_d[k] = tuple(cfg_d[k])
+    cfg_d["time_kernel"] = time_kernel_from_spec(cfg_d.get("time_kernel"))
     data = McGPDSData(z["views"], z["times"], z["seq_ids"], z["Q"], z["M"], z["J"], z["mapping_kernel"],
-                      z["time_white"], z["time_bias"], z["private_prior"], frozenset(z["fixed"]), z["init"])
+                      z["time_white"], z["time_bias"], z["private_prior"], frozenset(z["fixed"]), z["init"],
+                      time_kernel=time_kernel_from_spec(z.get("time_kernel")))
     return McGPDSFitted(McGPDSConfig(**cfg_d), data, z["params"], z["mu_s"], z["s_s"], z["mu"], z["s_diag"],
                         np.asarray(z["losses"]), float(z["wall_time"]), float(z["bound"]), dict(z.get("meta", {})))
 
@@ -573,7 +599,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     if test_iters is None:
         test_iters = 10 if method == "code" else 100
     hp = constant_hyperparams(fitted)
-    kind = data.mapping_kernel
+    kind = getattr(data, "mapping_kernel_obj", data.mapping_kernel)
     k_nb = int(k_neighbours)
     if k_nb < 1:
         raise ValueError(f"k_neighbours: expected an integer >= 1, got {k_neighbours}")
@@ -628,9 +654,9 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
             th = tv["time"]
             if th is None:
                 kdiag = torch.tensor(1.0, dtype=DTYPE, device=dev)
-            else:
-                kdiag = th["var"] + (th["white"] if th.get("white") is not None else 0.0) \
-                    + (th["bias"] if th.get("bias") is not None else 0.0)
+            else:                      # k(t, t) of the target's private time kernel (white included)
+                tkern, tpar = time_params_kernel(th)
+                kdiag = tkern.diag(ts[:1], tpar)[0]
             x_mean = (1 - a) * mu_s_t
             x_var = ((1 - a) ** 2 * s_s_t)[:, None] + (a * a * kdiag + (1 - a) ** 2 * tv["eps"])
             x_var = x_var.expand_as(x_mean).clone()
