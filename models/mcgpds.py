@@ -247,6 +247,14 @@ class McGPDSData:
     fixed : parameter groups held at their init values; default :data:`SAFE_FIXED` (α, ε, β, the
         time kernels, W and g). Learning β together with W is allowed but warns: the paper's
         bound is unbounded in β then.
+    time_kernel : ``None`` (the paper's RBF + white + bias, shaped by ``time_white`` /
+        ``time_bias``), a :class:`~tandem.models.kernels.TimeKernel` used for the shared and
+        every private time kernel (each with its own hyperparameters), or a sequence of V + 1
+        kernels (shared first); see :func:`time_kernels`. ``hyperparams`` returns each kernel's
+        values as a :class:`~tandem.models.kernels.TimeParams` carrying the kernel object.
+    mapping_kernel : a :class:`~tandem.models.kernels.MappingKernel` (kept in
+        ``mapping_kernel_obj``; the bound calls its ψ-statistics) or an alias name; the
+        attribute ``mapping_kernel`` holds its name.
     device : where every tensor lives (data, time stamps, sequence labels, ``init``); default
         ``None`` = the device of the first tensor among ``views`` and ``times`` (CPU for numpy
         inputs). The model, guide and bounds follow it.

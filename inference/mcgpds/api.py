@@ -143,7 +143,11 @@ class McGPDS(TandemEstimator):
         views given to :meth:`fit` (the CPU for numpy arrays). Predictions come back as numpy
         arrays for numpy test inputs and as tensors on the test input's device otherwise.
     **config : any other :class:`tandem.inference.mcgpds.fit.McGPDSConfig` field (schedule,
-        kernels, private prior, ...), each a parameter of its own (``get_params`` lists them);
+        kernels, private prior, ...), each a parameter of its own (``get_params`` lists them):
+        e.g. ``time_kernel`` (``None`` = the paper's :func:`tandem.models.kernels.paper_time_kernel`,
+        a :class:`~tandem.models.kernels.TimeKernel` for the shared and every private kernel, or
+        a list of V + 1 of them, shared first) and ``mapping_kernel``
+        (:class:`~tandem.models.kernels.RBFARD` / :class:`~tandem.models.kernels.LinearARD`);
         the schedule defaults to :data:`DEFAULT_SCHEDULE`. An unknown keyword is a ``TypeError``.
     """
 
