@@ -719,7 +719,8 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
                         **init_kwargs)
     data = McGPDSData(None, times, seq_ids, Q, M, J, mapping_kernel,
                       time_white=init_kwargs.get("time_white", True), time_bias=init_kwargs.get("time_bias", True),
-                      private_prior=init_kwargs.get("private_prior", "mcgpds"), out_dims=list(out_dims), init=init)
+                      private_prior=init_kwargs.get("private_prior", "mcgpds"), out_dims=list(out_dims), init=init,
+                      time_kernel=init_kwargs.get("time_kernel"))
     pyro.set_rng_seed(seed)
     # every parameter from ``init`` (all groups fixed while drawing): values left in Pyro's
     # parameter store by an earlier fit or simulation must not leak into this draw

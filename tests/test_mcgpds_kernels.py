@@ -264,3 +264,26 @@ def test_sources_errors_and_single_source_unchanged():
         m.predict([test[0], test[2]], tt, target=2, sources=[0, 1])
     with pytest.raises(ValueError, match="source_view_test"):
         m.predict(test[0], tt, target=2, sources=[0, 1])
+
+
+def test_pyro_model_uses_the_time_kernel_objects():
+    """The model's latent priors are the kernels' Gram matrices (block diagonal over sequences):
+    X_s ~ N(0, K_s), X_k | X_s with A_k = α² K_k + (1−α)² ε I, for a Matérn-1/2 kernel."""
+    from pyro import poutine
+
+    from tandem.models.mcgpds import simulate
+
+    t = torch.cat([torch.linspace(0, 1, 6, dtype=D64), torch.linspace(0, 1, 4, dtype=D64)])
+    seq = torch.cat([torch.zeros(6), torch.ones(4)]).long()
+    tk = K.Matern12(lengthscale=0.3) + K.White(variance=0.05)
+    sim = simulate(t, seq, [3, 2], Q=2, M=4, seed=0, time_kernel=tk)
+    data = sim["data"]
+    assert data.time_kernel == tk
+    tr = poutine.trace(mcgpds_model).get_trace(data)
+    p = tk.init_params()
+    same = (seq[:, None] == seq[None, :]).to(D64)
+    Ks = tk.gram(t, t, p, same=True) * same
+    torch.testing.assert_close(tr.nodes["X_s"]["fn"].covariance_matrix[0], Ks, rtol=1e-10, atol=1e-12)
+    a, e = float(data.init["alpha_1"]), float(data.init["eps_1"])
+    A1 = a * a * Ks + (1 - a) ** 2 * e * torch.eye(10, dtype=D64)
+    torch.testing.assert_close(tr.nodes["X_1"]["fn"].covariance_matrix[0], A1, rtol=1e-10, atol=1e-12)
