@@ -55,6 +55,7 @@ from tandem.inference.mcgpds.bound import optimal_q_inducing  # noqa: E402
 from tandem.inference.mcgpds.fit import McGPDSConfig, constant_hyperparams, fit_cgpds, fit_mcgpds  # noqa: E402
 from tandem.inference.numerics import DTYPE  # noqa: E402
 from tandem.inference.svi import LBFGS, minimize  # noqa: E402
+from tandem.models.kernels import time_params_kernel  # noqa: E402
 from tandem.models.mcgpds import view_bases  # noqa: E402
 
 EXPERIMENT = "mcgpds_oil"
@@ -127,7 +128,8 @@ def heldout_latents(fitted, Yt, iters: int, seed: int = 0):
         def lag0(th):
             if th is None:
                 return 1.0
-            return float(th["var"]) + sum(float(th[k]) for k in ("white", "bias") if th.get(k) is not None)
+            kern, par = time_params_kernel(th)          # k(t, t) of the time kernel (white included)
+            return float(kern.diag(torch.zeros(1, dtype=DTYPE), par)[0])
         a, eps = float(v["alpha"]), float(v["eps"])
         pvar = (1 - a) ** 2 * lag0(hp["time_s"]) + a * a * lag0(v["time"]) + (1 - a) ** 2 * eps
     Y = torch.as_tensor(np.asarray(Yt), dtype=DTYPE)

@@ -55,7 +55,8 @@ from . import gp_kernels as _gk
 
 __all__ = ["Kernel", "TimeKernel", "MappingKernel", "RBF", "Matern12", "Matern32", "Matern52", "Periodic",
            "White", "Bias", "Sum", "paper_time_kernel", "RBFARD", "LinearARD", "as_mapping_kernel",
-           "as_time_kernel", "mapping_kernel_kind"]
+           "as_time_kernel", "mapping_kernel_kind", "TimeParams", "time_params_kernel", "is_paper_kernel",
+           "kernel_from_spec"]
 
 
 def _get(params: dict, name: str, kernel) -> torch.Tensor:
@@ -67,24 +68,83 @@ def _get(params: dict, name: str, kernel) -> torch.Tensor:
 
 
 class Kernel:
-    """Base class: ``param_names``, ``constraints``, ``gram``, ``diag``, ``init_params``."""
+    """Base class: ``param_names``, ``constraints``, ``gram``, ``diag``, ``init_params``.
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of named hyperparameters (e.g. ``Matern32(lengthscale=5.0)``);
+        they are used by :meth:`init_params` and by McGPDS as the starting values of the
+        ``pyro.param`` s. The object stays stateless otherwise (values live in ``params``).
+
+    Raises
+    ------
+    ValueError
+        An unknown parameter name, or a value that is not a finite number.
+    """
 
     param_names: tuple = ()
     defaults: dict = {}
+
+    def __init__(self, **init):
+        bad = set(init) - set(self.param_names)
+        if bad:
+            raise ValueError(f"{type(self).__name__}: unknown parameter(s) {sorted(bad)}; expected among "
+                             f"{list(self.param_names)}")
+        clean = {}
+        for k, v in init.items():
+            if isinstance(v, torch.Tensor) and v.numel() == 1:
+                v = float(v)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+                raise ValueError(f"{type(self).__name__}({k}=...): expected a finite number, got {v!r}")
+            if float(v) <= 0 and isinstance(self.constraints.get(k), type(constraints.positive)):
+                raise ValueError(f"{type(self).__name__}({k}={v!r}): expected a positive value")
+            clean[k] = float(v)
+        self.init = clean
 
     @property
     def constraints(self) -> dict:
         return {n: constraints.positive for n in self.param_names}
 
+    @property
+    def given_init(self) -> dict:
+        """The initial values given at construction (name -> float)."""
+        return dict(getattr(self, "init", {}))
+
     def init_params(self, **overrides) -> dict:
-        """Default hyperparameters as float64 tensors (``overrides`` replace named values)."""
+        """Hyperparameters as float64 tensors: the class defaults, then the values given at
+        construction, then ``overrides``."""
         bad = set(overrides) - set(self.param_names)
         if bad:
             raise ValueError(f"init_params: unknown parameter(s) {sorted(bad)} for {type(self).__name__}; "
                              f"expected among {list(self.param_names)}")
         out = {n: torch.as_tensor(self.defaults[n], dtype=torch.float64) for n in self.param_names}
+        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in self.given_init.items()})
         out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in overrides.items()})
         return out
+
+    # ---------------------------------------------------------------- JSON spec (save/load)
+    def to_spec(self) -> dict:
+        """A JSON-able description ``{"type": class name, "init": {...}}`` (:func:`kernel_from_spec`
+        is the inverse). Used by save/load: nothing is pickled."""
+        return {"type": type(self).__name__, "init": self.given_init}
+
+    def __getstate__(self):
+        return {"spec": self.to_spec()}
+
+    def __setstate__(self, state):
+        if not isinstance(state, dict) or "spec" not in state:
+            raise ValueError(f"{type(self).__name__}: malformed saved state (expected a kernel spec)")
+        k = kernel_from_spec(state["spec"])
+        if type(k) is not type(self):
+            raise ValueError(f"kernel spec of type {state['spec'].get('type')!r} for a {type(self).__name__}")
+        self.__dict__.update(k.__dict__)
+
+    def __eq__(self, other):
+        return isinstance(other, Kernel) and type(other) is type(self) and other.to_spec() == self.to_spec()
+
+    def __hash__(self):
+        return hash(repr(self))
 
     def gram(self, x1, x2, params: dict, same: bool = False) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -100,7 +160,8 @@ class Kernel:
         return Sum(*left, *right)
 
     def __repr__(self):
-        return f"{type(self).__name__}()"
+        args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.given_init.items()))
+        return f"{type(self).__name__}({args})"
 
 
 class TimeKernel(Kernel):
@@ -227,6 +288,14 @@ class Sum(TimeKernel):
             if "." in key:
                 raise ValueError(f"Sum: part name {key!r} must not contain '.'")
         self.items = items
+        self.init = {}
+
+    def to_spec(self) -> dict:
+        return {"type": "Sum", "parts": [[k, p.to_spec()] for k, p in self.items]}
+
+    @property
+    def given_init(self) -> dict:
+        return {f"{k}.{n}": v for k, p in self.items for n, v in p.given_init.items()}
 
     @property
     def parts(self):
@@ -258,14 +327,22 @@ class Sum(TimeKernel):
         return "Sum(" + ", ".join(f"{k}={p!r}" for k, p in self.items) + ")"
 
 
-def paper_time_kernel() -> Sum:
+def paper_time_kernel(white: bool = True, bias: bool = True) -> Sum:
     """The paper's temporal kernel ``RBF + White + Bias`` with parts named ``rbf``, ``white``, ``bias``.
+
+    ``white=False`` / ``bias=False`` drop those parts (McGPDS's ``time_white`` /
+    ``time_bias`` options).
 
     With ``params = {"rbf.variance": σ_t², "rbf.invwidth": γ, "white.variance": σ_w²,
     "bias.variance": σ_b²}``, ``gram(t, t, params, same=True)`` equals
     :func:`models.gp_kernels.time_kernel(t, t, σ_t², γ, σ_w², σ_b²)`.
     """
-    return Sum(rbf=RBF(), white=White(), bias=Bias())
+    parts = {"rbf": RBF()}
+    if white:
+        parts["white"] = White()
+    if bias:
+        parts["bias"] = Bias()
+    return Sum(**parts)
 
 
 class MappingKernel(Kernel):
@@ -294,6 +371,8 @@ class MappingKernel(Kernel):
     def init_params(self, Q: int = 1, **overrides) -> dict:
         out = {"variance": torch.tensor(1.0, dtype=torch.float64), "ard": torch.ones(Q, dtype=torch.float64)}
         out = {n: out[n] for n in self.param_names}
+        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in self.given_init.items()
+                    if k == "variance"})
         bad = set(overrides) - set(self.param_names)
         if bad:
             raise ValueError(f"init_params: unknown parameter(s) {sorted(bad)} for {type(self).__name__}")
@@ -371,3 +450,117 @@ def mapping_kernel_kind(kernel) -> str:
         return kernel
     raise ValueError(f"mapping_kernel: expected a MappingKernel (models.kernels.RBFARD() / LinearARD()) or one of "
                      f"{sorted(_MAPPING_ALIASES)}, got {kernel!r}")
+
+
+#: the legacy parameter stems of the paper's kernel (``t_var_s`` ...): a fit with the paper's
+#: time kernel keeps the parameter names (and numbers) of the string API
+PAPER_NAMES = {"rbf.variance": "t_var", "rbf.invwidth": "t_invw", "white.variance": "t_white",
+               "bias.variance": "t_bias"}
+_PAPER_PARTS = {"rbf": RBF, "white": White, "bias": Bias}
+
+
+def is_paper_kernel(kernel) -> bool:
+    """True for a :class:`Sum` with parts ``rbf`` (:class:`RBF`) and optionally ``white``
+    (:class:`White`) and ``bias`` (:class:`Bias`) — :func:`paper_time_kernel`'s structure."""
+    if not isinstance(kernel, Sum):
+        return False
+    keys = [k for k, _ in kernel.items]
+    return ("rbf" in keys and len(set(keys)) == len(keys)
+            and all(k in _PAPER_PARTS and type(p) is _PAPER_PARTS[k] for k, p in kernel.items))
+
+
+class TimeParams(dict):
+    """Hyperparameters of one time kernel: a dict ``name -> tensor`` (the kernel's
+    ``param_names``) that also carries the kernel object as ``.kernel``.
+
+    This is what :func:`tandem.models.mcgpds.hyperparams` returns for ``time_s`` and every
+    view's ``time``, so the bound, the stochastic fit and the predictors evaluate
+    ``params.kernel.gram(t, t, params, same=True)``.
+
+    Parameters
+    ----------
+    kernel : TimeKernel
+        The kernel whose hyperparameters these are.
+    values : dict
+        ``name -> tensor`` for every name in ``kernel.param_names``.
+    """
+
+    def __init__(self, kernel: TimeKernel, values: dict):
+        super().__init__(values)
+        if not isinstance(kernel, TimeKernel):
+            raise TypeError(f"TimeParams: kernel must be a TimeKernel, got {type(kernel).__name__}")
+        self.kernel = kernel
+
+    def copy_with(self, values: dict) -> "TimeParams":
+        """The same kernel with other values (e.g. detached copies)."""
+        return TimeParams(self.kernel, values)
+
+
+_LEGACY_KEYS = {"var": "rbf.variance", "invw": "rbf.invwidth", "white": "white.variance", "bias": "bias.variance"}
+
+
+def time_params_kernel(hp) -> tuple[TimeKernel, dict]:
+    """``(kernel, params)`` of a time-kernel hyperparameter dict.
+
+    A :class:`TimeParams` gives its own kernel. A plain dict is read as the paper's kernel:
+    either with its parameter names (``"rbf.variance"``, ...) or with the legacy keys of the
+    string API (``var``, ``invw``, ``white``, ``bias``; ``None`` values drop a part).
+
+    Raises
+    ------
+    TypeError
+        ``hp`` is not a dict.
+    ValueError
+        A plain dict whose keys are neither form.
+    """
+    if isinstance(hp, TimeParams):
+        return hp.kernel, hp
+    if not isinstance(hp, dict):
+        raise TypeError(f"time kernel hyperparameters: expected a dict (TimeParams), got {type(hp).__name__}")
+    if set(hp) <= set(_LEGACY_KEYS) and "var" in hp:
+        vals = {_LEGACY_KEYS[k]: v for k, v in hp.items() if v is not None}
+    elif set(hp) <= set(PAPER_NAMES) and "rbf.variance" in hp:
+        vals = {k: v for k, v in hp.items() if v is not None}
+    else:
+        raise ValueError(f"time kernel hyperparameters: a plain dict must hold the paper kernel's parameters "
+                         f"({sorted(PAPER_NAMES)} or the legacy {sorted(_LEGACY_KEYS)}), got {sorted(hp)}; "
+                         "pass a TimeParams for another kernel")
+    names = {n.split(".")[0] for n in vals}
+    return paper_time_kernel("white" in names, "bias" in names), vals
+
+
+_SPEC_TYPES = {c.__name__: c for c in (RBF, Matern12, Matern32, Matern52, Periodic, White, Bias, RBFARD, LinearARD)}
+
+
+def kernel_from_spec(spec) -> Kernel:
+    """Rebuild a kernel from :meth:`Kernel.to_spec` (a plain dict; only the classes of this
+    module are known, so a spec can never name other code).
+
+    Raises
+    ------
+    ValueError
+        A malformed spec or an unknown kernel type.
+    """
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise ValueError(f"kernel spec: expected a dict with a 'type', got {spec!r}")
+    typ = spec["type"]
+    if typ == "Sum":
+        parts = spec.get("parts")
+        if not isinstance(parts, (list, tuple)) or not parts:
+            raise ValueError("kernel spec: a Sum needs a non-empty 'parts' list")
+        pos, named = [], {}
+        for item in parts:
+            if not isinstance(item, (list, tuple)) or len(item) != 2:
+                raise ValueError(f"kernel spec: malformed Sum part {item!r}")
+            key, sub = item
+            if str(key) == str(len(pos)) and not named:
+                pos.append(kernel_from_spec(sub))
+            else:
+                named[str(key)] = kernel_from_spec(sub)
+        return Sum(*pos, **named)
+    if typ not in _SPEC_TYPES:
+        raise ValueError(f"kernel spec: unknown kernel type {typ!r}; expected one of {sorted(_SPEC_TYPES)} or 'Sum'")
+    init = spec.get("init", {}) or {}
+    if not isinstance(init, dict):
+        raise ValueError(f"kernel spec: 'init' must be a dict, got {init!r}")
+    return _SPEC_TYPES[typ](**init)

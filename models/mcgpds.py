@@ -53,13 +53,23 @@ from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
-from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
-from tandem.models.kernels import mapping_kernel_kind
+from tandem.models.kernels import (
+    PAPER_NAMES,
+    MappingKernel,
+    TimeKernel,
+    TimeParams,
+    as_mapping_kernel,
+    is_paper_kernel,
+    mapping_kernel_kind,
+    paper_time_kernel,
+    time_params_kernel,
+)
 from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["McGPDSData", "hyperparams", "mcgpds_model", "model", "simulate", "DIMS", "dims",
            "param_group", "default_init", "PARAM_GROUPS", "block_mask", "Basis", "view_bases",
-           "SAFE_FIXED", "pca_init", "required_params", "check_init", "param"]
+           "SAFE_FIXED", "pca_init", "required_params", "check_init", "param", "time_kernels",
+           "time_param_names", "time_init_values"]
 
 #: parameter groups the ``fixed`` / ``frozen`` mechanism understands
 PARAM_GROUPS = ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational")
@@ -121,8 +131,107 @@ _CONSTRAINTS = {"alpha": constraints.unit_interval, "eps": _POS, "beta": _POS, "
                 "Zg": constraints.real, "mu": constraints.real, "lam": _POS}
 
 
-def constraint_of(name: str):
-    return _CONSTRAINTS[name.rsplit("_", 1)[0]]
+def constraint_of(name: str, data=None):
+    """The constraint of parameter ``name`` (time-kernel parameters: their kernel's declared one)."""
+    if data is not None and name.startswith("t_"):
+        c = _time_constraints(data).get(name)
+        if c is not None:
+            return c
+    base = name.rsplit("_", 1)[0]
+    if base not in _CONSTRAINTS:
+        raise ValueError(f"unknown McGPDS parameter {name!r}")
+    return _CONSTRAINTS[base]
+
+
+def _time_tags(V: int, private_prior: str) -> list[str]:
+    """The time kernels of the model: ``"s"`` (shared) and, with the McGPDS private prior, one per view."""
+    return ["s"] + ([str(k) for k in range(V)] if private_prior == "mcgpds" else [])
+
+
+def time_kernels(data) -> dict:
+    """``{tag: TimeKernel}`` of the model's time kernels (tags ``"s"``, ``"0"``, ``"1"``, ...).
+
+    ``data.time_kernel`` (any object with the McGPDS data attributes) is ``None`` — the paper's
+    :func:`~tandem.models.kernels.paper_time_kernel` (with ``data.time_white`` /
+    ``data.time_bias``) for the shared and every private kernel — one
+    :class:`~tandem.models.kernels.TimeKernel` used for all of them (each with its own
+    hyperparameters, as in the paper), or a sequence of V + 1 kernels (shared first, then
+    view 0, 1, ...; with ``private_prior="gplvm"`` only the first is used).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``time_kernel`` is not one of these forms.
+    """
+    tk = getattr(data, "time_kernel", None)
+    tags = _time_tags(data.V, data.private_prior)
+    if tk is None:
+        k = paper_time_kernel(bool(data.time_white), bool(data.time_bias))
+        return {t: k for t in tags}
+    if isinstance(tk, TimeKernel):
+        return {t: tk for t in tags}
+    if isinstance(tk, (list, tuple)):
+        if len(tk) != data.V + 1 or not all(isinstance(x, TimeKernel) for x in tk):
+            raise ValueError(f"time_kernel: a sequence must hold V + 1 = {data.V + 1} TimeKernels (shared, then "
+                             f"one per view), got {[type(x).__name__ for x in tk]}")
+        return {t: tk[0 if t == "s" else int(t) + 1] for t in tags}
+    raise TypeError(f"time_kernel: expected None, a TimeKernel (tandem.models.kernels) or a sequence of V + 1 "
+                    f"of them, got {type(tk).__name__}")
+
+
+def time_param_names(kernel: TimeKernel, tag: str) -> dict:
+    """``{kernel parameter name: McGPDS parameter name}`` of one time kernel.
+
+    The paper's kernel keeps the names of the string API (``t_var_s``, ``t_invw_s``,
+    ``t_white_s``, ``t_bias_s``); any other kernel's parameter ``p`` is ``t_<p>_<tag>``
+    (e.g. ``t_0.lengthscale_s`` for ``Matern32() + White()``). All are in the "time" group.
+    """
+    if is_paper_kernel(kernel):
+        return {n: f"{PAPER_NAMES[n]}_{tag}" for n in kernel.param_names}
+    return {n: f"t_{n}_{tag}" for n in kernel.param_names}
+
+
+def _time_constraints(data) -> dict:
+    out = {}
+    for tag, kern in time_kernels(data).items():
+        cons = kern.constraints
+        for n, full in time_param_names(kern, tag).items():
+            out[full] = cons[n]
+    return out
+
+
+def time_init_values(kernel: TimeKernel, times=None, invwidth=None, white_var=1e-2, bias_var=1.0) -> dict:
+    """Initial values ``{kernel parameter name: float}`` of a time kernel.
+
+    Values given to the kernel's constructor win. Otherwise the paper's rules: RBF variance 1,
+    inverse width ``invwidth`` (default ``100/range(t)²``), white ``white_var``, bias ``bias_var``;
+    for the other kernels a ``lengthscale`` of ``range(t)/10`` (the same scale: ``ℓ = γ^{-½}``),
+    a ``period`` of ``range(t)/2`` and the class defaults for the rest.
+    """
+    rng_t = 1.0
+    if times is not None:
+        t = torch.as_tensor(times, dtype=DTYPE)
+        rng_t = float(t.max() - t.min()) or 1.0
+    invw = 100.0 / rng_t ** 2 if invwidth is None else float(invwidth)
+    out = {}
+    paper = is_paper_kernel(kernel)
+    given = kernel.given_init
+    for n in kernel.param_names:
+        leaf = n.rsplit(".", 1)[-1]
+        if n in given:
+            out[n] = float(given[n])
+        elif paper:
+            out[n] = {"rbf.variance": 1.0, "rbf.invwidth": invw, "white.variance": float(white_var),
+                      "bias.variance": float(bias_var)}[n]
+        elif leaf == "lengthscale":
+            out[n] = invw ** -0.5
+        elif leaf == "invwidth":
+            out[n] = invw
+        elif leaf == "period":
+            out[n] = rng_t / 2.0
+        else:
+            out[n] = float(kernel.defaults[n])
+    return out
 
 
 @dataclass
@@ -139,6 +248,14 @@ class McGPDSData:
     fixed : parameter groups held at their init values; default :data:`SAFE_FIXED` (α, ε, β, the
         time kernels, W and g). Learning β together with W is allowed but warns: the paper's
         bound is unbounded in β then.
+    time_kernel : ``None`` (the paper's RBF + white + bias, shaped by ``time_white`` /
+        ``time_bias``), a :class:`~tandem.models.kernels.TimeKernel` used for the shared and
+        every private time kernel (each with its own hyperparameters), or a sequence of V + 1
+        kernels (shared first); see :func:`time_kernels`. ``hyperparams`` returns each kernel's
+        values as a :class:`~tandem.models.kernels.TimeParams` carrying the kernel object.
+    mapping_kernel : a :class:`~tandem.models.kernels.MappingKernel` (kept in
+        ``mapping_kernel_obj``; the bound calls its ψ-statistics) or an alias name; the
+        attribute ``mapping_kernel`` holds its name.
     device : where every tensor lives (data, time stamps, sequence labels, ``init``); default
         ``None`` = the device of the first tensor among ``views`` and ``times`` (CPU for numpy
         inputs). The model, guide and bounds follow it.
@@ -158,6 +275,7 @@ class McGPDSData:
     out_dims: list | None = None
     seed: int = 0
     device: torch.device | str | None = None
+    time_kernel: object = None
 
     def __post_init__(self):
         self.device = resolve_device(self.device, self.views or [], self.times)
@@ -175,6 +293,8 @@ class McGPDSData:
         self.blocks = Blocks(self.seq_ids)
         for name in ("Q", "M", "J"):
             setattr(self, name, check_int_range(getattr(self, name), name, 1))
+        #: the mapping kernel object (the bound calls its psi/kzz methods); ``mapping_kernel`` keeps its name
+        self.mapping_kernel_obj = _mapping_object(self.mapping_kernel)
         self.mapping_kernel = mapping_kernel_kind(self.mapping_kernel)   # a models.kernels object or alias
         if self.private_prior not in ("mcgpds", "gplvm"):
             raise ValueError(f"private_prior: expected 'mcgpds' or 'gplvm', got {self.private_prior!r}")
@@ -201,12 +321,18 @@ class McGPDSData:
             raise ValueError("out_dims: expected the output dimension of every view when views is None")
         self.out_dims = [check_int_range(int(d) if isinstance(d, torch.Tensor) else d, f"out_dims[{k}]", 1)
                          for k, d in enumerate(self.out_dims)]
+        time_kernels(self)           # validates time_kernel against V
         self.init = dict(self.init or {})
         missing = set(required_params(self)) - set(self.init)
         if missing:
             self.init = {**self._default_init(), **self.init}
         self.init = {k: torch.as_tensor(v, dtype=DTYPE, device=self.device) for k, v in self.init.items()}
         check_init(self.init)
+        for name, con in _time_constraints(self).items():
+            v = self.init.get(name)
+            if v is not None and not bool(con.check(v).all()):
+                raise ValueError(f"init[{name!r}] (a time-kernel hyperparameter): expected a value satisfying "
+                                 f"{con}, got {v.tolist()}")
         if "beta" not in self.fixed and "W" not in self.fixed:
             warnings.warn("McGPDS: learning β with W learned can diverge — the paper's bound fits y with h "
                           "and with every w_j g_j separately, so when both fit well its β coefficient is "
@@ -226,7 +352,8 @@ class McGPDSData:
             beta = [100.0 / float(Y.var()) for Y in self.views]
         return default_init(self.N, self.out_dims, self.Q, self.M, self.J, self.mapping_kernel, X0=X0,
                             times=self.times, time_white=self.time_white, time_bias=self.time_bias, beta=beta,
-                            private_prior=self.private_prior, generator=gen, device=self.device)
+                            private_prior=self.private_prior, generator=gen, device=self.device,
+                            time_kernel=self.time_kernel)
 
     @property
     def N(self) -> int:
@@ -257,10 +384,8 @@ def pca_init(Y: torch.Tensor, q: int) -> torch.Tensor:
 def required_params(data: "McGPDSData") -> list[str]:
     """Names of every parameter the model and the guide's q(X) read for ``data``'s settings."""
     names = []
-    tnames = ["s"] + ([str(k) for k in range(data.V)] if data.private_prior == "mcgpds" else [])
-    for tn in tnames:
-        names += [f"t_var_{tn}", f"t_invw_{tn}"] + ([f"t_white_{tn}"] if data.time_white else []) \
-            + ([f"t_bias_{tn}"] if data.time_bias else [])
+    for tn, kern in time_kernels(data).items():
+        names += list(time_param_names(kern, tn).values())
     for k in range(data.V):
         names += [f"{n}_{k}" for n in ("alpha", "eps", "beta", "W", "Zh", "Zg", "kh_ard", "kg_ard", "mu", "lam")]
         if data.mapping_kernel == "rbfard":
@@ -289,10 +414,12 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
                  time_white: bool = True, time_bias: bool = True, alpha=0.5, eps=1e-3, beta=None,
                  invwidth=None, white_var=1e-2, bias_var=1.0, w_scale=1e-6, lam=0.5,
                  private_prior: str = "mcgpds", generator: torch.Generator | None = None,
-                 device=None) -> dict:
+                 device=None, time_kernel=None) -> dict:
     """Initial constrained values (spec/protocol rules): α=0.5, ε=1e-3, RBF variance 1,
     ARD ``5/range(X_q)²``, time inverse width ``100/range(t)²``, W ~ 1e-6·U(0,1), λ = 0.5,
     inducing inputs = rows of one random permutation of ``X0`` (first M for h, last M for g).
+    ``time_kernel``: as :attr:`McGPDSData.time_kernel` (``None``: the paper's kernel); its
+    initial values follow :func:`time_init_values`.
 
     The values are computed on the CPU (the ``generator`` is a CPU generator, so the same seed
     gives the same initial values on every device) and returned on ``device`` (default: the
@@ -300,6 +427,7 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
     """
     if device is None:
         device = X0.device if X0 is not None else times.device if isinstance(times, torch.Tensor) else "cpu"
+    kind = mapping_kernel_kind(kind)          # an object or its alias name
     gen = generator
     if X0 is None:
         X0 = torch.randn(N, Q, dtype=DTYPE, generator=gen, device="cpu")
@@ -312,14 +440,16 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
     rngX = (X0.max(0).values - X0.min(0).values).clamp_min(1e-6)
     ard = 5.0 / rngX ** 2 if kind == "rbfard" else torch.ones(Q, dtype=DTYPE, device="cpu")
     init = {}
-    tnames = ["s"] + ([str(k) for k in range(V)] if private_prior == "mcgpds" else [])
-    for tn in tnames:
-        init[f"t_var_{tn}"] = torch.tensor(1.0, dtype=DTYPE, device="cpu")
-        init[f"t_invw_{tn}"] = torch.tensor(invw, dtype=DTYPE, device="cpu")
-        if time_white:
-            init[f"t_white_{tn}"] = torch.tensor(white_var, dtype=DTYPE, device="cpu")
-        if time_bias:
-            init[f"t_bias_{tn}"] = torch.tensor(bias_var, dtype=DTYPE, device="cpu")
+
+    class _Shape:   # what time_kernels reads
+        pass
+    shape = _Shape()
+    shape.time_kernel, shape.time_white, shape.time_bias = time_kernel, time_white, time_bias
+    shape.V, shape.private_prior = V, private_prior
+    for tn, kern in time_kernels(shape).items():
+        vals = time_init_values(kern, times, invw, white_var, bias_var)
+        for n, full in time_param_names(kern, tn).items():
+            init[full] = torch.tensor(vals[n], dtype=DTYPE, device="cpu")
 
     def per_view(x, k):
         if isinstance(x, (list, tuple)):
@@ -357,7 +487,7 @@ def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
     group = param_group(name)
     if group in data.fixed:
         return data.init[name]
-    v = pyro.param(name, lambda: data.init[name].clone(), constraint=constraint_of(name))
+    v = pyro.param(name, lambda: data.init[name].clone(), constraint=constraint_of(name, data))
     if group in frozen or (group != "variational" and "model" in frozen):
         v = v.detach()
     return v
@@ -366,11 +496,21 @@ def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
 #: the old private name (kept for code written against it)
 
 
-def _time_hp(data, tn, frozen):
-    d = {"var": param(data, f"t_var_{tn}", frozen), "invw": param(data, f"t_invw_{tn}", frozen)}
-    d["white"] = param(data, f"t_white_{tn}", frozen) if data.time_white else None
-    d["bias"] = param(data, f"t_bias_{tn}", frozen) if data.time_bias else None
-    return d
+def _time_hp(data, tn, frozen, kernels=None):
+    """:class:`~tandem.models.kernels.TimeParams` of time kernel ``tn`` (its registered parameters)."""
+    kern = (kernels or time_kernels(data))[tn]
+    return TimeParams(kern, {n: param(data, full, frozen) for n, full in time_param_names(kern, tn).items()})
+
+
+def _mapping_object(kernel) -> MappingKernel:
+    """The mapping-kernel object of an object or a (silently accepted) alias string."""
+    if isinstance(kernel, MappingKernel):
+        return kernel
+    mapping_kernel_kind(kernel)                       # validates the alias
+    import warnings as _w
+    with _w.catch_warnings():
+        _w.simplefilter("ignore", DeprecationWarning)
+        return as_mapping_kernel(kernel)
 
 
 def hyperparams(data: McGPDSData, frozen=()) -> dict:
@@ -378,14 +518,15 @@ def hyperparams(data: McGPDSData, frozen=()) -> dict:
     ``{"time_s": {...}, "views": [{alpha, eps, beta, W (D,J), Zh (M,Q), Zg (J,M,Q), kh_var,
     kh_ard (Q,), kg_var (J,), kg_ard (J,Q), time}, ...]}`` (constrained values)."""
     frozen = frozenset(frozen)
-    hp = {"time_s": _time_hp(data, "s", frozen), "views": []}
+    tks = time_kernels(data)
+    hp = {"time_s": _time_hp(data, "s", frozen, tks), "views": []}
     rbf = data.mapping_kernel == "rbfard"
     for k in range(data.V):
         v = {n: param(data, f"{n}_{k}", frozen) for n in ("alpha", "eps", "beta", "W", "Zh", "Zg",
                                                            "kh_ard", "kg_ard")}
         v["kh_var"] = param(data, f"kh_var_{k}", frozen) if rbf else None
         v["kg_var"] = param(data, f"kg_var_{k}", frozen) if rbf else None
-        v["time"] = _time_hp(data, str(k), frozen) if data.private_prior == "mcgpds" else None
+        v["time"] = _time_hp(data, str(k), frozen, tks) if data.private_prior == "mcgpds" else None
         hp["views"].append(v)
     return hp
 
@@ -401,10 +542,8 @@ def dense_time_K(data: McGPDSData, thp: dict | None) -> torch.Tensor:
     if thp is None:
         return torch.eye(N, dtype=DTYPE, device=data.times.device)
     t = data.times
-    K = time_kernel(t, t, thp["var"], thp["invw"], None, thp.get("bias")) * block_mask(data.seq_ids)
-    if thp.get("white") is not None:
-        K = K + thp["white"] * torch.eye(N, dtype=DTYPE, device=K.device)
-    return K
+    kern, params = time_params_kernel(thp)
+    return kern.gram(t, t, params, same=True) * block_mask(data.seq_ids)
 
 
 def dense_A(data: McGPDSData, v: dict) -> torch.Tensor:
@@ -417,7 +556,7 @@ def mcgpds_model(data: McGPDSData):
     """The Pyro model (see module docstring for the sites). Returns dict of latent draws."""
     hp = hyperparams(data)
     N, Q, M, J = data.N, data.Q, data.M, data.J
-    kind = data.mapping_kernel
+    kind = getattr(data, "mapping_kernel_obj", data.mapping_kernel)
     Ls = cholesky_jitter(dense_time_K(data, hp["time_s"]), "K_t^(s)")
     out = {}
     with pyro.plate("latent_dim", Q, dim=-1):
@@ -464,44 +603,79 @@ def mcgpds_model(data: McGPDSData):
 
 
 def kzz_diag(kind, X, variance, ard):
-    """diag κ(X, X) (N,)."""
-    if kind == "rbfard":
-        return variance.expand(X.shape[0])
-    return (X * X * ard).sum(-1)
+    """diag κ(X, X) (N,) of a mapping kernel (object or alias name)."""
+    return Basis(kind, X[:1], variance, ard).diag(X)
+
+
+_ALIAS_OBJECTS: dict = {}
+
+
+def mapping_object(kernel) -> MappingKernel:
+    """A :class:`~tandem.models.kernels.MappingKernel` from an object or an alias name
+    ("rbfard" / "linear", accepted here without a warning: internal callers carry names).
+
+    Raises
+    ------
+    ValueError
+        An unknown name.
+    """
+    if isinstance(kernel, MappingKernel):
+        return kernel
+    if kernel not in _ALIAS_OBJECTS:
+        _ALIAS_OBJECTS[mapping_kernel_kind(kernel)] = _mapping_object(kernel)
+    return _ALIAS_OBJECTS[kernel]
 
 
 @dataclass(frozen=True)
 class Basis:
     """One sparse-GP function of a view's output layer — ``h`` or a basis function ``g_j``.
 
-    ``kind`` ("rbfard" | "linear") with ``variance`` (scalar; None for linear) and ARD
-    weights ``ard`` (Q,), inducing inputs ``Z`` (M, Q). Every McGPDS objective and predictor
-    needs the same few pieces of it — ``K_ZZ`` and its Cholesky, the ψ-statistics under
-    q(X), the whitened ψ-statistics of the collapsed bound — so they are written once here.
+    ``kind``: the mapping kernel — a :class:`~tandem.models.kernels.MappingKernel` (or its
+    alias name "rbfard" | "linear") — with ``variance`` (scalar; None for kernels without
+    one, e.g. linear) and ARD weights ``ard`` (Q,), inducing inputs ``Z`` (M, Q). Every
+    McGPDS objective and predictor needs the same few pieces of it — ``K_ZZ`` and its
+    Cholesky, the ψ-statistics under q(X), the whitened ψ-statistics of the collapsed bound —
+    so they are written once here, through the kernel object's ``psi`` / ``kzz`` / ``gram`` /
+    ``diag`` methods.
     """
-    kind: str
+    kind: object
     Z: torch.Tensor
     variance: torch.Tensor | None
     ard: torch.Tensor
     name: str = "h"
 
+    @property
+    def kernel(self) -> MappingKernel:
+        """The mapping-kernel object."""
+        return mapping_object(self.kind)
+
+    @property
+    def params(self) -> dict:
+        """The kernel's hyperparameters ``{"variance", "ard"}`` (those it declares)."""
+        vals = {"variance": self.variance, "ard": self.ard}
+        return {n: vals[n] for n in self.kernel.param_names}
+
     def kzz(self) -> torch.Tensor:
-        """``K_ZZ`` (M, M) with the small fixed jitter of :func:`tandem.models.gp_kernels.kzz`."""
-        return kzz(self.kind, self.Z, self.variance, self.ard)
+        """``K_ZZ`` (M, M) with the small fixed jitter of :meth:`MappingKernel.kzz`."""
+        return self.kernel.kzz(self.Z, self.params)
 
     def chol(self) -> torch.Tensor:
         """Lower Cholesky factor of ``K_ZZ`` (M, M)."""
         return cholesky_jitter(self.kzz(), f"K_ZZ of {self.name}")
 
+    def diag(self, X: torch.Tensor) -> torch.Tensor:
+        """``κ(x_n, x_n)`` (N,) at fixed inputs X (N, Q)."""
+        return self.kernel.diag(X, self.params)
+
     def psi(self, mu: torch.Tensor, s: torch.Tensor, per_point: bool = False):
         """ψ-statistics ``(ψ0, Ψ1 (N, M), Ψ2 (M, M) or (N, M, M))`` under ``N(mu, diag s)``."""
-        return psi_stats(self.kind, mu, s, self.Z, self.variance, self.ard, per_point)
+        return self.kernel.psi(mu, s, self.Z, self.params, per_point)
 
     def projection(self, X: torch.Tensor, L: torch.Tensor):
         """At fixed inputs X (N, Q): ``(K_ZZ⁻¹ K_ZX (M, N), tr(K_XX − K_XZ K_ZZ⁻¹ K_ZX))``."""
-        Kx = kernel_matrix(self.kind, X, self.Z, self.variance, self.ard)     # (N, M)
+        Kx = self.kernel.gram(X, self.Z, self.params)                       # (N, M)
         A = torch.cholesky_solve(Kx.mT, L)
-        return A, (kzz_diag(self.kind, X, self.variance, self.ard) - (Kx * A.mT).sum(-1)).sum()
+        return A, (self.diag(X) - (Kx * A.mT).sum(-1)).sum()
 
     def whitened(self, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor):
         """The collapsed bound's pieces ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``,
@@ -514,13 +688,15 @@ class Basis:
         return psi0, At, R
 
 
-def view_bases(v: dict, kind: str) -> tuple[Basis, list[Basis]]:
+def view_bases(v: dict, kind) -> tuple[Basis, list[Basis]]:
     """``(h, [g_1, …, g_J])`` of one view from its hyperparameters ``v`` (an entry of
     ``hyperparams(data)["views"]``: ``Zh`` (M, Q), ``kh_var``, ``kh_ard`` (Q,), ``Zg`` (J, M, Q),
-    ``kg_var`` (J,) or None, ``kg_ard`` (J, Q), ``W`` (D, J))."""
-    h = Basis(kind, v["Zh"], v.get("kh_var"), v["kh_ard"], "h")
+    ``kg_var`` (J,) or None, ``kg_ard`` (J, Q), ``W`` (D, J)); ``kind`` the mapping kernel
+    (object or alias name)."""
+    kern = mapping_object(kind)
+    h = Basis(kern, v["Zh"], v.get("kh_var"), v["kh_ard"], "h")
     kg = v.get("kg_var")
-    gs = [Basis(kind, v["Zg"][j], None if kg is None else kg[j], v["kg_ard"][j], f"g_{j + 1}")
+    gs = [Basis(kern, v["Zg"][j], None if kg is None else kg[j], v["kg_ard"][j], f"g_{j + 1}")
           for j in range(v["W"].shape[1])]
     return h, gs
 
@@ -546,7 +722,8 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
                         **init_kwargs)
     data = McGPDSData(None, times, seq_ids, Q, M, J, mapping_kernel,
                       time_white=init_kwargs.get("time_white", True), time_bias=init_kwargs.get("time_bias", True),
-                      private_prior=init_kwargs.get("private_prior", "mcgpds"), out_dims=list(out_dims), init=init)
+                      private_prior=init_kwargs.get("private_prior", "mcgpds"), out_dims=list(out_dims), init=init,
+                      time_kernel=init_kwargs.get("time_kernel"))
     pyro.set_rng_seed(seed)
     # every parameter from ``init`` (all groups fixed while drawing): values left in Pyro's
     # parameter store by an earlier fit or simulation must not leak into this draw

@@ -65,7 +65,7 @@ from tandem.inference.params import (
 from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.validation import as_tensor, check_int_range, check_time_order, resolve_device, sequence_labels
-from tandem.models.kernels import MappingKernel
+from tandem.models.kernels import MappingKernel, TimeKernel
 from tandem.models.mcgpds import PARAM_GROUPS, SAFE_FIXED, dims, model
 
 __all__ = ["McGPDS", "McGPDSPrediction", "DEFAULT_SCHEDULE"]
@@ -95,6 +95,7 @@ _NONNEG = Interval(Real, 0)
 #: :class:`McGPDS` passes through (Q, M, J, fixed are McGPDS's own parameters)
 CONFIG_CONSTRAINTS = {
     "mapping_kernel": [Options(("rbfard", "linear")), InstanceOf(MappingKernel)],
+    "time_kernel": [None, InstanceOf(TimeKernel), SequenceOf(InstanceOf(TimeKernel))],
     "time_white": [Boolean()], "time_bias": [Boolean()],
     "time_white_var": [_POS], "time_bias_var": [_POS], "time_invwidth": [None, _POS],
     "cycles": [_NONNEG_INT], "var_iters": [_NONNEG_INT], "model_iters": [_NONNEG_INT],
@@ -142,7 +143,11 @@ class McGPDS(TandemEstimator):
         views given to :meth:`fit` (the CPU for numpy arrays). Predictions come back as numpy
         arrays for numpy test inputs and as tensors on the test input's device otherwise.
     **config : any other :class:`tandem.inference.mcgpds.fit.McGPDSConfig` field (schedule,
-        kernels, private prior, ...), each a parameter of its own (``get_params`` lists them);
+        kernels, private prior, ...), each a parameter of its own (``get_params`` lists them):
+        e.g. ``time_kernel`` (``None`` = the paper's :func:`tandem.models.kernels.paper_time_kernel`,
+        a :class:`~tandem.models.kernels.TimeKernel` for the shared and every private kernel, or
+        a list of V + 1 of them, shared first) and ``mapping_kernel``
+        (:class:`~tandem.models.kernels.RBFARD` / :class:`~tandem.models.kernels.LinearARD`);
         the schedule defaults to :data:`DEFAULT_SCHEDULE`. An unknown keyword is a ``TypeError``.
     """
 
@@ -245,45 +250,105 @@ class McGPDS(TandemEstimator):
     # ------------------------------------------------------------------ predict
     @own_params
     def predict(self, source_view_test, t_test=None, source: int = 0, target: int = 1, *,
-                method: str = "tandem", **kwargs) -> McGPDSPrediction:
-        """Generate view ``target`` for test frames of view ``source`` (N*, D_source).
+                sources=None, method: str = "tandem", **kwargs) -> McGPDSPrediction:
+        """Generate view ``target`` for test frames of view ``source`` (N*, D_source), or of
+        several observed views.
 
-        ``t_test`` (N*,): time stamps of the test frames (one new sequence; default 0, 1, …,
-        required if ``fit`` was given ``times``). ``method``: "tandem" (default: calibrated
-        predictor, :func:`tandem.inference.mcgpds.predictor.calibrated_prediction`), or "paper",
-        "code", "generative" (:func:`tandem.inference.mcgpds.fit.predict_view`); ``kwargs`` go
-        to that function. Mean and variance are returned in the target view's units.
+        Parameters
+        ----------
+        source_view_test : array (N*, D_source), or with ``sources`` the test views
+            One array per source in the order of ``sources``, a list of all V views (entries
+            not in ``sources`` ignored, may be ``None``), or a dict ``{view index: array}``.
+        t_test : array (N*,), optional
+            Time stamps of the test frames (one new sequence; default 0, 1, …, required if
+            ``fit`` was given ``times``).
+        source, target : int
+            Source and target view (``source`` is ignored when ``sources`` is given).
+        sources : sequence of int, optional
+            Condition on several observed views (V ≥ 3): their test latents are fitted
+            jointly (one shared latent), the Y-space nearest-neighbour search uses their
+            standardised columns side by side. Same predictors as with one source.
+        method : str
+            "tandem" (default: calibrated predictor,
+            :func:`tandem.inference.mcgpds.predictor.calibrated_prediction`), or "paper",
+            "code", "generative" (:func:`tandem.inference.mcgpds.fit.predict_view`); ``kwargs``
+            go to that function.
+
+        Returns
+        -------
+        McGPDSPrediction
+            Mean and variance (N*, D_target) in the target view's units.
+
+        Raises
+        ------
+        ValueError
+            A bad view index (the target among the sources), wrong columns, rows that differ
+            between sources, or a missing ``t_test``.
         """
         self._check_fitted()
         V = self.fitted_.data.V
-        for nm, k in (("source", source), ("target", target)):
-            check_int_range(k, nm, 0, V - 1)
-        if source == target:
-            raise ValueError(f"target: expected a view other than source={source}")
-        as_torch = isinstance(source_view_test, torch.Tensor)
+        check_int_range(target, "target", 0, V - 1)
+        if sources is None:
+            check_int_range(source, "source", 0, V - 1)
+            if source == target:
+                raise ValueError(f"target: expected a view other than source={source}")
+            srcs, tests = [source], [source_view_test]
+        else:
+            if isinstance(sources, (str, bytes)) or not hasattr(sources, "__iter__"):
+                raise ValueError(f"sources: expected a sequence of view indices, got {sources!r}")
+            srcs = list(sources)
+            if not srcs:
+                raise ValueError("sources: expected at least one source view")
+            for i, k in enumerate(srcs):
+                check_int_range(k, f"sources[{i}]", 0, V - 1)
+            srcs = [int(k) for k in srcs]
+            if len(set(srcs)) != len(srcs):
+                raise ValueError(f"sources: expected distinct views, got {srcs}")
+            if target in srcs:
+                raise ValueError(f"sources: the target view {target} cannot be a source")
+            tv = source_view_test
+            if isinstance(tv, dict):
+                missing = [k for k in srcs if k not in tv]
+                if missing:
+                    raise ValueError(f"source_view_test: no test data for source view(s) {missing}")
+                tests = [tv[k] for k in srcs]
+            elif isinstance(tv, (list, tuple)) and len(tv) == len(srcs):
+                tests = list(tv)
+            elif isinstance(tv, (list, tuple)) and len(tv) == V:
+                tests = [tv[k] for k in srcs]
+            else:
+                raise ValueError(f"source_view_test: with sources={srcs} expected a list of {len(srcs)} arrays "
+                                 f"(one per source), a list of all {V} views, or a dict view -> array")
+        as_torch = isinstance(tests[0], torch.Tensor)
         dev = self.fitted_.data.device
-        Ys = as_tensor(source_view_test, "source_view_test", ndim=2, detach=True).to(dev)
-        D_s = self.fitted_.data.out_dims[source]
-        if Ys.shape[1] != D_s:
-            raise ValueError(f"source_view_test: expected {D_s} columns (view {source}), got {Ys.shape[1]}")
-        if Ys.shape[0] == 0:
-            raise ValueError("source_view_test: expected at least one test frame (row), got 0")
+        Zs = []
+        for k, Y in zip(srcs, tests):
+            nm = "source_view_test" if sources is None else f"source_view_test (view {k})"
+            Ys = as_tensor(Y, nm, ndim=2, detach=True).to(dev)
+            D_s = self.fitted_.data.out_dims[k]
+            if Ys.shape[1] != D_s:
+                raise ValueError(f"{nm}: expected {D_s} columns (view {k}), got {Ys.shape[1]}")
+            if Ys.shape[0] == 0:
+                raise ValueError(f"{nm}: expected at least one test frame (row), got 0")
+            if Zs and Ys.shape[0] != Zs[0].shape[0]:
+                raise ValueError(f"{nm}: expected {Zs[0].shape[0]} rows like the other sources, got {Ys.shape[0]}")
+            Zs.append(self.scalers_[k].transform(Ys))
         if t_test is None:
             if self._times_given:
                 raise ValueError("t_test: fit was given times, so give the test frames' time stamps too")
-            t_test = torch.arange(Ys.shape[0], dtype=torch.float64, device=dev)
-        Zs = self.scalers_[source].transform(Ys)
+            t_test = torch.arange(Zs[0].shape[0], dtype=torch.float64, device=dev)
+        src_arg, Z_arg = (srcs[0], Zs[0]) if sources is None else (srcs, Zs)
         if method == "tandem":
-            raw = calibrated_prediction(self.fitted_, Zs, t_test, source, target, seed=self.seed,
+            raw = calibrated_prediction(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed,
                                         **kwargs).prediction
         elif method in ("paper", "code", "generative"):
-            raw = predict_view(self.fitted_, Zs, t_test, source, target, method=method, seed=self.seed, **kwargs)
+            raw = predict_view(self.fitted_, Z_arg, t_test, src_arg, target, method=method, seed=self.seed, **kwargs)
         else:
             raise ValueError(f"method: expected 'tandem', 'paper', 'code' or 'generative', got {method!r}")
         st = self.scalers_[target]
         mean, var = st.inverse(raw.mean), st.inverse_var(raw.var)
         if as_torch:
-            mean, var = mean.to(source_view_test.device), var.to(source_view_test.device)
+            mean, var = mean.to(tests[0].device), var.to(tests[0].device)
         else:
             mean, var = mean.detach().cpu().numpy(), var.detach().cpu().numpy()
         return McGPDSPrediction(mean, var, raw, method)

@@ -54,7 +54,7 @@ from pyro.distributions import constraints
 
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter
-from tandem.models.gp_kernels import time_kernel
+from tandem.models.kernels import time_params_kernel
 from tandem.models.mcgpds import hyperparams, view_bases
 from tandem.models.sequence_blocks import Blocks
 
@@ -70,11 +70,30 @@ def _mask_kernel(K: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _time_K(t: torch.Tensor, hp: dict | None, mask: torch.Tensor) -> torch.Tensor:
+    """Padded block Gram matrices ``k(t_b, t_b)`` (nb, n, n) of the time kernel carried by ``hp``
+    (a :class:`~tandem.models.kernels.TimeParams`; a plain dict is the paper's kernel, see
+    :func:`~tandem.models.kernels.time_params_kernel`); ``None``: the identity."""
     if hp is None:  # "gplvm" private prior: identity instead of a time kernel
         n = t.shape[-1]
         return torch.eye(n, dtype=t.dtype, device=t.device).expand(t.shape[0], n, n)
-    K = time_kernel(t, t, hp["var"], hp["invw"], hp.get("white"), hp.get("bias"))
-    return _mask_kernel(K, mask)
+    kern, params = time_params_kernel(hp)
+    return _mask_kernel(kern.gram(t, t, params, same=True), mask)
+
+
+def _time_key(hp) -> tuple | None:
+    """Cache-key part of one time kernel: its structure and parameter names (values go separately)."""
+    if hp is None:
+        return None
+    kern, params = time_params_kernel(hp)
+    return (repr(kern), tuple(sorted(params)))
+
+
+def _time_leaves(hp) -> list:
+    """The tensors of one time kernel's hyperparameters, in a fixed (sorted-name) order."""
+    if hp is None:
+        return []
+    _, params = time_params_kernel(hp)
+    return [params[n] for n in sorted(params) if isinstance(params[n], torch.Tensor)]
 
 
 def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps) -> dict:
@@ -87,15 +106,14 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps) -> 
     on ``blocks`` (keyed by the times and the hyperparameter values): every L-BFGS
     evaluation would otherwise redo the same Cholesky factorisations.
     """
-    leaves = [alpha, eps] + [x for x in (time_s or {}).values() if isinstance(x, torch.Tensor)]
+    leaves = [alpha, eps] + _time_leaves(time_s)
     for v in views:
-        leaves += [x for x in (v["time"] or {}).values() if isinstance(x, torch.Tensor)]
+        leaves += _time_leaves(v["time"])
     const = not any(x.requires_grad for x in leaves)
     key = None
     if const:
         key = (g, times.detach().cpu().numpy().tobytes(), tuple(float(x) for x in leaves for x in x.reshape(-1)),
-               tuple(sorted(time_s or {})), tuple(None if v["time"] is None else tuple(sorted(v["time"]))
-                                                  for v in views))
+               _time_key(time_s), tuple(_time_key(v["time"]) for v in views))
         cache = blocks.__dict__.setdefault("_prior_cache", {})
         if key in cache:
             return cache[key]
@@ -145,14 +163,12 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     # Nothing requires a gradient (the schedule's model-only phases with α, ε and the time
     # kernels fixed): the KL and the moments are constants, so the last result is reused
     # when μ, λ and the hyperparameters are bit-for-bit the same.
-    leaves = [mu, lam, alpha, eps] + [x for d in [time_s] + [v["time"] for v in views]
-                                      for x in (d or {}).values() if isinstance(x, torch.Tensor)]
+    leaves = [mu, lam, alpha, eps] + [x for d in [time_s] + [v["time"] for v in views] for x in _time_leaves(d)]
     memo_key = None
     if not any(x.requires_grad for x in leaves):
         memo_key = (bool(need_shared_var), times.detach().cpu().numpy().tobytes(),
                     tuple(x.detach().cpu().numpy().tobytes() for x in leaves),
-                    tuple(sorted(time_s or {})), tuple(None if v["time"] is None else tuple(sorted(v["time"]))
-                                                       for v in views))
+                    _time_key(time_s), tuple(_time_key(v["time"]) for v in views))
         memo = blocks.__dict__.get("_lt_memo")
         if memo is not None and memo[0] == memo_key:
             return dict(memo[1])
@@ -295,9 +311,11 @@ def eig_logdet_quad(At, R, t):
 
 
 # --------------------------------------------------------------------------- likelihood
-def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kind: str) -> torch.Tensor:
+def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kind) -> torch.Tensor:
     """The spec's collapsed bound ``L̂^(k) = Σ_d L̂_d`` of one view.
 
+    ``kind``: the mapping kernel (a :class:`~tandem.models.kernels.MappingKernel`, or its
+    alias name); its ψ-statistics and ``K_ZZ`` come from the object's methods.
     Y (N, D); mu, s (N, Q); hp: ``beta``, ``W`` (D, J), ``Zh`` (M, Q), ``Zg`` (J, M, Q),
     ``kh_var``, ``kh_ard`` (Q,), ``kg_var`` (J,), ``kg_ard`` (J, Q).
     """
@@ -328,13 +346,18 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
     return F
 
 
+def _mapping(data):
+    """The mapping kernel of ``data``: its object when it has one (else the alias name)."""
+    return getattr(data, "mapping_kernel_obj", data.mapping_kernel)
+
+
 def collapsed_bound(data, hp: dict, mus: list, lams: list, return_parts: bool = False):
     """F = Σ_k L̂^(k) − KL for a :class:`tandem.models.mcgpds.McGPDSData` problem."""
     lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
     F = -lt["kl"]
     lik = []
     for k, Y in enumerate(data.views):
-        Lk = view_bound(Y, mus[k], lt["s_diag"][k], hp["views"][k], data.mapping_kernel)
+        Lk = view_bound(Y, mus[k], lt["s_diag"][k], hp["views"][k], _mapping(data))
         lik.append(Lk)
         F = F + Lk
     if return_parts:
@@ -471,7 +494,7 @@ def uncollapsed_elbo_analytic(data, hp: dict, mus: list, lams: list, q_v: list, 
     """
     lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
     elbo = -lt["kl"]
-    kind = data.mapping_kernel
+    kind = _mapping(data)
     for k, Y in enumerate(data.views):
         v = hp["views"][k]
         N, D = Y.shape
@@ -501,7 +524,7 @@ def optimal_q_inducing(data, hp: dict, mus: list, lams: list):
     ``β w_dj`` and ``β w_dj² ψ5``.
     """
     lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
-    kind = data.mapping_kernel
+    kind = _mapping(data)
     q_v, q_u = [], []
     for k, Y in enumerate(data.views):
         v = hp["views"][k]

@@ -73,7 +73,7 @@ from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.persistence import PersistenceError, dump, load
 from tandem.inference.svi import LBFGS, fit, minimize
 from tandem.inference.validation import as_tensor, check_real_range, resolve_device, sequence_labels
-from tandem.models.kernels import mapping_kernel_kind
+from tandem.models.kernels import MappingKernel, kernel_from_spec, mapping_kernel_kind, time_params_kernel
 from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
 __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpds", "predict_view",
@@ -113,12 +113,34 @@ class McGPDSConfig:
     output_layer: str = "cgpds"              # "cgpds" | "linear"
     coupling: bool = True                    # False: alpha fixed to 1 (independent CGPDS per view)
     dtype: str = "float64"
+    #: None: the paper's RBF + white + bias (time_white/time_bias/time_*_var/time_invwidth apply);
+    #: a models.kernels.TimeKernel for the shared and every private kernel, or a sequence of V + 1
+    time_kernel: object = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["init_views"] = None if self.init_views is None else "given"
         d["mapping_kernel"] = mapping_kernel_kind(self.mapping_kernel)
+        d["time_kernel"] = time_kernel_spec(self.time_kernel)
         return d
+
+
+def time_kernel_spec(tk):
+    """JSON-able spec of a ``time_kernel`` setting (None, a TimeKernel or a sequence of them)."""
+    if tk is None:
+        return None
+    if isinstance(tk, (list, tuple)):
+        return [k.to_spec() for k in tk]
+    return tk.to_spec()
+
+
+def time_kernel_from_spec(spec):
+    """Inverse of :func:`time_kernel_spec`."""
+    if spec is None:
+        return None
+    if isinstance(spec, (list, tuple)):
+        return [kernel_from_spec(s) for s in spec]
+    return kernel_from_spec(spec)
 
 
 @dataclass
@@ -316,15 +338,16 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     alpha = cfg.alpha_init
     if not cfg.coupling:
         alpha, fixed = 1.0, fixed | {"alpha"}
-    kind = "linear" if cfg.output_layer == "linear" else mapping_kind
+    kind = "linear" if cfg.output_layer == "linear" else (
+        cfg.mapping_kernel if isinstance(cfg.mapping_kernel, MappingKernel) else mapping_kind)
     gen = torch.Generator().manual_seed(int(seed))
     init = default_init(N, Ds, cfg.Q, cfg.M, cfg.J, kind, X0=X0, times=t, time_white=cfg.time_white,
                         time_bias=cfg.time_bias, alpha=alpha, eps=cfg.eps_init, beta=beta,
                         invwidth=invw, white_var=cfg.time_white_var, bias_var=cfg.time_bias_var,
                         w_scale=cfg.w_init_scale, lam=cfg.lam_init, private_prior=cfg.private_prior,
-                        generator=gen, device=dev)
+                        generator=gen, device=dev, time_kernel=cfg.time_kernel)
     data = McGPDSData(vs, t, seq, cfg.Q, cfg.M, cfg.J, kind, cfg.time_white, cfg.time_bias,
-                      cfg.private_prior, frozenset(fixed), init, device=dev)
+                      cfg.private_prior, frozenset(fixed), init, device=dev, time_kernel=cfg.time_kernel)
     phases = []
     for c in range(cfg.cycles):
         phases.append((f"var {c + 1}/{cfg.cycles}", cfg.var_iters, ("model",)))
@@ -461,6 +484,7 @@ def fitted_to_dict(fitted: McGPDSFitted) -> dict:
             "views": [Y.detach() for Y in d.views], "times": d.times, "seq_ids": d.seq_ids,
             "Q": d.Q, "M": d.M, "J": d.J, "mapping_kernel": d.mapping_kernel, "time_white": d.time_white,
             "time_bias": d.time_bias, "private_prior": d.private_prior, "fixed": sorted(d.fixed),
+            "time_kernel": time_kernel_spec(d.time_kernel),
             "init": {k: v.detach() if torch.is_tensor(v) else v for k, v in d.init.items()},
             "params": {k: v.detach() if torch.is_tensor(v) else v for k, v in fitted.params.items()},
             "mu_s": fitted.mu_s, "s_s": fitted.s_s, "mu": fitted.mu, "s_diag": fitted.s_diag,
@@ -475,8 +499,10 @@ def fitted_from_dict(z: dict) -> McGPDSFitted:
     for k in ("fixed", "init_dims"):
         if isinstance(cfg_d.get(k), list):
             cfg_d[k] = tuple(cfg_d[k])
+    cfg_d["time_kernel"] = time_kernel_from_spec(cfg_d.get("time_kernel"))
     data = McGPDSData(z["views"], z["times"], z["seq_ids"], z["Q"], z["M"], z["J"], z["mapping_kernel"],
-                      z["time_white"], z["time_bias"], z["private_prior"], frozenset(z["fixed"]), z["init"])
+                      z["time_white"], z["time_bias"], z["private_prior"], frozenset(z["fixed"]), z["init"],
+                      time_kernel=time_kernel_from_spec(z.get("time_kernel")))
     return McGPDSFitted(McGPDSConfig(**cfg_d), data, z["params"], z["mu_s"], z["s_s"], z["mu"], z["s_diag"],
                         np.asarray(z["losses"]), float(z["wall_time"]), float(z["bound"]), dict(z.get("meta", {})))
 
@@ -497,19 +523,56 @@ def load_fitted(path) -> McGPDSFitted:
 def _test_loss(Ystar, tstar, blocks, time_s, vhp, kind, fixll, init_mu, init_lam, train):
     """−(bound of the test latents): −KL of the test block, plus (``fixll`` False) the collapsed
     bound of the source view on train ∪ test, ``train = (Y, μ, diag S)`` of the training frames
-    held fixed (the test frames appended, spec §"Prediction" step 1)."""
+    held fixed (the test frames appended, spec §"Prediction" step 1).
+
+    Several source views (``Ystar``, ``vhp``, ``train`` lists, ``init_mu``/``init_lam``
+    (S, N*, Q)): the KL is the joint one of the shared latent and every source's private
+    latent (one ``latent_terms`` call over the source views), and each source adds its bound.
+    """
+    multi = isinstance(vhp, (list, tuple))
     mu = pyro.param("test_mu", lambda: init_mu.clone())
     lam = pyro.param("test_lam", lambda: init_lam.clone(), constraint=torch.distributions.constraints.positive)
+    vhps = list(vhp) if multi else [vhp]
+    mus = list(mu.unbind(0)) if multi else [mu]
+    lams = list(lam.unbind(0)) if multi else [lam]
+    Ys = list(Ystar) if multi else [Ystar]
+    trains = list(train) if multi else [train]
     try:
-        lt = latent_terms(tstar, blocks, time_s, [vhp], [mu], [lam])
+        lt = latent_terms(tstar, blocks, time_s, vhps, mus, lams)
         F = -lt["kl"]
         if not fixll:
-            Ytr, mu_tr, s_tr = train
-            F = F + view_bound(torch.cat([Ytr, Ystar]), torch.cat([mu_tr, mu]),
-                               torch.cat([s_tr, lt["s_diag"][0]]), vhp, kind)
+            for i, (Yi, (Ytr, mu_tr, s_tr)) in enumerate(zip(Ys, trains)):
+                F = F + view_bound(torch.cat([Ytr, Yi]), torch.cat([mu_tr, mus[i]]),
+                                   torch.cat([s_tr, lt["s_diag"][i]]), vhps[i], kind)
     except NotPositiveDefiniteError:   # extreme line-search trial point: see collapsed_loss
-        return torch.zeros((), dtype=DTYPE, device=Ystar.device, requires_grad=True) + 1e30
+        return torch.zeros((), dtype=DTYPE, device=Ys[0].device, requires_grad=True) + 1e30
     return -F
+
+
+def _sources(source, Y_source_test, V: int, target: int):
+    """``(list of source view indices, list of test arrays, several?)`` of a ``source`` argument
+    (an int or a sequence of distinct ints) and its test data (one array, or one per source)."""
+    multi = isinstance(source, (list, tuple, np.ndarray, torch.Tensor)) and not (
+        isinstance(source, torch.Tensor) and source.ndim == 0)
+    if not multi:
+        src = [source]
+        Ylist = [Y_source_test]
+    else:
+        src = [int(k) for k in (source.tolist() if hasattr(source, "tolist") else source)]
+        if not src:
+            raise ValueError("source: expected at least one source view")
+        if len(set(src)) != len(src):
+            raise ValueError(f"source: expected distinct view indices, got {src}")
+        if not isinstance(Y_source_test, (list, tuple)) or len(Y_source_test) != len(src):
+            raise ValueError(f"Y_source_test: with several sources {src} expected a list of {len(src)} arrays "
+                             "(one per source, in the same order)")
+        Ylist = list(Y_source_test)
+    for k in src:
+        if isinstance(k, bool) or not (0 <= int(k) < V):
+            raise ValueError(f"source: expected a view index in [0, {V}), got {k}")
+        if int(k) == int(target):
+            raise ValueError(f"source: the target view {target} cannot also be a source")
+    return [int(k) for k in src], Ylist, multi
 
 
 def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, target: int = 1,
@@ -520,6 +583,14 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                  init_from: str | None = None, output_components: str = "all",
                  k_neighbours: int = 1, candidates=None, extra_var=None) -> Prediction:
     """Generate view ``target`` for test frames of view ``source`` (see module docstring).
+
+    Several source views: ``source`` a list of view indices (not ``target``) and
+    ``Y_source_test`` a list of (N*, D_k) arrays in the same order. The Y-space NN search runs
+    on the sources' columns side by side, the test latents of every source are fitted together
+    (their KL is the joint one: they share the test block's shared latent, whose posterior
+    ``μ*^(s)`` combines them; with ``fixll`` False each source adds its bound), and the shared
+    / private NN and generative steps use the combined latents. ``Prediction.test_mu`` /
+    ``test_s`` are then those of the first source.
 
     ``shared_reference``: the training shared means the test shared means are matched
     against — "joint" (μ^(s) from all views, the paper/protocol) or "source_only" (μ^(s)
@@ -554,18 +625,24 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     if latent_for_prediction not in ("shared_nn", "y_nn", "private_nn"):
         raise ValueError("latent_for_prediction: expected 'shared_nn', 'y_nn' or 'private_nn', "
                          f"got {latent_for_prediction!r}")
-    for nm, k in (("source", source), ("target", target)):
-        if not (0 <= int(k) < V):
-            raise ValueError(f"{nm}: expected a view index in [0, {V}), got {k}")
+    if not (0 <= int(target) < V):
+        raise ValueError(f"target: expected a view index in [0, {V}), got {target}")
+    srcs, Ylist, multi = _sources(source, Y_source_test, V, target)
     dev = data.device
-    Ys = as_tensor(Y_source_test, "Y_source_test", ndim=2).to(dev)
-    if Ys.shape[1] != data.out_dims[source]:
-        raise ValueError(f"Y_source_test: expected {data.out_dims[source]} columns (view {source}), "
-                         f"got {Ys.shape[1]}")
+    Yl = []
+    for i, (k, Yk) in enumerate(zip(srcs, Ylist)):
+        nm = f"Y_source_test[{i}]" if multi else "Y_source_test"
+        Yk = as_tensor(Yk, nm, ndim=2).to(dev)
+        if Yk.shape[1] != data.out_dims[k]:
+            raise ValueError(f"{nm}: expected {data.out_dims[k]} columns (view {k}), got {Yk.shape[1]}")
+        if Yk.shape[0] == 0:
+            raise ValueError(f"{nm}: expected at least one test frame (row), got shape {tuple(Yk.shape)}")
+        if Yl and Yk.shape[0] != Yl[0].shape[0]:
+            raise ValueError(f"{nm}: expected {Yl[0].shape[0]} rows like the first source, got {Yk.shape[0]}")
+        Yl.append(Yk)
+    Ys = torch.cat(Yl, 1)                       # Y-space NN features: the sources side by side
     ts = as_tensor(t_test, "t_test", ndim=1).to(dev)
     Ns = Ys.shape[0]
-    if Ns == 0:
-        raise ValueError(f"Y_source_test: expected at least one test frame (row), got shape {tuple(Ys.shape)}")
     if ts.numel() != Ns:
         raise ValueError(f"t_test: expected {Ns} time stamps (one per test frame), got {ts.numel()}")
     if fixll is None:
@@ -573,7 +650,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     if test_iters is None:
         test_iters = 10 if method == "code" else 100
     hp = constant_hyperparams(fitted)
-    kind = data.mapping_kernel
+    kind = getattr(data, "mapping_kernel_obj", data.mapping_kernel)
     k_nb = int(k_neighbours)
     if k_nb < 1:
         raise ValueError(f"k_neighbours: expected an integer >= 1, got {k_neighbours}")
@@ -583,8 +660,9 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
         cand = _index(candidates, dev).reshape(-1)
         if cand.numel() < k_nb or int(cand.min()) < 0 or int(cand.max()) >= data.N:
             raise ValueError(f"candidates: expected at least k_neighbours={k_nb} training indices in [0, {data.N})")
+    Ytr_src = torch.cat([data.views[k] for k in srcs], 1)
     if nn_index_y is None:
-        nn_y_all = cand[knn(Ys, data.views[source][cand], k_nb)]
+        nn_y_all = cand[knn(Ys, Ytr_src[cand], k_nb)]
     else:
         nn_y_all = _index(nn_index_y, dev)
         if nn_y_all.ndim == 1:
@@ -595,29 +673,38 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     nn_y = nn_y_all[:, 0]
     # --- 1. test latents of the source view (test block = its own time block)
     blocks = Blocks(torch.zeros(Ns, dtype=torch.long, device=dev))
-    vhp = hp["views"][source]
+    vhps = [hp["views"][k] for k in srcs]
     if init_from is None:
         init_from = "shared"
     if init_from not in ("shared", "private"):
         raise ValueError(f"init_from: expected 'shared' or 'private', got {init_from!r}")
-    init_mu = (fitted.mu_s if init_from == "shared" else fitted.mu[source])[nn_y].clone()
-    init_lam = torch.full_like(init_mu, 0.2)
-    train = (data.views[source], fitted.mu[source].detach(), fitted.s_diag[source].detach())
-    res = minimize(_test_loss, Ys, ts, blocks, hp["time_s"], vhp, kind, bool(fixll), init_mu, init_lam, train,
-              optim=LBFGS(max_iter=max(int(test_iters), 1)),
-              num_steps=1 if test_iters > 0 else 0, seed=seed, progress=progress,
-              desc=f"McGPDS test latents ({method})")
+    inits = [(fitted.mu_s if init_from == "shared" else fitted.mu[k])[nn_y].clone() for k in srcs]
+    trains = [(data.views[k], fitted.mu[k].detach(), fitted.s_diag[k].detach()) for k in srcs]
+    if multi:
+        init_mu = torch.stack(inits)
+        args = (Yl, ts, blocks, hp["time_s"], vhps, kind, bool(fixll), init_mu, torch.full_like(init_mu, 0.2),
+                trains)
+    else:
+        init_mu = inits[0]
+        args = (Yl[0], ts, blocks, hp["time_s"], vhps[0], kind, bool(fixll), init_mu, torch.full_like(init_mu, 0.2),
+                trains[0])
+    init_lam = args[8]
+    res = minimize(_test_loss, *args, optim=LBFGS(max_iter=max(int(test_iters), 1)),
+                   num_steps=1 if test_iters > 0 else 0, seed=seed, progress=progress,
+                   desc=f"McGPDS test latents ({method})")
     mu_t = res.params.get("test_mu", init_mu)
     lam_t = res.params.get("test_lam", init_lam)
+    mus_t = list(mu_t.unbind(0)) if multi else [mu_t]
+    lams_t = list(lam_t.unbind(0)) if multi else [lam_t]
     with torch.no_grad():
-        lt = latent_terms(ts, blocks, hp["time_s"], [vhp], [mu_t], [lam_t], need_shared_var=True)
+        lt = latent_terms(ts, blocks, hp["time_s"], vhps, mus_t, lams_t, need_shared_var=True)
         mu_s_t, s_s_t, s_t = lt["mu_s"], lt["s_s"], lt["s_diag"][0]
+        mu_t = mus_t[0]
         if shared_reference == "joint":
             ref = fitted.mu_s
         else:
-            lam_src = fitted.params[f"lam_{source}"]
-            ref = latent_terms(data.times, data.blocks, hp["time_s"], [vhp], [fitted.mu[source]],
-                               [lam_src])["mu_s"]
+            ref = latent_terms(data.times, data.blocks, hp["time_s"], vhps, [fitted.mu[k] for k in srcs],
+                               [fitted.params[f"lam_{k}"] for k in srcs])["mu_s"]
         nn_s_all = cand[knn(mu_s_t, ref[cand], k_nb)]                  # (N*, k)
         nn_s = nn_s_all[:, 0]
         tv = hp["views"][target]
@@ -628,9 +715,9 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
             th = tv["time"]
             if th is None:
                 kdiag = torch.tensor(1.0, dtype=DTYPE, device=dev)
-            else:
-                kdiag = th["var"] + (th["white"] if th.get("white") is not None else 0.0) \
-                    + (th["bias"] if th.get("bias") is not None else 0.0)
+            else:                      # k(t, t) of the target's private time kernel (white included)
+                tkern, tpar = time_params_kernel(th)
+                kdiag = tkern.diag(ts[:1], tpar)[0]
             x_mean = (1 - a) * mu_s_t
             x_var = ((1 - a) ** 2 * s_s_t)[:, None] + (a * a * kdiag + (1 - a) ** 2 * tv["eps"])
             x_var = x_var.expand_as(x_mean).clone()
@@ -642,7 +729,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
                                      f"(N*, {k_nb}) nn_index_y, got {tuple(idx.shape)}")
                 idx = idx[:, :k_nb]
             elif latent_for_prediction == "private_nn":
-                idx = cand[knn(mu_t, fitted.mu[source][cand], k_nb)]
+                mtr = torch.cat([fitted.mu[k] for k in srcs], 1)
+                idx = cand[knn(torch.cat(mus_t, 1), mtr[cand], k_nb)]
             else:
                 idx = nn_s_all
             x_mean = fitted.mu[target][idx]                                 # (N*, k, Q)
@@ -692,14 +780,18 @@ def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, 
     For every fold (:func:`holdout_folds`) its source-view frames are treated as a test block
     (times shifted to start at 0) and predicted with ``predict_view(**predict_kwargs)``, every
     nearest-neighbour search (the Y-space NN on ``nn_features`` (N, F) — default the source
-    view — and the shared/private-space NN) restricted to the frames of the other folds. The
+    view, or the source views side by side when ``source`` is a list — and the
+    shared/private-space NN) restricted to the frames of the other folds. The
     trained model itself has seen every frame; only the NN look-ups are held out, which is where
     the predictor's error comes from. Returns ``(mean, var)``, (N, D_target) in model units, in
     training-row order.
     """
     data = fitted.data
     folds = holdout_folds(fitted, n_chunks) if folds is None else [_index(f, data.device) for f in folds]
-    Ysrc = data.views[source]
+    multi = isinstance(source, (list, tuple))        # several sources: their columns side by side
+    srcs = [int(k) for k in source] if multi else [int(source)]
+    Ysrcs = [data.views[k] for k in srcs]
+    Ysrc = torch.cat(Ysrcs, 1)
     feats = Ysrc if nn_features is None else as_tensor(nn_features, "nn_features", ndim=2).to(data.device)
     if feats.shape[0] != data.N:
         raise ValueError(f"nn_features: expected {data.N} rows (training frames), got {feats.shape[0]}")
@@ -716,7 +808,8 @@ def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, 
         pk["nn_index_y"] = cand[knn(feats[held], feats[cand], kq)]
         pk["candidates"] = cand
         th = data.times[held]
-        pred = predict_view(fitted, Ysrc[held], th - th[0], source, target, **pk)
+        Yh = [Y[held] for Y in Ysrcs] if multi else Ysrcs[0][held]
+        pred = predict_view(fitted, Yh, th - th[0], srcs if multi else srcs[0], target, **pk)
         mean[held], var[held] = pred.mean, pred.var
     return mean, var
 

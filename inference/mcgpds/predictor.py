@@ -79,7 +79,9 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
                           **predict_kwargs) -> CalibratedPrediction:
     """Predict view ``target`` from test frames of view ``source`` with calibrated variances.
 
-    ``Y_source_test`` (N*, D_s) and the fit are in model units. ``features``: the Y-space NN
+    ``Y_source_test`` (N*, D_s) and the fit are in model units; several sources: ``source`` a
+    list of view indices and ``Y_source_test`` a list of arrays (see
+    :func:`tandem.inference.mcgpds.fit.predict_view`). ``features``: the Y-space NN
     features — "std" (default), "raw", or a pair ``(train (N, F), test (N*, F))`` of arrays
     (e.g. the data in its original units). ``k_neighbours``: size of the shared-space k-NN
     mixture. ``predict_kwargs`` override :data:`TANDEM_PREDICTOR` (e.g. ``test_iters``,
@@ -90,8 +92,18 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
     kw = dict(TANDEM_PREDICTOR)
     kw.update(predict_kwargs)
     kw["k_neighbours"] = k
+    multi = isinstance(source, (list, tuple))
     if isinstance(features, str):
-        ftr, fte = nn_features(fitted.views[source], Y_source_test, features)
+        if multi:        # several sources: their columns side by side (each column standardised)
+            if not isinstance(Y_source_test, (list, tuple)) or len(Y_source_test) != len(source):
+                raise ValueError(f"Y_source_test: with sources {list(source)} expected a list of {len(source)} "
+                                 "arrays (one per source)")
+            dev0 = fitted.data.device
+            ftr, fte = nn_features(torch.cat([fitted.views[k] for k in source], 1),
+                                   torch.cat([as_tensor(Y, f"Y_source_test[{i}]", ndim=2).to(dev0)
+                                              for i, Y in enumerate(Y_source_test)], 1), features)
+        else:
+            ftr, fte = nn_features(fitted.views[source], Y_source_test, features)
     else:
         if not isinstance(features, (tuple, list)) or len(features) != 2:
             raise ValueError("features: expected 'std', 'raw' or a pair (train, test) of arrays")

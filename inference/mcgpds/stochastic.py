@@ -72,6 +72,7 @@ from tandem.inference.validation import (
     resolve_device,
     sequence_labels,
 )
+from tandem.models.kernels import MappingKernel, TimeKernel
 from tandem.models.mcgpds import (
     McGPDSData,
     default_init,
@@ -123,6 +124,7 @@ class StochasticConfig:
     w_init_scale: float = 1e-6
     lam_init: float = 0.5
     private_prior: str = "mcgpds"
+    time_kernel: object = None      # None: the paper's RBF + white + bias (time_white/time_bias/...)
 
     def __post_init__(self):
         validate_params(_STOCHASTIC_CONSTRAINTS, {n: getattr(self, n) for n in self.__dataclass_fields__},
@@ -139,7 +141,9 @@ _STOCHASTIC_CONSTRAINTS = {
     "fixed": [SequenceOf(Options(("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational",
                                   "model")), nonempty=False),
               InstanceOf(set, frozenset, what="a set of parameter groups")],
-    "mapping_kernel": [Options(("rbfard", "linear"))], "time_white": [Boolean()], "time_bias": [Boolean()],
+    "mapping_kernel": [Options(("rbfard", "linear")), InstanceOf(MappingKernel)],
+    "time_kernel": [None, InstanceOf(TimeKernel), SequenceOf(InstanceOf(TimeKernel))],
+    "time_white": [Boolean()], "time_bias": [Boolean()],
     "time_white_var": [_POS], "time_bias_var": [_POS], "time_invwidth": [None, _POS],
     "alpha_init": [Interval(Real, 0, 1)], "eps_init": [_POS], "beta_init": [_POS],
     "w_init_scale": [Interval(Real, 0)], "lam_init": [_POS], "private_prior": [Options(("mcgpds", "gplvm"))],
@@ -231,7 +235,8 @@ class StochasticMcGPDS(TandemEstimator):
                             X0=X0[sub], times=t[sub], time_white=cfg.time_white, time_bias=cfg.time_bias,
                             alpha=cfg.alpha_init, eps=cfg.eps_init, beta=cfg.beta_init, invwidth=invw,
                             white_var=cfg.time_white_var, bias_var=cfg.time_bias_var, w_scale=cfg.w_init_scale,
-                            lam=cfg.lam_init, private_prior=cfg.private_prior, generator=gen)
+                            lam=cfg.lam_init, private_prior=cfg.private_prior, generator=gen,
+                            time_kernel=cfg.time_kernel)
         for k in range(len(vs)):
             init.pop(f"mu_{k}")
             init.pop(f"lam_{k}")
@@ -242,7 +247,7 @@ class StochasticMcGPDS(TandemEstimator):
         self.seq_ids_ = seq
         return StochasticData([Y.to(dev) for Y in vs], t.to(dev), win, cfg.Q, cfg.M, cfg.J, init, X0.to(dev),
                               frozenset(fixed), cfg.mapping_kernel, cfg.time_white, cfg.time_bias,
-                              cfg.private_prior, cfg.lam_init)
+                              cfg.private_prior, cfg.lam_init, time_kernel=cfg.time_kernel)
 
     def optimizer(self):
         cfg = self._config()
@@ -356,8 +361,8 @@ class StochasticMcGPDS(TandemEstimator):
             init[f"mu_{k}"] = lat["mu"][k].cpu().clone()
             init[f"lam_{k}"] = lams[k].cpu().clone()
         return McGPDSData([Y.cpu() for Y in d.views], d.times.cpu(), d.windows.ids, d.Q, d.M, d.J,
-                          d.mapping_kernel, d.time_white, d.time_bias, d.private_prior,
-                          frozenset(d.fixed), init)
+                          d.mapping_kernel_obj, d.time_white, d.time_bias, d.private_prior,
+                          frozenset(d.fixed), init, time_kernel=d.time_kernel)
 
     @own_params
     def to_fitted(self):
@@ -384,7 +389,7 @@ class StochasticMcGPDS(TandemEstimator):
             store.set_state(saved)
         mc = McGPDSConfig(Q=cfg.Q, M=cfg.M, J=cfg.J, mapping_kernel=cfg.mapping_kernel,
                           time_white=cfg.time_white, time_bias=cfg.time_bias, fixed=tuple(cfg.fixed),
-                          private_prior=cfg.private_prior)
+                          private_prior=cfg.private_prior, time_kernel=cfg.time_kernel)
         res = getattr(self, "result_", None)
         return McGPDSFitted(mc, data, dict(data.init), lt["mu_s"], lt["s_s"], [m.detach() for m in mus],
                             [s.detach() for s in lt["s_diag"]],

@@ -59,7 +59,8 @@ from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logde
 from tandem.inference.validation import (
     check_int_range,
 )
-from tandem.models.gp_kernels import kzz, psi_stats, time_kernel
+from tandem.models.kernels import TimeParams, time_params_kernel
+from tandem.models.mcgpds import mapping_object
 
 __all__ = ["StochasticELBO", "lbfgs_sharded", "refresh_statistics", "window_kl"]
 
@@ -80,7 +81,8 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
     """KL(q(X_s, X_1..V) ‖ p) of a batch of windows and the private variances.
 
     t (B, L) times, m (B, L) float mask, ``views[k]`` with ``alpha``, ``eps``, ``time``
-    (dict, or None for the identity private prior); mu, lam (V, B, L, Q), zero at padding.
+    (a :class:`~tandem.models.kernels.TimeParams` — any time kernel — or None for the identity
+    private prior; ``time_s`` likewise); mu, lam (V, B, L, Q), zero at padding.
     Returns ``(kl (B,), s_diag (V, B, L, Q))``. Same algebra as ``bound.latent_terms``:
     ``KL = ½ Σ_q [log|B'| + Σ_k (log|B_q^(k)| − Σ_n λ S_nn + μᵀA⁻¹μ) − bᵀ S^(s) b]``.
     """
@@ -91,7 +93,8 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
     def tk(hp):
         if hp is None:
             return eye.expand(B, L, L)
-        return _mask_kernel(time_kernel(t, t, hp["var"], hp["invw"], hp.get("white"), hp.get("bias")), m)
+        kern, params = time_params_kernel(hp)           # the time-kernel object carried by hp
+        return _mask_kernel(kern.gram(t, t, params, same=True), m)
 
     Ls = cholesky_jitter(tk(time_s), "shared time kernel K_t^(s)")             # (B, L, L)
     A = torch.stack([_mask_kernel(v["alpha"] ** 2 * tk(v["time"]) + (1 - v["alpha"]) ** 2 * v["eps"] * eye, m)
@@ -122,9 +125,12 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
 
 
 def _whitened_stats(kind, mu, s, Y, Z, variance, ard):
-    """``(LK, psi0, Ã = L⁻¹Ψ2L⁻ᵀ, R = L⁻¹Ψ1ᵀY)`` of one function's inducing set over rows (n, ·)."""
-    psi0, P1, P2 = psi_stats(kind, mu, s, Z, variance, ard)
-    LK = cholesky_jitter(kzz(kind, Z, variance, ard), "K_ZZ")
+    """``(LK, psi0, Ã = L⁻¹Ψ2L⁻ᵀ, R = L⁻¹Ψ1ᵀY)`` of one function's inducing set over rows (n, ·);
+    ``kind`` the mapping kernel (object or alias name; its ``psi`` / ``kzz`` methods are used)."""
+    kern = mapping_object(kind)
+    params = {n: {"variance": variance, "ard": ard}[n] for n in kern.param_names}
+    psi0, P1, P2 = kern.psi(mu, s, Z, params)
+    LK = cholesky_jitter(kern.kzz(Z, params), "K_ZZ")
     tmp = torch.linalg.solve_triangular(LK, P2, upper=False)
     At = torch.linalg.solve_triangular(LK, tmp.mT, upper=False)
     R = torch.linalg.solve_triangular(LK, P1.mT @ Y, upper=False)
@@ -161,6 +167,8 @@ def _detached(obj):
     """A copy of a nested dict/list/tuple of tensors with every tensor detached."""
     if isinstance(obj, torch.Tensor):
         return obj.detach()
+    if isinstance(obj, TimeParams):
+        return obj.copy_with({k: _detached(v) for k, v in obj.items()})
     if isinstance(obj, dict):
         return {k: _detached(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -205,7 +213,8 @@ def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor)
     flat statistics ``[Σ_i Ã_i, Σ_i R_i, …]`` of view k (zeros for a switched-off g).
     The rest of the ELBO is linear in the statistics (:func:`_expected_fit`).
     """
-    dev, M, J, kind = sdata.device, sdata.M, sdata.J, sdata.mapping_kernel
+    dev, M, J = sdata.device, sdata.M, sdata.J
+    kind = getattr(sdata, "mapping_kernel_obj", sdata.mapping_kernel)
     terms = torch.zeros((), dtype=DTYPE, device=dev)
     flats = []
     if not local.numel():

@@ -36,6 +36,7 @@ from tandem.inference.validation import (
 from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.mcgpds import (
     hyperparams,
+    mapping_object,
 )
 
 __all__ = ["StochasticData", "Windows", "guide_params", "model_params"]
@@ -86,7 +87,8 @@ class StochasticData:
     """The one argument of the stochastic model/guide/objective (scaled views on ``device``).
 
     Carries the attributes :func:`tandem.models.mcgpds.hyperparams` reads (``fixed``,
-    ``init``, ``V``, ``mapping_kernel``, ``private_prior``, ``time_white``, ``time_bias``),
+    ``init``, ``V``, ``mapping_kernel``, ``private_prior``, ``time_white``, ``time_bias``,
+    ``time_kernel``),
     so the hyperparameters are the model's own ``pyro.param`` s with its names and
     constraints.
     """
@@ -105,8 +107,10 @@ class StochasticData:
     private_prior: str = "mcgpds"
     lam_init: float = 0.5
     out_dims: list = field(default_factory=list)
+    time_kernel: object = None      # None: the paper's kernel; see tandem.models.mcgpds.time_kernels
 
     def __post_init__(self):
+        self.mapping_kernel_obj = mapping_object(self.mapping_kernel)
         self.mapping_kernel = mapping_kernel_kind(self.mapping_kernel)   # a models.kernels object or alias
         self.out_dims = [int(Y.shape[1]) for Y in self.views]
         self.device = self.times.device
