@@ -12,6 +12,7 @@ from common import smooth_multi_output_problem
 from tandem.guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
 from tandem.inference import LBFGS, fit
 from tandem.inference.predictive import posterior_predictive
+from tandem.inference.twin_gp.optimizer import minimize_batched
 from tandem.inference.twin_gp.predictor import (
     TwinGP,
     _kvec,
@@ -21,7 +22,6 @@ from tandem.inference.twin_gp.predictor import (
     kernel_alignment,
     kernel_knn_predict,
     lemma41_log_bound,
-    minimize_batched,
     rbf,
     smtgp_det_objective,
     wknn_predict,

@@ -360,7 +360,7 @@ def test_a_point_that_stops_unconverged_below_the_cap_is_reported():
     # an objective whose values are pure rounding noise (no decrease can be resolved) but
     # whose gradient stays large: no line search can succeed, so the point must end
     # neither converged nor silent: info.stalled and a ConvergenceWarning with the count
-    from tandem.inference.twin_gp.predictor import minimize_batched
+    from tandem.inference.twin_gp.optimizer import minimize_batched
 
     def fg(y, idx):
         noise = torch.sin(1e6 * y.sum(1)) * 1e-3  # f jumps on every trial, ∇ claims descent
@@ -390,3 +390,12 @@ def test_predict_warns_with_the_count_of_stalled_points(multi, monkeypatch):
         _, info = TwinGP(X, Y, 0.7, 0.8, 1e-3).predict(Xt, "KLTGP", return_info=True)
     assert [w.message.n_points for w in rec if w.category is ConvergenceWarning] == [2]
     assert info.stalled.sum() == 2
+
+
+def test_optimizer_names_are_reexported_by_the_predictor_module():
+    # the optimiser moved to .optimizer; the old import path gives the very same objects
+    from tandem.inference.twin_gp import optimizer as O
+    from tandem.inference.twin_gp import predictor as P
+    for name in ("ConvergenceWarning", "IterationCapWarning", "OptInfo", "minimize_batched"):
+        assert getattr(P, name) is getattr(O, name) and name in P.__all__
+    assert issubclass(O.IterationCapWarning, O.ConvergenceWarning)
