@@ -36,7 +36,7 @@ import warnings
 import torch
 from tqdm.auto import tqdm
 
-from tandem.inference.distances import Standardizer, knn, sq_dists
+from tandem.inference.distances import Standardizer, constant_columns, knn, sq_dists
 from tandem.inference.numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
 from tandem.inference.twin_gp.optimizer import ConvergenceWarning, IterationCapWarning, OptInfo, minimize_batched
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
@@ -64,10 +64,19 @@ def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
 
 
 def ridge_predict(X, Y, Xt, lam: float = 1e-2) -> torch.Tensor:
-    """Ridge linear regression on [1, x] (the TGP code's LinearRegressor, used as the init);
-    the ridge is ``lam`` × the mean diagonal of the Gram matrix (1e-2: with 240-d inputs and
-    few training points a near-zero ridge extrapolates far outside the output range, where
-    K_y ≈ 0 and the twin-GP gradients vanish)."""
+    """Ridge linear regression on [1, x] (the TGP code's LinearRegressor, used as the init).
+
+    W = (X̃ᵀX̃ + r I)⁻¹ X̃ᵀY with X̃ = [1, X_v] (N, 1 + d_v) and prediction [1, x_v] W, where
+    X_v are the columns of X that vary over the training rows (a constant column is a
+    multiple of the intercept column and carries nothing else, so dropping it keeps the
+    prediction unchanged when constant columns are appended and the ridge's size free of
+    their count). The ridge r is ``lam`` × the mean diagonal of X̃ᵀX̃ (1e-2: with 240-d inputs
+    and few training points a near-zero ridge extrapolates far outside the output range,
+    where K_y ≈ 0 and the twin-GP gradients vanish). Shapes: X (N, d_x), Y (N, d_y),
+    Xt (B, d_x) → (B, d_y).
+    """
+    keep = ~constant_columns(X)
+    X, Xt = X[:, keep], Xt[:, keep]
     Xa = torch.cat([torch.ones(X.shape[0], 1, dtype=X.dtype, device=X.device), X], 1)
     Ta = torch.cat([torch.ones(Xt.shape[0], 1, dtype=X.dtype, device=X.device), Xt], 1)
     G = Xa.T @ Xa
@@ -236,8 +245,11 @@ class TwinGP:
         # stays isotropic), the widths divided likewise, so every kernel value is unchanged
         # but the optimiser's absolute quantities (gradient tolerance, first step 1/‖g‖₁,
         # initial inverse Hessian, ridge init) no longer depend on the data's units.
-        # internal units: centred, one scale per side (the RMS of the column standard deviations)
-        sx, sy = Standardizer(self.X, per="matrix"), Standardizer(self.Y, per="matrix")
+        # internal units: centred, one scale per side (the RMS of the standard deviations of the
+        # columns that vary: a constant column adds nothing to any kernel, so appending one
+        # must not change the units, the ridge init, hence the optimiser's path)
+        sx = Standardizer(self.X, per="matrix", skip_constant=True)
+        sy = Standardizer(self.Y, per="matrix", skip_constant=True)
         self.x_mean, self.x_scale = sx.mean, float(sx.scale[0])
         self.y_mean, self.y_scale = sy.mean, float(sy.scale[0])
         self._X = (self.X - self.x_mean) / self.x_scale
