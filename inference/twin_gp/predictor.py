@@ -418,13 +418,15 @@ class TwinGP:
         return f, g / self.y_scale
 
     def value_and_grad_internal(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
-                                form: str = "log", ref: torch.Tensor | None = None):
+                                form: str = "log", ref: torch.Tensor | None = None, stats: dict | None = None):
         """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at y (b, d_y) in
         internal units.
 
         ``form`` (SMTGP only): "log" → −log φ_α/(α(1−α)); "sm" → the paper's L′ with β,
         rescaled per point by exp((1−β)/(2(1−α)) ℓ_α(ref)) (a positive constant, so the
-        minimiser and the BFGS path up to scale are unchanged and nothing overflows).
+        minimiser and the BFGS path up to scale are unchanged and nothing overflows); without
+        ``ref`` the reference is ℓ_α(y) itself (f = 1/(β−1)), and ``stats``, a dict if given,
+        receives it as ``stats["ell"]`` (b,).
 
         Cost: one (b, n) × (n, n or 2n) product Z = K_y [A_Y | ·] (IKLTGP: three (b, n) ×
         (n, n) products, z = A_Y K_y, r = K_X(z − u_x), A_Y r); everything else is a few
@@ -486,6 +488,8 @@ class TwinGP:
                     raise ValueError("form='sm' needs beta")
                 cc = (1 - beta) / (2 * (1 - a))
                 ell0 = ell.detach() if ref is None else ref
+                if stats is not None:
+                    stats["ell"] = ell0
                 Lp = torch.exp(-cc * (ell - ell0)) / (beta - 1)
                 f, sc = Lp, -cc * Lp
             else:
@@ -564,18 +568,19 @@ class TwinGP:
             sl = slice(start, min(B, start + batch_size))
             ctx = self.context(Xt[sl], method, a, neighbors=neighbors)
             y0 = init[sl]
-            ref = None
-            if form == "sm":
-                with torch.no_grad():
-                    fl, _ = self.value_and_grad_internal(y0, ctx, form="log")
-                ref = fl * a * (1 - a) + (1 - a) * ctx["eta_x"].log()  # ℓ_α(y0)
+            # form="sm" rescales each point by its ℓ_α(y0): the optimiser's first call (all
+            # points, at y0) evaluates with ref = ℓ_α itself and records it for the later calls
+            ref = {} if form == "sm" else None
 
             rows = _RowCache(ctx["W"]) if ctx["W"] is not None and ctx["W"].dim() == 3 else None
 
             def fg(y, idx, ctx=ctx, ref=ref, rows=rows):
                 sub = self._sub(ctx, idx, rows)
-                return self.value_and_grad_internal(y, sub, beta=b, form=form,
-                                                    ref=None if ref is None else ref[idx])
+                if ref is None:
+                    return self.value_and_grad_internal(y, sub, beta=b, form=form)
+                if "ell" not in ref:
+                    return self.value_and_grad_internal(y, sub, beta=b, form=form, stats=ref)
+                return self.value_and_grad_internal(y, sub, beta=b, form=form, ref=ref["ell"][idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
                                            ftol=ftol, max_step=self._ry if max_step is None else max_step,
