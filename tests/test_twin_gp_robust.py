@@ -460,3 +460,16 @@ def test_optimizer_names_are_reexported_by_the_predictor_module():
     for name in ("ConvergenceWarning", "IterationCapWarning", "OptInfo", "minimize_batched"):
         assert getattr(P, name) is getattr(O, name) and name in P.__all__
     assert issubclass(O.IterationCapWarning, O.ConvergenceWarning)
+
+
+def test_loo_refuses_the_twin_gp_export_which_has_no_lp_log_q(multi):
+    # docs/models/twin_gp.md: no (lp, log_q) pair exists for the twin GP (no observation site;
+    # the held-out density is a predictive one), so PSIS-LOO must refuse, naming the pair;
+    # the exact LOO over test points is the sum of the held-out log predictive densities
+    from tandem.inference import loo
+    X, Y, Xt, Yt = multi
+    reg = TwinGPRegressor("KLTGP", rho_x=0.5, rho_y=0.6, lam=1e-3).fit(X, Y)
+    idata = reg.to_inference_data(Xt, Yt, num_samples=5)
+    with pytest.raises(ValueError, match="lp.*log_q"):
+        loo(idata)
+    assert np.isfinite(np.asarray(idata["log_likelihood"]["y"]).sum())
