@@ -25,6 +25,11 @@ torch threads as set by OMP_NUM_THREADS. ``--max-iter 3 --init ridge`` caps ever
 same work (per-iteration batching gain); the default (≤ 50 iterations, from KLTGP) takes ≈ 5 min
 CPU on one thread (≈ 15 min wall on the shared machine).
 
+It prints each timed run's quality beside its time (mean norm error, converged / capped /
+stalled counts, mean iterations; also in "config.quality") and exits non-zero when a timed run
+does not converge (a non-finite prediction, a stalled point, or, at the paper's cap of 50, a
+capped one). ``--n-test`` and ``--batch-size`` (test points per block) size the batched runs.
+
     OMP_NUM_THREADS=1 nice python examples/bench_twin_gp.py --out results   # full
     nice python examples/bench_twin_gp.py --out results --max-iter 3 --init ridge
     python examples/bench_twin_gp.py --quick --out /tmp/tgp
@@ -62,6 +67,10 @@ def parser():
                         "small cap measures the per-iteration batching gain in bounded time")
     p.add_argument("--init", choices=("kltgp", "ridge"), default="kltgp",
                    help="SMTGP starting point: the KLTGP prediction (paper) or ridge regression")
+    p.add_argument("--n-test", type=int, default=None,
+                   help="predict only the first N test images (default: all)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="test points per block of the batched runs (default: all at once)")
     return p
 
 
@@ -73,6 +82,10 @@ def main(args):
     X, Y, Xt, Yt = (torch.as_tensor(data[k]) for k in ("X_train", "Y_train", "X_test", "Y_test"))
     perm = torch.as_tensor(np.random.default_rng(args.seed).permutation(X.shape[0]))
     X, Y = X[perm[:args.n_train]], Y[perm[:args.n_train]]
+    if args.n_test is not None:
+        if args.n_test < 1:
+            raise ValueError(f"--n-test: expected a positive count, got {args.n_test}")
+        Xt, Yt = Xt[:args.n_test], Yt[:args.n_test]
     if args.quick:
         X, Y, Xt, Yt = X[:400], Y[:400], Xt[:200], Yt[:200]
         args.loop_points = min(args.loop_points, 20)
@@ -107,7 +120,8 @@ def main(args):
     phase[0] = "KLTGP batched"
     sync()
     t0, w0 = clock(), time.perf_counter()
-    kl, info_kl = m.predict(Xt_d, "KLTGP", init=init0, return_info=True, max_iter=args.max_iter)
+    kl, info_kl = m.predict(Xt_d, "KLTGP", init=init0, return_info=True, max_iter=args.max_iter,
+                            batch_size=args.batch_size)
     sync()
     t_kl, walls["KLTGP batched"] = clock() - t0, time.perf_counter() - w0
     print(f"KLTGP batched: {t_kl:.1f} s ({'CPU' if dev.type == 'cpu' else 'wall'}), "
@@ -117,7 +131,7 @@ def main(args):
     phase[0] = "SMTGP batched"
     t0, w0 = clock(), time.perf_counter()
     sm, info_sm = m.predict(Xt_d, "SMTGP", alpha=args.alpha, beta=args.beta, init=y0, form="sm",
-                            return_info=True, max_iter=args.max_iter)
+                            return_info=True, max_iter=args.max_iter, batch_size=args.batch_size)
     sync()
     t_sm, walls["SMTGP batched"] = clock() - t0, time.perf_counter() - w0
     print(f"SMTGP batched: {t_sm:.1f} s, {walls['SMTGP batched']:.1f} s wall", flush=True)
@@ -126,11 +140,12 @@ def main(args):
     phase[0] = "SMTGP per-point loop"
     t0, w0 = clock(), time.perf_counter()
     loop = [m.predict(Xt_d[i:i + 1], "SMTGP", alpha=args.alpha, beta=args.beta, init=y0[i:i + 1], form="sm",
-                      max_iter=args.max_iter)
+                      max_iter=args.max_iter, return_info=True)
             for i in range(n_loop)]
     sync()
     t_loop, walls["SMTGP per-point loop"] = clock() - t0, time.perf_counter() - w0
-    loop = torch.cat(loop)
+    info_loop = [i for _, i in loop]
+    loop = torch.cat([y for y, _ in loop])
     diff = (loop - sm[:n_loop]).abs().max().item()
     B = Xt.shape[0]
     ceiling = _gemm_vs_gemv(s[("AY_Minv", args.alpha)], m.Y, ry, sync, clock, B, reps=3 if args.quick else 20)
@@ -168,6 +183,12 @@ def main(args):
                            "KLTGP batched": t_kl / counts["KLTGP batched"][1]},
                        "gemm_vs_gemv_ceiling": ceiling,
                        "loop_vs_batched_max_abs_diff": diff})
+    quality = {"KLTGP batched": _quality(kl, Yt, [info_kl]), "SMTGP batched": _quality(sm, Yt, [info_sm]),
+               "SMTGP per-point loop": _quality(loop, Yt[:n_loop], info_loop)}
+    res.config["quality"] = quality
+    for k, q in quality.items():
+        print(f"{k}: mean norm error {q['mean_norm_error']:.4f}, {q['converged']} of {q['points']} converged, "
+              f"{q['capped']} capped, {q['stalled']} stalled, mean iterations {q['mean_iterations']:.1f}", flush=True)
     path = res.write(args.out)
     print(res.table())
     print({k: res.config[k] for k in ("speedup_batched_vs_loop", "speedup_batched_vs_loop_wall",
@@ -176,7 +197,23 @@ def main(args):
                                       "iterations_per_point", "point_evaluations_per_point",
                                       "seconds_per_point_evaluation", "gemm_vs_gemv_ceiling")})
     print("wrote", path)
+    # a timed run that does not converge times nothing useful: every prediction must be finite
+    # and no point may stall; at the paper's cap (max_iter >= 50) every point must converge
+    bad = {k: q for k, q in quality.items() if not q["finite"] or q["stalled"]
+           or (args.max_iter >= 50 and q["converged"] < q["points"])}
+    if bad:
+        raise SystemExit(f"bench_twin_gp: timed runs did not converge: {bad}")
     return res
+
+
+def _quality(pred, Yt, infos):
+    """Prediction error and the optimiser's stops of one timed run (its OptInfo pieces)."""
+    cat = lambda name: torch.cat([getattr(i, name).cpu() for i in infos])  # noqa: E731
+    pred = pred.cpu()
+    return {"mean_norm_error": float(mean_norm_error(pred, Yt)), "finite": bool(torch.isfinite(pred).all()),
+            "points": int(pred.shape[0]), "converged": int(cat("converged").sum()),
+            "capped": int(cat("capped").sum()), "stalled": int(cat("stalled").sum()),
+            "mean_iterations": float(cat("n_iter").float().mean())}
 
 
 def _gemm_vs_gemv(W, Yt, rho_y, sync, clock, B, reps=20):

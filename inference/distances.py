@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["sq_dists", "knn", "nearest", "median_distance", "standardize", "Standardizer"]
+__all__ = ["sq_dists", "knn", "nearest", "median_distance", "standardize", "Standardizer", "constant_columns"]
 
 
 def sq_dists(A, B=None):
@@ -134,6 +134,40 @@ def median_distance(Z, max_points: int = 2000, seed: int = 0) -> float:
     return med if med > 0 else 1.0
 
 
+def constant_columns(X):
+    """Mask of the columns of X that are constant up to rounding.
+
+    A column is constant when its spread max − min is at most 16 ε · max|x| (ε the float64
+    machine epsilon): its values then differ by a few units in the last place at most. Its
+    computed standard deviation is rounding noise (e.g. 2.8e-17 for a column of 0.1s), which must
+    not be divided by.
+
+    Parameters
+    ----------
+    X : numpy.ndarray or torch.Tensor
+        (n, d) data, n ≥ 1.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        (d,) bool mask, of the input's type.
+
+    Raises
+    ------
+    ValueError
+        If X is not 2-d with at least one row.
+    """
+    is_t = isinstance(X, torch.Tensor)
+    Xa = X.detach() if is_t else np.asarray(X, dtype=np.float64)
+    if Xa.ndim != 2 or Xa.shape[0] < 1:
+        raise ValueError(f"X: expected a 2-D array with at least one row, got shape {tuple(Xa.shape)}")
+    if is_t:
+        hi, lo = Xa.amax(0), Xa.amin(0)
+        return (hi - lo) <= 16 * torch.finfo(torch.float64).eps * torch.maximum(hi.abs(), lo.abs())
+    hi, lo = Xa.max(0), Xa.min(0)
+    return (hi - lo) <= 16 * np.finfo(np.float64).eps * np.maximum(np.abs(hi), np.abs(lo))
+
+
 class Standardizer:
     """Column standardisation z = (x − mean) / scale and its inverse.
 
@@ -148,22 +182,39 @@ class Standardizer:
         Subtract the column means (otherwise mean = 0).
     per : {"column", "matrix"}, default "column"
         ``"column"``: ``scale`` is each column's standard deviation (ddof 0); a constant column
-        gets scale 1 (it is only centred), so the map is always invertible. ``"matrix"``: one
-        scale for every column, the root mean of the column variances (keeps the columns'
-        relative sizes; 1 if every column is constant).
+        (:func:`constant_columns`: constant up to rounding) gets scale 1 and is centred on its
+        first value (so it maps to exact zeros), so the map is always invertible and never
+        divides by a rounding-level std. ``"matrix"``: one scale for every column, the root
+        mean of the column variances (keeps the columns' relative sizes; 1 if every column is
+        constant).
+    skip_constant : bool, default False
+        With ``per="matrix"``, the mean runs over the non-constant columns only, so appending
+        constant columns leaves the scale unchanged.
     """
 
-    def __init__(self, X, center: bool = True, per: str = "column"):
+    def __init__(self, X, center: bool = True, per: str = "column", skip_constant: bool = False):
         if per not in ("column", "matrix"):
             raise ValueError(f"per: expected 'column' or 'matrix', got {per!r}")
         is_t = isinstance(X, torch.Tensor)
         Xa = X.detach() if is_t else np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 1:
             raise ValueError(f"X: expected a 2-D array with at least one row, got shape {tuple(Xa.shape)}")
-        mean = Xa.mean(0) if center else Xa[0] * 0
-        std = Xa.std(0, unbiased=False) if is_t else Xa.std(0)
+        # statistics row by row of the contiguous transpose: each column's sums then run in
+        # the same order whatever the other columns are (a reduction over dim 0 of an
+        # (n, d) array vectorises across columns, so its rounding depends on d)
+        XT = Xa.T.contiguous() if is_t else np.ascontiguousarray(Xa.T)
+        mean = XT.mean(1) if center else Xa[0] * 0
+        # (two-pass, by hand: torch's std kernel also changes its order with the row count)
+        std = ((XT - XT.mean(1, keepdims=True)) ** 2).mean(1) ** 0.5
+        const = constant_columns(Xa)
+        std = std * ~const if is_t else np.where(const, 0.0, std)
+        if center:  # a constant column centres to exact zeros (its mean is off by rounding)
+            mean = torch.where(const, Xa[0], mean) if is_t else np.where(const, Xa[0], mean)
         if per == "matrix":
-            rms = (std ** 2).mean() ** 0.5
+            var = std ** 2
+            if skip_constant:
+                var = var[~const]
+            rms = var.mean() ** 0.5 if var.shape[0] else var.sum()
             std = std * 0 + rms
         scale = torch.where(std > 0, std, torch.ones_like(std)) if is_t else np.where(std > 0, std, 1.0)
         self.mean, self.scale = mean, scale

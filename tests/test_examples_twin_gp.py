@@ -73,6 +73,11 @@ def test_bench_twin_gp(tmp_path):
     assert set(c["point_evaluations_per_point"]) == methods
     assert all(v >= 1 for v in c["point_evaluations_per_point"].values())
     assert c["gemm_vs_gemv_ceiling"]["ratio"] > 0
+    # quality beside time: every timed run converged (the script exits non-zero otherwise)
+    q = c["quality"]
+    assert set(q) == methods and all(v["converged"] == v["points"] and v["finite"] for v in q.values())
+    assert q["SMTGP batched"]["mean_norm_error"] == pytest.approx(
+        [r["mean"] for r in d["results"] if r["method"] == "SMTGP" and r["metric"] == "mean_norm_error"][0])
 
 
 @pytest.mark.skipif(not HAVE_USPS, reason="USPS data not available")

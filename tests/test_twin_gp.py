@@ -12,6 +12,7 @@ from common import smooth_multi_output_problem
 from tandem.guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
 from tandem.inference import LBFGS, fit
 from tandem.inference.predictive import posterior_predictive
+from tandem.inference.twin_gp.optimizer import minimize_batched
 from tandem.inference.twin_gp.predictor import (
     TwinGP,
     _kvec,
@@ -21,7 +22,6 @@ from tandem.inference.twin_gp.predictor import (
     kernel_alignment,
     kernel_knn_predict,
     lemma41_log_bound,
-    minimize_batched,
     rbf,
     smtgp_det_objective,
     wknn_predict,
@@ -423,3 +423,32 @@ def test_paired_differences_hand_values():
     assert out["A - B"]["mean"] == pytest.approx(d.mean())
     assert out["A - B"]["se"] == pytest.approx(d.std(ddof=1) / 2)
     assert (out["A - B"]["wins"], out["A - B"]["losses"]) == (2, 1)
+
+
+def test_sm_form_takes_its_reference_from_the_first_evaluation():
+    # form="sm" rescales each point by its ℓ_α(y0); that used to cost one extra objective
+    # evaluation of every point before the optimiser's own first call at the same y0. Now
+    # the first call records it: the same iterates (to rounding), one batched call fewer.
+    X, Y, Xt, _ = smooth_multi_output_problem()
+    m = TwinGP(X, Y, 0.5, 0.6, 1e-3)
+    init = m.predict(Xt, "KLTGP")
+    calls = []
+    vg = m.value_and_grad_internal
+
+    def counted(y, ctx, **kw):
+        calls.append(y.shape[0])
+        return vg(y, ctx, **kw)
+    m.value_and_grad_internal = counted
+    for a, b in ((0.3, 0.99), (0.7, 1.5)):
+        calls.clear()
+        y, info = m.predict(Xt, "SMTGP", alpha=a, beta=b, init=init, form="sm", return_info=True)
+        assert len(calls) == info.n_eval and calls[0] == Xt.shape[0]
+        # the former path: ℓ_α(y0) from a separate log-form evaluation, then the optimiser
+        ctx = m.context(Xt, "SMTGP", a)
+        y0 = m.to_internal_y(init)
+        fl, _ = vg(y0, ctx, form="log")
+        ref = fl * a * (1 - a) + (1 - a) * ctx["eta_x"].log()
+        y_old, info_old = minimize_batched(
+            lambda yy, idx: vg(yy, m._sub(ctx, idx), beta=b, form="sm", ref=ref[idx]), y0, max_step=m._ry)
+        torch.testing.assert_close(y, m.from_internal_y(y_old), rtol=0, atol=1e-8)
+        assert info.n_eval == info_old.n_eval and info.converged.all()

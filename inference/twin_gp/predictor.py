@@ -26,53 +26,27 @@ checked against autograd in the tests. Quadratic forms use precomputed dense
 A_Y, M_α⁻¹ (from Cholesky factors, never ``inverse()``) so that one step for all B test
 points is a single (B, N) × (N, 2N) matrix product.
 
-Batched optimisation (``optimizer="bfgs"`` or ``"gd"``): all test points move at once, but
-every point keeps its own BFGS inverse-Hessian, its own backtracking (Armijo) step and its
-own stopping test. Summing the per-point losses and running one L-BFGS on the sum would
-couple the points through the shared line search and the shared curvature pairs; here
-each point's iterate is exactly what the same method run on that point alone produces
-(the per-point loop in ``examples/bench_twin_gp.py`` and the tests check this), and
-converged points drop out of the batch. ``"bfgs"`` follows the TGP code (BFGS, ≤ 50
-iterations, tolerance 1e-6); ``"gd"`` is the paper's ≤ 50-step gradient rule with a
-per-point step size (backtracking, doubled after each accepted step).
+Batched optimisation (``optimizer="bfgs"`` or ``"gd"``, every test point with its own BFGS
+state, line search and stopping test): :mod:`tandem.inference.twin_gp.optimizer`.
 """
 from __future__ import annotations
 
-import time
 import warnings
-from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
 
-from tandem.inference.distances import Standardizer, knn, sq_dists
+from tandem.inference.distances import Standardizer, constant_columns, knn, sq_dists
 from tandem.inference.numerics import DTYPE, cho_logdet, cho_solve, cholesky_jitter
+from tandem.inference.twin_gp.optimizer import ConvergenceWarning, IterationCapWarning, OptInfo, minimize_batched
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
 from tandem.models.twin_gp import METHODS, validate_alpha_beta
 
-__all__ = ["TwinGP", "ConvergenceWarning", "IterationCapWarning", "METHODS", "rbf", "ridge_predict", "gpr_predict",
-           "wknn_predict",
-           "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic", "kernel_knn_predict", "certainty",
-           "lemma41_log_bound",
-           "validate_alpha_beta"]
-
-
-class ConvergenceWarning(RuntimeWarning):
-    """Some test points' optimisations stopped unconverged; ``n_points`` says how many.
-    :class:`IterationCapWarning` (the cap) is the case with its own class."""
-
-    def __init__(self, message: str, n_points: int = 0):
-        super().__init__(message)
-        self.n_points = int(n_points)
-
-
-class IterationCapWarning(ConvergenceWarning):
-    """Some test points were still improving when the iteration cap was reached;
-    ``n_capped`` says how many."""
-
-    def __init__(self, message: str, n_capped: int = 0):
-        super().__init__(message, n_capped)
-        self.n_capped = int(n_capped)
+# ConvergenceWarning, IterationCapWarning, OptInfo and minimize_batched live in .optimizer and are
+# re-exported here (``from tandem.inference.twin_gp.predictor import minimize_batched`` keeps working)
+__all__ = ["TwinGP", "ConvergenceWarning", "IterationCapWarning", "OptInfo", "METHODS", "rbf", "ridge_predict",
+           "gpr_predict", "wknn_predict", "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic",
+           "kernel_knn_predict", "certainty", "lemma41_log_bound", "validate_alpha_beta"]
 
 
 def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
@@ -90,10 +64,19 @@ def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
 
 
 def ridge_predict(X, Y, Xt, lam: float = 1e-2) -> torch.Tensor:
-    """Ridge linear regression on [1, x] (the TGP code's LinearRegressor, used as the init);
-    the ridge is ``lam`` × the mean diagonal of the Gram matrix (1e-2: with 240-d inputs and
-    few training points a near-zero ridge extrapolates far outside the output range, where
-    K_y ≈ 0 and the twin-GP gradients vanish)."""
+    """Ridge linear regression on [1, x] (the TGP code's LinearRegressor, used as the init).
+
+    W = (X̃ᵀX̃ + r I)⁻¹ X̃ᵀY with X̃ = [1, X_v] (N, 1 + d_v) and prediction [1, x_v] W, where
+    X_v are the columns of X that vary over the training rows (a constant column is a
+    multiple of the intercept column and carries nothing else, so dropping it keeps the
+    prediction unchanged when constant columns are appended and the ridge's size free of
+    their count). The ridge r is ``lam`` × the mean diagonal of X̃ᵀX̃ (1e-2: with 240-d inputs
+    and few training points a near-zero ridge extrapolates far outside the output range,
+    where K_y ≈ 0 and the twin-GP gradients vanish). Shapes: X (N, d_x), Y (N, d_y),
+    Xt (B, d_x) → (B, d_y).
+    """
+    keep = ~constant_columns(X)
+    X, Xt = X[:, keep], Xt[:, keep]
     Xa = torch.cat([torch.ones(X.shape[0], 1, dtype=X.dtype, device=X.device), X], 1)
     Ta = torch.cat([torch.ones(Xt.shape[0], 1, dtype=X.dtype, device=X.device), Xt], 1)
     G = Xa.T @ Xa
@@ -155,179 +138,6 @@ def kernel_knn_predict(X, Y, Xt, k: int, rho: float) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------
-# batched per-point optimiser
-# ---------------------------------------------------------------------------------------
-
-@dataclass
-class OptInfo:
-    """Per-point diagnostics of :func:`minimize_batched` (tensors of length B)."""
-    n_iter: torch.Tensor
-    n_eval: int
-    f: torch.Tensor
-    grad_inf: torch.Tensor
-    converged: torch.Tensor
-    wall_time: float = 0.0
-    #: points still improving when the iteration cap was reached (bool, (B,))
-    capped: torch.Tensor | None = None
-    extra: dict = field(default_factory=dict)
-    #: points whose line search failed from steepest descent before any stopping test
-    #: held (bool, (B,)): stopped unconverged below the cap
-    stalled: torch.Tensor | None = None
-    #: restarts from steepest descent after a failed quasi-Newton line search (long, (B,))
-    n_restart: torch.Tensor | None = None
-
-
-# Hager & Zhang's approximate Wolfe constants: their δ and σ; their ε (1e-6, the rise of f a
-# step may show) is tightened to 1e-10, near the objectives' rounding level: at 1e-6 a BFGS
-# step across a flat stretch was accepted uphill and left a point's basin (SMTGP, α → 1)
-_HZ_DELTA, _HZ_SIGMA, _HZ_EPS = 0.1, 0.9, 1e-10
-
-
-def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: int = 50,
-                     gtol: float = 1e-6, ftol: float = 1e-10, max_ls: int = 20,
-                     c1: float = 1e-4, max_step: float | None = None, progress=None,
-                     on_active=None) -> tuple[torch.Tensor, OptInfo]:
-    """Minimise B independent objectives at once; ``fg(y, idx) -> (f (b,), g (b, d))``.
-
-    ``idx`` (long, (b,)) says which points the rows of ``y`` (b, d) belong to. Each point
-    has its own inverse-Hessian approximation H (BFGS) or step size (``"gd"``), its own
-    backtracking line search (halving from step 1, or from min(1, 1/‖g‖₁) on the first
-    BFGS iteration, as torch's L-BFGS does; a trial is accepted on Armijo's test, or on
-    Hager & Zhang's approximate Wolfe test where f's rounding hides the decrease) and its
-    own stop (‖g‖_∞ ≤ gtol, or relative change of f ≤ ftol). A line search that fails
-    along a BFGS direction restarts the point from steepest descent; one that fails from
-    steepest descent stops the point unconverged (``info.stalled``), as does a decrease
-    below rounding level (counted as converged); stopped points leave the batch. A point's iterates
-    therefore do not depend on the other points in the batch. ``max_step`` caps the length
-    of a trial step ‖t p‖ (a trust radius in y units; :meth:`TwinGP.predict` uses ρ_y,
-    the distance over which K_y changes, so a step cannot jump over the narrow basins
-    that the λ floor creates around training outputs). ``progress``: an optional tqdm bar,
-    advanced by one for each point that stops. ``on_active(idx)``, if given, is called at
-    the start of every iteration with the points still running; every ``fg`` call of that
-    iteration asks for a subset of them (lets the caller compact per-point data once per
-    iteration instead of on every evaluation).
-    """
-    if optimizer not in ("bfgs", "gd"):
-        raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")
-    t0 = time.perf_counter()
-    y = y0.detach().clone()
-    B, d = y.shape
-    dev, dt = y.device, y.dtype
-    allidx = torch.arange(B, device=dev)
-    f, g = fg(y, allidx)
-    n_eval = 1
-    eye = torch.eye(d, dtype=dt, device=dev)
-    H = eye.expand(B, d, d).clone() if optimizer == "bfgs" else None
-    first = torch.ones(B, dtype=torch.bool, device=dev)
-    step = torch.ones(B, dtype=dt, device=dev)
-    n_iter = torch.zeros(B, dtype=torch.long, device=dev)
-    n_restart = torch.zeros(B, dtype=torch.long, device=dev)
-    stalled = torch.zeros(B, dtype=torch.bool, device=dev)
-    converged = g.abs().amax(1) <= gtol
-    active = ~converged
-    n_active = B
-    for _ in range(max_iter):
-        idx = active.nonzero().squeeze(1)
-        if progress is not None:
-            progress.update(n_active - idx.numel())
-            n_active = idx.numel()
-        if idx.numel() == 0:
-            break
-        if on_active is not None:
-            on_active(idx)
-        yi, fi, gi = y[idx], f[idx], g[idx]
-        if optimizer == "bfgs":
-            p = -(H[idx] @ gi.unsqueeze(-1)).squeeze(-1)
-        else:
-            p = -gi
-        dphi = (gi * p).sum(1)
-        bad = ~(dphi < 0)
-        if bad.any():  # not a descent direction: restart from steepest descent
-            p[bad] = -gi[bad]
-            dphi = (gi * p).sum(1)
-            if H is not None:
-                H[idx[bad]] = eye
-                first[idx[bad]] = True
-        if optimizer == "bfgs":
-            t = torch.where(first[idx], (1.0 / gi.abs().sum(1)).clamp(max=1.0), torch.ones_like(fi))
-        else:
-            t = step[idx].clone()
-        if max_step is not None:
-            t = torch.minimum(t, max_step / p.norm(dim=1).clamp_min(1e-300))
-        pending = torch.ones_like(fi, dtype=torch.bool)
-        tiny = torch.zeros_like(pending)
-        approx = torch.zeros_like(pending)
-        y_new, f_new, g_new = yi.clone(), fi.clone(), gi.clone()
-        for _ls in range(max_ls):
-            pi = pending.nonzero().squeeze(1)
-            if pi.numel() == 0:
-                break
-            ytry = yi[pi] + t[pi].unsqueeze(1) * p[pi]
-            ft, gt = fg(ytry, idx[pi])
-            n_eval += 1
-            armijo = torch.isfinite(ft) & (ft <= fi[pi] + c1 * t[pi] * dphi[pi])
-            # Near a minimum, f's rounding error can exceed the decrease Armijo asks for
-            # while the gradient is still accurate; Hager & Zhang's (2005) approximate
-            # Wolfe test then accepts a step on the directional derivative instead:
-            # σφ'(0) ≤ φ'(t) ≤ (2δ − 1)φ'(0) and φ(t) ≤ φ(0) + ε|φ(0)| (their δ, σ, ε)
-            dtry = (gt * p[pi]).sum(1)
-            wolfe = (torch.isfinite(ft) & torch.isfinite(dtry) & (ft <= fi[pi] + _HZ_EPS * fi[pi].abs().clamp_min(1.0))
-                     & (dtry >= _HZ_SIGMA * dphi[pi]) & (dtry <= (2 * _HZ_DELTA - 1) * dphi[pi]))
-            acc = armijo | wolfe
-            ai = pi[acc]
-            y_new[ai], f_new[ai], g_new[ai] = ytry[acc], ft[acc], gt[acc]
-            approx[pi[acc & ~armijo]] = True
-            pending[ai] = False
-            t[pi[~acc]] *= 0.5
-            # a decrease below rounding level cannot be resolved: the point has converged
-            ri = pi[~acc]
-            unresolvable = (t[ri] * dphi[ri]).abs() <= 1e-13 * fi[ri].abs().clamp_min(1.0)
-            tiny[ri[unresolvable]] = True
-            pending[ri[unresolvable]] = False
-        # a failed line search along a quasi-Newton direction restarts from steepest
-        # descent (H = I) instead of stopping; one that fails from steepest descent stalls
-        retry = pending & ~first[idx] if H is not None else torch.zeros_like(pending)
-        if retry.any():
-            H[idx[retry]] = eye
-            first[idx[retry]] = True
-            n_restart[idx[retry]] += 1
-        stalled[idx[pending & ~retry]] = True
-        moved = ~pending & ~tiny
-        if H is not None and moved.any():
-            mi = moved.nonzero().squeeze(1)
-            s = y_new[mi] - yi[mi]
-            yk = g_new[mi] - gi[mi]
-            sy = (s * yk).sum(1)
-            upd = sy > 1e-12 * s.norm(dim=1) * yk.norm(dim=1).clamp_min(1e-300)
-            if upd.any():
-                ui = idx[mi[upd]]
-                su, yu, syu = s[upd], yk[upd], sy[upd]
-                Hu = H[ui]
-                fst = first[ui]
-                scale = (syu / (yu * yu).sum(1)).view(-1, 1, 1)
-                Hu = torch.where(fst.view(-1, 1, 1), scale * eye, Hu)
-                rho = (1.0 / syu).view(-1, 1, 1)
-                V = eye - rho * su.unsqueeze(2) * yu.unsqueeze(1)
-                H[ui] = V @ Hu @ V.transpose(1, 2) + rho * su.unsqueeze(2) * su.unsqueeze(1)
-                first[ui] = False
-        if optimizer == "gd":
-            step[idx] = torch.where(moved, 2.0 * t, t)
-        y[idx], f[idx], g[idx] = y_new, f_new, g_new
-        n_iter[idx] += moved.long()
-        small_g = g_new.abs().amax(1) <= gtol
-        # (a step accepted on the approximate Wolfe test says nothing about f's change)
-        small_f = ~approx & ((fi - f_new).abs() <= ftol * fi.abs().clamp_min(1.0))
-        done = moved & (small_g | small_f)
-        converged[idx[done | tiny]] = True
-        active[idx[done | (pending & ~retry) | tiny]] = False
-    if progress is not None:
-        progress.update(n_active)  # points still running at the iteration cap
-    info = OptInfo(n_iter, n_eval, f, g.abs().amax(1), converged, time.perf_counter() - t0, active.clone(),
-                   stalled=stalled & ~converged, n_restart=n_restart)
-    return y, info
-
-
-# ---------------------------------------------------------------------------------------
 # the twin GP
 # ---------------------------------------------------------------------------------------
 
@@ -364,6 +174,25 @@ class _RowCache:
     def positions(self, idx: torch.Tensor) -> torch.Tensor:
         """Where the (sorted) points ``idx`` sit among the rows held."""
         return torch.searchsorted(self.idx, idx)
+
+
+def _warn_unconverged(method: str, capped: torch.Tensor, stalled: torch.Tensor, max_iter: int, gtol: float) -> None:
+    """One warning per kind of unconverged stop among B test points: an
+    :class:`IterationCapWarning` with the count of ``capped`` (bool, (B,)) points, still
+    improving at ``max_iter``, and a :class:`ConvergenceWarning` with the count of ``stalled``
+    (bool, (B,)) points, whose line search failed from steepest descent below the cap."""
+    B = capped.numel()
+    for mask, cls, why in (
+            (capped, IterationCapWarning, f"were still improving when the iteration cap max_iter={max_iter} was "
+                                          "reached (their predictions are not at a minimum); raise max_iter or pass "
+                                          "return_info=True to see which"),
+            (stalled, ConvergenceWarning, "stopped unconverged below the iteration cap (no step along steepest "
+                                          f"descent decreased the objective while its gradient was above gtol={gtol}); "
+                                          "their predictions are not at a minimum: pass return_info=True to see which "
+                                          "(info.stalled)")):
+        n = int(mask.sum())
+        if n:
+            warnings.warn(cls(f"{method}: {n} of {B} test points {why}", n), stacklevel=3)
 
 
 def _kvec(y: torch.Tensor, Yt: torch.Tensor, rho: float) -> torch.Tensor:
@@ -416,8 +245,11 @@ class TwinGP:
         # stays isotropic), the widths divided likewise, so every kernel value is unchanged
         # but the optimiser's absolute quantities (gradient tolerance, first step 1/‖g‖₁,
         # initial inverse Hessian, ridge init) no longer depend on the data's units.
-        # internal units: centred, one scale per side (the RMS of the column standard deviations)
-        sx, sy = Standardizer(self.X, per="matrix"), Standardizer(self.Y, per="matrix")
+        # internal units: centred, one scale per side (the RMS of the standard deviations of the
+        # columns that vary: a constant column adds nothing to any kernel, so appending one
+        # must not change the units, the ridge init, hence the optimiser's path)
+        sx = Standardizer(self.X, per="matrix", skip_constant=True)
+        sy = Standardizer(self.Y, per="matrix", skip_constant=True)
         self.x_mean, self.x_scale = sx.mean, float(sx.scale[0])
         self.y_mean, self.y_scale = sy.mean, float(sy.scale[0])
         self._X = (self.X - self.x_mean) / self.x_scale
@@ -586,13 +418,15 @@ class TwinGP:
         return f, g / self.y_scale
 
     def value_and_grad_internal(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
-                                form: str = "log", ref: torch.Tensor | None = None):
+                                form: str = "log", ref: torch.Tensor | None = None, stats: dict | None = None):
         """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at y (b, d_y) in
         internal units.
 
         ``form`` (SMTGP only): "log" → −log φ_α/(α(1−α)); "sm" → the paper's L′ with β,
         rescaled per point by exp((1−β)/(2(1−α)) ℓ_α(ref)) (a positive constant, so the
-        minimiser and the BFGS path up to scale are unchanged and nothing overflows).
+        minimiser and the BFGS path up to scale are unchanged and nothing overflows); without
+        ``ref`` the reference is ℓ_α(y) itself (f = 1/(β−1)), and ``stats``, a dict if given,
+        receives it as ``stats["ell"]`` (b,).
 
         Cost: one (b, n) × (n, n or 2n) product Z = K_y [A_Y | ·] (IKLTGP: three (b, n) ×
         (n, n) products, z = A_Y K_y, r = K_X(z − u_x), A_Y r); everything else is a few
@@ -654,6 +488,8 @@ class TwinGP:
                     raise ValueError("form='sm' needs beta")
                 cc = (1 - beta) / (2 * (1 - a))
                 ell0 = ell.detach() if ref is None else ref
+                if stats is not None:
+                    stats["ell"] = ell0
                 Lp = torch.exp(-cc * (ell - ell0)) / (beta - 1)
                 f, sc = Lp, -cc * Lp
             else:
@@ -732,18 +568,19 @@ class TwinGP:
             sl = slice(start, min(B, start + batch_size))
             ctx = self.context(Xt[sl], method, a, neighbors=neighbors)
             y0 = init[sl]
-            ref = None
-            if form == "sm":
-                with torch.no_grad():
-                    fl, _ = self.value_and_grad_internal(y0, ctx, form="log")
-                ref = fl * a * (1 - a) + (1 - a) * ctx["eta_x"].log()  # ℓ_α(y0)
+            # form="sm" rescales each point by its ℓ_α(y0): the optimiser's first call (all
+            # points, at y0) evaluates with ref = ℓ_α itself and records it for the later calls
+            ref = {} if form == "sm" else None
 
             rows = _RowCache(ctx["W"]) if ctx["W"] is not None and ctx["W"].dim() == 3 else None
 
             def fg(y, idx, ctx=ctx, ref=ref, rows=rows):
                 sub = self._sub(ctx, idx, rows)
-                return self.value_and_grad_internal(y, sub, beta=b, form=form,
-                                                    ref=None if ref is None else ref[idx])
+                if ref is None:
+                    return self.value_and_grad_internal(y, sub, beta=b, form=form)
+                if "ell" not in ref:
+                    return self.value_and_grad_internal(y, sub, beta=b, form=form, stats=ref)
+                return self.value_and_grad_internal(y, sub, beta=b, form=form, ref=ref["ell"][idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
                                            ftol=ftol, max_step=self._ry if max_step is None else max_step,
@@ -754,20 +591,8 @@ class TwinGP:
             bar.close()
         y = self.from_internal_y(torch.cat(outs))
         capped = torch.cat([i.capped for i in infos])
-        n_capped = int(capped.sum())
-        if n_capped:
-            warnings.warn(IterationCapWarning(
-                f"{method}: {n_capped} of {B} test points were still improving when the iteration cap "
-                f"max_iter={max_iter} was reached (their predictions are not at a minimum); raise max_iter "
-                "or pass return_info=True to see which", n_capped), stacklevel=2)
         stalled = torch.cat([i.stalled for i in infos])
-        n_stalled = int(stalled.sum())
-        if n_stalled:
-            warnings.warn(ConvergenceWarning(
-                f"{method}: {n_stalled} of {B} test points stopped unconverged below the iteration cap (no "
-                f"step along steepest descent decreased the objective while its gradient was above gtol={gtol}); "
-                "their predictions are not at a minimum: pass return_info=True to see which (info.stalled)",
-                n_stalled), stacklevel=2)
+        _warn_unconverged(method, capped, stalled, max_iter, gtol)
         if not return_info:
             return y
         info = OptInfo(torch.cat([i.n_iter for i in infos]), sum(i.n_eval for i in infos),

@@ -67,7 +67,7 @@ ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 @dataclass
 class EnsembleInfo:
     """Diagnostics of an ensemble prediction: ``members`` (the optimiser's per-point
-    :class:`~tandem.inference.twin_gp.predictor.OptInfo` of each member, best CV setting
+    :class:`~tandem.inference.twin_gp.optimizer.OptInfo` of each member, best CV setting
     first) and ``chosen`` (B,), the member whose prediction each test point kept."""
     members: list
     chosen: torch.Tensor

@@ -24,9 +24,8 @@ from tandem.inference.checkpoints import check_fingerprint, content_hash, load_c
 from tandem.inference.distances import median_distance
 from tandem.inference.experiments.cli import grid_step
 from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
+from tandem.inference.twin_gp.optimizer import ConvergenceWarning, IterationCapWarning
 from tandem.inference.twin_gp.predictor import (
-    ConvergenceWarning,
-    IterationCapWarning,
     TwinGP,
     gpr_predict,
     hsic,
