@@ -30,7 +30,7 @@ NUMPY_STYLE = [
     "tandem.inference.datasets.human_pose", "tandem.inference.datasets.manifolds", "tandem.inference.datasets.poser",
     "tandem.inference.datasets.usps",
     "tandem.models.coupled_projections", "tandem.inference.coupled_projections.solver",
-    "tandem.guides.mcgpds", "tandem.guides.mean_field",
+    "tandem.guides.mcgpds", "tandem.guides.mean_field", "tandem.inference.mcgpds.baselines",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
