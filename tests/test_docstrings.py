@@ -31,7 +31,7 @@ NUMPY_STYLE = [
     "tandem.inference.datasets.usps",
     "tandem.models.coupled_projections", "tandem.inference.coupled_projections.solver",
     "tandem.guides.mcgpds", "tandem.guides.mean_field", "tandem.inference.mcgpds.baselines",
-    "tandem.inference.datasets.text", "tandem.inference.datasets.oil",
+    "tandem.inference.datasets.text", "tandem.inference.datasets.oil", "tandem.inference.svi",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
