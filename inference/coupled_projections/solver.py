@@ -476,7 +476,7 @@ _LEARNED = ("pairs", "pca_x", "pca_y", "tx", "ty", "Sx", "Sy", "Omega", "Z", "A"
 
 
 class CoupledProjections(TandemEstimator):
-    """The paper's coupled linear projections (exact generalised-eigenproblem solver).
+    r"""The paper's coupled linear projections (exact generalised-eigenproblem solver).
 
     Follows the estimator contract (:mod:`tandem.inference.params`): declared constraints
     (checked at construction and in :meth:`fit`), ``get_params``/``set_params``/``clone``,
@@ -503,35 +503,51 @@ class CoupledProjections(TandemEstimator):
 
     Attributes
     ----------
-    Px_, Py_ : numpy.ndarray
-        (p_x, d), (p_y, d) the maps in PCA coordinates.
-    Mx_, My_ : numpy.ndarray
-        (D_x, d), (D_y, d) the maps in input space.
-    P_ : numpy.ndarray
+    Px\_ : numpy.ndarray
+        (p_x, d) the map of view x in PCA coordinates.
+    Py\_ : numpy.ndarray
+        (p_y, d) the map of view y in PCA coordinates.
+    Mx\_ : numpy.ndarray
+        (D_x, d) the map of view x in input space.
+    My\_ : numpy.ndarray
+        (D_y, d) the map of view y in input space.
+    P\_ : numpy.ndarray
         (p_x + p_y, d) the stacked maps [P_x; P_y].
-    eigenvalues_ : numpy.ndarray
+    eigenvalues\_ : numpy.ndarray
         (d,) the objective value of each direction.
-    embedding_x_, embedding_y_ : numpy.ndarray
-        (N_x, d), (N_y, d) the embedded training points.
-    Omega_ : numpy.ndarray
+    embedding_x\_ : numpy.ndarray
+        (N_x, d) the embedded training points of view x.
+    embedding_y\_ : numpy.ndarray
+        (N_y, d) the embedded training points of view y.
+    Omega\_ : numpy.ndarray
         (N_x + N_y, N_x + N_y) alignment matrix Ω.
-    pairs_ : numpy.ndarray
+    pairs\_ : numpy.ndarray
         (K, 2) the validated known pairs.
-    Sx_, Sy_ : numpy.ndarray
-        The neighbourhood weight matrices.
-    tx_, ty_ : float
-        The heat-kernel widths used (only when the graphs were built here).
-    Z_ : numpy.ndarray
+    Sx\_ : numpy.ndarray
+        (N_x, N_x) neighbourhood weights of view x.
+    Sy\_ : numpy.ndarray
+        (N_y, N_y) neighbourhood weights of view y.
+    tx\_ : float
+        Heat-kernel width of view x's graph (only when it was built here).
+    ty\_ : float
+        Heat-kernel width of view y's graph (likewise).
+    Z\_ : numpy.ndarray
         (p_x + p_y, N_x + N_y) block-diagonal reduced data, columns are points.
-    A_, B_ : numpy.ndarray
-        The eigenproblem's matrices A = Z Ω Zᵀ and B = Z Zᵀ (+ ridge).
-    pca_x_, pca_y_ : PCA
-        The per-view PCAs.
-    dims_ : tuple of int
+    A\_ : numpy.ndarray
+        (p_x + p_y, p_x + p_y) A = Z Ω Zᵀ, the eigenproblem's left matrix.
+    B\_ : numpy.ndarray
+        (p_x + p_y, p_x + p_y) B = Z Zᵀ (+ ridge), its right matrix.
+    pca_x\_ : PCA
+        View x's PCA.
+    pca_y\_ : PCA
+        View y's PCA.
+    dims\_ : tuple of int
         (p_x, p_y), the reduced view dimensions.
-    svi_result_, whitened_
-        Set by :meth:`to_inference_data`: the SVI result and the
-        :class:`~tandem.models.coupled_projections.WhitenedProblem`.
+    svi_result\_ : FitResult
+        Set by :meth:`to_inference_data`: the SVI result.
+    whitened\_ : WhitenedProblem
+        Set by :meth:`to_inference_data`: the whitened problem
+        (:class:`~tandem.models.coupled_projections.WhitenedProblem`).
 
     Notes
     -----
