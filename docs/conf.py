@@ -32,6 +32,10 @@ extensions = [
 napoleon_numpy_docstring = True
 napoleon_google_docstring = False
 napoleon_use_rtype = False
+# ``Attributes`` sections render as ``:ivar:`` fields, not as attribute directives: a class that
+# is re-exported by its package (tandem.inference.FitResult) would otherwise describe each
+# attribute twice
+napoleon_use_ivar = True
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"

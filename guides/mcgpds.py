@@ -27,7 +27,20 @@ __all__ = ["Guide", "variational_params", "mcgpds_guide", "guide", "q_latent_den
 
 
 def variational_params(data, frozen=()):
-    """``(mus, lams)``: lists over views of (N, Q) means and positive λ (registered params)."""
+    """The registered variational parameters of q(X^(k)), view by view.
+
+    Parameters
+    ----------
+    data : tandem.models.mcgpds.McGPDSData
+        The model's data object (views, dimensions, initial values).
+    frozen : iterable of str, default ()
+        Names of parameters to return detached (held fixed).
+
+    Returns
+    -------
+    tuple of list of torch.Tensor
+        ``(mus, lams)``: lists over views of the (N, Q) means μ^(k) and the positive (N, Q) λ^(k).
+    """
     frozen = frozenset(frozen)
     mus = [param(data, f"mu_{k}", frozen) for k in range(data.V)]
     lams = [param(data, f"lam_{k}", frozen) for k in range(data.V)]
@@ -35,7 +48,30 @@ def variational_params(data, frozen=()):
 
 
 def q_latent_dense(data, hp, mus, lams):
-    """Dense q moments: ``(mu_s (N,Q), L_s (N,N) chol of S^(s), [L_kq (Q,N,N) chol of S_q^(k)])``."""
+    """Dense moments of q(X^(s)) and q(X^(k)) (module docstring).
+
+    S_q^(k) = A_k − A_k Λ^½ (I + Λ^½ A_k Λ^½)⁻¹ Λ^½ A_k (Λ = diag λ_q^(k)), and
+    S^(s) = L_s B'⁻¹ L_sᵀ with B' = I + L_sᵀ [Σ_k (1−α_k)² A_k⁻¹] L_s, L_s the Cholesky
+    factor of K_s: no explicit inverse of a covariance.
+
+    Parameters
+    ----------
+    data : tandem.models.mcgpds.McGPDSData
+        The model's data object.
+    hp : dict
+        Hyperparameters from :func:`tandem.models.mcgpds.hyperparams` (``"time_s"`` and, per
+        view, ``"views"`` with ``"alpha"`` and the private kernel).
+    mus : list of torch.Tensor
+        Per view, the (N, Q) means μ^(k).
+    lams : list of torch.Tensor
+        Per view, the (N, Q) positive λ^(k).
+
+    Returns
+    -------
+    tuple
+        ``(mu_s, L_s, L_priv)``: mu_s (N, Q) the mean of X^(s); L_s (N, N) the Cholesky factor
+        of S^(s); L_priv a list over views of (Q, N, N) Cholesky factors of S_q^(k).
+    """
     N = data.N
     eye = torch.eye(N, dtype=DTYPE, device=data.device)
     Ks = dense_time_K(data, hp["time_s"])
@@ -66,8 +102,14 @@ def q_latent_dense(data, hp, mus, lams):
 def mcgpds_guide(data, inducing_scale: float = 0.1):
     """The guide: samples ``X_s``, ``X_k`` (Q, N), ``v_k`` (D_k, M), ``u_k`` (J, D_k, M).
 
-    ``inducing_scale``: initial Cholesky diagonal of q(V), q(U) (used when their parameters are
-    created; a collapsed fit writes their optimal values into the store instead)."""
+    Parameters
+    ----------
+    data : tandem.models.mcgpds.McGPDSData
+        The model's data object (the model's only argument).
+    inducing_scale : float, default 0.1
+        Initial Cholesky diagonal of q(V), q(U) (used when their parameters are created; a
+        collapsed fit writes their optimal values into the store instead).
+    """
     hp = hyperparams(data)
     mus, lams = variational_params(data)
     mu_s, L_s, L_priv = q_latent_dense(data, hp, mus, lams)
@@ -95,9 +137,19 @@ def mcgpds_guide(data, inducing_scale: float = 0.1):
 class Guide:
     """The hand-written McGPDS guide as an object (the contract every tandem guide follows).
 
-    ``Guide(inducing_scale=0.1)`` — keyword-only options; the instance is called with exactly
-    the model's argument, ``guide(data)`` for a :class:`tandem.models.mcgpds.McGPDSData`, and
-    samples every latent site of :func:`tandem.models.mcgpds.model` (see :func:`mcgpds_guide`).
+    The instance is called with exactly the model's argument, ``guide(data)`` for a
+    :class:`tandem.models.mcgpds.McGPDSData`, and samples every latent site of
+    :func:`tandem.models.mcgpds.model` (see :func:`mcgpds_guide`).
+
+    Parameters
+    ----------
+    inducing_scale : float, default 0.1
+        Keyword-only: initial Cholesky diagonal of q(V), q(U) (> 0).
+
+    Raises
+    ------
+    ValueError
+        If ``inducing_scale`` is not positive.
     """
 
     def __init__(self, *, inducing_scale: float = 0.1):

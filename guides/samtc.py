@@ -42,7 +42,7 @@ class Guide:
         ``pi_conc`` (K+1,), ``scale`` (initial posterior std of locations, default 0.05).
     seed : int, default 0
         Seed of the random data points used as means when ``init`` has none.
-    prefix : str, default "q_"
+    prefix : str, default ``"q_"``
         Parameter names are ``<prefix><site>_<kind>``, so two guides can live in one parameter
         store.
     """
@@ -116,7 +116,7 @@ class SAMTCGuide(Guide):
         As in :class:`Guide`, here positional.
     seed : int, default 0
         As in :class:`Guide`.
-    prefix : str, default "q_"
+    prefix : str, default ``"q_"``
         As in :class:`Guide`.
     """
 

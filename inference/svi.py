@@ -71,6 +71,26 @@ class LBFGS:
     The evaluation that discovers the parameters is reused as the first closure call.
 
     Anything else raises ``ValueError`` before the first step.
+
+    Attributes
+    ----------
+    lr : float, default 1.0
+        Step size of ``torch.optim.LBFGS`` (> 0).
+    max_iter : int, default 20
+        Inner iterations per driver step (≥ 1).
+    history_size : int, default 50
+        Number of curvature pairs kept (≥ 1).
+    line_search_fn : {"strong_wolfe", None}, default "strong_wolfe"
+        The line search; None takes fixed steps of ``lr``.
+    tolerance_grad : float, default 1e-9
+        Inner stop when the gradient's max-norm is below it (≥ 0).
+    tolerance_change : float, default 1e-12
+        Inner stop when the loss or parameter change is below it (≥ 0).
+
+    Raises
+    ------
+    ValueError
+        If a setting is out of range or ``line_search_fn`` is neither "strong_wolfe" nor None.
     """
     lr: float = 1.0
     max_iter: int = 20
@@ -93,10 +113,20 @@ class LBFGS:
 class FitResult:
     """What :func:`fit` returns.
 
-    Attributes: ``losses`` (loss per step, numpy), ``wall_time`` (seconds spent in this
-    call), ``num_steps`` (steps done in total, counting a resumed checkpoint's),
-    ``converged`` (early stop triggered), ``params`` (constrained values of every
-    ``pyro.param``, detached copies), ``resumed_from`` (step a checkpoint resumed at).
+    Attributes
+    ----------
+    losses : numpy.ndarray
+        (num_steps,) loss per step (a resumed run's include the checkpoint's).
+    wall_time : float
+        Seconds spent in this call.
+    num_steps : int
+        Steps done in total, counting a resumed checkpoint's.
+    converged : bool
+        Whether the early stop triggered.
+    params : dict of str to torch.Tensor, default {}
+        Constrained values of every ``pyro.param``, detached copies.
+    resumed_from : int or None, default None
+        The step a checkpoint resumed at (None: a fresh run).
     """
     losses: np.ndarray
     wall_time: float
@@ -164,6 +194,28 @@ def fit_fingerprint(model: Callable, guide: Callable, args: tuple, kwargs: dict,
     settings), the seed, and every positional/keyword data argument by dtype, shape and
     SHA-256 of its contents. ``num_steps``, ``tol`` and the checkpoint settings are not
     part of it: a run may be resumed with more steps or another stopping rule.
+
+    Parameters
+    ----------
+    model : callable
+        The model.
+    guide : callable
+        The guide.
+    args : tuple
+        The positional data arguments.
+    kwargs : dict
+        The keyword data arguments.
+    loss : pyro.infer.ELBO or callable
+        The loss.
+    optim : pyro.optim.PyroOptim or LBFGS
+        The optimiser.
+    seed : int
+        The seed.
+
+    Returns
+    -------
+    dict
+        The flat fingerprint.
     """
     return fingerprint(model=describe_callable(model), guide=describe_callable(guide), loss=_describe_loss(loss),
                        optim=_describe_optim(optim), seed=int(seed), args=tuple(args), kwargs=dict(kwargs))
@@ -347,32 +399,65 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
 
     Parameters
     ----------
-    model, guide : callables taking ``(*args, **kwargs)``.
-    loss : a Pyro ``ELBO`` instance (default ``Trace_ELBO()``) or a callable
+    model, guide : callable
+        Callables taking ``(*args, **kwargs)``.
+    *args
+        Positional data arguments of the model and the guide.
+    loss : pyro.infer.ELBO or callable, optional
+        A Pyro ``ELBO`` instance (default ``Trace_ELBO()``) or a callable
         ``loss(model, guide, *args, **kwargs)`` returning a differentiable scalar tensor
         (e.g. McGPDS's collapsed bound).
-    optim : a Pyro optimiser (default ``pyro.optim.Adam({"lr": 0.01})``) or :class:`LBFGS`
+    optim : pyro.optim.PyroOptim or LBFGS, optional
+        A Pyro optimiser (default ``pyro.optim.Adam({"lr": 0.01})``) or :class:`LBFGS`
         (deterministic losses only; see :class:`LBFGS` for the rule).
-    num_steps : total number of steps (a resumed run continues up to this number).
-    seed : integer in [0, 2³²) seeding Pyro/torch/numpy/python before the first step. On
+    num_steps : int, default 1000
+        Total number of steps (a resumed run continues up to this number).
+    seed : int, default 0
+        Integer in [0, 2³²) seeding Pyro/torch/numpy/python before the first step. On
         resume the checkpoint's RNG states are restored instead (the seed must match the
         one the checkpoint was written with).
-    tol, window, min_steps : early stop once the relative change between the mean loss of
-        the last ``window`` steps and of the ``window`` steps before is below ``tol``
-        (after at least ``min_steps`` steps). ``window > 1`` smooths a noisy ELBO. A
-        resumed run whose loaded losses already meet the rule returns at once.
-    checkpoint, checkpoint_every : save parameter store, optimiser state, RNG states, the
-        loss trace and the run's fingerprint (:func:`fit_fingerprint`) to ``checkpoint``
-        every ``checkpoint_every`` steps and at the end (atomically). If the file exists
-        when ``fit`` starts, the run resumes from it — exactly: the losses and parameters
-        equal those of an uninterrupted run. A file written by a different run (other
-        data, model, guide, loss, optimiser settings or seed), one holding more than
-        ``num_steps`` steps, or an unreadable file raises ``CheckpointError`` (a
-        ``ValueError``) naming the file and what differs.
-    clear_params : clear Pyro's parameter store first (not when resuming).
+    progress : bool, default True
+        Show a tqdm progress bar.
+    tol : float or None, default None
+        Early stop once the relative change between the mean loss of the last ``window``
+        steps and of the ``window`` steps before is below ``tol`` (after at least
+        ``min_steps`` steps). A resumed run whose loaded losses already meet the rule
+        returns at once. None: no early stop.
+    window : int, default 1
+        Steps averaged by the stopping rule; ``window > 1`` smooths a noisy ELBO.
+    min_steps : int, default 0
+        Steps before the stopping rule applies.
+    checkpoint : str or os.PathLike, optional
+        Save parameter store, optimiser state, RNG states, the loss trace and the run's
+        fingerprint (:func:`fit_fingerprint`) to this file every ``checkpoint_every`` steps
+        and at the end (atomically). If the file exists when ``fit`` starts, the run
+        resumes from it — exactly: the losses and parameters equal those of an
+        uninterrupted run. A file written by a different run (other data, model, guide,
+        loss, optimiser settings or seed), one holding more than ``num_steps`` steps, or
+        an unreadable file raises ``CheckpointError`` (a ``ValueError``) naming the file
+        and what differs.
+    checkpoint_every : int, default 100
+        Steps between checkpoints.
+    clear_params : bool, default True
+        Clear Pyro's parameter store first (not when resuming).
+    desc : str, default "SVI"
+        Label of the progress bar and of error messages.
+    **kwargs
+        Keyword data arguments of the model and the guide.
 
-    Raises ``FloatingPointError`` when the loss becomes NaN/inf, with advice that fits
-    the case (initial parameters, L-BFGS, or a stochastic optimiser's step size).
+    Returns
+    -------
+    FitResult
+        Loss trace, timing, step count, convergence flag and the fitted parameters.
+
+    Raises
+    ------
+    FloatingPointError
+        When the loss becomes NaN/inf, with advice that fits the case (initial
+        parameters, L-BFGS, or a stochastic optimiser's step size).
+    ValueError
+        For an invalid option, a loss or optimiser of the wrong kind, L-BFGS with a
+        stochastic loss, or a checkpoint of another run (``CheckpointError``).
     """
     validate_params(FIT_CONSTRAINTS, dict(loss=loss, optim=optim, num_steps=num_steps, seed=seed, progress=progress,
                                           tol=tol, window=window, min_steps=min_steps, checkpoint=checkpoint,
@@ -567,6 +652,27 @@ def minimize(loss_fn: Callable[..., torch.Tensor], *args, desc: str = "minimize"
     differentiable scalar; every option of :func:`fit` (``optim``, ``num_steps``, ``seed``,
     ``tol``, ``checkpoint``, ``progress``, ``clear_params``, ...) applies unchanged; a
     checkpoint's fingerprint names ``loss_fn``.
+
+    Parameters
+    ----------
+    loss_fn : callable
+        ``loss_fn(*args)`` returning a differentiable scalar tensor.
+    *args
+        Its positional arguments.
+    desc : str, default "minimize"
+        Label of the progress bar and of error messages.
+    **kwargs
+        Options of :func:`fit` (not ``loss``).
+
+    Returns
+    -------
+    FitResult
+        As :func:`fit`.
+
+    Raises
+    ------
+    ValueError
+        If ``loss_fn`` is not callable or ``loss=`` is passed; and as :func:`fit`.
     """
     if not callable(loss_fn):
         raise ValueError(f"loss_fn: expected a callable returning a scalar tensor, got {type(loss_fn).__name__}")

@@ -99,9 +99,14 @@ __all__ = ["model", "dims", "simulate", "frame", "orthonormal", "q_raw_init", "W
 def dims() -> dict:
     """Dimension names of every site, for :func:`tandem.inference.posterior_predictive`.
 
-    ``U``: (latent_dim, point); ``zhat``: (point, feature). Both views' points share the
-    ``point`` axis (the first N_x rows are view x, then N_y rows of view y, then the ridge
-    pseudo-points, if any)."""
+    Both views' points share the ``point`` axis (the first N_x rows are view x, then N_y rows
+    of view y, then the ridge pseudo-points, if any).
+
+    Returns
+    -------
+    dict
+        ``U``: (latent_dim, point); ``zhat``: (point, feature).
+    """
     return {"U": ["latent_dim", "point"], "zhat": ["point", "feature"]}
 
 
@@ -110,7 +115,18 @@ DIMS = dims()
 
 
 def orthonormal(A: torch.Tensor) -> torch.Tensor:
-    """Q factor of the thin QR of A (D × d), columns signed so that diag(R) > 0: QᵀQ = I."""
+    """Q factor of the thin QR of A, columns signed so that diag(R) > 0: QᵀQ = I.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        (D, d) unconstrained matrix (``Q_raw``), d ≤ D.
+
+    Returns
+    -------
+    torch.Tensor
+        (D, d) Q with orthonormal columns.
+    """
     Q, R = torch.linalg.qr(A)
     s = torch.sign(torch.diagonal(R))
     s = torch.where(s == 0, torch.ones_like(s), s)
@@ -118,9 +134,25 @@ def orthonormal(A: torch.Tensor) -> torch.Tensor:
 
 
 def q_raw_init(D: int, d: int, device=None) -> torch.Tensor:
-    """Random initial value of ``Q_raw`` (standard normal, drawn from torch's CPU RNG, which
-    the shared driver seeds, so the same seed gives the same start on every device), on
-    ``device`` (default the CPU)."""
+    """Random initial value of ``Q_raw``.
+
+    Standard normal, drawn from torch's CPU RNG, which the shared driver seeds, so the same
+    seed gives the same start on every device.
+
+    Parameters
+    ----------
+    D : int
+        Number of rows (the whitened data's dimension).
+    d : int
+        Number of columns (the latent dimension).
+    device : str or torch.device, optional
+        Device of the returned tensor (default the CPU).
+
+    Returns
+    -------
+    torch.Tensor
+        (D, d) float64 tensor.
+    """
     return torch.randn(D, d, dtype=DTYPE, device="cpu").to(device)
 
 
@@ -160,6 +192,24 @@ def frame(q_raw: torch.Tensor, zhat: torch.Tensor, omega: torch.Tensor, beta: fl
     ``Q_raw`` is preconditioned by M = β(Â + μI), Â = ẐᵀΩẐ (module docstring, choice 3).
     Call it (rather than :func:`orthonormal`) in a guide that shares ``Q_raw`` with the
     model, so that both paths get the same preconditioner.
+
+    Parameters
+    ----------
+    q_raw : torch.Tensor
+        (D, d) unconstrained parameter ``Q_raw``.
+    zhat : torch.Tensor
+        (N, D) whitened points (rows).
+    omega : torch.Tensor
+        (N, N) alignment matrix Ω.
+    beta : float, default 1.0
+        β, the scale of the preconditioner M = β(Â + μI).
+    precondition : bool, default True
+        Precondition the gradient of ``q_raw`` (only when it requires a gradient).
+
+    Returns
+    -------
+    torch.Tensor
+        (D, d) Q with orthonormal columns.
     """
     if precondition and q_raw.requires_grad:
         A = (zhat.T @ omega @ zhat).detach()
@@ -168,20 +218,48 @@ def frame(q_raw: torch.Tensor, zhat: torch.Tensor, omega: torch.Tensor, beta: fl
 
 
 def whitening_constant(N: int, D: int, d: int, sigma: float) -> float:
-    """C = −(D − d)/(2σ²) − N(D − d)/2 · log(2πσ²): the part of log p(Ẑ | U, Q) that is the
-    same for every U and Q when ẐᵀẐ = I (module docstring)."""
+    """The part of log p(Ẑ | U, Q) that is the same for every U and Q when ẐᵀẐ = I.
+
+    C = −(D − d)/(2σ²) − N(D − d)/2 · log(2πσ²) (module docstring).
+
+    Parameters
+    ----------
+    N : int
+        Number of points (rows of ẑ).
+    D : int
+        Dimension of the whitened data.
+    d : int
+        Latent dimension.
+    sigma : float
+        Noise standard deviation σ.
+
+    Returns
+    -------
+    float
+        C.
+    """
     return -(D - d) / (2.0 * sigma ** 2) - 0.5 * N * (D - d) * math.log(2.0 * math.pi * sigma ** 2)
 
 
 class FrameNormal(TorchDistribution):
-    """ẑ_n ~ N(Q u_n, σ² I_D) for n = 1..N (batch (N,), event (D,)), Q (D × d) orthonormal,
-    ``loc`` = U (d, N).
+    """ẑ_n ~ N(Q u_n, σ² I_D) for n = 1..N (batch (N,), event (D,)), Q (D × d) orthonormal.
 
     ``sample`` draws from that Normal; ``log_prob`` returns its exact log-density, split as
     log N_d(Qᵀẑ_n; u_n, σ²) + log N_{D−d}((I − QQᵀ)ẑ_n; 0, σ²) with the second (residual)
     term evaluated with Q held fixed: for whitened data its Q-gradient summed over the
     points is exactly zero, and differentiating it would only add round-off amplified
     by 1/σ² (module docstring, choice 2).
+
+    Parameters
+    ----------
+    Q : torch.Tensor
+        (D, d) orthonormal frame.
+    U : torch.Tensor
+        (d, N) latent positions (the location is Q u_n, u_n = U[:, n]).
+    sigma : float
+        Noise standard deviation σ.
+    validate_args : bool, optional
+        Passed to :class:`torch.distributions.Distribution`.
     """
     arg_constraints = {}
     support = constraints.real_vector
@@ -197,11 +275,35 @@ class FrameNormal(TorchDistribution):
         return self.U.T @ self.Q.T
 
     def sample(self, sample_shape=torch.Size()):
+        """Draw ẑ = Q U + σ ε without gradients.
+
+        Parameters
+        ----------
+        sample_shape : torch.Size, default ()
+            Leading shape of the draws.
+
+        Returns
+        -------
+        torch.Tensor
+            ``sample_shape + (N, D)`` draws.
+        """
         with torch.no_grad():
             loc = self.mean
             return loc + self.sigma * torch.randn(sample_shape + loc.shape, dtype=loc.dtype, device=loc.device)
 
     def log_prob(self, value):
+        """Exact log-density per point, the residual term with Q held fixed (class docstring).
+
+        Parameters
+        ----------
+        value : torch.Tensor
+            (..., N, D) points.
+
+        Returns
+        -------
+        torch.Tensor
+            (..., N) log-densities.
+        """
         Q, s2 = self.Q, self.sigma ** 2
         d, D = Q.shape[1], Q.shape[0]
         proj = value @ Q                                            # (..., N, d)
@@ -216,12 +318,32 @@ def model(zhat: torch.Tensor, omega: torch.Tensor, d: int, beta: float = 1.0,
           gamma: float = 1e-3, sigma: float = 0.01, precondition: bool = True):
     """Whitened GMRF model of coupled projections.
 
-    zhat : (N, D) whitened points (rows), ẐᵀẐ = I (checked); omega : (N, N) PSD alignment
-    matrix; d : latent dimension; beta, gamma : prior precision βΩ + γI; sigma : noise
-    std; precondition : precondition the gradient of ``Q_raw`` (see :func:`frame`).
     Sites: ``U`` (d, N) latent positions (u_n = U[:, n]); ``zhat`` (N, D) observed;
     ``whitening_constant``: a factor −C that removes the Q- and U-independent part C of
     the likelihood from the ELBO (:func:`whitening_constant`).
+
+    Parameters
+    ----------
+    zhat : torch.Tensor
+        (N, D) whitened points (rows), ẐᵀẐ = I (checked).
+    omega : torch.Tensor
+        (N, N) PSD alignment matrix Ω.
+    d : int
+        Latent dimension, 1 ≤ d ≤ D.
+    beta : float, default 1.0
+        β of the prior precision βΩ + γI (> 0).
+    gamma : float, default 1e-3
+        γ of the prior precision βΩ + γI (> 0).
+    sigma : float, default 0.01
+        Noise standard deviation σ (> 0).
+    precondition : bool, default True
+        Precondition the gradient of ``Q_raw`` (see :func:`frame`).
+
+    Raises
+    ------
+    ValueError
+        If a shape or range check of :func:`check_model_args` fails, or if βΩ + γI is not
+        positive definite.
     """
     zhat, omega = check_model_args(zhat, omega, d, beta, gamma, sigma)
     N, D = zhat.shape
@@ -249,6 +371,25 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
     (n × dy), with A_x (d × dx), A_y (d × dy) standard normal. Point i of X corresponds to
     point i of Y.
 
+    Parameters
+    ----------
+    n : int, default 60
+        Number of pairs (points per view), ≥ 3.
+    d : int, default 2
+        Latent dimension, ≥ 1.
+    dx : int, default 5
+        Dimension of view X, ≥ d.
+    dy : int, default 4
+        Dimension of view Y, ≥ d.
+    beta : float, default 1.0
+        β of the chain prior precision βL + γI (> 0).
+    gamma : float, default 1e-2
+        γ of the chain prior precision (> 0).
+    noise : float, default 0.01
+        Standard deviation of the isotropic noise (≥ 0).
+    seed : int, default 0
+        Seed of numpy's generator.
+
     Returns
     -------
     dict
@@ -259,6 +400,12 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
         (d, dx), ``"Ay"`` (d, dy); ``"pairs"`` (n, 2), all true correspondences. (The model
         is fitted on whitened data, so its ``U`` equals this one only up to an invertible
         linear map of the latent space.)
+
+    Raises
+    ------
+    ValueError
+        If a size is below its minimum (n ≥ 3, d ≥ 1, dx, dy ≥ d), ``beta`` or ``gamma`` is
+        not positive, or ``noise`` is negative.
     """
     n = check_int_range(n, "n (points)", 3)
     d = check_int_range(d, "d (latent dimension)", 1)
@@ -283,10 +430,19 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
 class WhitenedProblem:
     """Inputs of :func:`model` built from a fitted solver, and the map back.
 
-    ``zhat`` (N', D) and ``omega`` (N', N') torch float64 (N' = N_x + N_y, plus D
-    pseudo-points when a ridge is used); ``R`` (D × D) numpy, B = Rᵀ R; ``n_points`` the
-    number of real points (the first rows of ``zhat``); ``Q_eig`` (D × d) the exact
-    minor eigenspace of Â (R P of the solver).
+    Attributes
+    ----------
+    zhat : torch.Tensor
+        (N', D) float64 whitened points (N' = N_x + N_y, plus D pseudo-points when a ridge
+        is used).
+    omega : torch.Tensor
+        (N', N') float64 alignment matrix.
+    R : numpy.ndarray
+        (D, D) upper-triangular factor, B = Rᵀ R.
+    n_points : int
+        Number of real points (the first rows of ``zhat``).
+    Q_eig : numpy.ndarray
+        (D, d) the exact minor eigenspace of Â (R P of the solver).
     """
     zhat: torch.Tensor
     omega: torch.Tensor
@@ -295,14 +451,44 @@ class WhitenedProblem:
     Q_eig: np.ndarray
 
     def projection(self, Q) -> np.ndarray:
-        """P = R^{-1} Q (D × d), the projection in the solver's (PCA) coordinates."""
+        """P = R^{-1} Q (D × d), the projection in the solver's (PCA) coordinates.
+
+        Parameters
+        ----------
+        Q : torch.Tensor or array_like
+            (D, d) frame (e.g. ``orthonormal(pyro.param("Q_raw"))``).
+
+        Returns
+        -------
+        numpy.ndarray
+            (D, d) P.
+        """
         Q = Q.detach().cpu().numpy() if hasattr(Q, "detach") else np.asarray(Q)
         return sla.solve_triangular(self.R, Q, lower=False)
 
 
 def whiten(cp, device=None) -> WhitenedProblem:
-    """Whitened data and GMRF matrix of a fitted :class:`CoupledProjections` ``cp``; ``zhat``
-    and ``omega`` are float64 tensors on ``device`` (default the CPU; the solver is numpy)."""
+    """Whitened data and GMRF matrix of a fitted :class:`CoupledProjections`.
+
+    Parameters
+    ----------
+    cp : CoupledProjections
+        A fitted solver.
+    device : str or torch.device, optional
+        Device of ``zhat`` and ``omega`` (default the CPU; the solver is numpy).
+
+    Returns
+    -------
+    WhitenedProblem
+        ``zhat`` and ``omega`` as float64 tensors on ``device``, and the map back.
+
+    Raises
+    ------
+    NotFittedError
+        If ``cp`` has not been fitted.
+    ValueError
+        If ``device`` is "cuda" and CUDA is not available.
+    """
     if not hasattr(cp, "P"):
         raise NotFittedError("whiten: expected a fitted CoupledProjections (call .fit first)")
     # the documented early ValueError for "cuda" without CUDA (not torch's AssertionError later)
@@ -323,7 +509,29 @@ def whiten(cp, device=None) -> WhitenedProblem:
 
 
 def check_model_args(zhat, omega, d, beta, gamma, sigma):
-    """Validate :func:`model`'s arguments (shapes, PSD size match, positivity)."""
+    """Validate :func:`model`'s arguments (shapes, PSD size match, positivity).
+
+    Parameters
+    ----------
+    zhat : array_like
+        (N, D) whitened points; ẐᵀẐ = I to within 1e-6.
+    omega : array_like
+        (N, N) alignment matrix.
+    d : int
+        Latent dimension, 1 ≤ d ≤ D.
+    beta, gamma, sigma : float
+        Positive model constants.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(zhat, omega)`` as tensors on ``zhat``'s device.
+
+    Raises
+    ------
+    ValueError
+        If a shape or range is wrong, or ``zhat`` is not whitened.
+    """
     zhat = as_tensor(zhat, "zhat", ndim=2)
     N, D = zhat.shape
     omega = as_tensor(omega, "omega", shape=(N, N)).to(zhat.device)

@@ -29,6 +29,9 @@ NUMPY_STYLE = [
     "tandem.inference.datasets", "tandem.inference.datasets.coil20", "tandem.inference.datasets.cuave",
     "tandem.inference.datasets.human_pose", "tandem.inference.datasets.manifolds", "tandem.inference.datasets.poser",
     "tandem.inference.datasets.usps",
+    "tandem.models.coupled_projections", "tandem.inference.coupled_projections.solver",
+    "tandem.guides.mcgpds", "tandem.guides.mean_field", "tandem.inference.mcgpds.baselines",
+    "tandem.inference.datasets.text", "tandem.inference.datasets.oil", "tandem.inference.svi",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -76,7 +76,20 @@ def _knn_mask(X: np.ndarray, k: int) -> np.ndarray:
 
 
 def heat_width(d2: np.ndarray, mask: np.ndarray) -> float:
-    """Default heat-kernel width: mean squared length of the graph's edges (> 0)."""
+    """Default heat-kernel width: mean squared length of the graph's edges (> 0).
+
+    Parameters
+    ----------
+    d2 : numpy.ndarray
+        (N, N) squared distances.
+    mask : numpy.ndarray
+        (N, N) boolean adjacency (the graph's edges).
+
+    Returns
+    -------
+    float
+        t > 0 (1.0 for a graph without edges or with only zero-length edges).
+    """
     t = float(d2[mask].mean()) if mask.any() else 1.0
     return t if t > 0 else 1.0
 
@@ -99,8 +112,30 @@ def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool =
     vice versa, else 0; S_ii = 0. ``t=None``: mean squared edge length; ``t=np.inf``:
     0/1 weights. With ``connect`` (default), a graph that falls into several components is
     joined by the edges of the Euclidean minimum spanning tree (a k-NN graph of a closed
-    pose circle can break where consecutive images differ most). Returns S (N, N) (and t
-    with ``return_width``).
+    pose circle can break where consecutive images differ most).
+
+    Parameters
+    ----------
+    X : array_like
+        (N, D) points (rows), N ≥ 2.
+    k : int, default 5
+        Number of neighbours, 1 ≤ k ≤ N − 1.
+    t : float or None, default None
+        Heat-kernel width (> 0, ``np.inf`` for 0/1 weights); None: mean squared edge length.
+    return_width : bool, default False
+        Also return the width t used.
+    connect : bool, default True
+        Join a disconnected graph by minimum-spanning-tree edges.
+
+    Returns
+    -------
+    numpy.ndarray or tuple
+        S (N, N), or ``(S, t)`` with ``return_width``.
+
+    Raises
+    ------
+    ValueError
+        If X has fewer than 2 rows, ``k`` is out of range or ``t`` is not positive.
     """
     X = as_array(X, "X", ndim=2)
     n = X.shape[0]
@@ -120,7 +155,18 @@ def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool =
 
 
 def graph_laplacian(S: np.ndarray) -> np.ndarray:
-    """Unnormalised graph Laplacian L = D − S, D = diag(S 1)."""
+    """Unnormalised graph Laplacian L = D − S, D = diag(S 1).
+
+    Parameters
+    ----------
+    S : numpy.ndarray
+        (N, N) symmetric non-negative weights.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, N) L.
+    """
     return np.diag(S.sum(1)) - S
 
 
@@ -129,8 +175,27 @@ def graph_laplacian(S: np.ndarray) -> np.ndarray:
 def check_pairs(pairs, nx: int, ny: int, d: int | None = None) -> np.ndarray:
     """Validate the known pairs: an integer array (K, 2) of (i, j) with 0 ≤ i < N_x, 0 ≤ j < N_y.
 
-    Raises ``ValueError`` for a wrong shape, non-integer entries, an index out of range,
-    duplicated pairs, or fewer than ``d`` pairs (the latent dimension).
+    Parameters
+    ----------
+    pairs : array_like
+        (K, 2) index pairs (i, j), x_i ↔ y_j.
+    nx : int
+        N_x, the number of x points.
+    ny : int
+        N_y, the number of y points.
+    d : int, optional
+        The latent dimension: at least ``d`` pairs are required.
+
+    Returns
+    -------
+    numpy.ndarray
+        (K, 2) int64 pairs.
+
+    Raises
+    ------
+    ValueError
+        For a wrong shape, non-integer entries, an index out of range, duplicated pairs, no
+        pair, or fewer than ``d`` pairs (the latent dimension).
     """
     a = np.asarray(pairs)
     if a.ndim != 2 or a.shape[1] != 2:
@@ -159,7 +224,22 @@ def check_pairs(pairs, nx: int, ny: int, d: int | None = None) -> np.ndarray:
 
 
 def correspondence_matrix(pairs: np.ndarray, nx: int, ny: int) -> np.ndarray:
-    """W_C (N_x × N_y) with W_C[i, j] = 1 for every known pair (i, j)."""
+    """W_C (N_x × N_y) with W_C[i, j] = 1 for every known pair (i, j).
+
+    Parameters
+    ----------
+    pairs : numpy.ndarray
+        (K, 2) validated integer pairs (:func:`check_pairs`).
+    nx : int
+        N_x.
+    ny : int
+        N_y.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N_x, N_y) W_C.
+    """
     W = np.zeros((nx, ny))
     W[pairs[:, 0], pairs[:, 1]] = 1.0
     return W
@@ -170,6 +250,20 @@ def correspondence_laplacian(pairs: np.ndarray, nx: int, ny: int) -> np.ndarray:
 
     vᵀ L_C v = Σ_{(i,j)∈C} (v_x[i] − v_y[j])² for v = [v_x; v_y] (the Laplacian of the
     bipartite graph of known pairs).
+
+    Parameters
+    ----------
+    pairs : numpy.ndarray
+        (K, 2) validated integer pairs (:func:`check_pairs`).
+    nx : int
+        N_x.
+    ny : int
+        N_y.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N_x + N_y, N_x + N_y) L_C.
     """
     W = correspondence_matrix(pairs, nx, ny)
     return np.block([[np.diag(W.sum(1)), -W], [-W.T, np.diag(W.sum(0))]])
@@ -177,7 +271,26 @@ def correspondence_laplacian(pairs: np.ndarray, nx: int, ny: int) -> np.ndarray:
 
 def alignment_omega(Lx: np.ndarray, Ly: np.ndarray, pairs: np.ndarray, alpha_x: float = 1.0,
                     alpha_y: float = 1.0) -> np.ndarray:
-    """Ω = (1/K) L_C + blockdiag(2α_x/N_x² · L^x, 2α_y/N_y² · L^y) (spec, matrix form)."""
+    """Ω = (1/K) L_C + blockdiag(2α_x/N_x² · L^x, 2α_y/N_y² · L^y) (spec, matrix form).
+
+    Parameters
+    ----------
+    Lx : numpy.ndarray
+        (N_x, N_x) graph Laplacian of view x.
+    Ly : numpy.ndarray
+        (N_y, N_y) graph Laplacian of view y.
+    pairs : numpy.ndarray
+        (K, 2) validated integer pairs.
+    alpha_x : float, default 1.0
+        α_x, weight of view x's neighbourhood term.
+    alpha_y : float, default 1.0
+        α_y, weight of view y's neighbourhood term.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N_x + N_y, N_x + N_y) Ω.
+    """
     nx, ny = Lx.shape[0], Ly.shape[0]
     K = pairs.shape[0]
     Om = correspondence_laplacian(pairs, nx, ny) / K
@@ -189,7 +302,33 @@ def alignment_omega(Lx: np.ndarray, Ly: np.ndarray, pairs: np.ndarray, alpha_x: 
 def objective_loops(Px, Py, X, Y, pairs, Sx, Sy, alpha_x=1.0, alpha_y=1.0) -> float:
     """The paper's objective J written as explicit loops over pairs and graph edges.
 
-    Slow reference used by the tests (O(N²) Python-level sums); ``X``, ``Y`` are rows of points.
+    Slow reference used by the tests (O(N²) Python-level sums).
+
+    Parameters
+    ----------
+    Px : numpy.ndarray
+        (D_x, d) map of view x.
+    Py : numpy.ndarray
+        (D_y, d) map of view y.
+    X : numpy.ndarray
+        (N_x, D_x) points (rows).
+    Y : numpy.ndarray
+        (N_y, D_y) points (rows).
+    pairs : array_like
+        (K, 2) known pairs (i, j).
+    Sx : numpy.ndarray
+        (N_x, N_x) neighbourhood weights of view x.
+    Sy : numpy.ndarray
+        (N_y, N_y) neighbourhood weights of view y.
+    alpha_x : float, default 1.0
+        α_x.
+    alpha_y : float, default 1.0
+        α_y.
+
+    Returns
+    -------
+    float
+        J.
     """
     Ux, Uy = X @ Px, Y @ Py
     K = len(pairs)
@@ -206,7 +345,22 @@ def objective_loops(Px, Py, X, Y, pairs, Sx, Sy, alpha_x=1.0, alpha_y=1.0) -> fl
 
 
 def objective_trace(P: np.ndarray, Z: np.ndarray, Omega: np.ndarray) -> float:
-    """Tr(Pᵀ Z Ω Zᵀ P) with Z = blockdiag(Xᵀ, Yᵀ) (D × N, columns are points)."""
+    """Tr(Pᵀ Z Ω Zᵀ P) with Z = blockdiag(Xᵀ, Yᵀ) (D × N, columns are points).
+
+    Parameters
+    ----------
+    P : numpy.ndarray
+        (D, d) stacked maps [P_x; P_y].
+    Z : numpy.ndarray
+        (D, N) block-diagonal data, columns are points.
+    Omega : numpy.ndarray
+        (N, N) alignment matrix Ω.
+
+    Returns
+    -------
+    float
+        The objective J.
+    """
     ZP = Z.T @ P
     return float(np.trace(ZP.T @ Omega @ ZP))
 
@@ -217,8 +371,24 @@ def objective_trace(P: np.ndarray, Z: np.ndarray, Omega: np.ndarray) -> float:
 class PCA:
     """Centring + projection on leading principal directions: x ↦ (x − mean) V, V (D × p).
 
-    ``n_components=None`` keeps every direction with singular value above
-    ``rtol · s_max`` (the rank of the centred data).
+    Parameters
+    ----------
+    n_components : int or None, default None
+        p, the number of directions kept; None keeps every direction with singular value
+        above ``rtol · s_max`` (the rank of the centred data).
+    rtol : float, default 1e-10
+        Relative singular-value threshold of the rank.
+
+    Attributes
+    ----------
+    mean : numpy.ndarray
+        (D,) mean of the fitted data (set by :meth:`fit`).
+    components : numpy.ndarray
+        (D, p) V, the kept principal directions (set by :meth:`fit`).
+    singular_values : numpy.ndarray
+        (p,) their singular values (set by :meth:`fit`).
+    rank : int
+        Rank of the centred data (set by :meth:`fit`).
     """
     n_components: int | None = None
     rtol: float = 1e-10
@@ -228,6 +398,23 @@ class PCA:
     rank: int = field(init=False, default=0)
 
     def fit(self, X: np.ndarray) -> "PCA":
+        """Centre X and keep its leading principal directions.
+
+        Parameters
+        ----------
+        X : numpy.ndarray
+            (N, D) points (rows).
+
+        Returns
+        -------
+        PCA
+            ``self``, fitted.
+
+        Raises
+        ------
+        ValueError
+            If every point is identical after centring (zero variance).
+        """
         self.mean = X.mean(0)
         Xc = X - self.mean
         _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
@@ -241,6 +428,18 @@ class PCA:
         return self
 
     def transform(self, X: np.ndarray) -> np.ndarray:
+        """Project points: (x − mean) V.
+
+        Parameters
+        ----------
+        X : numpy.ndarray
+            (M, D) points (rows).
+
+        Returns
+        -------
+        numpy.ndarray
+            (M, p) coordinates.
+        """
         return (X - self.mean) @ self.components
 
 
@@ -250,7 +449,18 @@ nearest_partner = nearest
 
 
 def sign_fix(V: np.ndarray) -> np.ndarray:
-    """Columns of V signed so that each column's largest-magnitude entry is positive."""
+    """Columns of V signed so that each column's largest-magnitude entry is positive.
+
+    Parameters
+    ----------
+    V : numpy.ndarray
+        (D, d) matrix.
+
+    Returns
+    -------
+    numpy.ndarray
+        (D, d) V with each column's sign fixed.
+    """
     j = np.argmax(np.abs(V), axis=0)
     s = np.sign(V[j, np.arange(V.shape[1])])
     s[s == 0] = 1.0
@@ -266,27 +476,83 @@ _LEARNED = ("pairs", "pca_x", "pca_y", "tx", "ty", "Sx", "Sy", "Omega", "Z", "A"
 
 
 class CoupledProjections(TandemEstimator):
-    """The paper's coupled linear projections (exact generalised-eigenproblem solver).
-
-    Parameters
-    ----------
-    d : latent dimension.
-    k, t : neighbourhood graph (k nearest neighbours, heat-kernel width > 0, ``np.inf`` for 0/1
-        weights; None = auto).
-    alpha_x, alpha_y : weights of the neighbourhood-preservation terms (paper: 1).
-    pca : per-view PCA components (int) or None (keep the rank). An int per view may be
-        given as a tuple ``(p_x, p_y)``.
-    ridge : relative ridge added to Z Zᵀ (0 = the paper's exact constraint).
+    r"""The paper's coupled linear projections (exact generalised-eigenproblem solver).
 
     Follows the estimator contract (:mod:`tandem.inference.params`): declared constraints
     (checked at construction and in :meth:`fit`), ``get_params``/``set_params``/``clone``,
     :class:`tandem.NotFittedError` from every method that needs a fit.
 
-    After :meth:`fit` (each also readable without the trailing underscore): ``Px_`` (p_x × d),
-    ``Py_`` (p_y × d) in PCA coordinates; ``Mx_`` (D_x × d), ``My_`` (D_y × d) in input space;
-    ``eigenvalues_`` (d,) the objective value of each direction; ``embedding_x_`` (N_x × d),
-    ``embedding_y_`` (N_y × d); ``Omega_``; ``pairs_``; ``Sx_``, ``Sy_``; ``A_`` and ``B_`` the
-    eigenproblem's matrices.
+    Parameters
+    ----------
+    d : int, default 2
+        Latent dimension.
+    k : int, default 5
+        Number of nearest neighbours of the neighbourhood graphs.
+    t : float or None, default None
+        Heat-kernel width (> 0, ``np.inf`` for 0/1 weights); None: the mean squared edge
+        length of each graph.
+    alpha_x : float, default 1.0
+        Weight of view x's neighbourhood-preservation term (paper: 1).
+    alpha_y : float, default 1.0
+        Weight of view y's neighbourhood-preservation term (paper: 1).
+    pca : int, tuple or None, default None
+        Per-view PCA components (int) or None (keep the rank). An int per view may be given
+        as a tuple ``(p_x, p_y)``.
+    ridge : float, default 0.0
+        Relative ridge added to Z Zᵀ (0 = the paper's exact constraint).
+
+    Attributes
+    ----------
+    Px\_ : numpy.ndarray
+        (p_x, d) the map of view x in PCA coordinates.
+    Py\_ : numpy.ndarray
+        (p_y, d) the map of view y in PCA coordinates.
+    Mx\_ : numpy.ndarray
+        (D_x, d) the map of view x in input space.
+    My\_ : numpy.ndarray
+        (D_y, d) the map of view y in input space.
+    P\_ : numpy.ndarray
+        (p_x + p_y, d) the stacked maps [P_x; P_y].
+    eigenvalues\_ : numpy.ndarray
+        (d,) the objective value of each direction.
+    embedding_x\_ : numpy.ndarray
+        (N_x, d) the embedded training points of view x.
+    embedding_y\_ : numpy.ndarray
+        (N_y, d) the embedded training points of view y.
+    Omega\_ : numpy.ndarray
+        (N_x + N_y, N_x + N_y) alignment matrix Ω.
+    pairs\_ : numpy.ndarray
+        (K, 2) the validated known pairs.
+    Sx\_ : numpy.ndarray
+        (N_x, N_x) neighbourhood weights of view x.
+    Sy\_ : numpy.ndarray
+        (N_y, N_y) neighbourhood weights of view y.
+    tx\_ : float
+        Heat-kernel width of view x's graph (only when it was built here).
+    ty\_ : float
+        Heat-kernel width of view y's graph (likewise).
+    Z\_ : numpy.ndarray
+        (p_x + p_y, N_x + N_y) block-diagonal reduced data, columns are points.
+    A\_ : numpy.ndarray
+        (p_x + p_y, p_x + p_y) A = Z Ω Zᵀ, the eigenproblem's left matrix.
+    B\_ : numpy.ndarray
+        (p_x + p_y, p_x + p_y) B = Z Zᵀ (+ ridge), its right matrix.
+    pca_x\_ : PCA
+        View x's PCA.
+    pca_y\_ : PCA
+        View y's PCA.
+    dims\_ : tuple of int
+        (p_x, p_y), the reduced view dimensions.
+    svi_result\_ : FitResult
+        Set by :meth:`to_inference_data`: the SVI result.
+    whitened\_ : WhitenedProblem
+        Set by :meth:`to_inference_data`: the whitened problem
+        (:class:`~tandem.models.coupled_projections.WhitenedProblem`).
+
+    Notes
+    -----
+    Each learned attribute is also readable without the trailing underscore (``Px`` is
+    ``Px_``).
     """
 
     _parameter_constraints = {
@@ -307,10 +573,32 @@ class CoupledProjections(TandemEstimator):
 
     def fit(self, X, Y, pairs, Sx: np.ndarray | None = None, Sy: np.ndarray | None = None
             ) -> "CoupledProjections":
-        """Fit the maps. ``X`` (N_x, D_x), ``Y`` (N_y, D_y), ``pairs`` (K, 2) of (i, j).
+        """Fit the maps by the generalised eigenproblem Z Ω Zᵀ p = λ B p.
 
-        ``Sx``, ``Sy`` optionally give the neighbourhood weight matrices (else the k-NN
-        heat-kernel graphs of the centred inputs).
+        Parameters
+        ----------
+        X : array_like
+            (N_x, D_x) points of view x (rows), N_x ≥ 2.
+        Y : array_like
+            (N_y, D_y) points of view y (rows), N_y ≥ 2.
+        pairs : array_like
+            (K, 2) known pairs (i, j), x_i ↔ y_j, K ≥ d.
+        Sx : numpy.ndarray or scipy.sparse matrix, optional
+            (N_x, N_x) neighbourhood weights of view x (else the k-NN heat-kernel graph of the
+            centred inputs).
+        Sy : numpy.ndarray or scipy.sparse matrix, optional
+            (N_y, N_y) neighbourhood weights of view y (likewise).
+
+        Returns
+        -------
+        CoupledProjections
+            ``self``, fitted.
+
+        Raises
+        ------
+        ValueError
+            If an input is malformed, ``d`` exceeds a reduced view dimension, or Z Zᵀ is
+            singular (reduce with ``pca`` or add a ``ridge``).
         """
         self._check()
         X = as_array(X, "X", ndim=2, min_rows=2)
@@ -368,7 +656,25 @@ class CoupledProjections(TandemEstimator):
         super()._check_fitted("P_", "fit(X, Y, pairs)")
 
     def transform_x(self, X) -> np.ndarray:
-        """Map new x points (rows, D_x) into the latent space: (x − mean_x) M_x."""
+        """Map new x points into the latent space: (x − mean_x) M_x.
+
+        Parameters
+        ----------
+        X : array_like
+            (M, D_x) new points (rows).
+
+        Returns
+        -------
+        numpy.ndarray
+            (M, d) latent positions.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        ValueError
+            If X does not have D_x columns.
+        """
         self._check_fitted()
         X = as_array(X, "X (new points)", ndim=2)
         if X.shape[1] != self.Mx.shape[0]:
@@ -376,7 +682,25 @@ class CoupledProjections(TandemEstimator):
         return (X - self.pca_x.mean) @ self.Mx
 
     def transform_y(self, Y) -> np.ndarray:
-        """Map new y points (rows, D_y) into the latent space: (y − mean_y) M_y."""
+        """Map new y points into the latent space: (y − mean_y) M_y.
+
+        Parameters
+        ----------
+        Y : array_like
+            (M, D_y) new points (rows).
+
+        Returns
+        -------
+        numpy.ndarray
+            (M, d) latent positions.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        ValueError
+            If Y does not have D_y columns.
+        """
         self._check_fitted()
         Y = as_array(Y, "Y (new points)", ndim=2)
         if Y.shape[1] != self.My.shape[0]:
@@ -384,7 +708,18 @@ class CoupledProjections(TandemEstimator):
         return (Y - self.pca_y.mean) @ self.My
 
     def objective(self) -> float:
-        """J at the solution: Tr(Pᵀ Z Ω Zᵀ P) = Σ eigenvalues."""
+        """J at the solution: Tr(Pᵀ Z Ω Zᵀ P) = Σ eigenvalues.
+
+        Returns
+        -------
+        float
+            J.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        """
         self._check_fitted()
         return objective_trace(self.P, self.Z, self.Omega)
 
@@ -413,6 +748,34 @@ class CoupledProjections(TandemEstimator):
         ≈ −‖residual‖²/(2σ²), so elpd is of order −(D − d)/(2σ²) (≈ −10¹⁰): that is the model
         at that σ, not a missing constant. The SVI result is kept as ``svi_result_`` and the
         whitened problem as ``whitened_``.
+
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Number of posterior draws.
+        num_steps : int, default 800
+            Number of Adam steps of the SVI fit.
+        beta : float, default 1.0
+            β of the model's prior precision βΩ + γI.
+        gamma : float, default 1e-3
+            γ of the prior precision.
+        sigma : float, default 1e-5
+            Noise standard deviation σ (the posterior spread).
+        lr : float, default 0.03
+            Adam learning rate.
+        seed : int, default 0
+            Seed of the SVI fit and of the draws.
+
+        Returns
+        -------
+        arviz.InferenceData
+            Groups ``posterior``, ``posterior_predictive``, ``observed_data``,
+            ``log_likelihood`` and ``sample_stats`` as described above.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
         """
         self._check_fitted()
         w = cp_model.whiten(self)

@@ -31,9 +31,23 @@ OIL_FILES = (Path("oil") / "oilTrn.dat", Path("oil") / "oilTst.dat")
 
 @dataclass
 class OilData:
-    """``X`` (N, 12) inputs, ``outputs`` (N, K) the file's outputs, ``labels`` (N,) ints in
-    {0, 1, 2}, ``onehot`` (N, 3) the label view, ``label_kind`` "flow regime" (one-hot file)
-    or "dominant phase (proxy)" (fraction file)."""
+    """The oil-flow data, concatenated over the two files.
+
+    Attributes
+    ----------
+    X : numpy.ndarray
+        (N, 12) inputs.
+    outputs : numpy.ndarray
+        (N, K) the file's outputs.
+    labels : numpy.ndarray
+        (N,) ints in {0, 1, 2}.
+    onehot : numpy.ndarray
+        (N, 3) the label view.
+    label_kind : str
+        "flow regime" (one-hot file) or "dominant phase (proxy)" (fraction file).
+    files : tuple of str
+        The files read.
+    """
     X: np.ndarray
     outputs: np.ndarray
     labels: np.ndarray
@@ -47,7 +61,24 @@ class OilData:
 
 
 def read_netlab(path) -> tuple[np.ndarray, np.ndarray]:
-    """Parse one Netlab data file; returns (inputs (ndata, nin), outputs (ndata, nout))."""
+    """Parse one Netlab data file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file: a header ``nin/nout/ndata <int>`` then ndata rows of nin + nout numbers.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(inputs, outputs)``: (ndata, nin) and (ndata, nout).
+
+    Raises
+    ------
+    ValueError
+        If the header is malformed, the body has the wrong shape or non-numeric, NaN or inf
+        entries.
+    """
     lines = Path(path).read_text().split("\n")
     head = {}
     for ln in lines[:3]:
@@ -74,7 +105,25 @@ def read_netlab(path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_oil(data_dir=None) -> OilData:
-    """Load and concatenate oilTrn.dat + oilTst.dat (1000 points)."""
+    """Load and concatenate oilTrn.dat + oilTst.dat (1000 points).
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+
+    Returns
+    -------
+    OilData
+        Inputs, outputs and the label view (see the module docstring for the proxy class).
+
+    Raises
+    ------
+    FileNotFoundError
+        If a file is missing.
+    ValueError
+        If a file is malformed or has neither 2 nor 3 outputs.
+    """
     data_dir = resolve_data_dir(data_dir)
     files = tuple(require_file(data_dir / f, "oil-flow data (McGPDS Fig. 9)", DATA_HINT) for f in OIL_FILES)
     parts = [read_netlab(f) for f in files]

@@ -100,7 +100,19 @@ last modified length gmt reuter
 
 @dataclass
 class Corpus:
-    """A parsed corpus: texts, class names and a group (university / split) per document."""
+    """A parsed corpus: texts, class names and a group (university / split) per document.
+
+    Attributes
+    ----------
+    texts : list of str
+        The N documents' texts.
+    labels : numpy.ndarray
+        (N,) str class names.
+    groups : numpy.ndarray
+        (N,) str: university (WebKB) or split (20NG, Reuters).
+    ids : list of str
+        Per document, its identifier in the source archive.
+    """
     texts: list
     labels: np.ndarray   # (N,) str class names
     groups: np.ndarray   # (N,) str: university (WebKB) or split (20NG, Reuters)
@@ -109,7 +121,25 @@ class Corpus:
 
 @dataclass
 class MultiTaskSet:
-    """One multi-task clustering set: per task a tf-idf matrix, labels and class names."""
+    """One multi-task clustering set: per task a tf-idf matrix, labels and class names.
+
+    Attributes
+    ----------
+    name : str
+        The set's name (a key of :data:`SETS`).
+    tasks : list of scipy.sparse.csr_matrix
+        Per task t, the (n_t, V) tf-idf matrix, rows L2-normalised.
+    labels : list of numpy.ndarray
+        Per task, the (n_t,) int labels 0..h_t−1.
+    class_names : list of list of str
+        ``class_names[t][c]``, the name of class c of task t.
+    task_names : list of str
+        The tasks' names.
+    vocabulary : list of str
+        The V terms, one per column.
+    doc_index : list of numpy.ndarray, default None
+        Per task, the indices of its documents in the parsed corpus.
+    """
     name: str
     tasks: list          # list of (n_t, V) scipy.sparse csr, rows L2-normalised
     labels: list         # list of (n_t,) int arrays, 0..h_t−1
@@ -195,7 +225,27 @@ def _strip_html(raw: str) -> str:
 
 
 def load_webkb_raw(data_dir=None, universities=UNIVERSITIES) -> Corpus:
-    """Raw WebKB pages of the given universities (all 7 classes), HTML stripped."""
+    """Raw WebKB pages of the given universities (all 7 classes), HTML stripped.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+    universities : sequence of str, default UNIVERSITIES
+        The universities kept (cornell, texas, washington, wisconsin).
+
+    Returns
+    -------
+    Corpus
+        Groups are the universities.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the archive is missing.
+    ValueError
+        If the archive is damaged or holds no document of the expected layout.
+    """
     path = require_file(_data_dir(data_dir) / WEBKB_RAW, "WebKB raw archive", _HINT)
 
     def build():
@@ -220,7 +270,27 @@ def load_webkb_raw(data_dir=None, universities=UNIVERSITIES) -> Corpus:
 
 
 def load_webkb_linqs(data_dir=None, universities=UNIVERSITIES):
-    """LINQS WebKB: {university: (X (n, 1703) csr binary, labels (n,) str, urls)}."""
+    """The LINQS 877-page WebKB files (binary word indicators).
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+    universities : sequence of str, default UNIVERSITIES
+        The universities read (one ``webkb/linqs/<university>.content`` file each).
+
+    Returns
+    -------
+    dict
+        {university: (X (n, 1703) csr binary, labels (n,) str, urls)}.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a file is missing.
+    ValueError
+        If a file is not text, is empty or has a malformed line.
+    """
     out = {}
     for u in universities:
         path = require_file(_data_dir(data_dir) / "webkb" / "linqs" / f"{u}.content",
@@ -265,7 +335,25 @@ def _strip_news_header(raw: str) -> str:
 
 
 def load_20news(data_dir=None) -> Corpus:
-    """20 Newsgroups by-date, 18846 messages; groups = "train"/"test"."""
+    """20 Newsgroups by-date, 18846 messages; groups = "train"/"test".
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+
+    Returns
+    -------
+    Corpus
+        The messages, the header dropped except its Subject line.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the archive is missing.
+    ValueError
+        If the archive is damaged or holds no document of the expected layout.
+    """
     path = require_file(_data_dir(data_dir) / NEWS_RAW, "20 Newsgroups raw archive", _HINT)
 
     def build():
@@ -292,7 +380,25 @@ def load_reuters(data_dir=None) -> Corpus:
     """Reuters-21578 single-topic set: 8293 documents, 65 topics, groups TRAIN/TEST.
 
     Kept: TOPICS="YES", LEWISSPLIT ∈ {TRAIN, TEST}, exactly one <D> in <TOPICS>, a
-    non-empty <BODY>. Text = title + body."""
+    non-empty <BODY>. Text = title + body.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+
+    Returns
+    -------
+    Corpus
+        Labels are the topics, groups the split (TRAIN/TEST).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the archive is missing.
+    ValueError
+        If the archive is damaged or holds no document of the expected layout.
+    """
     path = require_file(_data_dir(data_dir) / REUTERS_RAW, "Reuters-21578 SGML archive", _HINT)
 
     def build():
@@ -331,7 +437,18 @@ _TOKEN = re.compile(r"[a-z]{3,20}")
 
 
 def tokenize(text: str) -> list:
-    """Lower-case alphabetic tokens of 3–20 letters, stop words removed."""
+    """Lower-case alphabetic tokens of 3–20 letters, stop words removed.
+
+    Parameters
+    ----------
+    text : str
+        A document.
+
+    Returns
+    -------
+    list of str
+        Its tokens in order.
+    """
     return [w for w in _TOKEN.findall(text.lower()) if w not in STOP_WORDS]
 
 
@@ -341,7 +458,26 @@ def tfidf(texts, min_df: int = 3, max_df: float = 0.5, max_features: int | None 
 
     weight(d, w) = (1 + log tf_dw) · log(N / df_w); vocabulary = terms with
     min_df ≤ df ≤ max_df·N, the ``max_features`` of highest df (ties alphabetical),
-    sorted alphabetically — or the given ``vocabulary``."""
+    sorted alphabetically — or the given ``vocabulary``.
+
+    Parameters
+    ----------
+    texts : sequence of str
+        The N documents.
+    min_df : int, default 3
+        Minimum document frequency of a term.
+    max_df : float, default 0.5
+        Maximum document frequency, as a fraction of N.
+    max_features : int or None, default 5000
+        Keep at most this many terms (highest df); None keeps all.
+    vocabulary : list of str, optional
+        A fixed vocabulary (the df filters are then not applied).
+
+    Returns
+    -------
+    tuple
+        ``(X, vocabulary)``: X the (N, V) scipy.sparse csr matrix, and the V terms.
+    """
     docs = [Counter(tokenize(t)) for t in texts]
     N = len(docs)
     if vocabulary is None:
@@ -413,7 +549,34 @@ def load_set(name: str, data_dir=None, data_seed: int = 0, per_class: int | None
 
     per_class overrides the set's cap on documents per class and task (None → the set's
     default; WebKB has no cap). Documents are drawn without replacement with
-    ``data_seed``; a source class used by several tasks is split among them (disjoint)."""
+    ``data_seed``; a source class used by several tasks is split among them (disjoint).
+
+    Parameters
+    ----------
+    name : str
+        One of the keys of :data:`SETS` (WebKB-c, WebKB-p1, WebKB-p2, NG-p1, NG-p2, Reuters-p1).
+    data_dir : str or os.PathLike, optional
+        The data folder (default :func:`tandem.inference.datasets.data_dir`).
+    data_seed : int, default 0
+        Seed of the document draw (≥ 0).
+    per_class : int or None, default None
+        Cap on documents per class and task (≥ 1); None: the set's default.
+    max_features : int, default 5000
+        Vocabulary size cap of :func:`tfidf` (≥ 1).
+
+    Returns
+    -------
+    MultiTaskSet
+        The tasks' tf-idf matrices (one common vocabulary), labels and class names.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown, an integer argument is out of range, a class has no documents
+        left, or a corpus archive is damaged.
+    FileNotFoundError
+        If the corpus archive is missing.
+    """
     if name not in SETS:
         raise ValueError(f"unknown multi-task set {name!r}; expected one of {sorted(SETS)}")
     if per_class is not None:

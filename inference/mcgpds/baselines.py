@@ -43,18 +43,58 @@ def _nn_rows(train, test, Y2, train_name: str, test_name: str, standardise: bool
 
 
 def nn_y_space(Y1, Y2, Y1_test, standardise: bool = False):
-    """Nearest neighbour in view-1 space. Returns (prediction (N*, D2), indices (N*,)).
+    """Nearest neighbour in view-1 space (the papers' "NN in Y space").
 
-    ``standardise=True`` searches on per-dimension standardised view-1 features.
+    Squared Euclidean distance, K = 1, ties → the lower index.
+
+    Parameters
+    ----------
+    Y1 : array_like
+        (N, D1) training frames of view 1.
+    Y2 : array_like
+        (N, D2) training frames of view 2 (row n pairs with row n of ``Y1``).
+    Y1_test : array_like
+        (N*, D1) test frames of view 1.
+    standardise : bool, default False
+        Search on per-dimension standardised view-1 features (training mean and std).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(prediction, indices)``: (N*, D2) the view-2 rows of the nearest training frames,
+        and (N*,) their indices.
+
+    Raises
+    ------
+    ValueError
+        If ``Y1`` and ``Y2`` have different numbers of rows or ``Y1_test`` a different number
+        of columns than ``Y1``.
     """
     return _nn_rows(Y1, Y1_test, Y2, "Y1", "Y1_test", standardise)
 
 
 def training_mean_predictor(Y2, n_test: int):
-    """Gaussian "training mean" predictor: mean (n_test, D), var (n_test, D), mask (D,).
+    """Gaussian "training mean" predictor N(mean_d, var_d) for every test frame.
 
     mean_d = (1/N) Σ_n y_nd, var_d = 1/(N−1) Σ_n (y_nd − mean_d)²; ``mask`` is var_d > 0
     (MSLL is only defined where the predictive variance is positive).
+
+    Parameters
+    ----------
+    Y2 : array_like
+        (N, D) training frames of view 2, N ≥ 2.
+    n_test : int
+        Number of test frames N*.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(mean, var, mask)``: mean (n_test, D), var (n_test, D), mask (D,) boolean.
+
+    Raises
+    ------
+    ValueError
+        If ``Y2`` is not 2-D or has fewer than 2 rows.
     """
     Y2 = as_array(Y2, "Y2", ndim=2, min_rows=2)
     m = Y2.mean(axis=0)
@@ -63,7 +103,27 @@ def training_mean_predictor(Y2, n_test: int):
 
 
 def nn_latent_space(mu_train, mu_test, Y2):
-    """Nearest neighbour in a learned latent space: (prediction (N*, D2), indices)."""
+    """Nearest neighbour in a learned latent space ("NN in X space").
+
+    Parameters
+    ----------
+    mu_train : array_like
+        (N, Q) latent positions of the training frames (e.g. McGPDS's shared means μ^(s)).
+    mu_test : array_like
+        (N*, Q) latent positions of the test frames.
+    Y2 : array_like
+        (N, D2) training frames of view 2.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(prediction, indices)``: (N*, D2) and (N*,).
+
+    Raises
+    ------
+    ValueError
+        If the row or column counts do not match.
+    """
     return _nn_rows(mu_train, mu_test, Y2, "mu_train", "mu_test")
 
 
@@ -91,8 +151,23 @@ def _import_gpy():
 
 @dataclass
 class MRDResult:
-    """Prediction of GPy MRD: ``mean``/``var`` (N*, D2) in the units of the inputs given,
-    ``nn_index`` (N*,) training index used, timings in seconds."""
+    """Prediction of GPy MRD.
+
+    Attributes
+    ----------
+    mean : numpy.ndarray
+        (N*, D2) predictive mean, in the units of the inputs given.
+    var : numpy.ndarray
+        (N*, D2) predictive variance (including noise).
+    nn_index : numpy.ndarray
+        (N*,) index of the training latent used for each test frame.
+    train_s : float
+        Training time in seconds.
+    predict_s : float
+        Prediction time in seconds.
+    model : object, default None
+        The fitted ``GPy.models.MRD``.
+    """
     mean: np.ndarray
     var: np.ndarray
     nn_index: np.ndarray
@@ -113,7 +188,42 @@ def fit_gpy_mrd(m1, m2, m1_test, Q: int = 5, M: int = 100, max_iters: int = 1000
     latents q(X*) from view 1 with ``model.bgplvms[0].infer_newX`` (``predict_iters``
     iterations), take the nearest training latent mean, and predict view 2 with view 2's
     sparse-GP posterior at that training latent (mean, variance including noise).
-    Raises ``ImportError`` if GPy is not installed.
+
+    Parameters
+    ----------
+    m1 : array_like
+        (N, D1) scaled training frames of view 1.
+    m2 : array_like
+        (N, D2) scaled training frames of view 2.
+    m1_test : array_like
+        (N*, D1) scaled test frames of view 1.
+    Q : int, default 5
+        Latent dimension.
+    M : int, default 100
+        Number of inducing points (capped at N).
+    max_iters : int, default 1000
+        L-BFGS iterations on every parameter.
+    seed : int, default 0
+        Seed of numpy's global generator (GPy draws from it).
+    init_vardist_iters : int, default 200
+        Warm-start iterations with the noise variances fixed.
+    predict_iters : int, default 200
+        Must be > 0: the test latents are inferred with ``infer_newX(optimize=True)``, which
+        runs GPy's own iteration limit (the value is not otherwise passed on).
+    messages : bool, default False
+        Print GPy's optimiser messages.
+
+    Returns
+    -------
+    MRDResult
+        Prediction, nearest training indices and timings.
+
+    Raises
+    ------
+    ImportError
+        If GPy is not installed.
+    ValueError
+        If ``m1`` and ``m2`` have different numbers of rows.
     """
     GPy = _import_gpy()
     m1 = as_array(m1, "m1", ndim=2)

@@ -32,7 +32,7 @@ _POS_INT = Interval(Integral, 1)
 
 
 class SAMTC(TandemEstimator):
-    """Self-adapted multi-task clustering of T partially related tasks.
+    r"""Self-adapted multi-task clustering of T partially related tasks.
 
     ``SAMTC(n_clusters=[h_1, ..., h_T], ...).fit(tasks)`` clusters every task (rows of
     ``tasks[t]``, dense or scipy.sparse, one feature space). The defaults are the paper's
@@ -82,13 +82,13 @@ class SAMTC(TandemEstimator):
 
     Attributes
     ----------
-    labels_ : list of numpy.ndarray
+    labels\_ : list of numpy.ndarray
         Per task, (n_t,) cluster labels in 0..h_t − 1.
-    R_ : numpy.ndarray
+    R\_ : numpy.ndarray
         (T, T) relatedness, R_[t, s] of source s for target t (diagonal 1).
-    reusable_ : dict
+    reusable\_ : dict
         {(t, s): (n_s,) bool}, the source instances SAMTC transfers to t.
-    result_ : tandem.inference.samtc.algorithm.SAMTCResult
+    result\_ : tandem.inference.samtc.algorithm.SAMTCResult
         The full result.
     """
 
