@@ -148,16 +148,30 @@ def default_estimator_prediction(data, seed: int, quick: bool = False):
     training views ``[data.Y1, data.Y2]`` at ``data.t`` (sequences from ``data.seq_ends``) and
     predict view 2 of the test frames from ``data.Y1_test`` with ``predict``'s defaults.
 
-    Returns (mean (N*, D2), var (N*, D2), train seconds, predict seconds, the estimator), in the
-    data's original units. ``quick`` shrinks the schedule to a smoke-test size.
+    ``predict``'s default is :func:`tandem.inference.mcgpds.predictor.select_predictor` on the
+    fit's model-unit views; it is called here directly (the same computation, tested equal in
+    ``tests/test_mcgpds_select.py``) so that every candidate's test prediction is kept too.
+
+    Returns (mean (N*, D2), var (N*, D2), train seconds, predict seconds, selection) in the data's
+    original units; ``selection``: the :class:`~tandem.inference.mcgpds.predictor.PredictorSelection`
+    with ``test`` added: label → (mean, var) of every candidate in original units. ``quick``
+    shrinks the schedule to a smoke-test size.
     """
+    import torch
+
     from tandem.inference.mcgpds.api import McGPDS
+    from tandem.inference.mcgpds.predictor import select_predictor
     t0 = time.perf_counter()
     est = McGPDS(seed=seed, **(_QUICK_DEFAULT if quick else {}))
     est.fit([data.Y1, data.Y2], times=data.t, sequence_ids=sequence_ids_of(data.seq_ends))
     t1 = time.perf_counter()
-    p = est.predict(data.Y1_test, data.t_test)
-    return np.asarray(p.mean), np.asarray(p.var), t1 - t0, time.perf_counter() - t1, est
+    zs = est.scalers_[0].transform(torch.as_tensor(data.Y1_test, dtype=torch.float64))
+    sel = select_predictor(est.fitted_, zs, torch.as_tensor(data.t_test, dtype=torch.float64), seed=est.seed)
+    st = est.scalers_[1]
+    sel.test = {lab: (_np(st.inverse(cp.prediction.mean)), _np(st.inverse_var(cp.prediction.var)))
+                for lab, cp in sel.results.items()}
+    mean, var = sel.test[sel.label]
+    return mean, var, t1 - t0, time.perf_counter() - t1, sel
 
 
 def mrd_fit_job(m1, m2, m1_test, q: int, seed: int, quick: bool = False, cache_dir=None):
@@ -277,7 +291,45 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
     code_kw.setdefault("nn_index_y", idx_raw)
     if quick:
         code_kw["test_iters"] = 2
+    def default_and_peers(s):
+        """The default-estimator row and GPy MRD of seed ``s``."""
+        # the estimator a user gets, every default (fit on the raw views, its own scaling)
+        m_d, v_d, tr_s, pr_s, sel = default_estimator_prediction(data, s, quick)
+        res.time(DEFAULT_ROW, "train", tr_s)
+        res.time(DEFAULT_ROW, "predict", pr_s)
+        put(DEFAULT_ROW, err_fn(m_d, data.Y2_test), M.msll(m_d, v_d, data.Y2_test, mask=mask))
+        # evidence: every candidate of the default's choice on test (never used to choose)
+        for lab, (m_c, v_c) in sel.test.items():
+            row = f"{DEFAULT_ROW[:-1]} candidate: {lab})"
+            put(row, err_fn(m_c, data.Y2_test), M.msll(m_c, v_c, data.Y2_test, mask=mask))
+            acc.setdefault((row, "heldout_train_mse_model_units"), []).append(sel.scores[lab])
+        res.config.setdefault("tandem default: selection by held-out training MSE (model units)", []).append(
+            {"seed": s, "selected": sel.label, "heldout_mse": {k: round(v, 5) for k, v in sel.scores.items()}})
+        if s == seeds[0]:
+            keep[DEFAULT_ROW] = (m_d, v_d)
+        # GPy MRD, the peer, on every seed and at every latent dimension asked for
+        for q in gpy_qs:
+            job = mrd_jobs.pop((s, q), None)
+            mean, var, tr_s, pr_s, loaded = job.result() if job is not None else mrd_fit_job(
+                data.m1, data.m2, data.m1_test, q, s, quick, cache)
+            if loaded:
+                res.config.setdefault("fits loaded from --fit-cache", []).append(f"GPy MRD Q={q} seed {s}")
+            err, ll, mean, var = score(data, mean, var, metric, mask)
+            put(mrd_row(q), err, ll)
+            res.time(mrd_row(q), "train", tr_s)
+            res.time(mrd_row(q), "predict", pr_s)
+            if s == seeds[0]:
+                keep[mrd_row(q)] = (mean, var)
+
+    protocol_fit = not getattr(args, "no_protocol_fit", False)
+    if not protocol_fit:
+        res.config["protocol fit"] = "skipped (--no-protocol-fit): baselines, the default estimator and GPy MRD only"
     for s in seeds:
+        default_and_peers(s)
+        if not protocol_fit:
+            if getattr(args, "out", None) is not None and s != seeds[-1]:
+                _finish(res, acc, seeds[:seeds.index(s) + 1]).write(args.out)
+            continue
         set_seed(s)
         cfg = protocol_config(dataset, quick, s, data, **ov)
         fitted, wall, loaded = fit_for(data, cfg, s, cache, f"{dataset}_protocol", not args.no_progress)
@@ -318,26 +370,6 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
                  "holdout_error": {z[0]["label"]: round(float(z[0]["holdout_error"]), 4) for z in cal}})
             if s == seeds[0]:
                 keep["McGPDS (tandem: held-out selected, calibrated)"] = (mean, var)
-        # the estimator a user gets, every default (fit on the raw views, its own scaling)
-        m_d, v_d, tr_s, pr_s, _ = default_estimator_prediction(data, s, quick)
-        res.time(DEFAULT_ROW, "train", tr_s)
-        res.time(DEFAULT_ROW, "predict", pr_s)
-        put(DEFAULT_ROW, err_fn(m_d, data.Y2_test), M.msll(m_d, v_d, data.Y2_test, mask=mask))
-        if s == seeds[0]:
-            keep[DEFAULT_ROW] = (m_d, v_d)
-        # GPy MRD, the peer, on every seed and at every latent dimension asked for
-        for q in gpy_qs:
-            job = mrd_jobs.pop((s, q), None)
-            mean, var, tr_s, pr_s, loaded = job.result() if job is not None else mrd_fit_job(
-                data.m1, data.m2, data.m1_test, q, s, quick, cache)
-            if loaded:
-                res.config.setdefault("fits loaded from --fit-cache", []).append(f"GPy MRD Q={q} seed {s}")
-            err, ll, mean, var = score(data, mean, var, metric, mask)
-            put(mrd_row(q), err, ll)
-            res.time(mrd_row(q), "train", tr_s)
-            res.time(mrd_row(q), "predict", pr_s)
-            if s == seeds[0]:
-                keep[mrd_row(q)] = (mean, var)
         for v in variants:
             if v == "tandem":
                 name, cfg_v = "McGPDS (tandem)", tandem_config(dataset, quick, s, data, **ov)
@@ -391,7 +423,9 @@ def _finish(res: Results, acc: dict, seeds_done) -> Results:
         out.add(name, met, vals)
     # Time of the shared protocol fit is attributed to each of its three predictors' rows.
     for name in ("McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (generative)"):
-        out.time(name, "train", out.timings["McGPDS (protocol fit)"]["train"] / len(seeds_done), accumulate=False)
+        if "McGPDS (protocol fit)" in out.timings:
+            out.time(name, "train", out.timings["McGPDS (protocol fit)"]["train"] / len(seeds_done),
+                     accumulate=False)
     return out
 
 
@@ -464,6 +498,9 @@ def add_common_options(p):
                         "refitted, new fits are saved there (predictor studies without refitting)")
     p.add_argument("--gpy-q", type=_int_list, default=[5, 10],
                    help="latent dimensions of GPy MRD, comma list (default 5,10: one MRD fit per Q and seed)")
+    p.add_argument("--no-protocol-fit", action="store_true",
+                   help="skip the protocol fit and its predictors: the baselines, the default estimator "
+                        "(McGPDS().fit().predict()) and --gpy MRD only")
     p.add_argument("--jobs", type=int, default=1,
                    help="processes: with J > 1 the GPy MRD fits run in J − 1 worker processes beside the McGPDS fits")
     p.add_argument("--no-tandem-predictors", action="store_true",

@@ -128,11 +128,13 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
 class PredictorSelection:
     """Output of :func:`select_predictor`: ``label`` and ``kwargs`` of the chosen predictor,
     ``scores`` (label → held-out mean squared error of the training target view, model units)
-    and the chosen predictor's :class:`CalibratedPrediction` (``result``)."""
+    the chosen predictor's :class:`CalibratedPrediction` (``result``) and every candidate's
+    (``results``, label → :class:`CalibratedPrediction`)."""
     label: str
     kwargs: dict
     scores: dict
     result: CalibratedPrediction
+    results: dict
 
 
 def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, target: int = 1, *,
@@ -162,11 +164,12 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
         raise ValueError("candidates: expected a non-empty dict of label -> dict of calibrated_prediction keywords")
     Y = fitted.views[target]
     best = None
-    scores = {}
+    scores, results = {}, {}
     for label, kw in cands.items():
         cp = calibrated_prediction(fitted, Y_source_test, t_test, source, target, features=features,
                                    n_chunks=n_chunks, **{**predict_kwargs, **kw})
         scores[label] = float(((Y - cp.holdout_mean) ** 2).mean())
+        results[label] = cp
         if best is None or scores[label] < scores[best[0]]:
             best = (label, dict(kw), cp)
-    return PredictorSelection(best[0], best[1], scores, best[2])
+    return PredictorSelection(best[0], best[1], scores, best[2], results)
