@@ -87,3 +87,15 @@ def test_estimator_default_predict_is_the_selected_predictor():
     np.testing.assert_allclose(p.mean, m.scalers_[1].inverse(sel.result.prediction.mean).numpy(), rtol=1e-10)
     one = m.predict(test[0], tt, candidates={"1-NN": dict(k_neighbours=1)})
     assert one.mean.shape == p.mean.shape == test[1].shape
+
+
+def test_candidates_needing_more_neighbours_than_a_fold_leaves_are_skipped():
+    """24 frames, 5 chunks: at most 19 frames outside a fold, so the 20-NN candidate is skipped."""
+    train, test, t, tt = _two_views(N=24, Nt=5)
+    cfg = McGPDSConfig(Q=2, M=6, fixed=("alpha", "eps", "beta", "time", "W"), cycles=1, var_iters=3,
+                       model_iters=3, joint_iters=5)
+    f = fit_mcgpds(train, t, config=cfg, progress=False)
+    sel = select_predictor(f, test[0], tt, test_iters=2)
+    assert set(sel.scores) == {"shared-space 1-NN", "source-space 5-NN"}
+    with pytest.raises(ValueError, match="none feasible|every candidate"):
+        select_predictor(f, test[0], tt, candidates={"big": dict(k_neighbours=30)})

@@ -31,6 +31,7 @@ from tandem.inference.mcgpds.fit import (
     McGPDSFitted,
     Prediction,
     calibrated_extra_var,
+    holdout_folds,
     holdout_predictions,
     predict_view,
 )
@@ -150,26 +151,34 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
         score = (1 / (N·D_t)) Σ_{n,d} (y_nd − m_nd)²      (model units, all training frames).
 
     The candidate with the lowest score (ties → the first listed) predicts the test frames with its
-    held-out calibrated variances. The test frames enter no choice. ``predict_kwargs`` are passed
-    to every candidate (a candidate's own keywords take precedence). Returns a
-    :class:`PredictorSelection`.
+    held-out calibrated variances. A candidate whose ``k_neighbours`` exceeds the number of
+    training frames outside the largest fold is skipped (short recordings). The test frames enter
+    no choice. ``predict_kwargs`` are passed to every candidate (a candidate's own keywords take
+    precedence). Returns a :class:`PredictorSelection`.
 
     Raises
     ------
     ValueError
-        ``candidates`` empty or not a mapping of label → dict of keywords.
+        ``candidates`` empty, not a mapping of label → dict of keywords, or none feasible.
     """
     cands = TANDEM_CANDIDATES if candidates is None else candidates
     if not isinstance(cands, dict) or not cands or not all(isinstance(v, dict) for v in cands.values()):
         raise ValueError("candidates: expected a non-empty dict of label -> dict of calibrated_prediction keywords")
     Y = fitted.views[target]
+    folds = holdout_folds(fitted, n_chunks)
+    n_other = fitted.data.N - max(int(f.numel()) for f in folds)     # fewest frames left to search
     best = None
     scores, results = {}, {}
     for label, kw in cands.items():
+        if int(kw.get("k_neighbours", 1)) > n_other:     # too few training frames for this k: not a candidate
+            continue
         cp = calibrated_prediction(fitted, Y_source_test, t_test, source, target, features=features,
                                    n_chunks=n_chunks, **{**predict_kwargs, **kw})
         scores[label] = float(((Y - cp.holdout_mean) ** 2).mean())
         results[label] = cp
         if best is None or scores[label] < scores[best[0]]:
             best = (label, dict(kw), cp)
+    if best is None:
+        raise ValueError(f"candidates: every candidate needs more neighbours than the {n_other} training frames "
+                         "outside a held-out fold")
     return PredictorSelection(best[0], best[1], scores, best[2], results)
