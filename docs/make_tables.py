@@ -203,6 +203,16 @@ _TWIN_TOY_CMD = ("OMP_NUM_THREADS=1 nice python examples/twin_gp_toy.py --seed {
 #: the draws the ensemble rule was designed on (seeds 100–119) and fresh ones (200–219)
 _TWIN_TOY_RUNS = (("", 100), ("_fresh", 200))
 
+#: the headline rows of the CUAVE runs against GPy MRD (issue 20 item 4)
+_CUAVE_HEADLINE = ("training mean", "NN in Y space (raw)", "NN in Y space (standardised)", "GPy MRD (Q = 5)",
+                   "GPy MRD (Q = 10)", "McGPDS (tandem default)",
+                   "McGPDS (tandem default candidate: shared-space 1-NN)",
+                   "McGPDS (tandem default candidate: source-space 5-NN)",
+                   "McGPDS (tandem default candidate: source-space 20-NN)")
+
+_CUAVE_GRID_FITS = _cols(*(f"{sc} scale, Q = {q}, {k}" for sc in ("view", "column") for q in (5, 10)
+                           for k in ("RBF-ARD", "linear-ARD") if not (sc == "column" and q == 10)))
+
 #: every table of the results pages, in page order
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS
@@ -225,7 +235,16 @@ TABLES: tuple[Table, ...] = (
     Table("mcgpds_human_pose_ablations", "recorded/mcgpds_human_pose_ablations.json", ("method", "setting"),
           (("mean_joint_error", "mean joint error"), ("msll", "MSLL")), row_headers=("model", "predictor")),
     Table("mcgpds_cuave", "recorded/mcgpds_cuave.json", ("method",),
+          (("rmse", "RMSE"), ("msll", "MSLL"), ("heldout_train_mse_model_units", "held-out MSE (model units)")),
+          where={"method": _CUAVE_HEADLINE}, order=_CUAVE_HEADLINE, digits=4),
+    Table("mcgpds_cuave_default", "recorded/mcgpds_cuave_default.json", ("method",),
+          (("rmse", "RMSE"), ("msll", "MSLL"), ("heldout_train_mse_model_units", "held-out MSE (model units)")),
+          where={"method": _CUAVE_HEADLINE}, order=_CUAVE_HEADLINE, digits=4),
+    Table("mcgpds_cuave_protocol", "recorded/mcgpds_cuave_protocol.json", ("method",),
           (("rmse", "RMSE"), ("msll", "MSLL"), ("heldout_train_rmse", "held-out training RMSE"))),
+    *(Table(f"mcgpds_cuave_grid_{met}", "recorded/mcgpds_cuave_grid_seed0.json", ("method",), _CUAVE_GRID_FITS,
+            column_key="fit", where={"metric": met}, row_headers=(f"{head}: predictor (rows) × fit (columns)",))
+      for met, head in (("heldout_train_rmse", "held-out training RMSE"), ("rmse", "test RMSE"))),
     Table("mcgpds_oil", "recorded/mcgpds_oil.json", ("setting",),
           _cols("McGPDS latent (labels as view 2)", "CGPDS latent (12-d only)", "data, standardised", "data, raw"),
           column_key="method", row_headers=("training size, evaluation",)),

@@ -15,9 +15,16 @@ Y-space NN frame (``latent_for_prediction="y_nn"``), β⁽²⁾ not reset. Metri
 MSLL 0.82, better than every number in the paper's table (McGPDS 1.19 / 1.94). The script
 prints whether each McGPDS variant beats the training mean.
 
+Also in the same run (issue 20): "McGPDS (tandem default)", the object a user gets
+(``McGPDS(seed=s).fit([video, mfcc], times=t).predict(video_test, t_test)``, every option at its
+default, the predictor chosen on held-out training chunks) with each of its candidates scored
+on test as evidence, and with ``--gpy`` GPy's MRD at every ``--gpy-q`` (default 5 and 10) on
+every seed.
+
 Usage::
 
     python examples/mcgpds_cuave.py                 # 5 seeds
+    python examples/mcgpds_cuave.py --seeds 5 --variants '' --gpy --fit-cache results/cuave_fitcache
     python examples/mcgpds_cuave.py --quick --seeds 1
 """
 from __future__ import annotations

@@ -14,6 +14,7 @@ or :mod:`tandem.inference.datasets.cuave`): ``views``/``m1``/``m1_test`` scaled,
 from __future__ import annotations
 
 import copy
+import json
 import time
 from pathlib import Path
 
@@ -21,11 +22,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from tandem.inference import metrics as M
+from tandem.inference.checkpoints import content_hash
 from tandem.inference.experiments.cli import seed_list, set_seed
 from tandem.inference.experiments.results import Results
 from tandem.inference.mcgpds.baselines import fit_gpy_mrd, gpy_available, nn_y_space, training_mean_predictor
 from tandem.inference.mcgpds.fit import McGPDSConfig, cached_fit, predict_view
 from tandem.inference.mcgpds.predictor import calibrated_prediction, nn_features
+from tandem.inference.persistence import write_text_atomic
 
 __all__ = ["protocol_config", "tandem_config", "OVERRIDES", "overrides", "score", "fit_for", "protocol_features",
            "calibrated_predictor", "run_two_view", "print_table", "plot_traces", "PLOT_METHODS",
@@ -126,6 +129,108 @@ def calibrated_predictor(fitted, data, metric: str, mask, label: str, kw: dict, 
                 delta=_np(delta), pred=cp.prediction)
 
 
+#: name of the row of ``McGPDS(seed=s).fit(...).predict(...)`` with every default (the object a
+#: user gets), fitted on the training views in their original units
+DEFAULT_ROW = "McGPDS (tandem default)"
+
+#: reduced schedule of the default row in ``--quick`` smoke runs
+_QUICK_DEFAULT = dict(Q=3, M=10, cycles=1, var_iters=2, model_iters=2, joint_iters=4, lbfgs_max_iter=4)
+
+
+def sequence_ids_of(seq_ends) -> np.ndarray:
+    """(N,) sequence label of every training frame from the 1-based cumulative ends ``seq_ends``."""
+    ends = np.asarray(seq_ends, dtype=np.int64)
+    return np.repeat(np.arange(ends.size), np.diff(np.concatenate([[0], ends])))
+
+
+def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir=None):
+    """Fit :class:`tandem.inference.mcgpds.McGPDS` with its defaults (seed ``seed``) on the raw
+    training views ``[data.Y1, data.Y2]`` at ``data.t`` (sequences from ``data.seq_ends``) and
+    predict view 2 of the test frames from ``data.Y1_test`` with ``predict``'s defaults.
+
+    ``predict``'s default is :func:`tandem.inference.mcgpds.predictor.select_predictor` on the
+    fit's model-unit views; it is called here directly (the same computation, tested equal in
+    ``tests/test_mcgpds_select.py``) so that every candidate's test prediction is kept too.
+
+    Returns (mean (N*, D2), var (N*, D2), train seconds, predict seconds, selection) in the data's
+    original units; ``selection``: the :class:`~tandem.inference.mcgpds.predictor.PredictorSelection`
+    with ``test`` added: label → (mean, var) of every candidate in original units. ``quick``
+    shrinks the schedule to a smoke-test size. With ``cache_dir`` (``--fit-cache``) the outcome of
+    exactly this problem (content hash of the data, the seed, ``quick`` and the candidate set) is
+    read from / written to a JSON file there; ``selection`` is then a namespace with ``label``,
+    ``scores`` and ``test``.
+    """
+    import types
+
+    import torch
+
+    from tandem.inference.mcgpds.api import McGPDS
+    from tandem.inference.mcgpds.predictor import TANDEM_CANDIDATES, select_predictor
+    path = None
+    if cache_dir is not None:
+        key = content_hash("mcgpds_default/1", data.Y1, data.Y2, data.t, list(data.seq_ends), data.Y1_test,
+                           data.t_test, int(seed), bool(quick), repr(TANDEM_CANDIDATES), length=64)
+        path = Path(cache_dir) / f"mcgpds_default_seed{seed}_{key[:16]}.json"
+        if path.exists():
+            z = json.loads(path.read_text())
+            if z.get("fingerprint") == key:
+                test = {k: (np.asarray(m), np.asarray(v)) for k, (m, v) in z["test"].items()}
+                sel = types.SimpleNamespace(label=z["label"], scores=z["scores"], test=test, loaded=True)
+                mean, var = test[sel.label]
+                return mean, var, z["train_s"], z["predict_s"], sel
+    t0 = time.perf_counter()
+    est = McGPDS(seed=seed, **(_QUICK_DEFAULT if quick else {}))
+    est.fit([data.Y1, data.Y2], times=data.t, sequence_ids=sequence_ids_of(data.seq_ends))
+    t1 = time.perf_counter()
+    zs = est.scalers_[0].transform(torch.as_tensor(data.Y1_test, dtype=torch.float64))
+    sel = select_predictor(est.fitted_, zs, torch.as_tensor(data.t_test, dtype=torch.float64), seed=est.seed)
+    st = est.scalers_[1]
+    sel.test = {lab: (_np(st.inverse(cp.prediction.mean)), _np(st.inverse_var(cp.prediction.var)))
+                for lab, cp in sel.results.items()}
+    mean, var = sel.test[sel.label]
+    tr_s, pr_s = t1 - t0, time.perf_counter() - t1
+    sel.loaded = False
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps({"fingerprint": key, "seed": seed, "label": sel.label, "scores": sel.scores,
+                                            "test": {k: [m.tolist(), v.tolist()] for k, (m, v) in sel.test.items()},
+                                            "train_s": tr_s, "predict_s": pr_s}))
+    return mean, var, tr_s, pr_s, sel
+
+
+def mrd_fit_job(m1, m2, m1_test, q: int, seed: int, quick: bool = False, cache_dir=None):
+    """One GPy MRD fit and prediction (:func:`tandem.inference.mcgpds.baselines.fit_gpy_mrd`, latent
+    dimension ``q``, M = min(100, N), seed ``seed``) on the scaled views; a picklable worker task.
+
+    With ``cache_dir`` (``--fit-cache``) the prediction of exactly this problem (content hash of
+    the three arrays, ``q``, ``seed``, ``quick``) is read from / written to a JSON file there, so a
+    rerun of the same protocol reuses the peer's fits. Returns (mean (N*, D2), var (N*, D2), train
+    seconds, predict seconds, loaded?) in the views' units.
+    """
+    path = None
+    if cache_dir is not None:
+        key = content_hash("gpy_mrd/1", np.asarray(m1), np.asarray(m2), np.asarray(m1_test), int(q), int(seed),
+                           bool(quick), length=64)
+        path = Path(cache_dir) / f"gpy_mrd_Q{q}_seed{seed}_{key[:16]}.json"
+        if path.exists():
+            z = json.loads(path.read_text())
+            if z.get("fingerprint") == key:
+                return np.asarray(z["mean"]), np.asarray(z["var"]), z["train_s"], z["predict_s"], True
+    r = fit_gpy_mrd(m1, m2, m1_test, Q=q, M=min(100, len(m1)), seed=seed,
+                    **(dict(max_iters=5, init_vardist_iters=5, predict_iters=5) if quick else {}))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps({"fingerprint": key, "Q": q, "seed": seed, "mean": r.mean.tolist(),
+                                            "var": r.var.tolist(), "train_s": r.train_s,
+                                            "predict_s": r.predict_s}))
+    return r.mean, r.var, r.train_s, r.predict_s, False
+
+
+def mrd_row(q: int) -> str:
+    """Row name of GPy MRD with latent dimension ``q``."""
+    return f"GPy MRD (Q = {q})"
+
+
 def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kwargs: dict,
                  variants=None, paper=None, tandem_candidates=None):
     """Fit McGPDS variants for every seed, score them beside the baselines, return Results.
@@ -147,6 +252,10 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
     test_iters = 2 if quick else getattr(args, "test_iters", None)
     variants = list(variants if variants is not None else ["tandem", "independent", "gplvm", "linear"])
     mask = data.Y2.std(axis=0) > 0               # constant training coordinates are not scored
+    gpy_qs = list(getattr(args, "gpy_q", None) or []) if getattr(args, "gpy", False) else []
+    if gpy_qs and not gpy_available():
+        print("GPy is not installed (optional extra 'peers'): GPy MRD skipped")
+        gpy_qs = []
     res = Results(experiment, seeds, config={
         "dataset": dataset, "quick": quick, "n_train": data.n_train, "n_test": data.n_test,
         "seq_ends": data.seq_ends, "scale": "scalar per view" if np.ndim(data.scale2) == 0 else "per dimension",
@@ -157,6 +266,10 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
         "tandem_config": repr(tandem_config(dataset, quick, seeds[0], None, **ov)),
         "code_predictor": {k: v for k, v in code_kwargs.items()},
         "variants": variants, "data_dir": str(args.data_dir), "paper": paper or {},
+        "gpy_mrd": {"Q": gpy_qs, "M": min(100, data.n_train), "seeds": "every seed of this run",
+                    "inputs": "the protocol's scaled views (data.m1, data.m2)"} if gpy_qs else "not run",
+        "default_row": f"{DEFAULT_ROW}: McGPDS(seed=s).fit([Y1, Y2], times=t, sequence_ids=...).predict(Y1_test, "
+                       "t_test), every other option at its default" + (" (quick: reduced schedule)" if quick else ""),
         "tandem_candidates": [(lab, kw, ft) for lab, kw, ft in (tandem_candidates or [])]})
     # Deterministic baselines (seed-independent): one value each.
     nn_raw, idx_raw = nn_y_space(data.Y1, data.Y2, data.Y1_test)
@@ -187,11 +300,62 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
             keep[name] = (mean, var)
         return pred
 
+    # --jobs J > 1: the MRD fits (independent of McGPDS) run in J − 1 worker processes while this
+    # process fits McGPDS; each seed's MRD rows are added when that seed's McGPDS work is done
+    jobs = int(getattr(args, "jobs", 1) or 1)
+    mrd_jobs, pool = {}, None
+    if gpy_qs and jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=mp.get_context("spawn"))
+        for s in seeds:
+            for q in gpy_qs:
+                mrd_jobs[(s, q)] = pool.submit(mrd_fit_job, data.m1, data.m2, data.m1_test, q, s, quick, cache)
     code_kw = dict(code_kwargs)
     code_kw.setdefault("nn_index_y", idx_raw)
     if quick:
         code_kw["test_iters"] = 2
+    def default_and_peers(s):
+        """The default-estimator row and GPy MRD of seed ``s``."""
+        # the estimator a user gets, every default (fit on the raw views, its own scaling)
+        m_d, v_d, tr_s, pr_s, sel = default_estimator_prediction(data, s, quick, cache)
+        if sel.loaded:
+            res.config.setdefault("fits loaded from --fit-cache", []).append(f"tandem default seed {s}")
+        res.time(DEFAULT_ROW, "train", tr_s)
+        res.time(DEFAULT_ROW, "predict", pr_s)
+        put(DEFAULT_ROW, err_fn(m_d, data.Y2_test), M.msll(m_d, v_d, data.Y2_test, mask=mask))
+        # evidence: every candidate of the default's choice on test (never used to choose)
+        for lab, (m_c, v_c) in sel.test.items():
+            row = f"{DEFAULT_ROW[:-1]} candidate: {lab})"
+            put(row, err_fn(m_c, data.Y2_test), M.msll(m_c, v_c, data.Y2_test, mask=mask))
+            acc.setdefault((row, "heldout_train_mse_model_units"), []).append(sel.scores[lab])
+        res.config.setdefault("tandem default: selection by held-out training MSE (model units)", []).append(
+            {"seed": s, "selected": sel.label, "heldout_mse": {k: round(v, 5) for k, v in sel.scores.items()}})
+        if s == seeds[0]:
+            keep[DEFAULT_ROW] = (m_d, v_d)
+        # GPy MRD, the peer, on every seed and at every latent dimension asked for
+        for q in gpy_qs:
+            job = mrd_jobs.pop((s, q), None)
+            mean, var, tr_s, pr_s, loaded = job.result() if job is not None else mrd_fit_job(
+                data.m1, data.m2, data.m1_test, q, s, quick, cache)
+            if loaded:
+                res.config.setdefault("fits loaded from --fit-cache", []).append(f"GPy MRD Q={q} seed {s}")
+            err, ll, mean, var = score(data, mean, var, metric, mask)
+            put(mrd_row(q), err, ll)
+            res.time(mrd_row(q), "train", tr_s)
+            res.time(mrd_row(q), "predict", pr_s)
+            if s == seeds[0]:
+                keep[mrd_row(q)] = (mean, var)
+
+    protocol_fit = not getattr(args, "no_protocol_fit", False)
+    if not protocol_fit:
+        res.config["protocol fit"] = "skipped (--no-protocol-fit): baselines, the default estimator and GPy MRD only"
     for s in seeds:
+        default_and_peers(s)
+        if not protocol_fit:
+            if getattr(args, "out", None) is not None and s != seeds[-1]:
+                _finish(res, acc, seeds[:seeds.index(s) + 1]).write(args.out)
+            continue
         set_seed(s)
         cfg = protocol_config(dataset, quick, s, data, **ov)
         fitted, wall, loaded = fit_for(data, cfg, s, cache, f"{dataset}_protocol", not args.no_progress)
@@ -270,18 +434,9 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
         if getattr(args, "out", None) is not None and s != seeds[-1]:
             _finish(res, acc, seeds[:seeds.index(s) + 1]).write(args.out)   # partial results survive
     res = _finish(res, acc, seeds)
+    if pool is not None:
+        pool.shutdown()
 
-    if getattr(args, "gpy", False) and not quick:
-        if gpy_available():
-            r = fit_gpy_mrd(data.m1, data.m2, data.m1_test, Q=args.gpy_q, M=100, seed=seeds[0])
-            err, ll, mean, var = score(data, r.mean, r.var, metric, mask)
-            res.add("GPy MRD", metric, err, Q=args.gpy_q)
-            res.add("GPy MRD", "msll", ll, Q=args.gpy_q)
-            res.time("GPy MRD", "train", r.train_s)
-            res.time("GPy MRD", "predict", r.predict_s)
-            keep["GPy MRD"] = (mean, var)
-        else:
-            print("GPy is not installed (optional extra 'peers'): GPy MRD skipped")
     res.config["plot_methods"] = list(keep)
     return res, keep
 
@@ -294,7 +449,9 @@ def _finish(res: Results, acc: dict, seeds_done) -> Results:
         out.add(name, met, vals)
     # Time of the shared protocol fit is attributed to each of its three predictors' rows.
     for name in ("McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (generative)"):
-        out.time(name, "train", out.timings["McGPDS (protocol fit)"]["train"] / len(seeds_done), accumulate=False)
+        if "McGPDS (protocol fit)" in out.timings:
+            out.time(name, "train", out.timings["McGPDS (protocol fit)"]["train"] / len(seeds_done),
+                     accumulate=False)
     return out
 
 
@@ -340,19 +497,38 @@ def plot_traces(data, keep: dict, names: list, coords: list, title: str, out: Pa
 
 #: methods drawn in the trajectory plots of the real-data scripts
 PLOT_METHODS = ["McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (generative)", "McGPDS (tandem)",
-                "GPy MRD"]
+                "McGPDS (tandem default)", "GPy MRD (Q = 5)", "GPy MRD (Q = 10)"]
 
 
+
+
+def _int_list(text: str) -> list[int]:
+    """argparse ``type=``: comma-separated positive integers, e.g. ``'5,10'``."""
+    import argparse
+    try:
+        vals = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers like '5,10', got {text!r}") \
+            from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers like '5,10', got {text!r}")
+    return vals
 
 
 def add_common_options(p):
     p.add_argument("--variants", default="tandem,independent,gplvm,linear",
                    help="extra fits per seed (comma list of tandem,independent,gplvm,linear; '' for none)")
-    p.add_argument("--gpy", action="store_true", help="also fit GPy MRD (seed 0; needs GPy)")
+    p.add_argument("--gpy", action="store_true", help="also fit GPy MRD on every seed (needs GPy)")
     p.add_argument("--fit-cache", default=None,
                    help="folder of saved fits: a fit of the same (dataset, config, seed) is loaded instead of "
                         "refitted, new fits are saved there (predictor studies without refitting)")
-    p.add_argument("--gpy-q", type=int, default=5, help="latent dimension of GPy MRD")
+    p.add_argument("--gpy-q", type=_int_list, default=[5, 10],
+                   help="latent dimensions of GPy MRD, comma list (default 5,10: one MRD fit per Q and seed)")
+    p.add_argument("--no-protocol-fit", action="store_true",
+                   help="skip the protocol fit and its predictors: the baselines, the default estimator "
+                        "(McGPDS().fit().predict()) and --gpy MRD only")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="processes: with J > 1 the GPy MRD fits run in J − 1 worker processes beside the McGPDS fits")
     p.add_argument("--no-tandem-predictors", action="store_true",
                    help="skip the tandem predictors (held-out calibrated variances, k-NN, standardised-Y NN)")
     g = p.add_argument_group("reduced runs (default: the protocol's values)")

@@ -5,7 +5,8 @@
 * :mod:`.fit` — :func:`fit_mcgpds` / :class:`McGPDSConfig` (every setting of a fit; the
   protocol's defaults), :func:`predict_view` (paper-, code-faithful and generative predictors),
   held-out calibration, :func:`cached_fit`, save/load.
-* :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor.
+* :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor, and
+  :func:`select_predictor`, its choice of neighbourhood on held-out training frames.
 * :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`tandem.inference.mcgpds.baselines`.
 
 Names are loaded on first use (PEP 562), so importing e.g. :mod:`.bound` stays light.
@@ -19,6 +20,7 @@ _LAZY = {
     "McGPDSConfig": "fit", "McGPDSFitted": "fit", "Prediction": "fit", "fit_mcgpds": "fit", "fit_cgpds": "fit",
     "predict_view": "fit", "cached_fit": "fit", "save_fitted": "fit", "load_fitted": "fit",
     "calibrated_prediction": "predictor", "CalibratedPrediction": "predictor", "TANDEM_PREDICTOR": "predictor",
+    "select_predictor": "predictor", "PredictorSelection": "predictor", "TANDEM_CANDIDATES": "predictor",
     "collapsed_loss": "bound", "set_optimal_inducing": "bound",
 }
 

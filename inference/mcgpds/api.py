@@ -24,7 +24,9 @@ What it does for you:
   learned warns: the paper's bound is unbounded in β then).
 * **Predictor.** ``predict`` uses the tandem predictor by default
   (:func:`tandem.inference.mcgpds.predictor.calibrated_prediction`: standardised-Y NN
-  initialisation, the model's own β, variances calibrated on held-out training sequences);
+  initialisation, the model's own β, variances calibrated on held-out training sequences), with
+  the neighbourhood (one shared-space neighbour, or 5 or 20 source-space neighbours) chosen by
+  held-out training error (:func:`tandem.inference.mcgpds.predictor.select_predictor`);
   ``method="paper" | "code" | "generative"`` gives the paper's predictors.
 """
 from __future__ import annotations
@@ -49,7 +51,7 @@ from tandem.inference.mcgpds.fit import (
     predict_view,
     view_sites,
 )
-from tandem.inference.mcgpds.predictor import calibrated_prediction
+from tandem.inference.mcgpds.predictor import select_predictor
 from tandem.inference.params import (
     AnyValue,
     Boolean,
@@ -269,10 +271,13 @@ class McGPDS(TandemEstimator):
             jointly (one shared latent), the Y-space nearest-neighbour search uses their
             standardised columns side by side. Same predictors as with one source.
         method : str
-            "tandem" (default: calibrated predictor,
-            :func:`tandem.inference.mcgpds.predictor.calibrated_prediction`), or "paper",
-            "code", "generative" (:func:`tandem.inference.mcgpds.fit.predict_view`); ``kwargs``
-            go to that function.
+            "tandem" (default: the calibrated predictor chosen on held-out training frames among
+            :data:`tandem.inference.mcgpds.predictor.TANDEM_CANDIDATES`,
+            :func:`tandem.inference.mcgpds.predictor.select_predictor`; ``candidates={label:
+            {...}}`` gives other choices, a single entry fixes the predictor), or "paper", "code",
+            "generative" (:func:`tandem.inference.mcgpds.fit.predict_view`).
+        **kwargs
+            Passed to that function.
 
         Returns
         -------
@@ -339,8 +344,8 @@ class McGPDS(TandemEstimator):
             t_test = torch.arange(Zs[0].shape[0], dtype=torch.float64, device=dev)
         src_arg, Z_arg = (srcs[0], Zs[0]) if sources is None else (srcs, Zs)
         if method == "tandem":
-            raw = calibrated_prediction(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed,
-                                        **kwargs).prediction
+            raw = select_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed,
+                                   **kwargs).result.prediction
         elif method in ("paper", "code", "generative"):
             raw = predict_view(self.fitted_, Z_arg, t_test, src_arg, target, method=method, seed=self.seed, **kwargs)
         else:

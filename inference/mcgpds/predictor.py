@@ -31,16 +31,31 @@ from tandem.inference.mcgpds.fit import (
     McGPDSFitted,
     Prediction,
     calibrated_extra_var,
+    holdout_folds,
     holdout_predictions,
     predict_view,
 )
 from tandem.inference.validation import as_tensor, check_int_range
 
-__all__ = ["TANDEM_PREDICTOR", "CalibratedPrediction", "nn_features", "calibrated_prediction"]
+__all__ = ["TANDEM_PREDICTOR", "TANDEM_CANDIDATES", "CalibratedPrediction", "PredictorSelection", "nn_features",
+           "calibrated_prediction", "select_predictor"]
 
 #: ``predict_view`` keywords of the tandem predictor (k-NN size and the NN features apart)
 TANDEM_PREDICTOR = dict(method="code", test_iters=8, fixll=True, beta_target_override=None,
                         latent_for_prediction="shared_nn", output_components="h")
+
+
+#: the predictors :func:`select_predictor` chooses among by default: label → keywords of
+#: :func:`calibrated_prediction` (over :data:`TANDEM_PREDICTOR`). The first is the single
+#: nearest frame in the learned shared space (the pose protocol's best); the others average the
+#: target predictives at the latents of the k nearest training frames in source-view space
+#: (``latent_for_prediction="y_nn"``), k = 5 and 20, which shrink the prediction towards the
+#: local mean of the target view (what pays where the source view says little about the target).
+TANDEM_CANDIDATES = {
+    "shared-space 1-NN": dict(k_neighbours=1),
+    "source-space 5-NN": dict(k_neighbours=5, latent_for_prediction="y_nn"),
+    "source-space 20-NN": dict(k_neighbours=20, latent_for_prediction="y_nn"),
+}
 
 
 @dataclass
@@ -120,3 +135,62 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
         nn_y = knn(fte_t, ftr_t, kq)
     pred = predict_view(fitted, Y_source_test, t_test, source, target, nn_index_y=nn_y, extra_var=delta, **kw)
     return CalibratedPrediction(pred, hm, hv, delta)
+
+
+@dataclass
+class PredictorSelection:
+    """Output of :func:`select_predictor`: ``label`` and ``kwargs`` of the chosen predictor,
+    ``scores`` (label → held-out mean squared error of the training target view, model units)
+    the chosen predictor's :class:`CalibratedPrediction` (``result``) and every candidate's
+    (``results``, label → :class:`CalibratedPrediction`)."""
+    label: str
+    kwargs: dict
+    scores: dict
+    result: CalibratedPrediction
+    results: dict
+
+
+def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, target: int = 1, *,
+                     candidates=None, features="std", n_chunks: int = 5, **predict_kwargs) -> PredictorSelection:
+    """The tandem predictor chosen among ``candidates`` on held-out TRAINING frames only.
+
+    Every candidate (label → keywords of :func:`calibrated_prediction`; default
+    :data:`TANDEM_CANDIDATES`) predicts the training target view fold by fold, its NN searches
+    restricted to the other folds (the training sequences, or ``n_chunks`` contiguous chunks of
+    a single sequence; :func:`tandem.inference.mcgpds.fit.holdout_predictions`), and is scored by
+    the held-out mean squared error
+
+        score = (1 / (N·D_t)) Σ_{n,d} (y_nd − m_nd)²      (model units, all training frames).
+
+    The candidate with the lowest score (ties → the first listed) predicts the test frames with its
+    held-out calibrated variances. A candidate whose ``k_neighbours`` exceeds the number of
+    training frames outside the largest fold is skipped (short recordings). The test frames enter
+    no choice. ``predict_kwargs`` are passed to every candidate (a candidate's own keywords take
+    precedence). Returns a :class:`PredictorSelection`.
+
+    Raises
+    ------
+    ValueError
+        ``candidates`` empty, not a mapping of label → dict of keywords, or none feasible.
+    """
+    cands = TANDEM_CANDIDATES if candidates is None else candidates
+    if not isinstance(cands, dict) or not cands or not all(isinstance(v, dict) for v in cands.values()):
+        raise ValueError("candidates: expected a non-empty dict of label -> dict of calibrated_prediction keywords")
+    Y = fitted.views[target]
+    folds = holdout_folds(fitted, n_chunks)
+    n_other = fitted.data.N - max(int(f.numel()) for f in folds)     # fewest frames left to search
+    best = None
+    scores, results = {}, {}
+    for label, kw in cands.items():
+        if int(kw.get("k_neighbours", 1)) > n_other:     # too few training frames for this k: not a candidate
+            continue
+        cp = calibrated_prediction(fitted, Y_source_test, t_test, source, target, features=features,
+                                   n_chunks=n_chunks, **{**predict_kwargs, **kw})
+        scores[label] = float(((Y - cp.holdout_mean) ** 2).mean())
+        results[label] = cp
+        if best is None or scores[label] < scores[best[0]]:
+            best = (label, dict(kw), cp)
+    if best is None:
+        raise ValueError(f"candidates: every candidate needs more neighbours than the {n_other} training frames "
+                         "outside a held-out fold")
+    return PredictorSelection(best[0], best[1], scores, best[2], results)
