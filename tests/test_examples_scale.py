@@ -171,6 +171,21 @@ def test_bench_scale_pose_quick(tmp_path, data_dir):
 
 
 
+def test_bench_lbfgs_overhead_quick(tmp_path, data_dir):
+    """The driver and the bare torch.optim.LBFGS loop take the same path on the pose fit (same
+    evaluations, same final loss) and the overhead is recorded (skipped without the data)."""
+    r = _run("bench_lbfgs_overhead.py", "--quick", "--repeats", "1", "--out", str(tmp_path), "--data-dir",
+             str(data_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "bench_lbfgs_overhead.json").read_text())
+    rec = {(x["method"], x["metric"]): x for x in res["results"]}
+    assert rec["driver", "evaluations"]["mean"] == rec["bare", "evaluations"]["mean"] > 6
+    assert rec["driver", "final_loss"]["mean"] == rec["bare", "final_loss"]["mean"]
+    assert rec["driver", "cpu_s"]["mean"] > 0 and rec["bare", "cpu_s"]["mean"] > 0
+    assert rec["driver", "overhead"]["target"] == 0.05 and math.isfinite(rec["driver", "overhead"]["mean"])
+    assert "driver overhead over bare torch.optim.LBFGS" in r.stdout
+
+
 def _store_copy(s):
     return {n: s[n].unconstrained().detach().clone() for n in s.keys()}
 
