@@ -93,6 +93,9 @@ def parser():
                    help="time at least this many epochs (after the warm-up) so the bound trace has several points")
     p.add_argument("--lr", type=float, default=None,
                    help="learning rate (default: the stochastic config's 0.05; Adam 0.01 for the collapsed bound)")
+    p.add_argument("--hyper-iters", type=int, default=None,
+                   help="stochastic: L-BFGS iterations on the hyperparameters per epoch (default: the config's 5; "
+                        "0 = the old Adam step on the minibatch gradient every step, rate --lr)")
     p.add_argument("--diverge-tol", type=float, default=DIVERGE_TOL,
                    help="a fit diverges (exit non-zero) when its full-data bound is non-finite or falls over an "
                         "epoch by more than this many nats per frame (default %(default)s)")
@@ -101,6 +104,13 @@ def parser():
     p.add_argument("--pose-steps", type=int, default=600, help="--pose: stochastic steps")
     p.add_argument("--pose-batch", type=int, default=3, help="--pose: sequences per step (of 7)")
     p.add_argument("--data-dir", type=Path, default=None, help="--pose: shared data folder")
+    p.add_argument("--skip-peer", action="store_true",
+                   help="do not time GPyTorch's Bayesian GPLVM (run by default when the 'peers' extra is installed)")
+    p.add_argument("--peer-lr", type=float, default=0.01, help="GPyTorch peer: Adam learning rate")
+    p.add_argument("--peer-tol", type=float, default=0.01,
+                   help="GPyTorch peer: converged when a block of steps improves the mean minibatch ELBO by less "
+                        "than this many nats per frame")
+    p.add_argument("--peer-max-cpu", type=float, default=300.0, help="GPyTorch peer: CPU-second cap per N")
     p.add_argument("--in-process", action="store_true",
                    help="measure in this process (faster; peak memory is then cumulative)")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "N", "DEVICE"), help=argparse.SUPPRESS)
@@ -128,6 +138,8 @@ def run_one(method: str, N: int, device: str, args) -> dict:
     out = {"method": method, "n_frames": int(sim["times"].numel()), "device": device}
     if method == "stochastic":
         lr = {} if args.lr is None else {"lr": args.lr}
+        if args.hyper_iters is not None:
+            lr["hyper_iters"] = args.hyper_iters
         cfg = st.StochasticConfig(Q=args.Q, M=args.M, window=args.window, batch=args.batch, num_steps=0,
                                   fixed=("alpha", "eps", "beta", "time", "W"), **lr)
         m = st.StochasticMcGPDS(cfg, device=dev)
@@ -276,7 +288,9 @@ def _child(method, N, device, args) -> dict:
            "--seq-len", str(args.seq_len), "--window", str(args.window), "--batch", str(args.batch),
            "--Q", str(args.Q), "--M", str(args.M), "--dims", *map(str, args.dims), "--min-time", str(args.min_time),
            "--min-epochs", str(args.min_epochs), "--diverge-tol", str(args.diverge_tol),
-           *(["--lr", str(args.lr)] if args.lr is not None else [])]
+           "--peer-lr", str(args.peer_lr), "--peer-tol", str(args.peer_tol), "--peer-max-cpu", str(args.peer_max_cpu),
+           *(["--lr", str(args.lr)] if args.lr is not None else []),
+           *(["--hyper-iters", str(args.hyper_iters)] if args.hyper_iters is not None else [])]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         return {"method": method, "n_frames": N, "device": device, "error": r.stderr.strip().splitlines()[-1:]}
@@ -286,6 +300,110 @@ def _child(method, N, device, args) -> dict:
 def growth_exponent(ns, ts) -> float:
     """Least-squares slope of log t on log N."""
     return float(np.polyfit(np.log(ns), np.log(ts), 1)[0])
+
+
+def gpytorch_available() -> bool:
+    """Whether GPyTorch (the ``peers`` extra) can be imported."""
+    try:
+        import gpytorch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_peer(N: int, args) -> dict:
+    """GPyTorch's Bayesian GPLVM on the same simulated frames as :func:`run_one` (a cost reference).
+
+    The documented minibatch model: ``gpytorch.models.gplvm.BayesianGPLVM`` with a
+    ``VariationalLatentVariable`` q(X) (N(0, I) prior), one independent GP per output column
+    (``batch_shape = [D]``, ``CholeskyVariationalDistribution`` over M inducing inputs learned by a
+    ``VariationalStrategy``, ``ScaleKernel(RBFKernel(ard_num_dims=Q))``, constant mean, a
+    ``GaussianLikelihood`` per output) and ``gpytorch.mlls.VariationalELBO`` estimated from one
+    reparameterised sample of X on a minibatch of frames, Adam (``--peer-lr``). It is a simpler
+    model than McGPDS: one latent space for both views concatenated (each view scaled to unit
+    overall variance as ours), no time prior, no private spaces, a Monte Carlo expected
+    log-likelihood. Same Q and M; a step draws ``window × batch`` frames (the frames one stochastic
+    McGPDS step touches), an epoch is ``ceil(N / that)`` steps.
+
+    Convergence (its own): the mean minibatch ELBO per frame over blocks of ``max(50, one epoch)``
+    steps; converged when a block improves on the previous block by less than ``--peer-tol`` nats
+    per frame, or after ``--peer-max-cpu`` CPU seconds (then ``converged`` is False). Returns
+    per-epoch CPU/wall time, the CPU time to convergence, the final block's ELBO per frame and the
+    trace of (CPU s, block ELBO per frame) pairs.
+    """
+    import gpytorch
+    from gpytorch.models.gplvm import BayesianGPLVM, VariationalLatentVariable
+
+    set_seed(args.seed)
+    n_seq = max(1, N // args.seq_len)
+    sim = st.simulate_sequences(n_seq, min(args.seq_len, N), args.dims, Q=args.Q, M=args.M, seed=args.seed)
+    Y = torch.cat([(v - v.mean(0)) / v.std(0).pow(2).mean().sqrt() for v in sim["views"]], 1).double()
+    n, D = Y.shape
+    Q, M = args.Q, args.M
+    gen = torch.Generator().manual_seed(args.seed)
+    U, Sv, _ = torch.linalg.svd(Y, full_matrices=False)
+    X0 = U[:, :Q] * Sv[:Q] / math.sqrt(n)                      # PCA init, as ours
+    Z0 = X0[torch.randperm(n, generator=gen)[:M]].expand(D, M, Q).clone()
+
+    class Peer(BayesianGPLVM):
+        def __init__(self):
+            shape = torch.Size([D])
+            q_u = gpytorch.variational.CholeskyVariationalDistribution(M, batch_shape=shape)
+            strategy = gpytorch.variational.VariationalStrategy(self, Z0, q_u, learn_inducing_locations=True)
+            prior = gpytorch.priors.NormalPrior(torch.zeros(n, Q, dtype=Y.dtype), torch.ones(n, Q, dtype=Y.dtype))
+            super().__init__(VariationalLatentVariable(n, D, Q, X0.clone(), prior), strategy)
+            self.mean_module = gpytorch.means.ConstantMean(batch_shape=shape)
+            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=Q,
+                                                                                        batch_shape=shape),
+                                                             batch_shape=shape)
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+    model = Peer().double()
+    with torch.no_grad():
+        model.X.q_log_sigma.fill_(math.log(math.expm1(math.sqrt(0.5))))   # softplus⁻¹: q(X) sd √0.5
+    lik = gpytorch.likelihoods.GaussianLikelihood(batch_shape=torch.Size([D])).double()
+    opt = torch.optim.Adam([*model.parameters(), *lik.parameters()], lr=args.peer_lr)
+    mll = gpytorch.mlls.VariationalELBO(lik, model, num_data=n)
+    bsz = min(n, args.window * args.batch)
+    spe = math.ceil(n / bsz)
+    block = max(50, spe)
+    Yt = Y.T.contiguous()
+
+    def one_step() -> float:
+        idx = torch.randperm(n, generator=gen)[:bsz].sort().values
+        opt.zero_grad()
+        x = model.sample_latent_variable()[idx]
+        loss = -mll(model(x), Yt[:, idx]).sum()               # −ELBO / N, summed over the D outputs
+        loss.backward()
+        opt.step()
+        return -float(loss.detach())                          # ELBO per frame (minibatch estimate)
+
+    trace, vals, prev = [], [], -math.inf
+    cpu, wall, steps, converged = 0.0, 0.0, 0, False
+    while True:
+        w0, c0 = time.perf_counter(), time.process_time()
+        vals.append(one_step())
+        wall += time.perf_counter() - w0
+        cpu += time.process_time() - c0
+        steps += 1
+        if not math.isfinite(vals[-1]):
+            break
+        if steps % block == 0:
+            cur = float(np.mean(vals[-block:]))
+            trace.append([cpu, cur])
+            if cur - prev < args.peer_tol:
+                converged = True
+                break
+            prev = cur
+        if cpu > args.peer_max_cpu:
+            break
+    return {"method": "gpytorch_bgplvm", "n_frames": n, "device": "cpu", "steps": steps, "steps_per_epoch": spe,
+            "batch_frames": bsz, "epoch_cpu_s": cpu / steps * spe, "epoch_time_s": wall / steps * spe,
+            "time_to_converge_cpu_s": cpu if converged else float("nan"), "converged": converged,
+            "final_elbo_per_frame": float(np.mean(vals[-block:])), "trace": trace,
+            "peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 #: the code-faithful pose predictor of bench_mcgpds (h only, authors' demo settings)
@@ -347,11 +465,12 @@ def main(args):
         return pose(args)
     if args.one:
         method, N, device = args.one
-        print(json.dumps(run_one(method, int(N), device, args)))
+        one = run_peer(int(N), args) if method == "gpytorch_bgplvm" else run_one(method, int(N), device, args)
+        print(json.dumps(one))
         return None
     if args.quick:   # in this process (no subprocess start-up); memory is then the process's peak so far
         args.sizes, args.seq_len, args.window, args.batch, args.M, args.dims = [200, 400], 100, 50, 2, 5, [4, 3]
-        args.in_process, args.min_time = True, 0.0
+        args.in_process, args.min_time, args.peer_max_cpu = True, 0.0, min(args.peer_max_cpu, 3.0)
     devices = ["cpu"]
     cuda_note = None
     if args.device in ("cuda", "both"):
@@ -411,6 +530,7 @@ def main(args):
                 res.add(name, "time_to_0.1nat_cpu_s", tq["0.1nat"], n_frames=N, device=dev, best_bound=best)
                 print(f"{name:32s} N={N:>8d}  best bound {best / N:.4g} nats/frame; time to 1 %: "
                       f"{_fmt_s(tq['1pct'])}, to 0.1 nats/frame: {_fmt_s(tq['0.1nat'])} (CPU)")
+    peer_rows(args, res)
     exps = {}
     for dev in devices:
         for method in ("collapsed", "stochastic"):
@@ -431,6 +551,45 @@ def main(args):
         raise SystemExit("bench_scale: a timed fit diverged (tolerance "
                          f"{args.diverge_tol} nats/frame per epoch):\n" + "\n".join(diverged))
     return res
+
+
+PEER = "GPyTorch BayesianGPLVM (cpu)"
+
+
+def peer_rows(args, res) -> list:
+    """Time GPyTorch's Bayesian GPLVM (:func:`run_peer`) at every N on the CPU and add its records
+    (``epoch_cpu_time_s``, ``epoch_time_s``, ``time_to_converge_cpu_s``, ``final_elbo_per_frame``
+    with qualifier ``trace``, ``peak_memory_mb``) to ``res``; a reference, kept out of the time to
+    quality (its ELBO is another model's). Skipped, saying so, with ``--skip-peer`` or without
+    GPyTorch (the ``peers`` extra). Returns the rows."""
+    if args.skip_peer:
+        print("GPyTorch peer skipped (--skip-peer)")
+        return []
+    if not gpytorch_available():
+        print("GPyTorch not installed (optional extra 'peers'): its Bayesian GPLVM is skipped")
+        res.add(PEER, "not_run", float("nan"), reason="gpytorch not installed (optional extra peers)")
+        return []
+    out = []
+    for N in args.sizes:
+        r = run_peer(N, args) if args.in_process else _child("gpytorch_bgplvm", N, "cpu", args)
+        out.append(r)
+        if "error" in r:
+            print(f"GPyTorch peer N={N}: FAILED {r['error']}")
+            continue
+        q = dict(n_frames=r["n_frames"], device="cpu")
+        res.add(PEER, "epoch_cpu_time_s", r["epoch_cpu_s"], steps_per_epoch=r["steps_per_epoch"],
+                batch_frames=r["batch_frames"], **q)
+        res.add(PEER, "epoch_time_s", r["epoch_time_s"], **q)
+        res.add(PEER, "time_to_converge_cpu_s", r["time_to_converge_cpu_s"], steps=r["steps"],
+                converged=r["converged"], tol_nats_per_frame=args.peer_tol, max_cpu_s=args.peer_max_cpu, **q)
+        res.add(PEER, "final_elbo_per_frame", r["final_elbo_per_frame"], trace=r["trace"], **q)
+        res.add(PEER, "peak_memory_mb", r["peak_memory_mb"], **q)
+        conv = (f"converged after {r['time_to_converge_cpu_s']:.2f} s CPU" if r["converged"]
+                else f"not converged within {args.peer_max_cpu:g} s CPU")
+        print(f"{PEER:32s} N={r['n_frames']:>8d}  epoch {r['epoch_cpu_s']:9.3f} s CPU ({r['steps_per_epoch']} steps of "
+              f"{r['batch_frames']} frames), {conv} ({r['steps']} steps), ELBO {r['final_elbo_per_frame']:.4g} "
+              "nats/frame (its own model: not comparable with McGPDS bounds)", flush=True)
+    return out
 
 
 def _fmt_s(x: float) -> str:

@@ -101,14 +101,19 @@ def _worker_mcgpds(rank, world):
 def test_two_gloo_workers_equal_single_process_stochastic_mcgpds():
     """Same minibatch schedule: each worker takes half of every minibatch of windows; the
     natural-gradient statistics and the gradients are all-reduced. Parameters (hyper-
-    parameters, learned W, every window's q(X), q(V), q(U)) equal the single-process fit."""
+    parameters, learned W, every window's q(X), q(V), q(U)) equal the single-process fit. With the
+    default per-epoch hyperparameter L-BFGS (five of the 12 steps) each worker sums its shard and
+    the shards are added, another order of the same sums than one process's: measured ≤ 2.2e-10 of
+    each tensor's scale (max |entry|), so the tolerance is 1e-8 of that scale, not of each entry
+    (entries near 0 would otherwise need 1e-10 absolute)."""
     ref, ref_losses = _fit_mcgpds(None)
     out = spawn(_worker_mcgpds, 2)
     for params, losses in out:
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-9)
         assert set(params) == set(ref)
         for k, v in ref.items():
-            torch.testing.assert_close(params[k], v, rtol=1e-8, atol=1e-10, msg=k)
+            scale = max(float(v.abs().max()), 1e-2) if v.numel() else 1.0
+            torch.testing.assert_close(params[k], v, rtol=1e-8, atol=1e-8 * scale, msg=k)
     # the minibatches covered the windows and the fit moved the parameters
     assert sum(k.startswith("sq_") for k in ref) == 8
     assert ref_losses[-1] < ref_losses[0]

@@ -66,6 +66,18 @@ def test_bench_scale_quick(tmp_path):
         reached = [r["mean"] for r in tq if r["mean"] is not None and math.isfinite(r["mean"])]
         assert len(reached) >= 2 and all(t > 0 for t in reached)
     assert "time to 1 %" in r.stdout and "nats/frame" in r.stdout
+    # the GPyTorch peer (the 'peers' extra), beside ours, outside the time to quality
+    peer = [x for x in recs if x["method"] == "GPyTorch BayesianGPLVM (cpu)"]
+    if _bench_module().gpytorch_available():
+        ep = {x["n_frames"]: x for x in peer if x["metric"] == "epoch_cpu_time_s"}
+        assert set(ep) == {200, 400} and all(x["mean"] > 0 for x in ep.values())
+        assert {x["batch_frames"] for x in ep.values()} == {100}          # window × batch frames per step
+        conv = [x for x in peer if x["metric"] == "time_to_converge_cpu_s"]
+        assert len(conv) == 2 and all(x["max_cpu_s"] == 3.0 for x in conv)
+        elbo = [x for x in peer if x["metric"] == "final_elbo_per_frame"]
+        assert len(elbo) == 2 and all(math.isfinite(x["mean"]) and x["trace"] for x in elbo)
+    else:
+        assert "GPyTorch not installed" in r.stdout
 
 
 def test_bench_scale_exits_nonzero_when_a_fit_diverges(tmp_path):
@@ -101,6 +113,38 @@ def test_check_divergence_and_time_to_quality():
     assert math.isnan(b.time_to_quality(ok, -100.0, N)["1pct"])
 
 
+def test_gpytorch_peer_is_skipped_cleanly_when_absent(monkeypatch, capsys):
+    """Without GPyTorch (or with --skip-peer) the benchmark says so, records it and runs nothing."""
+    from tandem.inference.experiments.results import Results
+
+    b = _bench_module()
+    args = b.parser().parse_args(["--sizes", "200", "--out", "/tmp"])
+    monkeypatch.setattr(b, "gpytorch_available", lambda: False)
+    monkeypatch.setattr(b, "run_peer", lambda *a: pytest.fail("the peer ran without GPyTorch"))
+    res = Results("t", [0], {})
+    assert b.peer_rows(args, res) == []
+    assert "GPyTorch not installed" in capsys.readouterr().out
+    assert [r["metric"] for r in res.records if r["method"] == b.PEER] == ["not_run"]
+    args.skip_peer = True
+    assert b.peer_rows(args, Results("t", [0], {})) == []
+    assert "skipped (--skip-peer)" in capsys.readouterr().out
+
+
+def test_gpytorch_peer_fits_and_improves_its_elbo():
+    """GPyTorch's Bayesian GPLVM on 200 simulated frames (needs the 'peers' extra): per-epoch
+    time, its own convergence rule, and an ELBO that rises from the first block to the last."""
+    pytest.importorskip("gpytorch")
+    b = _bench_module()
+    args = b.parser().parse_args(["--sizes", "200", "--seq-len", "100", "--window", "50", "--batch", "2", "--M", "5",
+                                  "--dims", "4", "3", "--peer-max-cpu", "20", "--peer-lr", "0.05"])
+    r = b.run_peer(200, args)
+    assert r["n_frames"] == 200 and r["batch_frames"] == 100 and r["steps_per_epoch"] == 2
+    assert r["epoch_cpu_s"] > 0 and len(r["trace"]) >= 2
+    elbos = [e for _, e in r["trace"]]
+    assert all(math.isfinite(e) for e in elbos) and elbos[-1] > elbos[0]
+    assert r["converged"] == math.isfinite(r["time_to_converge_cpu_s"])
+
+
 def test_gpu_check_runs_the_cpu_side_and_reports_cuda(tmp_path):
     r = _run("gpu_check.py", "--quick", "--out", str(tmp_path))
     res = json.loads((tmp_path / "gpu_check.json").read_text())
@@ -125,6 +169,21 @@ def test_bench_scale_pose_quick(tmp_path, data_dir):
     assert set(errs) == {"McGPDS stochastic", "McGPDS collapsed"}
     assert all(0 < e < 10 for e in errs.values())      # joint positions in the data's units
 
+
+
+def test_bench_lbfgs_overhead_quick(tmp_path, data_dir):
+    """The driver and the bare torch.optim.LBFGS loop take the same path on the pose fit (same
+    evaluations, same final loss) and the overhead is recorded (skipped without the data)."""
+    r = _run("bench_lbfgs_overhead.py", "--quick", "--repeats", "1", "--out", str(tmp_path), "--data-dir",
+             str(data_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "bench_lbfgs_overhead.json").read_text())
+    rec = {(x["method"], x["metric"]): x for x in res["results"]}
+    assert rec["driver", "evaluations"]["mean"] == rec["bare", "evaluations"]["mean"] > 6
+    assert rec["driver", "final_loss"]["mean"] == rec["bare", "final_loss"]["mean"]
+    assert rec["driver", "cpu_s"]["mean"] > 0 and rec["bare", "cpu_s"]["mean"] > 0
+    assert rec["driver", "overhead"]["target"] == 0.05 and math.isfinite(rec["driver", "overhead"]["mean"])
+    assert "driver overhead over bare torch.optim.LBFGS" in r.stdout
 
 
 def _store_copy(s):

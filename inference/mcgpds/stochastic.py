@@ -24,6 +24,7 @@ maps back.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -109,8 +110,11 @@ class StochasticConfig:
     batch: int = 16                 # windows per step
     num_steps: int = 2000
     local_iters: int = 20           # L-BFGS iterations on the drawn windows' q(X) per step
+    hyper_iters: int = 5            # per epoch: L-BFGS iterations on the hyperparameters (full-data bound);
+                                    # 0: an Adam step (lr) on the minibatch gradient every step instead
     lr: float = 0.05                # Adam, hyperparameters (unconstrained units)
-    lr_final: float = 0.1           # the learning rate decays geometrically to this fraction at the end
+    lr_final: float = 0.1           # the learning rate decays geometrically to this fraction over lr_decay_steps
+    lr_decay_steps: int | None = None   # None: num_steps, or 2000 when num_steps is 0 (steps trained by train())
     fixed: tuple = ("alpha", "eps", "beta", "time", "W")
     mapping_kernel: str = "rbfard"
     time_white: bool = True
@@ -136,8 +140,8 @@ _POS = Interval(Real, 0, closed="neither")
 #: declared constraints of every :class:`StochasticConfig` field (checked at construction)
 _STOCHASTIC_CONSTRAINTS = {
     "Q": [_POS_INT], "M": [_POS_INT], "J": [_POS_INT], "window": [_POS_INT], "batch": [_POS_INT],
-    "num_steps": [_NONNEG_INT], "local_iters": [_POS_INT],
-    "lr": [_POS], "lr_final": [Interval(Real, 0, 1, closed="right")],
+    "num_steps": [_NONNEG_INT], "local_iters": [_POS_INT], "hyper_iters": [_NONNEG_INT],
+    "lr": [_POS], "lr_final": [Interval(Real, 0, 1, closed="right")], "lr_decay_steps": [None, _POS_INT],
     "fixed": [SequenceOf(Options(("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational",
                                   "model")), nonempty=False),
               InstanceOf(set, frozenset, what="a set of parameter groups")],
@@ -185,6 +189,7 @@ class StochasticMcGPDS(TandemEstimator):
     @data.setter
     def data(self, value):
         self.data_ = value
+        self._optim = None      # new data: the next train() starts a fresh optimiser
 
     @property
     def result(self):
@@ -249,12 +254,28 @@ class StochasticMcGPDS(TandemEstimator):
                               frozenset(fixed), cfg.mapping_kernel, cfg.time_white, cfg.time_bias,
                               cfg.private_prior, cfg.lam_init, time_kernel=cfg.time_kernel)
 
-    def optimizer(self):
+    def decay_steps(self) -> int:
+        """Number of steps T over which the hyperparameters' learning rate decays from ``lr`` to
+        ``lr_final`` × ``lr``: ``lr_decay_steps``, else ``num_steps``, else (``num_steps = 0``:
+        training by :meth:`train` calls only) 2000, the default ``num_steps``."""
         cfg = self._config()
-        # Adam on the hyperparameters only (the window parameters get no gradient); the rate
-        # decays geometrically to lr_final × lr over num_steps (Robbins–Monro: the minibatch
-        # noise must be averaged out at the end)
-        lrd = float(cfg.lr_final) ** (1.0 / max(int(cfg.num_steps), 1))
+        if cfg.lr_decay_steps is not None:
+            return int(cfg.lr_decay_steps)
+        return int(cfg.num_steps) if int(cfg.num_steps) > 0 else 2000
+
+    def optimizer(self):
+        """A fresh Adam (``pyro.optim.ClippedAdam``) for the hyperparameters.
+
+        The learning rate after t steps is ``lr · lr_final^(t/T)`` (T = :meth:`decay_steps`;
+        Robbins–Monro: the minibatch noise must be averaged out at the end), i.e. a per-step
+        factor ``lrd = lr_final^(1/T)``. :meth:`fit` builds one and every later :meth:`train`
+        call continues it (moments and rate), so the schedule runs over the whole training however
+        it is split into calls. (Before, each call started afresh at ``lr``, and with
+        ``num_steps = 0`` the per-step factor was ``lr_final`` itself: every call began with a full
+        Adam step of size ``lr`` in every coordinate and then froze.)
+        """
+        cfg = self._config()
+        lrd = float(cfg.lr_final) ** (1.0 / self.decay_steps())
         return pyro.optim.ClippedAdam({"lr": cfg.lr, "lrd": lrd, "clip_norm": 1e6})
 
     @own_params
@@ -272,21 +293,31 @@ class StochasticMcGPDS(TandemEstimator):
         check_param([Seed()], "seed", seed, "StochasticMcGPDS.fit: ")
         self.data_ = self.prepare(views, times, seq_ids, seed)
         pyro.clear_param_store()
+        self._optim = None
         return self.train(int(self._config().num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
                           checkpoint=checkpoint, checkpoint_every=checkpoint_every)
 
     @own_params
     def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None,
               checkpoint_every: int = 100):
-        """``num_steps`` more steps on the prepared data, keeping the parameter store (a fresh
-        optimiser state). Sets ``result`` and returns ``self``."""
+        """``num_steps`` more steps on the prepared data, keeping the parameter store and the
+        optimiser (Adam's moments and the decayed learning rate of the earlier :meth:`fit` /
+        :meth:`train` calls: k calls of n steps follow the schedule of one call of k·n steps; the
+        first call after :meth:`prepare` or :meth:`load` builds a fresh one). Sets ``result`` and
+        returns ``self``."""
         cfg = self._config()
         self.data  # noqa: B018 - NotFittedError before fit / prepare
-        self.objective_ = StochasticELBO(batch=cfg.batch, local_iters=cfg.local_iters)
+        self.objective_ = StochasticELBO(batch=cfg.batch, local_iters=cfg.local_iters, hyper_iters=cfg.hyper_iters)
         loss = self.objective_ if loss_wrapper is None else loss_wrapper(self.objective_)
-        self.result_ = fit(model_params, guide_params, self.data, loss=loss, optim=self.optimizer(),
-                          num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
-                          checkpoint_every=checkpoint_every, clear_params=False, desc="McGPDS (stochastic)")
+        if getattr(self, "_optim", None) is None:
+            self._optim = self.optimizer()
+        with warnings.catch_warnings():
+            # hyper_iters > 0: the returned loss carries no gradient (the objective moves the
+            # hyperparameters itself, once per epoch), which the driver would warn about
+            warnings.filterwarnings("ignore", message="loss: the callable loss returned a tensor that depends on no")
+            self.result_ = fit(model_params, guide_params, self.data, loss=loss, optim=self._optim,
+                               num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
+                               checkpoint_every=checkpoint_every, clear_params=False, desc="McGPDS (stochastic)")
         return self
 
     # ------------------------------------------------------------------ save / load

@@ -42,6 +42,16 @@ With the hyperparameters fixed this is block-coordinate ascent on the collapsed 
 (every step increases it) and T stays exact; with them learned each Adam step changes
 every window's statistics, so T is recomputed over all windows once per epoch (one pass
 without gradients; also at the first step, which sets q(V), q(U) from the initial q(X)).
+
+The default (``hyper_iters`` > 0, :func:`hyper_step`) moves the hyperparameters only at the
+start of an epoch instead: ``hyper_iters`` L-BFGS iterations with Armijo backtracking on the
+full-data collapsed bound at the windows' current q(X), its value and gradient streamed over
+chunks of windows (:func:`collapsed_value_and_grad`: memory O(chunk), one pass for the value
+and one for the gradient), then T is recomputed. Between two such steps the hyperparameters
+are fixed, so the whole fit is block-coordinate ascent on the full-data bound: it never
+decreases. (The Adam path learns from a T summed partly at older hyperparameters and a q(V),
+q(U) optimal for that stale T; on 10⁴ frames with the kernels and inducing inputs learned it
+diverged.)
 Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step touches
 only the B windows it drew: its cost does not grow with N.
 """
@@ -52,6 +62,7 @@ import math
 import pyro
 import pyro.optim
 import torch
+from pyro import poutine
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
@@ -62,7 +73,8 @@ from tandem.inference.validation import (
 from tandem.models.kernels import TimeParams, time_params_kernel
 from tandem.models.mcgpds import mapping_object
 
-__all__ = ["StochasticELBO", "lbfgs_sharded", "refresh_statistics", "window_kl"]
+__all__ = ["StochasticELBO", "collapsed_value_and_grad", "hyper_step", "lbfgs_sharded", "refresh_statistics",
+           "window_kl"]
 
 
 def _natural_params(k: int) -> dict:
@@ -335,42 +347,49 @@ def _dot(a: list, b: list, device) -> float:
     return float(all_reduce_sum(tot))
 
 
-def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu") -> float:
+def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu", replicated: bool = False) -> float:
     """Minimise ``fun`` over ``params`` (this rank's share) by L-BFGS with Armijo backtracking.
 
     ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on
     all) and this rank's gradients, or ``(math.inf, None)`` where it is undefined (such a
     trial point is rejected). Every inner product is summed over the ranks, so each rank
     takes the step one process holding all the parameters would take (the same
-    collectives in the same order on every rank). ``iters`` iterations at most; stops
-    early when the gradient vanishes or no step decreases ``fun``. Returns the final value.
+    collectives in the same order on every rank). ``replicated=True``: every rank holds all of
+    ``params`` and ``fun`` returns the full (already summed) gradient, so the inner products are
+    local (the ranks compute the same step). ``iters`` iterations at most; stops early when the
+    gradient vanishes or no step decreases ``fun``. Returns the final value.
     """
+    if replicated:      # every rank holds the whole vectors: local inner products
+        def dot(a, b, device):
+            return float(sum(((x * y).sum() for x, y in zip(a, b)), torch.zeros((), dtype=DTYPE, device=device)))
+    else:
+        dot = _dot
     f, g = fun()
     if g is None:
         return f
     hist = []                                         # (s, y, 1/sᵀy)
     for it in range(iters):
-        gg = _dot(g, g, device)
+        gg = dot(g, g, device)
         if not math.isfinite(gg) or gg <= 1e-20:
             break
         # two-loop recursion: d = −H g
         qv = [x.clone() for x in g]
         alphas = []
         for s, y, r in reversed(hist):
-            a = r * _dot(s, qv, device)
+            a = r * dot(s, qv, device)
             alphas.append(a)
             qv = [q_ - a * y_ for q_, y_ in zip(qv, y)]
         if hist:
             s, y, r = hist[-1]
-            gamma = 1.0 / (r * _dot(y, y, device))
+            gamma = 1.0 / (r * dot(y, y, device))
         else:
             gamma = min(1.0, 1.0 / math.sqrt(gg))       # first step: at most unit length
         qv = [gamma * q_ for q_ in qv]
         for (s, y, r), a in zip(hist, reversed(alphas)):
-            b = r * _dot(y, qv, device)
+            b = r * dot(y, qv, device)
             qv = [q_ + (a - b) * s_ for q_, s_ in zip(qv, s)]
         d = [-q_ for q_ in qv]
-        gd = _dot(g, d, device)
+        gd = dot(g, d, device)
         if not gd < 0:                                # not a descent direction: restart
             hist, d, gd = [], [-x * min(1.0, 1.0 / math.sqrt(gg)) for x in g], -min(gg, math.sqrt(gg))
         x0 = [p.detach().clone() for p in params]
@@ -391,8 +410,8 @@ def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu"
             break
         s = [t * d_ for d_ in d]
         y = [gn - go for gn, go in zip(g_new, g)]
-        sy = _dot(s, y, device)
-        if sy > 1e-12 * math.sqrt(_dot(y, y, device) * _dot(s, s, device)):   # keep H positive definite
+        sy = dot(s, y, device)
+        if sy > 1e-12 * math.sqrt(dot(y, y, device) * dot(s, s, device)):   # keep H positive definite
             hist = (hist + [(s, y, 1.0 / sy)])[-history:]
         f, g = f_new, g_new
     return f
@@ -413,11 +432,21 @@ class StochasticELBO:
     then returns −ELBO of the minibatch whose gradient (hyperparameters only; the window
     parameters enter it detached) the driver's optimiser applies. ``update=False``
     evaluates −ELBO at the current parameters and changes nothing.
+
+    ``hyper_iters`` > 0: the hyperparameters are instead updated once per epoch, at the epoch's
+    first step, by ``hyper_iters`` L-BFGS iterations on the full-data collapsed bound at the
+    windows' current q(X) (:func:`hyper_step`, streamed over the windows), after which the
+    statistics are recomputed; the returned loss then carries no hyperparameter gradient (the
+    driver's optimiser moves nothing). Every epoch is then ascent on the full-data bound: the local
+    steps are block-coordinate ascent with the statistics exact, the hyperparameter step an
+    Armijo line search on the exact bound. ``hyper_iters = 0``: an Adam step of the driver on the
+    minibatch gradient at every step (statistics refreshed once per epoch).
     """
 
-    def __init__(self, batch: int | None = None, local_iters: int = 20, windows=None):
+    def __init__(self, batch: int | None = None, local_iters: int = 20, windows=None, hyper_iters: int = 0):
         self.batch = batch
         self.local_iters = check_int_range(local_iters, "local_iters", low=1)
+        self.hyper_iters = check_int_range(hyper_iters, "hyper_iters", low=0)
         self.windows = windows
 
     def _draw(self, S: int) -> tuple[torch.Tensor, float]:
@@ -437,6 +466,8 @@ class StochasticELBO:
         hp = model(sdata, idx)
         if update:
             self._update(sdata, hp, idx, local, _learns_hyperparams(hp))
+            if self.hyper_iters:     # the hyperparameters moved in _update (per epoch), not by the driver
+                hp = _detached(model(sdata, idx))
         q = guide(sdata, idx)
         mine = torch.arange(idx.numel(), device="cpu")[rank::world].to(sdata.device)
         ql = {n: [x[mine] for x in q[n]] for n in ("mu", "lam")}
@@ -467,7 +498,10 @@ class StochasticELBO:
         per_epoch = math.ceil(sdata.windows.S / idx.numel())
         # once at the start; once per epoch when hyperparameters are learned (their steps
         # change every window's statistics, and the incremental sum would drift)
-        if n == 0 or (n % per_epoch == 0 and learned):
+        if n and n % per_epoch == 0 and learned and self.hyper_iters:
+            hyper_step(sdata, self.hyper_iters)       # ends with refresh_statistics
+            hp = _detached(model_params(sdata))
+        elif n == 0 or (n % per_epoch == 0 and learned):
             refresh_statistics(sdata)
         stats = [store[f"qstat_{k}"].detach().clone() for k in range(sdata.V)]
         q_old = guide_params(sdata, local) if local.numel() else {}
@@ -590,3 +624,130 @@ def _partition_term(obj: StochasticELBO, d: StochasticData, idx: torch.Tensor, S
     c = S / idx.numel()
     val = obj(model_params, guide_params, d, update=False)
     return float((-val + _global_kl(d)) / c)
+
+
+# --------------------------------------------------------------------------- hyperparameter step
+def _learned_params(sdata: StochasticData) -> tuple[list, list]:
+    """Names and unconstrained tensors of the learned hyperparameters (the ``pyro.param`` s that
+    :func:`model_params` registers; fixed groups are constants there)."""
+    with poutine.trace(param_only=True) as tr:
+        model_params(sdata)
+    names = sorted(tr.trace.nodes)
+    store = pyro.get_param_store()
+    return names, [store[n].unconstrained() for n in names]
+
+
+class _LazyGrads:
+    """A sequence of gradients computed on first iteration (a line search's rejected trial
+    points never need theirs)."""
+
+    def __init__(self, fn):
+        self._fn, self._v = fn, None
+
+    def __iter__(self):
+        if self._v is None:
+            self._v = self._fn()
+        return iter(self._v)
+
+
+def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 64, lazy: bool = False):
+    """The full-data collapsed bound F(θ) at the windows' current q(X) and its gradient in the
+    hyperparameters' unconstrained tensors ``params``, streamed over chunks of windows.
+
+    ``F(θ) = Σ_i terms_i(θ) + Σ_k C_k(T_k(θ), θ)``, ``T_k = Σ_i s_ik(θ)`` (the summed statistics,
+    :func:`_window_terms`), ``C_k`` the value at the optimal q(V), q(U) (:func:`_collapsed_value`).
+    Pass 1 (no graph) sums ``terms`` and ``T``; then ``G_k = ∂C_k/∂T_k``, and pass 2 accumulates
+    ``∇θ Σ_i [terms_i + Σ_k ⟨G_k, s_ik⟩]`` chunk by chunk plus the direct ``∇θ C_k(T_k, θ)`` at
+    fixed T — the chain rule, with memory O(chunk) windows rather than O(N). Sharded: rank r takes
+    windows ``r::world``; value and gradient are summed over the ranks (identical on all).
+    Returns ``(F, grads)``, or ``(−inf, None)`` where a factorisation fails (every rank alike);
+    ``lazy=True``: ``grads`` is computed (pass 2) when first iterated, at the parameters of then.
+    """
+    rank, world = rank_world()
+    S = sdata.windows.S
+    mine = torch.arange(S, device="cpu")[rank::world]
+    parts = [mine[lo:lo + chunk] for lo in range(0, mine.numel(), chunk)] or [mine]
+    M, J, dev = sdata.M, sdata.J, sdata.device
+    failed, terms = 0.0, torch.zeros((), dtype=DTYPE, device=dev)
+    tot = [torch.zeros(_stat_size(M, D, J), dtype=DTYPE, device=dev) for D in sdata.out_dims]
+    with torch.no_grad():
+        hp0 = _detached(model_params(sdata))
+        try:
+            for part in parts:
+                q = guide_params(sdata, part) if part.numel() else {}
+                t, f = _window_terms(sdata, hp0, _detached(q), part)
+                terms = terms + t
+                tot = [a + b for a, b in zip(tot, f)]
+        except NotPositiveDefiniteError:
+            failed = 1.0
+    head = all_reduce_sum(torch.stack([terms.detach() if not failed else torch.zeros((), dtype=DTYPE, device=dev),
+                                       torch.tensor(failed, dtype=DTYPE, device=dev)]))
+    if float(head[1]) > 0:
+        return -math.inf, None
+    tot = [all_reduce_sum(x) for x in tot]
+    g_on = [_g_on(sdata, v) for v in hp0["views"]]
+    value, Gs = float(head[0]), []
+    for k, D in enumerate(sdata.out_dims):
+        tk = tot[k].clone().requires_grad_()
+        with torch.enable_grad():
+            try:
+                c = _collapsed_value(_optimal_natural(hp0["views"][k], _unflatten(tk, M, D, J), g_on[k]), g_on[k])
+            except NotPositiveDefiniteError:
+                return -math.inf, None
+            (G,) = torch.autograd.grad(c, tk)
+        value += float(c)
+        Gs.append(G)
+    if lazy:
+        return value, _LazyGrads(lambda: _collapsed_grads(sdata, params, parts, Gs, tot, g_on))
+    return value, _collapsed_grads(sdata, params, parts, Gs, tot, g_on)
+
+
+def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
+    """Pass 2 of :func:`collapsed_value_and_grad`: the chain-rule gradient, summed over the ranks."""
+    rank, world = rank_world()
+    M, J = sdata.M, sdata.J
+    grads = [torch.zeros_like(p) for p in params]
+    with torch.enable_grad():
+        for part in parts:
+            if not part.numel():
+                continue
+            hp = model_params(sdata)
+            q = _detached(guide_params(sdata, part))
+            t, f = _window_terms(sdata, hp, q, part)
+            sur = t + sum((G * fk).sum() for G, fk in zip(Gs, f))
+            gs = torch.autograd.grad(sur, params, allow_unused=True)
+            grads = [a if b is None else a + b for a, b in zip(grads, gs)]
+        if rank == 0:          # the direct dependence of C_k on θ (β, W) at the summed statistics
+            hp = model_params(sdata)
+            sur = sum(_collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot[k], M, D, J), g_on[k]),
+                                       g_on[k]) for k, D in enumerate(sdata.out_dims))
+            if sur.requires_grad:
+                gs = torch.autograd.grad(sur, params, allow_unused=True)
+                grads = [a if b is None else a + b for a, b in zip(grads, gs)]
+    if world > 1:
+        flat = all_reduce_sum(torch.cat([g.reshape(-1) for g in grads]))
+        grads = [x.reshape(g.shape) for x, g in zip(flat.split([g.numel() for g in grads]), grads)]
+    return grads
+
+
+@torch.no_grad()
+def hyper_step(sdata: StochasticData, iters: int, chunk: int = 64) -> float | None:
+    """``iters`` L-BFGS iterations (Armijo backtracking, :func:`lbfgs_sharded` with replicated
+    parameters) on the full-data collapsed bound in the learned hyperparameters at the windows'
+    current q(X) (:func:`collapsed_value_and_grad`), then :func:`refresh_statistics` at the new
+    values. The bound does not decrease (a step that fails Armijo is undone). Returns the bound
+    after the step, ``None`` when no hyperparameter is learned."""
+    check_int_range(iters, "iters", low=1)
+    _, params = _learned_params(sdata)
+    if not params:
+        return None
+
+    def fun():
+        F, grads = collapsed_value_and_grad(sdata, params, chunk, lazy=True)
+        if grads is None:
+            return math.inf, None
+        return -F, _LazyGrads(lambda: [-g for g in grads])
+
+    f = lbfgs_sharded(fun, params, iters, device=sdata.device, replicated=True)
+    refresh_statistics(sdata)
+    return -f
