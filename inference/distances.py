@@ -7,10 +7,12 @@ numpy arrays and torch tensors alike (the result has the input's type), as
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
-__all__ = ["sq_dists", "knn", "nearest", "median_distance", "standardize", "Standardizer"]
+__all__ = ["sq_dists", "nan_sq_dists", "knn", "nearest", "median_distance", "standardize", "Standardizer"]
 
 
 def sq_dists(A, B=None):
@@ -37,14 +39,44 @@ def sq_dists(A, B=None):
     return D
 
 
+def nan_sq_dists(A, B):
+    """Squared distances between rows of A (n, F) and B (m, F) that may hold NaN (missing):
+    over the jointly observed coordinates, rescaled to F coordinates,
+    ``F Σ_j o_aj o_bj (a_j − b_j)² / Σ_j o_aj o_bj`` (``inf`` where no coordinate is observed in
+    both); without NaN this is :func:`sq_dists`. numpy or torch (n, m)."""
+    if isinstance(A, torch.Tensor):
+        B = torch.as_tensor(B, dtype=A.dtype, device=A.device)
+        oa, ob = (~torch.isnan(A)).to(A.dtype), (~torch.isnan(B)).to(A.dtype)
+        a0, b0 = torch.nan_to_num(A), torch.nan_to_num(B)
+        num = (a0 * a0) @ ob.mT + oa @ (b0 * b0).mT - 2 * a0 @ b0.mT
+        cnt = oa @ ob.mT
+        return torch.where(cnt > 0, A.shape[-1] * num.clamp_min(0) / cnt.clamp_min(1), torch.full_like(num, np.inf))
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    oa, ob = (~np.isnan(A)).astype(np.float64), (~np.isnan(B)).astype(np.float64)
+    a0, b0 = np.nan_to_num(A), np.nan_to_num(B)
+    num = (a0 * a0) @ ob.T + oa @ (b0 * b0).T - 2 * a0 @ b0.T
+    cnt = oa @ ob.T
+    return np.where(cnt > 0, A.shape[-1] * np.maximum(num, 0) / np.maximum(cnt, 1), np.inf)
+
+
+def _has_nan(X) -> bool:
+    if X is None:
+        return False
+    return bool(torch.isnan(X).any()) if isinstance(X, torch.Tensor) else bool(np.isnan(np.asarray(X, float)).any())
+
+
 def knn(A, B=None, k: int = 1, exclude_self: bool = False):
     """(n, k) indices into B of the k nearest rows of B to each row of A, nearest first.
 
-    ``B=None`` searches A itself; ``exclude_self`` (only with B=None) skips each point's
+    Rows with NaN (missing) entries are compared on their jointly observed coordinates
+    (:func:`nan_sq_dists`). ``B=None`` searches A itself; ``exclude_self`` (only with B=None) skips each point's
     own row. Ties are broken by the lower index (stable sort), so results are
     deterministic. Returns the input's type (numpy int64 array or torch long tensor).
     """
-    D = sq_dists(A, B)
+    if (_has_nan(A) or _has_nan(B)) and np.ndim(A) == 2:
+        D = nan_sq_dists(A, A if B is None else B)       # NaN = missing: jointly observed coordinates
+    else:
+        D = sq_dists(A, B)
     m = D.shape[-1] - (1 if exclude_self else 0)
     if not 1 <= k <= m:
         raise ValueError(f"k: expected 1 <= k <= {m} (the number of candidate neighbours), got {k}")
@@ -92,7 +124,8 @@ class Standardizer:
     ``per="matrix"``: one scale for every column, the root mean of the column variances
     (keeps the columns' relative sizes; 1 if every column is constant). Fitted models use it to be
     invariant to the data's units: fit on z, map predictions back with :meth:`inverse`
-    and predictive variances with :meth:`inverse_var`.
+    and predictive variances with :meth:`inverse_var`. NaN entries (missing) are ignored:
+    each column's mean and standard deviation are those of its observed entries.
     """
 
     def __init__(self, X, center: bool = True, per: str = "column"):
@@ -102,8 +135,18 @@ class Standardizer:
         Xa = X.detach() if is_t else np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 1:
             raise ValueError(f"X: expected a 2-D array with at least one row, got shape {tuple(Xa.shape)}")
-        mean = Xa.mean(0) if center else Xa[0] * 0
-        std = Xa.std(0, unbiased=False) if is_t else Xa.std(0)
+        if (torch.isnan(Xa).any() if is_t else np.isnan(Xa).any()):
+            # NaN = missing: statistics over each column's observed entries (an empty column: 0, 1)
+            with warnings.catch_warnings():            # numpy: "mean of empty slice" for an empty column
+                warnings.simplefilter("ignore", RuntimeWarning)
+                cm = Xa.nanmean(0).nan_to_num(0.0) if is_t else np.nan_to_num(np.nanmean(Xa, 0))
+                dev = Xa - cm
+                std = ((dev * dev).nanmean(0).nan_to_num(0.0).sqrt() if is_t
+                       else np.sqrt(np.nan_to_num(np.nanmean(dev * dev, 0))))
+            mean = cm if center else cm * 0
+        else:
+            mean = Xa.mean(0) if center else Xa[0] * 0
+            std = Xa.std(0, unbiased=False) if is_t else Xa.std(0)
         if per == "matrix":
             rms = (std ** 2).mean() ** 0.5
             std = std * 0 + rms

@@ -6,6 +6,7 @@
   protocol's defaults), :func:`predict_view` (paper-, code-faithful and generative predictors),
   held-out calibration, :func:`cached_fit`, save/load.
 * :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor.
+* :mod:`.missing` — NaN (missing) entries: the masked collapsed bound and posterior.
 * :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`tandem.inference.mcgpds.baselines`.
 
 Names are loaded on first use (PEP 562), so importing e.g. :mod:`.bound` stays light.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "McGPDS": "api", "McGPDSPrediction": "api", "DEFAULT_SCHEDULE": "api",
+    "McGPDS": "api", "McGPDSPrediction": "api", "McGPDSImputation": "api", "DEFAULT_SCHEDULE": "api",
     "McGPDSConfig": "fit", "McGPDSFitted": "fit", "Prediction": "fit", "fit_mcgpds": "fit", "fit_cgpds": "fit",
     "predict_view": "fit", "cached_fit": "fit", "save_fitted": "fit", "load_fitted": "fit",
     "calibrated_prediction": "predictor", "CalibratedPrediction": "predictor", "TANDEM_PREDICTOR": "predictor",

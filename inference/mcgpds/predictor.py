@@ -60,10 +60,11 @@ class CalibratedPrediction:
 def nn_features(train, test, kind: str = "std"):
     """(train, test) features of the Y-space NN search: ``"raw"`` (as given) or ``"std"``
     (columns standardised with the training mean and standard deviation; constant columns
-    are only centred). Returns torch float64 tensors on the device of ``train`` (a tensor's, else
+    are only centred; NaN entries are missing, ignored by the statistics and the NN search).
+    Returns torch float64 tensors on the device of ``train`` (a tensor's, else
     the CPU)."""
-    tr = as_tensor(train, "train", ndim=2)
-    te = as_tensor(test, "test", ndim=2).to(tr.device)
+    tr = as_tensor(train, "train", ndim=2, finite=False)           # NaN: missing entries (NaN-aware NN)
+    te = as_tensor(test, "test", ndim=2, finite=False).to(tr.device)
     if te.shape[1] != tr.shape[1]:
         raise ValueError(f"test: expected {tr.shape[1]} columns like train, got {te.shape[1]}")
     if kind == "raw":
@@ -97,8 +98,8 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
             raise ValueError("features: expected 'std', 'raw' or a pair (train, test) of arrays")
         ftr, fte = features
     dev = fitted.data.device
-    ftr_t = as_tensor(ftr, "features[0] (train)", ndim=2).to(dev)
-    fte_t = as_tensor(fte, "features[1] (test)", ndim=2).to(dev)
+    ftr_t = as_tensor(ftr, "features[0] (train)", ndim=2, finite=False).to(dev)
+    fte_t = as_tensor(fte, "features[1] (test)", ndim=2, finite=False).to(dev)
     kq = k if kw.get("latent_for_prediction") == "y_nn" else 1
     hm, hv = holdout_predictions(fitted, source, target, nn_features=ftr_t, n_chunks=n_chunks, **kw)
     delta = calibrated_extra_var(hm, hv, fitted.views[target])
