@@ -243,7 +243,7 @@ def _toy(N=80, seed=0):
     return t, seq, Y1, Y2
 
 
-def test_mcgpds_impute_is_the_predictive_at_the_frame_and_beats_the_mean():
+def test_mcgpds_impute_is_the_predictive_at_the_frame_and_beats_the_mean(tmp_path):
     from tandem.inference.mcgpds import McGPDS
     from tandem.inference.mcgpds.fit import constant_hyperparams
     t, seq, Y1, Y2 = _toy()
@@ -273,6 +273,10 @@ def test_mcgpds_impute_is_the_predictive_at_the_frame_and_beats_the_mean():
     assert err < 0.7 * base, (err, base)
     # calibrated-ish: the mean predictive variance is within a factor 10 of the squared error
     assert 0.1 < imp.var[gone].mean() / err ** 2 < 10
+    # a saved fit with gaps reloads and imputes the same
+    m.save(tmp_path / "gappy.tandem")
+    imp2 = McGPDS.load(tmp_path / "gappy.tandem").impute(1)
+    assert np.allclose(imp2.values, imp.values, atol=1e-12) and np.array_equal(imp2.missing, imp.missing)
 
 
 def test_predict_accepts_nan_in_source_test_frames():
@@ -289,3 +293,12 @@ def test_predict_accepts_nan_in_source_test_frames():
     bad[2] = np.nan
     with pytest.raises(ValueError, match="every entry"):
         m.predict(bad, t[te], source=0, target=1)
+
+
+def test_stochastic_fit_refuses_missing_entries_clearly():
+    from tandem.inference.mcgpds.stochastic import StochasticMcGPDS
+    t, seq, Y1, Y2 = _toy(N=20)
+    Y2 = Y2.copy()
+    Y2[3] = np.nan
+    with pytest.raises(ValueError, match=r"views\[1\].*missing.*McGPDS"):
+        StochasticMcGPDS().fit([Y1, Y2], t)

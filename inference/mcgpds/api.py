@@ -318,7 +318,8 @@ class McGPDS(TandemEstimator):
         For every training frame n the view's fitted predictive at its own latent
         ``q(x_n^(k)) = N(μ_n^(k), diag S_n^(k))`` is
         ``E[y_nd] = ψ1(x_n) b_d`` and ``Var[y_nd] = ψ0 − tr(C_d ψ2) + b_dᵀ ψ2 b_d − E[y_nd]² + β⁻¹``
-        (:func:`tandem.inference.mcgpds.bound.predict_moments` with the masked posterior of
+        (:func:`tandem.inference.mcgpds.bound.predict_moments`, h-only output layer as in the tandem
+        predictor, with the masked posterior of
         :func:`tandem.inference.mcgpds.missing.masked_view_posterior`: each column's q(v_d) uses
         only the frames where it is observed), mapped back to the view's units. Through its
         latent, a frame missing from this view is informed by the other views (the shared
