@@ -193,7 +193,7 @@ class McGPDSData:
             # NaN entries are missing (masked likelihood); inf is an error
             self.views = [as_tensor(Y, f"views[{k}]", ndim=2, finite=False).to(self.device)
                           for k, Y in enumerate(self.views)]
-            from tandem.inference.mcgpds.missing import check_missing_views
+            from tandem.models.missing import check_missing_views
             for k, Y in enumerate(self.views):
                 if Y.shape[0] != N:
                     raise ValueError(f"views[{k}]: expected {N} rows (one per time stamp), got {Y.shape[0]}")
@@ -231,7 +231,7 @@ class McGPDSData:
             if self.Q > limit:
                 raise ValueError(f"Q={self.Q}: the PCA initialisation needs Q <= min(sum of view dims "
                                  f"{sum(self.out_dims)}, N - 1 = {self.N - 1}) = {limit}")
-            from tandem.inference.mcgpds.missing import mean_fill, nan_var
+            from tandem.models.missing import mean_fill, nan_var
             X0 = pca_init(mean_fill(torch.cat(self.views, 1)), self.Q)
             beta = [100.0 / nan_var(Y) for Y in self.views]
         return default_init(self.N, self.out_dims, self.Q, self.M, self.J, self.mapping_kernel, X0=X0,
