@@ -7,10 +7,13 @@ numpy arrays and torch tensors alike (the result has the input's type), as
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
-__all__ = ["sq_dists", "knn", "nearest", "median_distance", "standardize", "Standardizer", "constant_columns"]
+__all__ = ["sq_dists", "nan_sq_dists", "knn", "nearest", "median_distance", "standardize", "Standardizer",
+           "constant_columns"]
 
 
 def sq_dists(A, B=None):
@@ -46,10 +49,38 @@ def sq_dists(A, B=None):
     return D
 
 
+def nan_sq_dists(A, B):
+    """Squared distances between rows of A (n, F) and B (m, F) that may hold NaN (missing):
+    over the jointly observed coordinates, rescaled to F coordinates,
+    ``F Σ_j o_aj o_bj (a_j − b_j)² / Σ_j o_aj o_bj`` (``inf`` where no coordinate is observed in
+    both); without NaN this is :func:`sq_dists`. numpy or torch (n, m)."""
+    if isinstance(A, torch.Tensor):
+        B = torch.as_tensor(B, dtype=A.dtype, device=A.device)
+        oa, ob = (~torch.isnan(A)).to(A.dtype), (~torch.isnan(B)).to(A.dtype)
+        a0, b0 = torch.nan_to_num(A), torch.nan_to_num(B)
+        num = (a0 * a0) @ ob.mT + oa @ (b0 * b0).mT - 2 * a0 @ b0.mT
+        cnt = oa @ ob.mT
+        return torch.where(cnt > 0, A.shape[-1] * num.clamp_min(0) / cnt.clamp_min(1), torch.full_like(num, np.inf))
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    oa, ob = (~np.isnan(A)).astype(np.float64), (~np.isnan(B)).astype(np.float64)
+    a0, b0 = np.nan_to_num(A), np.nan_to_num(B)
+    num = (a0 * a0) @ ob.T + oa @ (b0 * b0).T - 2 * a0 @ b0.T
+    cnt = oa @ ob.T
+    return np.where(cnt > 0, A.shape[-1] * np.maximum(num, 0) / np.maximum(cnt, 1), np.inf)
+
+
+def _has_nan(X) -> bool:
+    if X is None:
+        return False
+    return bool(torch.isnan(X).any()) if isinstance(X, torch.Tensor) else bool(np.isnan(np.asarray(X, float)).any())
+
+
 def knn(A, B=None, k: int = 1, exclude_self: bool = False):
     """Indices of the k nearest rows of B to each row of A, nearest first.
 
-    Ties are broken by the lower index (stable sort), so results are deterministic.
+    Ties are broken by the lower index (stable sort), so results are deterministic. Rows with
+    NaN (missing) entries are compared on their jointly observed coordinates
+    (:func:`nan_sq_dists`).
 
     Parameters
     ----------
@@ -67,7 +98,10 @@ def knn(A, B=None, k: int = 1, exclude_self: bool = False):
     numpy.ndarray or torch.Tensor
         (n, k) indices into B (numpy int64 array or torch long tensor, as the input).
     """
-    D = sq_dists(A, B)
+    if (_has_nan(A) or _has_nan(B)) and np.ndim(A) == 2:
+        D = nan_sq_dists(A, A if B is None else B)       # NaN = missing: jointly observed coordinates
+    else:
+        D = sq_dists(A, B)
     m = D.shape[-1] - (1 if exclude_self else 0)
     if not 1 <= k <= m:
         raise ValueError(f"k: expected 1 <= k <= {m} (the number of candidate neighbours), got {k}")
@@ -190,6 +224,11 @@ class Standardizer:
     skip_constant : bool, default False
         With ``per="matrix"``, the mean runs over the non-constant columns only, so appending
         constant columns leaves the scale unchanged.
+
+    Notes
+    -----
+    NaN entries (missing) are ignored: each column's mean and standard deviation are those of
+    its observed entries (a column with none observed: mean 0, scale 1).
     """
 
     def __init__(self, X, center: bool = True, per: str = "column", skip_constant: bool = False):
@@ -199,17 +238,30 @@ class Standardizer:
         Xa = X.detach() if is_t else np.asarray(X, dtype=np.float64)
         if Xa.ndim != 2 or Xa.shape[0] < 1:
             raise ValueError(f"X: expected a 2-D array with at least one row, got shape {tuple(Xa.shape)}")
-        # statistics row by row of the contiguous transpose: each column's sums then run in
-        # the same order whatever the other columns are (a reduction over dim 0 of an
-        # (n, d) array vectorises across columns, so its rounding depends on d)
-        XT = Xa.T.contiguous() if is_t else np.ascontiguousarray(Xa.T)
-        mean = XT.mean(1) if center else Xa[0] * 0
-        # (two-pass, by hand: torch's std kernel also changes its order with the row count)
-        std = ((XT - XT.mean(1, keepdims=True)) ** 2).mean(1) ** 0.5
-        const = constant_columns(Xa)
+        has_nan = bool(torch.isnan(Xa).any()) if is_t else bool(np.isnan(Xa).any())
+        if has_nan:
+            # NaN = missing: statistics over each column's observed entries (an empty column: 0, 1)
+            with warnings.catch_warnings():            # numpy: "mean of empty slice" for an empty column
+                warnings.simplefilter("ignore", RuntimeWarning)
+                cm = Xa.nanmean(0).nan_to_num(0.0) if is_t else np.nan_to_num(np.nanmean(Xa, 0))
+                dev = Xa - cm
+                std = ((dev * dev).nanmean(0).nan_to_num(0.0).sqrt() if is_t
+                       else np.sqrt(np.nan_to_num(np.nanmean(dev * dev, 0))))
+            mean = cm if center else cm * 0
+            Xc = torch.where(torch.isnan(Xa), cm, Xa) if is_t else np.where(np.isnan(Xa), cm, Xa)
+        else:
+            # statistics row by row of the contiguous transpose: each column's sums then run in
+            # the same order whatever the other columns are (a reduction over dim 0 of an
+            # (n, d) array vectorises across columns, so its rounding depends on d)
+            XT = Xa.T.contiguous() if is_t else np.ascontiguousarray(Xa.T)
+            mean = XT.mean(1) if center else Xa[0] * 0
+            # (two-pass, by hand: torch's std kernel also changes its order with the row count)
+            std = ((XT - XT.mean(1, keepdims=True)) ** 2).mean(1) ** 0.5
+            Xc = Xa
+        const = constant_columns(Xc)          # (missing entries filled with their column's mean)
         std = std * ~const if is_t else np.where(const, 0.0, std)
         if center:  # a constant column centres to exact zeros (its mean is off by rounding)
-            mean = torch.where(const, Xa[0], mean) if is_t else np.where(const, Xa[0], mean)
+            mean = torch.where(const, Xc[0], mean) if is_t else np.where(const, Xc[0], mean)
         if per == "matrix":
             var = std ** 2
             if skip_constant:

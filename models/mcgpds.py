@@ -35,6 +35,10 @@ y_k           (N, D_k)        time (-2), output_k (-1)
 paper_terms_k ()              (factor, only with observed data)
 ============  ==============  =========================================
 
+Missing entries: NaN entries of an observed view are not scored — ``y_k`` is observed under
+``poutine.mask`` with the observation mask (N, D_k) and ``paper_terms_k`` sums its per-entry
+terms over the observed entries only (see :mod:`tandem.inference.mcgpds.missing`).
+
 ``k`` is the 0-based view index and part of the site name: the sites are ``X_0``, ``X_1``,
 …, ``v_0``, ``u_0``, ``y_0``, … (there is no site called ``X_k``). Hyperparameters are ``pyro.param`` s (constraints in
 :data:`PARAM_SPECS`); parameters named in ``data.fixed`` groups are constants.
@@ -307,13 +311,19 @@ class McGPDSData:
         if self.views is not None:
             if not isinstance(self.views, (list, tuple)) or not self.views:
                 raise ValueError("views: expected a non-empty list of (N, D_k) arrays, or None to simulate")
-            self.views = [as_tensor(Y, f"views[{k}]", ndim=2).to(self.device) for k, Y in enumerate(self.views)]
+            # NaN entries are missing (masked likelihood); inf is an error
+            self.views = [as_tensor(Y, f"views[{k}]", ndim=2, finite=False).to(self.device)
+                          for k, Y in enumerate(self.views)]
+            from tandem.models.missing import check_missing_views
             for k, Y in enumerate(self.views):
                 if Y.shape[0] != N:
                     raise ValueError(f"views[{k}]: expected {N} rows (one per time stamp), got {Y.shape[0]}")
                 if Y.shape[1] < 1:
                     raise ValueError(f"views[{k}]: expected at least one column, got shape {tuple(Y.shape)}")
-                if not bool((Y != Y[:1]).any()):
+            check_missing_views(self.views)
+            for k, Y in enumerate(self.views):
+                y = Y[~torch.isnan(Y)]
+                if not bool((y != y[:1]).any()):
                     raise ValueError(f"views[{k}]: every entry is the same value; a constant view carries no "
                                      "information to fit (drop it)")
             self.out_dims = [int(Y.shape[1]) for Y in self.views]
@@ -348,8 +358,9 @@ class McGPDSData:
             if self.Q > limit:
                 raise ValueError(f"Q={self.Q}: the PCA initialisation needs Q <= min(sum of view dims "
                                  f"{sum(self.out_dims)}, N - 1 = {self.N - 1}) = {limit}")
-            X0 = pca_init(torch.cat(self.views, 1), self.Q)
-            beta = [100.0 / float(Y.var()) for Y in self.views]
+            from tandem.models.missing import mean_fill, nan_var
+            X0 = pca_init(mean_fill(torch.cat(self.views, 1)), self.Q)
+            beta = [100.0 / nan_var(Y) for Y in self.views]
         return default_init(self.N, self.out_dims, self.Q, self.M, self.J, self.mapping_kernel, X0=X0,
                             times=self.times, time_white=self.time_white, time_bias=self.time_bias, beta=beta,
                             private_prior=self.private_prior, generator=gen, device=self.device,
@@ -579,25 +590,37 @@ def mcgpds_model(data: McGPDSData):
                 uu = pyro.sample(f"u_{k}", dist.MultivariateNormal(LG.new_zeros(M),
                                                                    scale_tril=LG[:, None]))
         X = Xk[k].mT                                                     # (N, Q)
-        Ah, tr_h = bh.projection(X, LH)                                  # H⁻¹ K_ZX, tr(K_XX − Q_XX)
+        obs = None if data.views is None else data.views[k]
+        # NaN entries of a view are missing: not scored (y_k masked, paper_terms_k per entry)
+        obs_mask = None if obs is None or not bool(torch.isnan(obs).any()) else ~torch.isnan(obs)
+        Ah, tr_h = bh.projection(X, LH, per_point=obs_mask is not None)  # H⁻¹ K_ZX, tr(K_XX − Q_XX)
         h = Ah.mT @ vv.mT                                                # (N, D)
         wg_sum = torch.zeros_like(h)
         wg2_sum = torch.zeros_like(h)
-        trace = D * tr_h
+        trace = D * tr_h if obs_mask is None else tr_h[:, None].expand(N, D)
         for j, bg in enumerate(bgs):
-            Ag, tr_g = bg.projection(X, LG[j])
+            Ag, tr_g = bg.projection(X, LG[j], per_point=obs_mask is not None)
             wg = (Ag.mT @ uu[j].mT) * v["W"][:, j]
             wg_sum = wg_sum + wg
             wg2_sum = wg2_sum + wg * wg
-            trace = trace + (v["W"][:, j] ** 2).sum() * tr_g
+            if obs_mask is None:
+                trace = trace + (v["W"][:, j] ** 2).sum() * tr_g
+            else:                                                        # (N, D) per entry
+                trace = trace + tr_g[:, None] * (v["W"][:, j] ** 2)
         mean = h + wg_sum
         beta = v["beta"]
-        obs = None if data.views is None else data.views[k]
-        with time_plate, out_plate:
-            y = pyro.sample(f"y_{k}", dist.Normal(mean, beta.rsqrt()), obs=obs)
-        if obs is not None:
-            pyro.factor(f"paper_terms_{k}", -0.5 * beta * trace
-                        + 0.5 * beta * (wg_sum * wg_sum - wg2_sum).sum() + beta * (h * wg_sum).sum())
+        if obs_mask is None:
+            with time_plate, out_plate:
+                y = pyro.sample(f"y_{k}", dist.Normal(mean, beta.rsqrt()), obs=obs)
+            if obs is not None:
+                pyro.factor(f"paper_terms_{k}", -0.5 * beta * trace
+                            + 0.5 * beta * (wg_sum * wg_sum - wg2_sum).sum() + beta * (h * wg_sum).sum())
+        else:
+            m = obs_mask.to(mean.dtype)
+            with time_plate, out_plate, poutine.mask(mask=obs_mask):
+                y = pyro.sample(f"y_{k}", dist.Normal(mean, beta.rsqrt()), obs=torch.nan_to_num(obs))
+            pyro.factor(f"paper_terms_{k}", (m * (-0.5 * beta * trace + 0.5 * beta * (wg_sum * wg_sum - wg2_sum)
+                                                  + beta * h * wg_sum)).sum())
         out[f"X_{k}"], out[f"y_{k}"] = Xk[k], y
     return out
 
@@ -671,11 +694,13 @@ class Basis:
         """ψ-statistics ``(ψ0, Ψ1 (N, M), Ψ2 (M, M) or (N, M, M))`` under ``N(mu, diag s)``."""
         return self.kernel.psi(mu, s, self.Z, self.params, per_point)
 
-    def projection(self, X: torch.Tensor, L: torch.Tensor):
-        """At fixed inputs X (N, Q): ``(K_ZZ⁻¹ K_ZX (M, N), tr(K_XX − K_XZ K_ZZ⁻¹ K_ZX))``."""
+    def projection(self, X: torch.Tensor, L: torch.Tensor, per_point: bool = False):
+        """At fixed inputs X (N, Q): ``(K_ZZ⁻¹ K_ZX (M, N), tr(K_XX − K_XZ K_ZZ⁻¹ K_ZX))``
+        (``per_point``: the (N,) diagonal instead of its sum, for masked likelihoods)."""
         Kx = self.kernel.gram(X, self.Z, self.params)                       # (N, M)
         A = torch.cholesky_solve(Kx.mT, L)
-        return A, (self.diag(X) - (Kx * A.mT).sum(-1)).sum()
+        tr = self.diag(X) - (Kx * A.mT).sum(-1)
+        return A, (tr if per_point else tr.sum())
 
     def whitened(self, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor):
         """The collapsed bound's pieces ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``,

@@ -112,3 +112,21 @@ def test_oil_heldout_latents_recover_training_latents():
     tr = f.mu[0].numpy()
     own = ((mu[:, None] - tr[None]) ** 2).sum(-1).argmin(1) == np.arange(100)
     assert own.mean() > 0.95, own.mean()
+
+
+def test_missing_quick(tmp_path):
+    """examples/mcgpds_missing.py: the same masks for every method, every metric of every share."""
+    proc = _run("mcgpds_missing.py", tmp_path, "--fractions", "0.1,0.5")
+    res = _load(tmp_path, "mcgpds_missing")
+    methods = {"McGPDS (masked likelihood)", "NN in Y space (standardised silhouettes)", "training mean"}
+    for metric in ("impute_rmse", "test_rmse", "test_mean_joint_error"):
+        assert methods <= _methods(res, metric)
+    for pct in ("10 %", "50 %"):
+        assert {r["method"] for r in res["results"] if r.get("removed") == pct} >= methods
+    mean = next(r for r in res["results"] if r["method"] == "training mean" and r["metric"] == "impute_rmse"
+                and r["removed"] == "10 %")
+    nn = next(r for r in res["results"] if r["method"].startswith("NN") and r["metric"] == "impute_rmse"
+              and r["removed"] == "10 %")
+    assert nn["mean"] < mean["mean"]          # the silhouettes carry the pose: NN beats the mean
+    assert "skipped" in str(res["config"]["gpy"])
+    assert "impute_rmse" in proc.stdout

@@ -7,6 +7,7 @@
   held-out calibration, :func:`cached_fit`, save/load.
 * :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor, and
   :func:`select_predictor`, its choice of neighbourhood on held-out training frames.
+* :mod:`.missing` — NaN (missing) entries: the masked collapsed bound and posterior.
 * :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`tandem.inference.mcgpds.baselines`.
 
 Names are loaded on first use (PEP 562), so importing e.g. :mod:`.bound` stays light.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "McGPDS": "api", "McGPDSPrediction": "api", "DEFAULT_SCHEDULE": "api",
+    "McGPDS": "api", "McGPDSPrediction": "api", "McGPDSImputation": "api", "DEFAULT_SCHEDULE": "api",
     "McGPDSConfig": "fit", "McGPDSFitted": "fit", "Prediction": "fit", "fit_mcgpds": "fit", "fit_cgpds": "fit",
     "predict_view": "fit", "cached_fit": "fit", "save_fitted": "fit", "load_fitted": "fit",
     "calibrated_prediction": "predictor", "CalibratedPrediction": "predictor", "TANDEM_PREDICTOR": "predictor",

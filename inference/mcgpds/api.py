@@ -22,6 +22,11 @@ What it does for you:
   variational parameters are learned with the collapsed bound and L-BFGS
   (:func:`tandem.inference.mcgpds.fit.fit_mcgpds`). Pass ``fixed=(...)`` to learn more (β with W
   learned warns: the paper's bound is unbounded in β then).
+* **Gaps.** NaN entries in any view (whole frames missing from one view, or some columns
+  missing in some frames) are missing data: the likelihood does not score them
+  (:mod:`tandem.inference.mcgpds.missing`), the standardisation ignores them,
+  :meth:`McGPDS.impute` fills them with predictive means and variances, and ``predict``
+  accepts NaN in the source view's test frames. A frame missing in every view is an error.
 * **Predictor.** ``predict`` uses the tandem predictor by default
   (:func:`tandem.inference.mcgpds.predictor.calibrated_prediction`: standardised-Y NN
   initialisation, the model's own β, variances calibrated on held-out training sequences), with
@@ -51,6 +56,7 @@ from tandem.inference.mcgpds.fit import (
     predict_view,
     view_sites,
 )
+from tandem.inference.mcgpds.missing import check_missing_views
 from tandem.inference.mcgpds.predictor import select_predictor
 from tandem.inference.params import (
     AnyValue,
@@ -70,7 +76,7 @@ from tandem.inference.validation import as_tensor, check_int_range, check_time_o
 from tandem.models.kernels import MappingKernel, TimeKernel
 from tandem.models.mcgpds import PARAM_GROUPS, SAFE_FIXED, dims, model
 
-__all__ = ["McGPDS", "McGPDSPrediction", "DEFAULT_SCHEDULE"]
+__all__ = ["McGPDS", "McGPDSPrediction", "McGPDSImputation", "DEFAULT_SCHEDULE"]
 
 #: the default L-BFGS schedule of :class:`McGPDS` (3 × [20 variational + 20 model] + 100 joint)
 DEFAULT_SCHEDULE = dict(cycles=3, var_iters=20, model_iters=20, joint_iters=100)
@@ -85,6 +91,18 @@ class McGPDSPrediction:
     var: np.ndarray | torch.Tensor
     raw: Prediction
     method: str
+
+
+@dataclass
+class McGPDSImputation:
+    """Output of :meth:`McGPDS.impute` (the view's units, numpy arrays, each (N, D)):
+    ``values`` — the training view with every missing entry replaced by its predictive mean;
+    ``mean``, ``var`` — the predictive mean and variance (noise included) at every entry;
+    ``missing`` — True where the entry was missing (NaN)."""
+    values: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    missing: np.ndarray
 
 
 #: a positive count, a non-negative count, a positive finite real, a non-negative finite real
@@ -204,8 +222,9 @@ class McGPDS(TandemEstimator):
     # ------------------------------------------------------------------ fit
     def _scaler(self, Y: torch.Tensor, k: int) -> Standardizer:
         # "view": one scalar per view keeps the columns' relative sizes (the protocol's scaling)
-        st = Standardizer(Y, per="matrix" if self.scale == "view" else "column")
-        if not bool((Y != Y[:1]).any()):
+        st = Standardizer(Y, per="matrix" if self.scale == "view" else "column")   # NaN (missing) ignored
+        y = Y[~torch.isnan(Y)]
+        if not bool((y != y[:1]).any()):
             raise ValueError(f"views[{k}]: every entry is the same value; a constant view carries no information "
                              "to fit (drop it)")
         return st
@@ -220,10 +239,12 @@ class McGPDS(TandemEstimator):
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
         dev = resolve_device(self.device, views, times)
-        vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True).to(dev) for k, Y in enumerate(views)]
+        # NaN entries are missing (masked likelihood, see impute); inf is refused by fit_mcgpds
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True, finite=False).to(dev) for k, Y in enumerate(views)]
         Ns = [int(Y.shape[0]) for Y in vs]
         if len(set(Ns)) != 1:
             raise ValueError(f"views: every view must have the same number of rows (frames), got {Ns}")
+        check_missing_views(vs)
         N = Ns[0]
         if N < 2:
             raise ValueError(f"views: expected at least 2 frames (rows) to fit a latent space, got {N}")
@@ -329,7 +350,8 @@ class McGPDS(TandemEstimator):
         Zs = []
         for k, Y in zip(srcs, tests):
             nm = "source_view_test" if sources is None else f"source_view_test (view {k})"
-            Ys = as_tensor(Y, nm, ndim=2, detach=True).to(dev)
+            # NaN entries of the test frames are missing: masked in the test-time latent step and the NN searches
+            Ys = as_tensor(Y, nm, ndim=2, detach=True, finite=False).to(dev)
             D_s = self.fitted_.data.out_dims[k]
             if Ys.shape[1] != D_s:
                 raise ValueError(f"{nm}: expected {D_s} columns (view {k}), got {Ys.shape[1]}")
@@ -357,6 +379,56 @@ class McGPDS(TandemEstimator):
         else:
             mean, var = mean.detach().cpu().numpy(), var.detach().cpu().numpy()
         return McGPDSPrediction(mean, var, raw, method)
+
+    # ------------------------------------------------------------------ missing entries
+    @own_params
+    def impute(self, view: int) -> McGPDSImputation:
+        """Impute the missing (NaN) entries of training view ``view`` with predictive variances.
+
+        For every training frame n the view's fitted predictive at its own latent
+        ``q(x_n^(k)) = N(μ_n^(k), diag S_n^(k))`` is
+        ``E[y_nd] = ψ1(x_n) b_d`` and ``Var[y_nd] = ψ0 − tr(C_d ψ2) + b_dᵀ ψ2 b_d − E[y_nd]² + β⁻¹``
+        (:func:`tandem.inference.mcgpds.bound.predict_moments`, h-only output layer as in the tandem
+        predictor, with the masked posterior of
+        :func:`tandem.inference.mcgpds.missing.masked_view_posterior`: each column's q(v_d) uses
+        only the frames where it is observed), mapped back to the view's units. Through its
+        latent, a frame missing from this view is informed by the other views (the shared
+        latent) and by the neighbouring frames (the time kernels).
+
+        Parameters
+        ----------
+        view : int
+            The training view, 0 ≤ view < V.
+
+        Returns
+        -------
+        McGPDSImputation
+            ``values`` (N, D): the training view with its missing entries replaced by the
+            predictive mean; ``mean``, ``var`` (N, D): the predictive moments at every entry
+            (observed ones too); ``missing`` (N, D) boolean. numpy arrays.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        ValueError
+            If ``view`` is not a view index.
+        """
+        self._check_fitted()
+        f = self.fitted_
+        check_int_range(view, "view", 0, f.data.V - 1)
+        from tandem.inference.mcgpds.bound import predict_moments, view_posterior
+        from tandem.inference.mcgpds.fit import constant_hyperparams
+        with torch.no_grad():
+            hp = constant_hyperparams(f)
+            Y = f.data.views[view]
+            post = view_posterior(Y, f.mu[view], f.s_diag[view], hp["views"][view], f.data.mapping_kernel)
+            mean, var = predict_moments(post, f.mu[view], f.s_diag[view], components="h")
+            st = self.scalers_[view]
+            mean, var = st.inverse(mean), st.inverse_var(var)
+            miss = torch.isnan(Y)
+            values = torch.where(miss, mean, st.inverse(torch.nan_to_num(Y)))
+        return McGPDSImputation(values.cpu().numpy(), mean.cpu().numpy(), var.cpu().numpy(), miss.cpu().numpy())
 
     # ------------------------------------------------------------------ save / load
     def save(self, path) -> None:

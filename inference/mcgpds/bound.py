@@ -317,8 +317,12 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
     ``kind``: the mapping kernel (a :class:`~tandem.models.kernels.MappingKernel`, or its
     alias name); its ψ-statistics and ``K_ZZ`` come from the object's methods.
     Y (N, D); mu, s (N, Q); hp: ``beta``, ``W`` (D, J), ``Zh`` (M, Q), ``Zg`` (J, M, Q),
-    ``kh_var``, ``kh_ard`` (Q,), ``kg_var`` (J,), ``kg_ard`` (J, Q).
+    ``kh_var``, ``kh_ard`` (Q,), ``kg_var`` (J,), ``kg_ard`` (J, Q). NaN entries of ``Y`` are
+    missing and not scored (:func:`tandem.inference.mcgpds.missing.masked_view_bound`).
     """
+    if torch.isnan(Y).any():
+        from tandem.inference.mcgpds.missing import masked_view_bound
+        return masked_view_bound(Y, mu, s, hp, kind)
     N, D = Y.shape
     beta = hp["beta"]
     W = hp["W"]
@@ -408,7 +412,14 @@ class ViewPosterior:
 
 
 def view_posterior(Y, mu, s, hp, kind, beta=None) -> ViewPosterior:
-    """Optimal inducing posteriors of a trained view (``beta`` overrides β, protocol §1.8.7)."""
+    """Optimal inducing posteriors of a trained view (``beta`` overrides β, protocol §1.8.7).
+
+    A view with NaN (missing) entries gets per-column posteriors
+    (:func:`tandem.inference.mcgpds.missing.masked_view_posterior`; ``Ch`` is then (D, M, M)).
+    """
+    if torch.isnan(Y).any():
+        from tandem.inference.mcgpds.missing import masked_view_posterior
+        return masked_view_posterior(Y, mu, s, hp, kind, beta)
     beta = hp["beta"] if beta is None else torch.as_tensor(beta, dtype=Y.dtype, device=Y.device)
     W = hp["W"]
     fh, fgs = view_bases(hp, kind)
@@ -446,7 +457,11 @@ def predict_moments(post: ViewPosterior, mu_star: torch.Tensor, s_star: torch.Te
     bh, bgs = view_bases(hp, kind)
     psi0h, P1h, P2h = bh.psi(mu_star, s_star, per_point=True)
     mean_h = P1h @ post.bh                                                # (N*, D)
-    var = (psi0h - (P2h * post.Ch).sum((-1, -2)))[:, None] \
+    if post.Ch.ndim == 3:      # per-column C_h (D, M, M): a view with missing entries
+        trCh = psi0h[:, None] - torch.einsum("nmp,dpm->nd", P2h, post.Ch)
+    else:
+        trCh = (psi0h - (P2h * post.Ch).sum((-1, -2)))[:, None]
+    var = trCh \
         + torch.einsum("md,nmp,pd->nd", post.bh, P2h, post.bh) - mean_h * mean_h
     mean = mean_h
     for j, bg in enumerate(bgs if components == "all" else []):

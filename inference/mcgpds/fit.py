@@ -69,6 +69,7 @@ from tandem.inference.mcgpds.bound import (
     view_bound,
     view_posterior,
 )
+from tandem.inference.mcgpds.missing import check_missing_views, has_missing, mean_fill, nan_var, observed_mask
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.persistence import PersistenceError, dump, load
 from tandem.inference.svi import LBFGS, fit, minimize
@@ -211,7 +212,8 @@ def _seq_ids(N: int, seq_ends, sequence_ids) -> torch.Tensor:
 def _check_views(views, times):
     if not isinstance(views, (list, tuple)) or len(views) == 0:
         raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
-    vs = [as_tensor(Y, f"views[{k}]", ndim=2) for k, Y in enumerate(views)]
+    # NaN entries are missing (masked likelihood, tandem.inference.mcgpds.missing); inf is an error
+    vs = [as_tensor(Y, f"views[{k}]", ndim=2, finite=False) for k, Y in enumerate(views)]
     Ns = [int(Y.shape[0]) for Y in vs]
     if len(set(Ns)) != 1:
         raise ValueError(f"views: every view must have the same number of frames (rows), got {Ns}")
@@ -220,13 +222,27 @@ def _check_views(views, times):
     for k, Y in enumerate(vs):
         if Y.shape[1] < 1:
             raise ValueError(f"views[{k}]: expected at least one column, got shape {tuple(Y.shape)}")
-        if not bool((Y != Y[:1]).any()):
-            raise ValueError(f"views[{k}]: every entry is the same value ({float(Y[0, 0]):g}); a constant "
+    check_missing_views(vs)
+    for k, Y in enumerate(vs):
+        y = Y[observed_mask(Y)]
+        if not bool((y != y[:1]).any()):
+            raise ValueError(f"views[{k}]: every entry is the same value ({float(y[0]):g}); a constant "
                              "view carries no information to fit (drop it)")
     t = as_tensor(times, "times", ndim=1)
     if t.numel() != Ns[0]:
         raise ValueError(f"times: expected {Ns[0]} time stamps (one per frame), got {t.numel()}")
     return vs, t
+
+
+def _check_test_missing(Y: torch.Tensor, name: str) -> None:
+    """Test frames of the source view may have NaN (missing) entries, masked in the test-time
+    latent step; an infinite entry or a frame with no observed entry is a ``ValueError``."""
+    if bool(torch.isinf(Y).any()):
+        raise ValueError(f"{name}: expected finite values or NaN (missing), got an infinite entry")
+    empty = torch.isnan(Y).all(1)
+    if bool(empty.any()):
+        raise ValueError(f"{name}: test frames {torch.nonzero(empty).reshape(-1)[:10].tolist()} have every entry "
+                         "missing (NaN); a test frame needs at least one observed entry of the source view")
 
 
 def _check_config_values(cfg: McGPDSConfig) -> None:
@@ -279,7 +295,8 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     seq = _seq_ids(N, seq_ends, sequence_ids).to(dev)
     _check_config_values(cfg)
     for k, Y in enumerate(vs):
-        sd = float((Y - Y.mean(0)).pow(2).mean().sqrt())
+        sd = float((Y - Y.mean(0)).pow(2).mean().sqrt()) if not has_missing(Y) else \
+            float((Y - Y.nanmean(0)).pow(2).nanmean().sqrt())
         if not 1e-2 <= sd <= 1e2:
             # measured on a two-view toy (tests/test_mcgpds_api.py): the generative RMSE is 0.280,
             # 0.402, 0.528 for the view ×1e-3, ×1, ×1e3 — at ×1e3 worse than the training mean (0.425)
@@ -305,7 +322,7 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
         if cfg.Q > sum(Ds) or cfg.Q >= N:
             raise ValueError(f"Q={cfg.Q} is larger than the data dimension (sum of view dims {sum(Ds)}, "
                              f"N={N} frames); choose Q <= {min(sum(Ds), N - 1)}")
-        X0 = pca_init(torch.cat(init_views, 1), cfg.Q)
+        X0 = pca_init(mean_fill(torch.cat(init_views, 1)), cfg.Q)
     elif cfg.init == "separately":
         dims = cfg.init_dims
         if dims is None or len(dims) != V or sum(dims) != cfg.Q:
@@ -314,11 +331,11 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
         for k, (q, D) in enumerate(zip(dims, Ds)):
             if q > D:
                 raise ValueError(f"init_dims[{k}]={q} is larger than view {k}'s dimension {D}")
-        X0 = torch.cat([pca_init(Y, q) for Y, q in zip(init_views, dims)], 1)
+        X0 = torch.cat([pca_init(mean_fill(Y), q) for Y, q in zip(init_views, dims)], 1)
     else:
         raise ValueError(f"init: expected 'pca' or 'separately', got {cfg.init!r}")
     if cfg.beta_init == "snr":
-        beta = [100.0 / float(Y.var()) for Y in vs]
+        beta = [100.0 / nan_var(Y) for Y in vs]
     elif isinstance(cfg.beta_init, (list, tuple)):
         if len(cfg.beta_init) != V:
             raise ValueError(f"beta_init: expected {V} values, got {len(cfg.beta_init)}")
@@ -632,7 +649,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     Yl = []
     for i, (k, Yk) in enumerate(zip(srcs, Ylist)):
         nm = f"Y_source_test[{i}]" if multi else "Y_source_test"
-        Yk = as_tensor(Yk, nm, ndim=2).to(dev)
+        Yk = as_tensor(Yk, nm, ndim=2, finite=False).to(dev)          # NaN: missing entries
         if Yk.shape[1] != data.out_dims[k]:
             raise ValueError(f"{nm}: expected {data.out_dims[k]} columns (view {k}), got {Yk.shape[1]}")
         if Yk.shape[0] == 0:
@@ -641,6 +658,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
             raise ValueError(f"{nm}: expected {Yl[0].shape[0]} rows like the first source, got {Yk.shape[0]}")
         Yl.append(Yk)
     Ys = torch.cat(Yl, 1)                       # Y-space NN features: the sources side by side
+    _check_test_missing(Ys, "Y_source_test")
     ts = as_tensor(t_test, "t_test", ndim=1).to(dev)
     Ns = Ys.shape[0]
     if ts.numel() != Ns:
@@ -792,7 +810,8 @@ def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, 
     srcs = [int(k) for k in source] if multi else [int(source)]
     Ysrcs = [data.views[k] for k in srcs]
     Ysrc = torch.cat(Ysrcs, 1)
-    feats = Ysrc if nn_features is None else as_tensor(nn_features, "nn_features", ndim=2).to(data.device)
+    feats = Ysrc if nn_features is None else as_tensor(nn_features, "nn_features", ndim=2,
+                                                       finite=False).to(data.device)
     if feats.shape[0] != data.N:
         raise ValueError(f"nn_features: expected {data.N} rows (training frames), got {feats.shape[0]}")
     k = int(predict_kwargs.get("k_neighbours", 1))
@@ -817,8 +836,9 @@ def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, 
 def calibrated_extra_var(mean, var, Y) -> torch.Tensor:
     """Per-output variance to add so that held-out predictive variances match held-out squared
     errors on average: ``δ_d = max(0, mean_n (y_nd − m_nd)² − mean_n v_nd)`` (D,), model units."""
-    m, v, y = (as_tensor(a, nm, ndim=2) for a, nm in ((mean, "mean"), (var, "var"), (Y, "Y")))
-    return ((y - m) ** 2 - v).mean(0).clamp_min(0.0)
+    m, v = (as_tensor(a, nm, ndim=2) for a, nm in ((mean, "mean"), (var, "var")))
+    y = as_tensor(Y, "Y", ndim=2, finite=False)                 # NaN entries (missing) are skipped
+    return ((y - m) ** 2 - v).nanmean(0).nan_to_num(0.0).clamp_min(0.0)   # NaN in y: missing, skipped
 
 
 def view_sites(scalers) -> dict:

@@ -75,10 +75,11 @@ class CalibratedPrediction:
 def nn_features(train, test, kind: str = "std"):
     """(train, test) features of the Y-space NN search: ``"raw"`` (as given) or ``"std"``
     (columns standardised with the training mean and standard deviation; constant columns
-    are only centred). Returns torch float64 tensors on the device of ``train`` (a tensor's, else
+    are only centred; NaN entries are missing, ignored by the statistics and the NN search).
+    Returns torch float64 tensors on the device of ``train`` (a tensor's, else
     the CPU)."""
-    tr = as_tensor(train, "train", ndim=2)
-    te = as_tensor(test, "test", ndim=2).to(tr.device)
+    tr = as_tensor(train, "train", ndim=2, finite=False)           # NaN: missing entries (NaN-aware NN)
+    te = as_tensor(test, "test", ndim=2, finite=False).to(tr.device)
     if te.shape[1] != tr.shape[1]:
         raise ValueError(f"test: expected {tr.shape[1]} columns like train, got {te.shape[1]}")
     if kind == "raw":
@@ -124,8 +125,8 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
             raise ValueError("features: expected 'std', 'raw' or a pair (train, test) of arrays")
         ftr, fte = features
     dev = fitted.data.device
-    ftr_t = as_tensor(ftr, "features[0] (train)", ndim=2).to(dev)
-    fte_t = as_tensor(fte, "features[1] (test)", ndim=2).to(dev)
+    ftr_t = as_tensor(ftr, "features[0] (train)", ndim=2, finite=False).to(dev)
+    fte_t = as_tensor(fte, "features[1] (test)", ndim=2, finite=False).to(dev)
     kq = k if kw.get("latent_for_prediction") == "y_nn" else 1
     hm, hv = holdout_predictions(fitted, source, target, nn_features=ftr_t, n_chunks=n_chunks, **kw)
     delta = calibrated_extra_var(hm, hv, fitted.views[target])
@@ -160,7 +161,7 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
     a single sequence; :func:`tandem.inference.mcgpds.fit.holdout_predictions`), and is scored by
     the held-out mean squared error
 
-        score = (1 / (N·D_t)) Σ_{n,d} (y_nd − m_nd)²      (model units, all training frames).
+        score = (1 / |O|) Σ_{(n,d)∈O} (y_nd − m_nd)²      (model units, the observed training entries O).
 
     The candidate with the lowest score (ties → the first listed) predicts the test frames with its
     held-out calibrated variances. A candidate whose ``k_neighbours`` exceeds the number of
@@ -186,7 +187,7 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
             continue
         cp = calibrated_prediction(fitted, Y_source_test, t_test, source, target, features=features,
                                    n_chunks=n_chunks, **{**predict_kwargs, **kw})
-        scores[label] = float(((Y - cp.holdout_mean) ** 2).mean())
+        scores[label] = float(((Y - cp.holdout_mean) ** 2).nanmean())     # NaN: missing training entries
         results[label] = cp
         if best is None or scores[label] < scores[best[0]]:
             best = (label, dict(kw), cp)

@@ -1,0 +1,173 @@
+"""Missing entries in McGPDS views: the masked collapsed bound, posterior and checks.
+
+A view ``Y`` (N, D) may hold NaN entries: whole frames missing from one view, or some
+columns missing in some frames. The likelihood is masked — a missing entry is simply not
+scored — so with ``O_d ⊆ {1..N}`` the frames where column d is observed, the paper's
+collapsed bound of one view becomes a sum over columns of the single-column bound with its
+own ψ-statistics
+
+    ψ0_d = Σ_{n∈O_d} ψ0_n,   Ψ1_d = Ψ1[O_d] (|O_d|, M),   Ψ2_d = Σ_{n∈O_d} Ψ2_n (M, M),
+
+    L̂_d = −½|O_d| log 2π + ½|O_d| log β − ½β Σ_{n∈O_d} y_nd² − ½ log|I + β Ã_d|
+          + ½β² r_dᵀ (I + β Ã_d)⁻¹ r_d + ½β (tr Ã_d − ψ0_d)  + (the g_j terms likewise),
+
+``Ã_d = L⁻¹ Ψ2_d L⁻ᵀ``, ``r_d = L⁻¹ Ψ1_dᵀ y_d[O_d]``, ``K_ZZ = L Lᵀ``. Columns with the same
+observation pattern ``O_d`` share ψ-statistics and one Cholesky of ``I + β Ã``, so the
+columns are grouped by pattern (:func:`column_patterns`) and each group is vectorised as in
+:func:`tandem.inference.mcgpds.bound.view_bound` — with whole frames missing there is one
+group (cost of the full bound on the observed frames). A fully observed view gives
+``view_bound`` exactly; a column never observed contributes nothing (so the bound equals the
+bound of the view with that column removed); a frame missing from one view still carries its
+latents through the KL and the other views. The latent terms (KL, q(X)) are unchanged.
+
+The optimal q(v_d) and q(u_dj) of a column use the same per-pattern statistics
+(:func:`masked_view_posterior`): ``q(v_d) ∝ N(β (H + β Ψ2_d)⁻¹ Ψ1_dᵀ y_d, …)``, so the
+predictive covariance term ``C_h`` is per column, (D, M, M).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tandem.inference.distances import nan_sq_dists  # noqa: F401  (re-exported: the NaN-aware NN distance)
+from tandem.inference.numerics import cho_logdet, cholesky_jitter
+from tandem.models.mcgpds import view_bases
+from tandem.models.missing import (  # noqa: F401  (re-exported)
+    check_missing_views,
+    fill_missing,
+    has_missing,
+    mean_fill,
+    nan_var,
+    observed_mask,
+)
+
+__all__ = ["has_missing", "observed_mask", "column_patterns", "masked_view_bound", "masked_view_posterior",
+           "check_missing_views", "nan_sq_dists", "fill_missing", "nan_var", "mean_fill"]
+
+
+def column_patterns(mask: torch.Tensor):
+    """Group the columns of an observation mask (N, D) by their pattern of observed frames.
+
+    Returns ``(patterns, cols)``: ``patterns`` a list of (N,) boolean tensors (the distinct
+    columns of ``mask`` that have at least one observed frame) and ``cols`` the matching list
+    of (D_p,) long tensors of column indices. Columns never observed belong to no group.
+    """
+    uniq, inv = torch.unique(mask.T.to(torch.int8), dim=0, return_inverse=True)
+    patterns, cols = [], []
+    for p in range(uniq.shape[0]):
+        pat = uniq[p].bool()
+        if not bool(pat.any()):
+            continue
+        patterns.append(pat)
+        cols.append(torch.nonzero(inv == p).reshape(-1))
+    return patterns, cols
+
+
+def masked_view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kind) -> torch.Tensor:
+    """The collapsed bound ``Σ_d L̂_d`` of one view with NaN entries not scored (module docstring).
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) view, NaN where missing.
+    mu, s : torch.Tensor
+        (N, Q) means and variances of q(X^(k)).
+    hp : dict
+        The view's hyperparameters (as for :func:`tandem.inference.mcgpds.bound.view_bound`).
+    kind : str or MappingKernel
+        The mapping kernel.
+
+    Returns
+    -------
+    torch.Tensor
+        The scalar bound; equals ``view_bound(Y, mu, s, hp, kind)`` when nothing is missing.
+    """
+    from tandem.inference.mcgpds.bound import eig_logdet_quad  # (bound imports this module lazily)
+    mask = observed_mask(Y)
+    Y0 = fill_missing(Y)
+    beta, W = hp["beta"], hp["W"]
+    n_obs = int(mask.sum())
+    F = -0.5 * n_obs * math.log(2 * math.pi) + 0.5 * n_obs * beta.log() - 0.5 * beta * (Y0 * Y0).sum()
+    bh, bgs = view_bases(hp, kind)
+    g_off = not W.requires_grad and float((beta.detach() * W * W).max()) < 1e-8   # as in view_bound
+    patterns, cols = column_patterns(mask)
+    eye = None
+    for pat, cp in zip(patterns, cols):
+        rows = torch.nonzero(pat).reshape(-1)
+        mu_p, s_p, Y_p = mu[rows], s[rows], Y0[rows][:, cp]
+        Dp = int(cp.numel())
+        psi0, At, R = bh.whitened(mu_p, s_p, Y_p)
+        if eye is None:
+            eye = torch.eye(At.shape[0], dtype=Y.dtype, device=Y.device)
+        LP = cholesky_jitter(eye + beta * At, "I + β L⁻¹ψ4L⁻ᵀ (masked)")
+        RP = torch.linalg.solve_triangular(LP, R, upper=False)
+        F = F - 0.5 * Dp * cho_logdet(LP) + 0.5 * beta * beta * (RP * RP).sum() \
+            + 0.5 * Dp * beta * (At.diagonal().sum() - psi0)
+        if g_off:
+            continue
+        for j, bg in enumerate(bgs):
+            psi0g, Ag, Rg = bg.whitened(mu_p, s_p, Y_p)
+            w2 = W[cp, j] * W[cp, j]
+            ld, qd = eig_logdet_quad(Ag, Rg, beta * w2)
+            F = F - 0.5 * ld + 0.5 * beta * qd + 0.5 * beta * w2.sum() * (Ag.diagonal().sum() - psi0g)
+    return F
+
+
+def masked_view_posterior(Y, mu, s, hp, kind, beta=None):
+    """Optimal q(V), q(U) of a view with NaN entries (per-pattern statistics).
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) training view, NaN where missing.
+    mu, s : torch.Tensor
+        (N, Q) moments of q(X^(k)).
+    hp : dict
+        The view's hyperparameters.
+    kind : str or MappingKernel
+        The mapping kernel.
+    beta : float, optional
+        Overrides β (as in :func:`tandem.inference.mcgpds.bound.view_posterior`).
+
+    Returns
+    -------
+    tandem.inference.mcgpds.bound.ViewPosterior
+        With ``bh`` (M, D), ``Ch`` (D, M, M) per column
+        (``H⁻¹ − (H + β Ψ2_d)⁻¹``), ``bg`` (J, M, D), ``Cg`` (J, D, M, M); a column never
+        observed gets its prior (``b = 0``, ``C = 0``).
+    """
+    from tandem.inference.mcgpds.bound import ViewPosterior
+    beta = hp["beta"] if beta is None else torch.as_tensor(beta, dtype=Y.dtype, device=Y.device)
+    W = hp["W"]
+    mask = observed_mask(Y)
+    Y0 = fill_missing(Y)
+    N, D = Y.shape
+    fh, fgs = view_bases(hp, kind)
+    H = fh.kzz()
+    M = H.shape[0]
+    LH = cholesky_jitter(H, "K_ZZ of h")
+    Hinv = torch.cholesky_inverse(LH)
+    J = len(fgs)
+    bh = Y.new_zeros(M, D)
+    Ch = Y.new_zeros(D, M, M)
+    bg = Y.new_zeros(J, M, D)
+    Cg = Y.new_zeros(J, D, M, M)
+    Gs = [fg.kzz() for fg in fgs]
+    Ginv = [torch.cholesky_inverse(cholesky_jitter(G, f"K_ZZ of {fg.name}")) for G, fg in zip(Gs, fgs)]
+    for pat, cp in zip(*column_patterns(mask)):
+        rows = torch.nonzero(pat).reshape(-1)
+        mu_p, s_p, Y_p = mu[rows], s[rows], Y0[rows][:, cp]
+        _, Psi1, Psi2 = fh.psi(mu_p, s_p)
+        LHP = cholesky_jitter(H + beta * Psi2, "K_ZZ + β ψ4 (masked)")
+        bh[:, cp] = beta * torch.cholesky_solve(Psi1.mT @ Y_p, LHP)
+        Ch[cp] = (Hinv - torch.cholesky_inverse(LHP))[None]
+        for j, fg in enumerate(fgs):
+            _, Psi1g, Psi2g = fg.psi(mu_p, s_p)
+            w = W[cp, j]
+            Gd = Gs[j][None] + (beta * w * w)[:, None, None] * Psi2g[None]
+            LGd = cholesky_jitter(Gd, "K_ZZ + β w² ψ5 (masked)")
+            rhs = (Psi1g.mT @ Y_p).mT[:, :, None]
+            bg[j][:, cp] = ((beta * w)[:, None] * torch.cholesky_solve(rhs, LGd)[..., 0]).mT
+            Cg[j, cp] = Ginv[j][None] - torch.cholesky_inverse(LGd)
+    return ViewPosterior(kind, hp, beta, bh, bg, Ch, Cg)
