@@ -32,7 +32,7 @@ NUMPY_STYLE = [
     "tandem.models.coupled_projections", "tandem.inference.coupled_projections.solver",
     "tandem.guides.mcgpds", "tandem.guides.mean_field", "tandem.inference.mcgpds.baselines",
     "tandem.inference.datasets.text", "tandem.inference.datasets.oil", "tandem.inference.svi",
-    "tandem.inference.twin_gp.regressor",
+    "tandem.inference.twin_gp.regressor", "tandem.inference.twin_gp.optimizer",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
