@@ -112,8 +112,25 @@ class Kernel:
         return dict(getattr(self, "init", {}))
 
     def init_params(self, **overrides) -> dict:
-        """Hyperparameters as float64 tensors: the class defaults, then the values given at
-        construction, then ``overrides``."""
+        """Hyperparameters as float64 tensors.
+
+        The class defaults, then the values given at construction, then ``overrides``.
+
+        Parameters
+        ----------
+        **overrides : float or torch.Tensor
+            Values that replace the defaults and the construction values.
+
+        Returns
+        -------
+        dict
+            name -> float64 tensor for every name in ``param_names``.
+
+        Raises
+        ------
+        ValueError
+            An unknown parameter name.
+        """
         bad = set(overrides) - set(self.param_names)
         if bad:
             raise ValueError(f"init_params: unknown parameter(s) {sorted(bad)} for {type(self).__name__}; "
@@ -125,8 +142,14 @@ class Kernel:
 
     # ---------------------------------------------------------------- JSON spec (save/load)
     def to_spec(self) -> dict:
-        """A JSON-able description ``{"type": class name, "init": {...}}`` (:func:`kernel_from_spec`
-        is the inverse). Used by save/load: nothing is pickled."""
+        """A JSON-able description of the kernel (:func:`kernel_from_spec` is the inverse).
+ Used by save/load: nothing is pickled.
+
+        Returns
+        -------
+        dict
+            ``{"type": class name, "init": {...}}``.
+        """
         return {"type": type(self).__name__, "init": self.given_init}
 
     def __getstate__(self):
@@ -147,9 +170,39 @@ class Kernel:
         return hash(repr(self))
 
     def gram(self, x1, x2, params: dict, same: bool = False) -> torch.Tensor:  # pragma: no cover - abstract
+        """Kernel matrix between two sets of points (abstract).
+
+        Parameters
+        ----------
+        x1, x2 : array_like
+            Time vectors (..., n1), (..., n2) or inputs (N1, Q), (N2, Q).
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        same : bool, default False
+            The two arguments are the same points (white noise is added only then).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n1, n2) or (N1, N2) kernel matrix.
+        """
         raise NotImplementedError
 
     def diag(self, x, params: dict) -> torch.Tensor:  # pragma: no cover - abstract
+        """The diagonal k(x_i, x_i) (abstract).
+
+        Parameters
+        ----------
+        x : array_like
+            (..., n) time stamps or (N, Q) inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n) or (N,).
+        """
         raise NotImplementedError
 
     def __add__(self, other):
@@ -165,7 +218,13 @@ class Kernel:
 
 
 class TimeKernel(Kernel):
-    """Stationary kernel over scalar time stamps; ``gram`` works on batched vectors (..., n)."""
+    """Stationary kernel over scalar time stamps; ``gram`` works on batched vectors (..., n).
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of the subclass's ``param_names`` (see :class:`Kernel`).
+    """
 
     def _k_of_r(self, r, params):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -177,20 +236,76 @@ class TimeKernel(Kernel):
         return t1[..., :, None] - t2[..., None, :]
 
     def gram(self, t1, t2, params: dict, same: bool = False) -> torch.Tensor:
+        """Kernel matrix k(|t1_i − t2_j|) of batched time vectors.
+
+        Parameters
+        ----------
+        t1 : array_like
+            (..., n1) time stamps.
+        t2 : array_like
+            (..., n2) time stamps.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        same : bool, default False
+            The two arguments are the same points (white noise is added only then).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n1, n2) kernel matrix.
+        """
         return self._k_of_r(self._dist(t1, t2).abs(), params)
 
     def diag(self, t, params: dict) -> torch.Tensor:
+        """The diagonal k(0) at every time stamp.
+
+        Parameters
+        ----------
+        t : array_like
+            (..., n) time stamps.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n) the diagonal k(t_i, t_i).
+        """
         t = torch.as_tensor(t, dtype=torch.float64)
         return self._k_of_r(torch.zeros_like(t), params)
 
 
 class RBF(TimeKernel):
-    """``k = σ² exp(−½ γ (t − t')²)``; parameters ``variance`` σ², ``invwidth`` γ."""
+    """``k = σ² exp(−½ γ (t − t')²)``; parameters ``variance`` σ², ``invwidth`` γ.
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``variance``, ``invwidth`` (see :class:`Kernel`).
+    """
 
     param_names = ("variance", "invwidth")
     defaults = {"variance": 1.0, "invwidth": 1.0}
 
     def gram(self, t1, t2, params, same=False):
+        """Kernel matrix σ² exp(−½ γ (t1_i − t2_j)²).
+
+        Parameters
+        ----------
+        t1 : array_like
+            (..., n1) time stamps.
+        t2 : array_like
+            (..., n2) time stamps.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        same : bool, default False
+            The two arguments are the same points (white noise is added only then).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n1, n2) kernel matrix.
+        """
         d = self._dist(t1, t2)
         return _get(params, "variance", self) * torch.exp(-0.5 * _get(params, "invwidth", self) * d * d)
 
@@ -199,7 +314,13 @@ class RBF(TimeKernel):
 
 
 class Matern12(TimeKernel):
-    """``k = σ² exp(−r/ℓ)`` (Ornstein–Uhlenbeck); ``variance``, ``lengthscale``."""
+    """``k = σ² exp(−r/ℓ)`` (Ornstein–Uhlenbeck); ``variance``, ``lengthscale``.
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``variance``, ``lengthscale`` (see :class:`Kernel`).
+    """
 
     param_names = ("variance", "lengthscale")
     defaults = {"variance": 1.0, "lengthscale": 1.0}
@@ -209,7 +330,13 @@ class Matern12(TimeKernel):
 
 
 class Matern32(TimeKernel):
-    """``k = σ² (1 + √3 r/ℓ) exp(−√3 r/ℓ)``; ``variance``, ``lengthscale``."""
+    """``k = σ² (1 + √3 r/ℓ) exp(−√3 r/ℓ)``; ``variance``, ``lengthscale``.
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``variance``, ``lengthscale`` (see :class:`Kernel`).
+    """
 
     param_names = ("variance", "lengthscale")
     defaults = {"variance": 1.0, "lengthscale": 1.0}
@@ -220,7 +347,13 @@ class Matern32(TimeKernel):
 
 
 class Matern52(TimeKernel):
-    """``k = σ² (1 + √5 r/ℓ + 5 r²/(3ℓ²)) exp(−√5 r/ℓ)``; ``variance``, ``lengthscale``."""
+    """``k = σ² (1 + √5 r/ℓ + 5 r²/(3ℓ²)) exp(−√5 r/ℓ)``; ``variance``, ``lengthscale``.
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``variance``, ``lengthscale`` (see :class:`Kernel`).
+    """
 
     param_names = ("variance", "lengthscale")
     defaults = {"variance": 1.0, "lengthscale": 1.0}
@@ -231,7 +364,13 @@ class Matern52(TimeKernel):
 
 
 class Periodic(TimeKernel):
-    """``k = σ² exp(−2 sin²(π r / p) / ℓ²)``; ``variance``, ``lengthscale`` ℓ, ``period`` p."""
+    """``k = σ² exp(−2 sin²(π r / p) / ℓ²)``; ``variance``, ``lengthscale`` ℓ, ``period`` p.
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``variance``, ``lengthscale``, ``period`` (see :class:`Kernel`).
+    """
 
     param_names = ("variance", "lengthscale", "period")
     defaults = {"variance": 1.0, "lengthscale": 1.0, "period": 1.0}
@@ -242,12 +381,36 @@ class Periodic(TimeKernel):
 
 
 class White(TimeKernel):
-    """``k = σ_w² δ(t, t')``, added only when ``same`` (the two arguments are the same points)."""
+    """``k = σ_w² δ(t, t')``, added only when ``same`` (the two arguments are the same points).
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``variance`` (default 1e-3) (see :class:`Kernel`).
+    """
 
     param_names = ("variance",)
     defaults = {"variance": 1e-3}
 
     def gram(self, t1, t2, params, same=False):
+        """σ_w² I when ``same``, else zeros.
+
+        Parameters
+        ----------
+        t1 : array_like
+            (..., n1) time stamps.
+        t2 : array_like
+            (..., n2) time stamps.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        same : bool, default False
+            The two arguments are the same points (white noise is added only then).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n1, n2) kernel matrix.
+        """
         d = self._dist(t1, t2)
         K = torch.zeros_like(d)
         if same:
@@ -257,12 +420,32 @@ class White(TimeKernel):
         return K
 
     def diag(self, t, params):
+        """σ_w² at every time stamp.
+
+        Parameters
+        ----------
+        t : array_like
+            (..., n) time stamps.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n) the diagonal k(t_i, t_i).
+        """
         t = torch.as_tensor(t, dtype=torch.float64)
         return torch.zeros_like(t) + _get(params, "variance", self)
 
 
 class Bias(TimeKernel):
-    """``k = σ_b²`` (a constant)."""
+    """``k = σ_b²`` (a constant).
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``variance`` (default 1e-3) (see :class:`Kernel`).
+    """
 
     param_names = ("variance",)
     defaults = {"variance": 1e-3}
@@ -272,10 +455,26 @@ class Bias(TimeKernel):
 
 
 class Sum(TimeKernel):
-    """``k = Σ_j k_j``. Positional parts are named ``"0"``, ``"1"``...; keyword parts by their key.
+    """Sum of time kernels ``k = Σ_j k_j``.
+
+    Positional parts are named ``"0"``, ``"1"``...; keyword parts by their key.
 
     Parameters are ``"<part>.<name>"``, e.g. ``Sum(rbf=RBF(), white=White())`` has
     ``("rbf.variance", "rbf.invwidth", "white.variance")``.
+
+    Parameters
+    ----------
+    *parts : TimeKernel
+        Parts named ``"0"``, ``"1"``, ...
+    **named : TimeKernel
+        Parts named by their keyword (no ``"."`` in a name).
+
+    Raises
+    ------
+    ValueError
+        No part, or a name with ``"."``.
+    TypeError
+        A part that is not a :class:`TimeKernel`.
     """
 
     def __init__(self, *parts, **named):
@@ -291,6 +490,13 @@ class Sum(TimeKernel):
         self.init = {}
 
     def to_spec(self) -> dict:
+        """A JSON-able description ``{"type": "Sum", "parts": [[name, spec], ...]}``.
+
+        Returns
+        -------
+        dict
+            The spec (:func:`kernel_from_spec` is the inverse).
+        """
         return {"type": "Sum", "parts": [[k, p.to_spec()] for k, p in self.items]}
 
     @property
@@ -318,9 +524,41 @@ class Sum(TimeKernel):
         return {n[len(pre):]: v for n, v in params.items() if n.startswith(pre)}
 
     def gram(self, t1, t2, params, same=False):
+        """Σ_j of the parts' kernel matrices.
+
+        Parameters
+        ----------
+        t1 : array_like
+            (..., n1) time stamps.
+        t2 : array_like
+            (..., n2) time stamps.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        same : bool, default False
+            The two arguments are the same points (white noise is added only then).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n1, n2) kernel matrix.
+        """
         return sum(p.gram(t1, t2, self._sub(k, params), same=same) for k, p in self.items)
 
     def diag(self, t, params):
+        """Σ_j of the parts' diagonals.
+
+        Parameters
+        ----------
+        t : array_like
+            (..., n) time stamps.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+
+        Returns
+        -------
+        torch.Tensor
+            (..., n) the diagonal k(t_i, t_i).
+        """
         return sum(p.diag(t, self._sub(k, params)) for k, p in self.items)
 
     def __repr__(self):
@@ -336,6 +574,17 @@ def paper_time_kernel(white: bool = True, bias: bool = True) -> Sum:
     With ``params = {"rbf.variance": σ_t², "rbf.invwidth": γ, "white.variance": σ_w²,
     "bias.variance": σ_b²}``, ``gram(t, t, params, same=True)`` equals
     :func:`models.gp_kernels.time_kernel(t, t, σ_t², γ, σ_w², σ_b²)`.
+
+    Parameters
+    ----------
+    white : bool, default True
+        Include the ``white`` part.
+    bias : bool, default True
+        Include the ``bias`` part.
+
+    Returns
+    -------
+    Sum
     """
     parts = {"rbf": RBF()}
     if white:
@@ -346,29 +595,150 @@ def paper_time_kernel(white: bool = True, bias: bool = True) -> Sum:
 
 
 class MappingKernel(Kernel):
-    """Kernel on latent points (N, Q) with ψ-statistics under a diagonal Gaussian q(X)."""
+    """Kernel on latent points (N, Q) with ψ-statistics under a diagonal Gaussian q(X).
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of the subclass's ``param_names`` (only ``variance`` is used as a
+        start; see :class:`Kernel`).
+    """
 
     kind: str = ""
 
     def psi(self, mu, s, Z, params, per_point: bool = False):  # pragma: no cover - abstract
+        """The three ψ-statistics under q(x_n) = N(μ_n, diag s_n) (abstract).
+
+        Parameters
+        ----------
+        mu : torch.Tensor
+            (N, Q) means μ_n of q(x_n).
+        s : torch.Tensor
+            (N, Q) variances s_n of q(x_n).
+        Z : torch.Tensor
+            (M, Q) inducing inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        per_point : bool, default False
+            Per-point statistics instead of sums over n.
+
+        Returns
+        -------
+        psi0 : torch.Tensor
+            Σ_n ⟨κ(x_n, x_n)⟩ (scalar), or (N,) per point.
+        psi1 : torch.Tensor
+            (N, M) ⟨κ(x_n, z_m)⟩.
+        psi2 : torch.Tensor
+            (M, M) Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩, or (N, M, M) per point.
+        """
         raise NotImplementedError
 
     def psi0(self, mu, s, params, per_point: bool = False):
+        """ψ0 = Σ_n ⟨κ(x_n, x_n)⟩.
+
+        Parameters
+        ----------
+        mu : torch.Tensor
+            (N, Q) means μ_n of q(x_n).
+        s : torch.Tensor
+            (N, Q) variances s_n of q(x_n).
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        per_point : bool, default False
+            (N,) per point instead of the sum.
+
+        Returns
+        -------
+        torch.Tensor
+            Scalar, or (N,).
+        """
         return self.psi(mu, s, mu[:1], params, per_point)[0]
 
     def psi1(self, mu, s, Z, params):
+        """ψ1[n, m] = ⟨κ(x_n, z_m)⟩.
+
+        Parameters
+        ----------
+        mu : torch.Tensor
+            (N, Q) means μ_n of q(x_n).
+        s : torch.Tensor
+            (N, Q) variances s_n of q(x_n).
+        Z : torch.Tensor
+            (M, Q) inducing inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+
+        Returns
+        -------
+        torch.Tensor
+            (N, M).
+        """
         return self.psi(mu, s, Z, params)[1]
 
     def psi2(self, mu, s, Z, params, per_point: bool = False):
+        """ψ2 = Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩.
+
+        Parameters
+        ----------
+        mu : torch.Tensor
+            (N, Q) means μ_n of q(x_n).
+        s : torch.Tensor
+            (N, Q) variances s_n of q(x_n).
+        Z : torch.Tensor
+            (M, Q) inducing inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        per_point : bool, default False
+            (N, M, M) per point instead of the sum.
+
+        Returns
+        -------
+        torch.Tensor
+            (M, M), or (N, M, M).
+        """
         return self.psi(mu, s, Z, params, per_point)[2]
 
     def kzz(self, Z, params) -> torch.Tensor:
-        """``K(Z, Z)`` plus the fixed jitter of :func:`models.gp_kernels.kzz` (1e-6 of the mean diagonal)."""
+        """``K(Z, Z)`` plus the fixed jitter of :func:`models.gp_kernels.kzz` (1e-6 of the mean diagonal).
+
+        Parameters
+        ----------
+        Z : torch.Tensor
+            (M, Q) inducing inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+
+        Returns
+        -------
+        torch.Tensor
+            (M, M).
+        """
         K = self.gram(Z, Z, params)
         jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
         return K + jit * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
 
     def init_params(self, Q: int = 1, **overrides) -> dict:
+        """Hyperparameters as float64 tensors: ``variance`` 1, ``ard`` ones (Q,).
+
+        A ``variance`` given at construction replaces the default, then ``overrides`` apply.
+
+        Parameters
+        ----------
+        Q : int, default 1
+            Latent dimension (length of ``ard``).
+        **overrides : float or torch.Tensor
+            Values that replace the defaults.
+
+        Returns
+        -------
+        dict
+            name -> float64 tensor for every name in ``param_names``.
+
+        Raises
+        ------
+        ValueError
+            An unknown parameter name.
+        """
         out = {"variance": torch.tensor(1.0, dtype=torch.float64), "ard": torch.ones(Q, dtype=torch.float64)}
         out = {n: out[n] for n in self.param_names}
         out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in self.given_init.items()
@@ -381,34 +751,158 @@ class MappingKernel(Kernel):
 
 
 class RBFARD(MappingKernel):
-    """``κ = σ² exp(−½ Σ_q a_q (x_q − x'_q)²)``; ``variance`` σ², ``ard`` a (Q,) inverse squared lengthscales."""
+    """``κ = σ² exp(−½ Σ_q a_q (x_q − x'_q)²)``; ``variance`` σ², ``ard`` a (Q,) inverse squared lengthscales.
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``variance`` (``ard`` starts at ones (Q,)) (see :class:`Kernel`).
+    """
 
     param_names = ("variance", "ard")
     kind = "rbfard"
 
     def gram(self, X1, X2, params, same=False):
+        """Kernel matrix σ² exp(−½ Σ_q a_q (x_q − x'_q)²).
+
+        Parameters
+        ----------
+        X1 : torch.Tensor
+            (N1, Q) inputs.
+        X2 : torch.Tensor
+            (N2, Q) inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        same : bool, default False
+            Accepted for the common interface (a mapping kernel adds no white noise).
+
+        Returns
+        -------
+        torch.Tensor
+            (N1, N2) kernel matrix.
+        """
         return _gk.rbf_ard(X1, X2, _get(params, "variance", self), _get(params, "ard", self))
 
     def diag(self, X, params):
+        """The diagonal κ(x_n, x_n).
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            (N, Q) inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+
+        Returns
+        -------
+        torch.Tensor
+            (N,) the diagonal κ(x_n, x_n).
+        """
         return _get(params, "variance", self).expand(X.shape[0]).clone()
 
     def psi(self, mu, s, Z, params, per_point=False):
+        """The closed-form ψ-statistics under q(x_n) = N(μ_n, diag s_n).
+
+        Parameters
+        ----------
+        mu : torch.Tensor
+            (N, Q) means μ_n of q(x_n).
+        s : torch.Tensor
+            (N, Q) variances s_n of q(x_n).
+        Z : torch.Tensor
+            (M, Q) inducing inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        per_point : bool, default False
+            Per-point statistics instead of sums over n.
+
+        Returns
+        -------
+        psi0 : torch.Tensor
+            Σ_n ⟨κ(x_n, x_n)⟩ (scalar), or (N,) per point.
+        psi1 : torch.Tensor
+            (N, M) ⟨κ(x_n, z_m)⟩.
+        psi2 : torch.Tensor
+            (M, M) Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩, or (N, M, M) per point.
+        """
         return _gk.psi_rbf(mu, s, Z, _get(params, "variance", self), _get(params, "ard", self), per_point)
 
 
 class LinearARD(MappingKernel):
-    """``κ = Σ_q a_q x_q x'_q``; ``ard`` a (Q,)."""
+    """``κ = Σ_q a_q x_q x'_q``; ``ard`` a (Q,).
+
+    Parameters
+    ----------
+    **init : float
+        Optional initial values of ``ard`` (ignored: ``ard`` starts at ones (Q,)) (see :class:`Kernel`).
+    """
 
     param_names = ("ard",)
     kind = "linear"
 
     def gram(self, X1, X2, params, same=False):
+        """Kernel matrix Σ_q a_q x_q x'_q.
+
+        Parameters
+        ----------
+        X1 : torch.Tensor
+            (N1, Q) inputs.
+        X2 : torch.Tensor
+            (N2, Q) inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        same : bool, default False
+            Accepted for the common interface (a mapping kernel adds no white noise).
+
+        Returns
+        -------
+        torch.Tensor
+            (N1, N2) kernel matrix.
+        """
         return _gk.linear_ard(X1, X2, _get(params, "ard", self))
 
     def diag(self, X, params):
+        """The diagonal κ(x_n, x_n).
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            (N, Q) inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+
+        Returns
+        -------
+        torch.Tensor
+            (N,) the diagonal κ(x_n, x_n).
+        """
         return (X * X * _get(params, "ard", self)).sum(-1)
 
     def psi(self, mu, s, Z, params, per_point=False):
+        """The closed-form ψ-statistics under q(x_n) = N(μ_n, diag s_n).
+
+        Parameters
+        ----------
+        mu : torch.Tensor
+            (N, Q) means μ_n of q(x_n).
+        s : torch.Tensor
+            (N, Q) variances s_n of q(x_n).
+        Z : torch.Tensor
+            (M, Q) inducing inputs.
+        params : dict
+            Hyperparameters, name -> float64 tensor (``param_names``).
+        per_point : bool, default False
+            Per-point statistics instead of sums over n.
+
+        Returns
+        -------
+        psi0 : torch.Tensor
+            Σ_n ⟨κ(x_n, x_n)⟩ (scalar), or (N,) per point.
+        psi1 : torch.Tensor
+            (N, M) ⟨κ(x_n, z_m)⟩.
+        psi2 : torch.Tensor
+            (M, M) Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩, or (N, M, M) per point.
+        """
         return _gk.psi_linear(mu, s, Z, _get(params, "ard", self), per_point)
 
 
@@ -416,7 +910,26 @@ _MAPPING_ALIASES = {"rbfard": RBFARD, "linear": LinearARD}
 
 
 def as_mapping_kernel(kernel, stacklevel: int = 2) -> MappingKernel:
-    """A :class:`MappingKernel` from an object or a deprecated string alias ``"rbfard"``/``"linear"``."""
+    """A :class:`MappingKernel` from an object or a deprecated string alias ``"rbfard"``/``"linear"``.
+
+    Parameters
+    ----------
+    kernel : MappingKernel or {"rbfard", "linear"}
+        The kernel or its deprecated alias.
+    stacklevel : int, default 2
+        ``stacklevel`` of the ``DeprecationWarning``.
+
+    Returns
+    -------
+    MappingKernel
+
+    Raises
+    ------
+    ValueError
+        An unknown alias.
+    TypeError
+        Neither a kernel nor a string.
+    """
     if isinstance(kernel, MappingKernel):
         return kernel
     if isinstance(kernel, str):
@@ -430,7 +943,22 @@ def as_mapping_kernel(kernel, stacklevel: int = 2) -> MappingKernel:
 
 
 def as_time_kernel(kernel) -> TimeKernel:
-    """A :class:`TimeKernel`; ``None`` gives the paper's :func:`paper_time_kernel`."""
+    """A :class:`TimeKernel`; ``None`` gives the paper's :func:`paper_time_kernel`.
+
+    Parameters
+    ----------
+    kernel : TimeKernel or None
+        The kernel.
+
+    Returns
+    -------
+    TimeKernel
+
+    Raises
+    ------
+    TypeError
+        Anything else.
+    """
     if kernel is None:
         return paper_time_kernel()
     if isinstance(kernel, TimeKernel):
@@ -443,6 +971,21 @@ def mapping_kernel_kind(kernel) -> str:
 
     Used by the data containers and fit configurations, which accept either; no warning here
     (the public entry point :class:`tandem.inference.mcgpds.McGPDS` warns on strings).
+
+    Parameters
+    ----------
+    kernel : MappingKernel or {"rbfard", "linear"}
+        The kernel or its alias.
+
+    Returns
+    -------
+    str
+        ``"rbfard"`` or ``"linear"``.
+
+    Raises
+    ------
+    ValueError
+        Anything else.
     """
     if isinstance(kernel, MappingKernel):
         return kernel.kind
@@ -460,8 +1003,20 @@ _PAPER_PARTS = {"rbf": RBF, "white": White, "bias": Bias}
 
 
 def is_paper_kernel(kernel) -> bool:
-    """True for a :class:`Sum` with parts ``rbf`` (:class:`RBF`) and optionally ``white``
-    (:class:`White`) and ``bias`` (:class:`Bias`) — :func:`paper_time_kernel`'s structure."""
+    """Whether ``kernel`` has :func:`paper_time_kernel`'s structure.
+
+    True for a :class:`Sum` with parts ``rbf`` (:class:`RBF`) and optionally ``white``
+    (:class:`White`) and ``bias`` (:class:`Bias`).
+
+    Parameters
+    ----------
+    kernel : object
+        Any object.
+
+    Returns
+    -------
+    bool
+    """
     if not isinstance(kernel, Sum):
         return False
     keys = [k for k, _ in kernel.items]
@@ -492,7 +1047,17 @@ class TimeParams(dict):
         self.kernel = kernel
 
     def copy_with(self, values: dict) -> "TimeParams":
-        """The same kernel with other values (e.g. detached copies)."""
+        """The same kernel with other values (e.g. detached copies).
+
+        Parameters
+        ----------
+        values : dict
+            ``name -> tensor`` for every name in ``kernel.param_names``.
+
+        Returns
+        -------
+        TimeParams
+        """
         return TimeParams(self.kernel, values)
 
 
@@ -505,6 +1070,18 @@ def time_params_kernel(hp) -> tuple[TimeKernel, dict]:
     A :class:`TimeParams` gives its own kernel. A plain dict is read as the paper's kernel:
     either with its parameter names (``"rbf.variance"``, ...) or with the legacy keys of the
     string API (``var``, ``invw``, ``white``, ``bias``; ``None`` values drop a part).
+
+    Parameters
+    ----------
+    hp : dict or TimeParams
+        The hyperparameters.
+
+    Returns
+    -------
+    kernel : TimeKernel
+        The kernel.
+    params : dict
+        Its hyperparameters under the kernel's parameter names.
 
     Raises
     ------
@@ -533,8 +1110,19 @@ _SPEC_TYPES = {c.__name__: c for c in (RBF, Matern12, Matern32, Matern52, Period
 
 
 def kernel_from_spec(spec) -> Kernel:
-    """Rebuild a kernel from :meth:`Kernel.to_spec` (a plain dict; only the classes of this
-    module are known, so a spec can never name other code).
+    """Rebuild a kernel from :meth:`Kernel.to_spec`.
+
+    The spec is a plain dict; only the classes of this module are known, so a spec can never
+    name other code.
+
+    Parameters
+    ----------
+    spec : dict
+        ``{"type": ..., "init": {...}}`` or ``{"type": "Sum", "parts": [[name, spec], ...]}``.
+
+    Returns
+    -------
+    Kernel
 
     Raises
     ------

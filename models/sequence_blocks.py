@@ -10,11 +10,31 @@ __all__ = ["Blocks"]
 class Blocks:
     """Sequences as blocks of the time axis, grouped by size for batched algebra.
 
-    ``seq_ids`` (N,) integer labels; rows with the same label form one sequence (in
-    row order). Blocks whose sizes are within a padding-cost ``ratio`` are put in one
-    group of shape (n_blocks, n_max). ``ratio`` 1.2 (was 1.6): on human pose 1.6 padded the
-    161-frame sequence to 193 and 34 to 53, and the KL cost 60 ms instead of 43.
-    The index and mask tensors live on the device of ``seq_ids`` (a tensor's, else the CPU).
+    Rows with the same label form one sequence (in row order). Blocks whose sizes are within
+    a padding-cost ``ratio`` are put in one group of shape (n_blocks, n_max). ``ratio`` 1.2
+    (was 1.6): on human pose 1.6 padded the 161-frame sequence to 193 and 34 to 53, and the
+    KL cost 60 ms instead of 43. The index and mask tensors live on the device of ``seq_ids``
+    (a tensor's, else the CPU).
+
+    Parameters
+    ----------
+    seq_ids : torch.Tensor or array_like
+        (N,) integer labels, in any order and not necessarily contiguous.
+    ratio : float, default 1.2
+        A block joins the current group while the padded cost (n_blocks + 1)·n³ stays within
+        ``ratio`` × the unpadded Σ n_i³.
+
+    Attributes
+    ----------
+    N : int
+        Rows in all.
+    block_rows : list of torch.Tensor
+        Each sequence's row indices, in order of first appearance.
+    groups : list of tuple of torch.Tensor
+        Per group, ``(idx, mask)`` of shape (n_blocks, n_max): row indices (padding: N) and
+        which entries are real rows.
+    inv : torch.Tensor
+        (N,) the permutation that :meth:`unpack` applies to the concatenated groups.
     """
 
     def __init__(self, seq_ids: torch.Tensor, ratio: float = 1.2):
@@ -53,13 +73,41 @@ class Blocks:
         self.inv = torch.argsort(torch.cat(flat))
 
     def pack(self, X: torch.Tensor, g: int, dim: int = 0) -> torch.Tensor:
-        """Rows of ``X`` (along ``dim``) for group ``g``: (..., nb, n, ...), padding = 0."""
+        """Rows of ``X`` (along ``dim``) for group ``g``, padding = 0.
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            (..., N, ...) with the rows along ``dim``.
+        g : int
+            The group.
+        dim : int, default 0
+            The row dimension.
+
+        Returns
+        -------
+        torch.Tensor
+            (..., nb, n, ...): dimension ``dim`` becomes (n_blocks, n_max).
+        """
         idx, _ = self.groups[g]
         X = X.movedim(dim, 0)
         Xe = torch.cat([X, X.new_zeros((1,) + X.shape[1:])], 0)
         return Xe[idx].movedim((0, 1), (dim, dim + 1))
 
     def unpack(self, parts: list[torch.Tensor], dim: int = 0) -> torch.Tensor:
-        """Inverse of :meth:`pack`: list of (…, nb, n, …) per group -> (…, N, …)."""
+        """Inverse of :meth:`pack`: list of (…, nb, n, …) per group -> (…, N, …).
+
+        Parameters
+        ----------
+        parts : list of torch.Tensor
+            One (…, nb, n, …) per group, in group order.
+        dim : int, default 0
+            Where the (nb, n) dimensions are.
+
+        Returns
+        -------
+        torch.Tensor
+            (…, N, …) in the original row order.
+        """
         flat = [p.movedim((dim, dim + 1), (0, 1))[mask] for p, (_, mask) in zip(parts, self.groups)]
         return torch.cat(flat, 0)[self.inv].movedim(0, dim)

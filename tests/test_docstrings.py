@@ -32,6 +32,9 @@ NUMPY_STYLE = [
     "tandem.models.coupled_projections", "tandem.inference.coupled_projections.solver",
     "tandem.guides.mcgpds", "tandem.guides.mean_field", "tandem.inference.mcgpds.baselines",
     "tandem.inference.datasets.text", "tandem.inference.datasets.oil", "tandem.inference.svi",
+    "tandem.inference.twin_gp.regressor", "tandem.inference.twin_gp.optimizer",
+    "tandem.inference.twin_gp.predictor", "tandem.inference.twin_gp.selection",
+    "tandem.models.kernels", "tandem.models.sequence_blocks",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -25,8 +25,17 @@ __all__ = ["ConvergenceWarning", "IterationCapWarning", "OptInfo", "minimize_bat
 
 
 class ConvergenceWarning(RuntimeWarning):
-    """Some test points' optimisations stopped unconverged; ``n_points`` says how many.
-    :class:`IterationCapWarning` (the cap) is the case with its own class."""
+    """Some test points' optimisations stopped unconverged.
+
+    :class:`IterationCapWarning` (the cap) is the case with its own class.
+
+    Parameters
+    ----------
+    message : str
+        The warning's text.
+    n_points : int, default 0
+        How many points stopped unconverged (kept as ``n_points``).
+    """
 
     def __init__(self, message: str, n_points: int = 0):
         super().__init__(message)
@@ -34,8 +43,15 @@ class ConvergenceWarning(RuntimeWarning):
 
 
 class IterationCapWarning(ConvergenceWarning):
-    """Some test points were still improving when the iteration cap was reached;
-    ``n_capped`` says how many."""
+    """Some test points were still improving when the iteration cap was reached.
+
+    Parameters
+    ----------
+    message : str
+        The warning's text.
+    n_capped : int, default 0
+        How many points were capped (kept as ``n_capped`` and ``n_points``).
+    """
 
     def __init__(self, message: str, n_capped: int = 0):
         super().__init__(message, n_capped)
@@ -44,20 +60,41 @@ class IterationCapWarning(ConvergenceWarning):
 
 @dataclass
 class OptInfo:
-    """Per-point diagnostics of :func:`minimize_batched` (tensors of length B)."""
+    """Per-point diagnostics of :func:`minimize_batched` (tensors of length B).
+
+    Attributes
+    ----------
+    n_iter : torch.Tensor
+        (B,) iterations per point.
+    n_eval : int
+        Calls of ``fg`` (batched evaluations) in all.
+    f : torch.Tensor
+        (B,) final objective values.
+    grad_inf : torch.Tensor
+        (B,) final ‖g‖_∞.
+    converged : torch.Tensor
+        (B,) bool, the point met a stopping test.
+    wall_time : float, default 0.0
+        Seconds spent.
+    capped : torch.Tensor, optional
+        (B,) bool, points still improving when the iteration cap was reached.
+    extra : dict
+        Free-form further diagnostics (empty from :func:`minimize_batched`).
+    stalled : torch.Tensor, optional
+        (B,) bool, points whose line search failed from steepest descent before any stopping
+        test held: stopped unconverged below the cap.
+    n_restart : torch.Tensor, optional
+        (B,) long, restarts from steepest descent after a failed quasi-Newton line search.
+    """
     n_iter: torch.Tensor
     n_eval: int
     f: torch.Tensor
     grad_inf: torch.Tensor
     converged: torch.Tensor
     wall_time: float = 0.0
-    #: points still improving when the iteration cap was reached (bool, (B,))
     capped: torch.Tensor | None = None
     extra: dict = field(default_factory=dict)
-    #: points whose line search failed from steepest descent before any stopping test
-    #: held (bool, (B,)): stopped unconverged below the cap
     stalled: torch.Tensor | None = None
-    #: restarts from steepest descent after a failed quasi-Newton line search (long, (B,))
     n_restart: torch.Tensor | None = None
 
 
@@ -71,9 +108,9 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
                      gtol: float = 1e-6, ftol: float = 1e-10, max_ls: int = 20,
                      c1: float = 1e-4, max_step: float | None = None, progress=None,
                      on_active=None) -> tuple[torch.Tensor, OptInfo]:
-    """Minimise B independent objectives at once; ``fg(y, idx) -> (f (b,), g (b, d))``.
+    """Minimise B independent objectives at once.
 
-    ``idx`` (long, (b,)) says which points the rows of ``y`` (b, d) belong to. Each point
+    Each point
     has its own inverse-Hessian approximation H (BFGS) or step size (``"gd"``), its own
     backtracking line search (halving from step 1, or from min(1, 1/‖g‖₁) on the first
     BFGS iteration, as torch's L-BFGS does; a trial is accepted on Armijo's test, or on
@@ -85,11 +122,47 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     therefore do not depend on the other points in the batch. ``max_step`` caps the length
     of a trial step ‖t p‖ (a trust radius in y units; :meth:`TwinGP.predict` uses ρ_y,
     the distance over which K_y changes, so a step cannot jump over the narrow basins
-    that the λ floor creates around training outputs). ``progress``: an optional tqdm bar,
-    advanced by one for each point that stops. ``on_active(idx)``, if given, is called at
-    the start of every iteration with the points still running; every ``fg`` call of that
-    iteration asks for a subset of them (lets the caller compact per-point data once per
-    iteration instead of on every evaluation).
+    that the λ floor creates around training outputs).
+
+    Parameters
+    ----------
+    fg : callable
+        ``fg(y, idx) -> (f (b,), g (b, d))``; ``idx`` (long, (b,)) says which points the rows of
+        ``y`` (b, d) belong to.
+    y0 : torch.Tensor
+        (B, d) starting points.
+    optimizer : {"bfgs", "gd"}, default "bfgs"
+        BFGS or gradient descent.
+    max_iter : int, default 50
+        Iterations per point at most.
+    gtol : float, default 1e-6
+        Stop when ‖g‖_∞ ≤ gtol.
+    ftol : float, default 1e-10
+        Stop when the relative change of f ≤ ftol.
+    max_ls : int, default 20
+        Line-search trials per iteration at most.
+    c1 : float, default 1e-4
+        Armijo constant.
+    max_step : float, optional
+        Cap on the length of a trial step ‖t p‖ (see above).
+    progress : tqdm.tqdm, optional
+        A bar advanced by one for each point that stops.
+    on_active : callable, optional
+        ``on_active(idx)`` is called at the start of every iteration with the points still
+        running; every ``fg`` call of that iteration asks for a subset of them (lets the
+        caller compact per-point data once per iteration instead of on every evaluation).
+
+    Returns
+    -------
+    y : torch.Tensor
+        (B, d) the minimisers.
+    info : OptInfo
+        Per-point diagnostics.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``optimizer``.
     """
     if optimizer not in ("bfgs", "gd"):
         raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")

@@ -50,11 +50,26 @@ __all__ = ["TwinGP", "ConvergenceWarning", "IterationCapWarning", "OptInfo", "ME
 
 
 def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
-    """exp(−‖a−b‖²/(2ρ²)) for rows of A (..., n, d) and B (..., m, d) → (..., n, m).
+    """Gaussian kernel exp(−‖a−b‖²/(2ρ²)) for rows of A (..., n, d) and B (..., m, d) → (..., n, m).
 
     ‖a‖² + ‖b‖² − 2aᵀb from one matrix product; without autograd every later pass works
     in place on that product's output (the local model builds (64, 800, 800) blocks, where
-    each temporary costs as much as the product)."""
+    each temporary costs as much as the product).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        (..., n, d) rows a.
+    B : torch.Tensor
+        (..., m, d) rows b.
+    rho : float
+        Kernel width ρ > 0.
+
+    Returns
+    -------
+    torch.Tensor
+        (..., n, m) kernel values.
+    """
     nA, nB = (A * A).sum(-1).unsqueeze(-1), (B * B).sum(-1).unsqueeze(-2)
     AB = A @ B.transpose(-1, -2)
     if torch.is_grad_enabled() and (A.requires_grad or B.requires_grad):
@@ -74,6 +89,22 @@ def ridge_predict(X, Y, Xt, lam: float = 1e-2) -> torch.Tensor:
     and few training points a near-zero ridge extrapolates far outside the output range,
     where K_y ≈ 0 and the twin-GP gradients vanish). Shapes: X (N, d_x), Y (N, d_y),
     Xt (B, d_x) → (B, d_y).
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        (N, d_x) training inputs.
+    Y : torch.Tensor
+        (N, d_y) training outputs.
+    Xt : torch.Tensor
+        (B, d_x) test inputs.
+    lam : float, default 1e-2
+        The ridge as a multiple of the mean diagonal of X̃ᵀX̃.
+
+    Returns
+    -------
+    torch.Tensor
+        (B, d_y) predictions.
     """
     keep = ~constant_columns(X)
     X, Xt = X[:, keep], Xt[:, keep]
@@ -86,7 +117,26 @@ def ridge_predict(X, Y, Xt, lam: float = 1e-2) -> torch.Tensor:
 
 
 def gpr_predict(X, Y, Xt, rho: float, noise: float) -> torch.Tensor:
-    """GP regression mean with independent outputs: k_X(x, X)(K + σ²I)⁻¹ Y (baseline "GPR")."""
+    """GP regression mean with independent outputs: k_X(x, X)(K + σ²I)⁻¹ Y (baseline "GPR").
+
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) training inputs.
+    Y : array_like
+        (N, d_y) training outputs.
+    Xt : array_like
+        (B, d_x) test inputs.
+    rho : float
+        Kernel width ρ.
+    noise : float
+        Noise variance σ².
+
+    Returns
+    -------
+    torch.Tensor
+        (B, d_y) predictive means.
+    """
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     K = rbf(X, X, rho) + noise * torch.eye(X.shape[0], dtype=DTYPE, device=X.device)
     W = cho_solve(cholesky_jitter(K, "GPR kernel"), Y)
@@ -94,8 +144,27 @@ def gpr_predict(X, Y, Xt, rho: float, noise: float) -> torch.Tensor:
 
 
 def wknn_predict(X, Y, Xt, k: int) -> torch.Tensor:
-    """Weighted k-NN regression (baseline "WKNN"): mean of the k nearest outputs weighted by
-    1/distance (as in the TGP code's WKNNRegressor); an exact match takes its output."""
+    """Weighted k-NN regression (baseline "WKNN").
+
+    The mean of the k nearest outputs weighted by 1/distance (as in the TGP code's WKNNRegressor);
+    an exact match takes its output.
+
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) training inputs.
+    Y : array_like
+        (N, d_y) training outputs.
+    Xt : array_like
+        (B, d_x) test inputs.
+    k : int
+        Neighbours, 1 ≤ k ≤ N.
+
+    Returns
+    -------
+    torch.Tensor
+        (B, d_y) predictions.
+    """
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     k = check_int_range(k, "k", 1, X.shape[0])
     idx = knn(Xt, X, k)
@@ -111,23 +180,66 @@ def _centre(K: torch.Tensor) -> torch.Tensor:
 
 
 def kernel_alignment(KA: torch.Tensor, KB: torch.Tensor) -> float:
-    """Centred kernel–target alignment ⟨HK_AH, HK_BH⟩_F / (‖HK_AH‖_F ‖HK_BH‖_F) ∈ [−1, 1]
-    (Cortes et al.'s centred KTA) for two (n, n) kernel matrices."""
+    """Centred kernel–target alignment of two (n, n) kernel matrices.
+
+    ⟨HK_AH, HK_BH⟩_F / (‖HK_AH‖_F ‖HK_BH‖_F) ∈ [−1, 1] (Cortes et al.'s centred KTA), with
+    H = I − 11ᵀ/n.
+
+    Parameters
+    ----------
+    KA, KB : torch.Tensor
+        (n, n) kernel matrices.
+
+    Returns
+    -------
+    float
+        The alignment.
+    """
     A, B = _centre(KA), _centre(KB)
     return float((A * B).sum() / (A.norm() * B.norm()).clamp_min(1e-300))
 
 
 def hsic(KA: torch.Tensor, KB: torch.Tensor) -> float:
-    """Biased HSIC estimate tr(K_A H K_B H)/(n − 1)² (Gretton et al.)."""
+    """Biased HSIC estimate tr(K_A H K_B H)/(n − 1)² (Gretton et al.).
+
+    Parameters
+    ----------
+    KA, KB : torch.Tensor
+        (n, n) kernel matrices.
+
+    Returns
+    -------
+    float
+        The estimate.
+    """
     n = KA.shape[0]
     return float((_centre(KA) * KB).sum() / (n - 1) ** 2)
 
 
 def kernel_knn_predict(X, Y, Xt, k: int, rho: float) -> torch.Tensor:
-    """Kernel-weighted k-NN regression (baselines "KTA-kNN"/"HSIC-kNN"): the k nearest
-    training outputs weighted by the input kernel exp(−‖x − x_i‖²/(2ρ²)) (normalised in log
+    """Kernel-weighted k-NN regression (baselines "KTA-kNN"/"HSIC-kNN").
+
+    The k nearest training outputs weighted by the input kernel exp(−‖x − x_i‖²/(2ρ²)) (normalised in log
     space, so far test points still get finite weights). ρ is the width chosen by kernel
     alignment with the output kernel (:func:`tandem.inference.twin_gp.selection.select_alignment_knn`).
+
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) training inputs.
+    Y : array_like
+        (N, d_y) training outputs.
+    Xt : array_like
+        (B, d_x) test inputs.
+    k : int
+        Neighbours, 1 ≤ k ≤ N.
+    rho : float
+        Input kernel width ρ > 0.
+
+    Returns
+    -------
+    torch.Tensor
+        (B, d_y) predictions.
     """
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     k = check_int_range(k, "k", 1, X.shape[0])
@@ -217,9 +329,7 @@ def _rowdot(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 class TwinGP:
     """A twin GP on training pairs (X, Y): kernels, factorisations and batched prediction.
 
-    Parameters: ``X`` (N, d_x), ``Y`` (N, d_y), kernel widths ``rho_x``, ``rho_y`` > 0,
-    ridges ``lam_x``, ``lam_y`` > 0 (``lam_y`` defaults to ``lam_x``), ``device``
-    ("cpu", "cuda", or None = where X is / CPU). Everything is float64.
+    Everything is float64.
 
     Units: internally X and Y are centred and divided by one scalar each (the RMS column
     standard deviation), the widths likewise. The kernels, the objectives and hence the
@@ -227,6 +337,26 @@ class TwinGP:
     become unit-free, so ``TwinGP(c·X, c'·Y, c·ρ_x, c'·ρ_y)`` predicts c'× the outputs of
     ``TwinGP(X, Y, ρ_x, ρ_y)`` at c× the inputs, for any c, c' > 0. Public methods take and
     return data units.
+
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) training inputs.
+    Y : array_like
+        (N, d_y) training outputs.
+    rho_x, rho_y : float
+        Kernel widths > 0.
+    lam_x : float, default 1e-4
+        Input ridge λ_x > 0.
+    lam_y : float, optional
+        Output ridge λ_y > 0 (defaults to ``lam_x``).
+    device : str or torch.device, optional
+        "cpu", "cuda", or None (CPU).
+
+    Raises
+    ------
+    ValueError
+        On bad shapes, unequal row counts or non-positive widths/ridges.
     """
 
     def __init__(self, X, Y, rho_x: float, rho_y: float, lam_x: float = 1e-4, lam_y: float | None = None,
@@ -266,7 +396,22 @@ class TwinGP:
         return torch.eye(n, dtype=DTYPE, device=self.device)
 
     def matrices(self, need=("AX",), alpha: float | None = None) -> dict:
-        """Dense K_X, K_Y, A_X = K_X⁻¹, A_Y = K_Y⁻¹, [A_Y | K_X], M_α⁻¹ (cached)."""
+        """Dense K_X, K_Y, A_X = K_X⁻¹, A_Y = K_Y⁻¹, [A_Y | K_X], M_α⁻¹ (cached).
+
+        Parameters
+        ----------
+        need : tuple of str, default ("AX",)
+            Which of "AX", "AY", "AY_KX", "Minv" to compute (K_X, K_Y and their Cholesky factors
+            "LX", "LY" always are).
+        alpha : float, optional
+            SMTGP's α, for "Minv" (one α is cached at a time).
+
+        Returns
+        -------
+        dict
+            The cache: "KX", "KY", "LX", "LY", the requested entries, and for "Minv" the keys
+            ("Minv", α), ("AY_Minv", α), ("logdetM", α).
+        """
         s = self._shared
         if "KX" not in s:
             s["KX"] = rbf(self._X, self._X, self._rx) + self.lam_x * self._eye(self.N)
@@ -317,15 +462,48 @@ class TwinGP:
         return y.to(self.device)
 
     def to_internal_x(self, Xt: torch.Tensor) -> torch.Tensor:
-        """Inputs (data units) → the internal units the kernels are evaluated in."""
+        """Inputs (data units) → the internal units the kernels are evaluated in.
+
+        Parameters
+        ----------
+        Xt : torch.Tensor
+            (B, d_x) inputs in data units.
+
+        Returns
+        -------
+        torch.Tensor
+            (B, d_x) inputs in internal units.
+        """
         return (Xt - self.x_mean) / self.x_scale
 
     def to_internal_y(self, y: torch.Tensor) -> torch.Tensor:
-        """Outputs (data units) → internal units."""
+        """Outputs (data units) → internal units.
+
+        Parameters
+        ----------
+        y : torch.Tensor
+            (B, d_y) outputs in data units.
+
+        Returns
+        -------
+        torch.Tensor
+            (B, d_y) outputs in internal units.
+        """
         return (y - self.y_mean) / self.y_scale
 
     def from_internal_y(self, y: torch.Tensor) -> torch.Tensor:
-        """Outputs in internal units → data units."""
+        """Outputs in internal units → data units.
+
+        Parameters
+        ----------
+        y : torch.Tensor
+            (B, d_y) outputs in internal units.
+
+        Returns
+        -------
+        torch.Tensor
+            (B, d_y) outputs in data units.
+        """
         return y * self.y_scale + self.y_mean
 
     # -- per-test-point context ------------------------------------------------------
@@ -337,6 +515,29 @@ class TwinGP:
         η_x (and a_x = A_Y K_x for IKLTGP; v_x = M_α⁻¹K_x, s_x = K_xᵀv_x for SMTGP).
         Local model (``neighbors=K``): each test point gets its K nearest training points
         (Euclidean distance in input space) and per-point (B, K, K) matrices.
+
+        Parameters
+        ----------
+        Xt : array_like
+            (B, d_x) test inputs.
+        method : {"KLTGP", "IKLTGP", "SMTGP"}
+            The objective.
+        alpha : float, default 0.5
+            SMTGP's α (0 < α < 1).
+        neighbors : int, optional
+            K for the local model (None: global).
+        index : torch.Tensor, optional
+            Precomputed (B, K) neighbour indices for the local model.
+
+        Returns
+        -------
+        dict
+            The context passed to :meth:`value_and_grad` / :meth:`objective`.
+
+        Raises
+        ------
+        ValueError
+            On an unknown ``method`` or SMTGP at α ∈ {0, 1}.
         """
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
@@ -411,16 +612,39 @@ class TwinGP:
     # -- objectives --------------------------------------------------------------------
     def value_and_grad(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
                        form: str = "log", ref: torch.Tensor | None = None):
-        """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at outputs y (b, d_y)
-        in data units (the objective itself is unit-free: it only sees kernel values);
-        see :meth:`value_and_grad_internal`."""
+        """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) in data units.
+
+        At outputs y (b, d_y) in data units (the objective itself is unit-free: it only sees kernel values);
+        see :meth:`value_and_grad_internal`.
+
+        Parameters
+        ----------
+        y : torch.Tensor
+            (b, d_y) outputs in data units.
+        ctx : dict
+            From :meth:`context`.
+        beta : float, optional
+            SMTGP's β (``form="sm"``).
+        form : {"log", "sm"}, default "log"
+            SMTGP's objective form.
+        ref : torch.Tensor, optional
+            (b,) reference ℓ_α for ``form="sm"``.
+
+        Returns
+        -------
+        f : torch.Tensor
+            (b,) objective values.
+        g : torch.Tensor
+            (b, d_y) gradients with respect to y in data units.
+        """
         f, g = self.value_and_grad_internal(self.to_internal_y(y), ctx, beta=beta, form=form, ref=ref)
         return f, g / self.y_scale
 
     def value_and_grad_internal(self, y: torch.Tensor, ctx: dict, beta: float | None = None,
                                 form: str = "log", ref: torch.Tensor | None = None, stats: dict | None = None):
-        """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) at y (b, d_y) in
-        internal units.
+        """Objective f (b,) and its hand-written gradient ∂f/∂y (b, d_y) in internal units.
+
+        At y (b, d_y) in internal units.
 
         ``form`` (SMTGP only): "log" → −log φ_α/(α(1−α)); "sm" → the paper's L′ with β,
         rescaled per point by exp((1−β)/(2(1−α)) ℓ_α(ref)) (a positive constant, so the
@@ -434,6 +658,28 @@ class TwinGP:
         the vectors V_k ∈ {u_x, v_x, A_Y K_y, A_Y r, M_α⁻¹K_y}, so Σ_i w_i K_i (the
         first half of ∂f/∂y) is Σ_k c_k (V_k·K_y) from the row dots the value already
         needs; only Σ_i w_i K_i Y_i forms w (then ∂f/∂y = −(Σ w_i K_i y − Σ w_i K_i Y_i)/ρ²).
+
+        Parameters
+        ----------
+        y : torch.Tensor
+            (b, d_y) outputs in internal units.
+        ctx : dict
+            From :meth:`context`.
+        beta : float, optional
+            SMTGP's β (``form="sm"``).
+        form : {"log", "sm"}, default "log"
+            SMTGP's objective form (see above).
+        ref : torch.Tensor, optional
+            (b,) reference ℓ_α for ``form="sm"``.
+        stats : dict, optional
+            Receives ``stats["ell"]`` (b,) when ``ref`` is None.
+
+        Returns
+        -------
+        f : torch.Tensor
+            (b,) objective values.
+        g : torch.Tensor
+            (b, d_y) gradients with respect to y in internal units.
         """
         method, a = ctx["method"], ctx["alpha"]
         rho = self._ry
@@ -507,7 +753,29 @@ class TwinGP:
         return f, -(wK.unsqueeze(1) * y - s) / (rho * rho)
 
     def objective(self, y: torch.Tensor, ctx: dict, beta: float | None = None, form: str = "log") -> torch.Tensor:
-        """The objective as a differentiable function of y (autograd path; same formulas)."""
+        """The objective as a differentiable function of y (autograd path; same formulas).
+
+        Parameters
+        ----------
+        y : torch.Tensor
+            (b, d_y) outputs in data units.
+        ctx : dict
+            From :meth:`context`.
+        beta : float, optional
+            SMTGP's β (``form="det"``: None gives −log c_α).
+        form : {"log", "det"}, default "log"
+            "det" is the O(N³) determinant form (:func:`smtgp_det_objective`, SMTGP only).
+
+        Returns
+        -------
+        torch.Tensor
+            (b,) objective values.
+
+        Raises
+        ------
+        ValueError
+            On ``form="sm"`` (path-dependent) or ``form="det"`` without SMTGP.
+        """
         if form == "det":
             if ctx["method"] != "SMTGP":
                 raise ValueError("form='det' is the O(N^3) Sharma-Mittal form; it needs method='SMTGP'")
@@ -537,6 +805,54 @@ class TwinGP:
         spread, and the result does not depend on the data's units. Test points that are
         still moving when ``max_iter`` iterations are used up are counted and reported by an
         :class:`IterationCapWarning` (also in ``info.capped`` with ``return_info=True``).
+
+        Parameters
+        ----------
+        Xt : array_like
+            (B, d_x) test inputs.
+        method : {"KLTGP", "IKLTGP", "SMTGP"}, default "SMTGP"
+            The twin GP.
+        alpha, beta : float, default 0.5 and 0.99
+            SMTGP's order parameters.
+        init : array_like, optional
+            (B, d_y) starting points (default above).
+        optimizer : {"bfgs", "gd"}, default "bfgs"
+            See :func:`~tandem.inference.twin_gp.optimizer.minimize_batched`.
+        form : {"log", "sm"}, default "log"
+            SMTGP's objective form.
+        max_iter : int, default 50
+            Iterations per test point at most.
+        gtol, ftol : float, default 1e-6 and 1e-10
+            Gradient and relative-change tolerances.
+        neighbors : int, optional
+            Local model with K nearest training points (None: global).
+        batch_size : int, optional
+            Test points per chunk.
+        max_step : float, optional
+            Trust radius in output units (default ρ_y).
+        return_info : bool, default False
+            Also return an :class:`OptInfo`.
+        progress : bool, default False
+            Show tqdm bars.
+
+        Returns
+        -------
+        y : torch.Tensor
+            (B, d_y) predictions in data units.
+        info : OptInfo
+            Only with ``return_info=True``.
+
+        Raises
+        ------
+        ValueError
+            On an unknown ``method``/``optimizer``/``form`` or bad tolerances and shapes.
+
+        Warns
+        -----
+        IterationCapWarning
+            Points still improving at ``max_iter``.
+        ConvergenceWarning
+            Points whose line search failed from steepest descent below the cap.
         """
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
@@ -603,8 +919,29 @@ class TwinGP:
 
     def reference_predict(self, Xt, method: str = "SMTGP", alpha: float = 0.5, init=None,
                           max_iter: int = 500) -> torch.Tensor:
-        """Deterministic reference: plain torch L-BFGS (strong Wolfe), one test point at a
-        time, on the autograd objective, to tight tolerances (cross-checks SVI/batched)."""
+        """Deterministic reference prediction by plain torch L-BFGS.
+
+        Strong Wolfe line search, one test point at a time, on the autograd objective, to tight
+        tolerances (cross-checks SVI/batched).
+
+        Parameters
+        ----------
+        Xt : array_like
+            (B, d_x) test inputs.
+        method : {"KLTGP", "IKLTGP", "SMTGP"}, default "SMTGP"
+            The twin GP.
+        alpha : float, default 0.5
+            SMTGP's α.
+        init : array_like, optional
+            (B, d_y) starting points (default: KLTGP's prediction, or ridge for KLTGP).
+        max_iter : int, default 500
+            L-BFGS iterations per point.
+
+        Returns
+        -------
+        torch.Tensor
+            (B, d_y) predictions in data units.
+        """
         a, _ = validate_alpha_beta(alpha)
         Xt = self._check_test(Xt)
         if init is None:
@@ -629,13 +966,51 @@ class TwinGP:
 
     # -- certainty (Lemma 4.1 / 4.2) ----------------------------------------------------
     def log_certainty(self, Xt, y, alpha: float) -> torch.Tensor:
-        """log φ_α = (1−α) log η_x + α log η_y − log η_xy(α) per test point (B,)."""
+        """log φ_α = (1−α) log η_x + α log η_y − log η_xy(α) per test point (B,).
+
+        Parameters
+        ----------
+        Xt : array_like
+            (B, d_x) test inputs.
+        y : array_like
+            (B, d_y) outputs.
+        alpha : float
+            α in (0, 1).
+
+        Returns
+        -------
+        torch.Tensor
+            (B,) log φ_α; see :func:`certainty`.
+        """
         return certainty(self, Xt, y, alpha)
 
 
 def certainty(tgp: TwinGP, Xt, y, alpha: float) -> torch.Tensor:
-    """log φ_α(x, y) = (1−α) log η_x + α log η_y − log η_xy(α) (Lemma 4.2: maximised by
-    the SMTGP prediction; Lemma 4.1: bounded by :func:`lemma41_log_bound`)."""
+    """The log certainty log φ_α(x, y) = (1−α) log η_x + α log η_y − log η_xy(α).
+
+    Lemma 4.2: maximised by the SMTGP prediction; Lemma 4.1: bounded by :func:`lemma41_log_bound`).
+
+    Parameters
+    ----------
+    tgp : TwinGP
+        The twin GP.
+    Xt : array_like
+        (B, d_x) test inputs.
+    y : array_like
+        (B, d_y) outputs.
+    alpha : float
+        α in (0, 1).
+
+    Returns
+    -------
+    torch.Tensor
+        (B,) log φ_α.
+
+    Raises
+    ------
+    ValueError
+        When α is not in (0, 1).
+    """
     a, _ = validate_alpha_beta(alpha)
     if not 0 < a < 1:
         raise ValueError("certainty: alpha must lie in (0, 1)")
@@ -646,18 +1021,51 @@ def certainty(tgp: TwinGP, Xt, y, alpha: float) -> torch.Tensor:
 
 
 def lemma41_log_bound(tgp: TwinGP, alpha: float) -> torch.Tensor:
-    """log of Lemma 4.1's bound |αK_Y + (1−α)K_X| / (|K_X|^{1−α} |K_Y|^α)."""
+    """log of Lemma 4.1's bound |αK_Y + (1−α)K_X| / (|K_X|^{1−α} |K_Y|^α).
+
+    Parameters
+    ----------
+    tgp : TwinGP
+        The twin GP.
+    alpha : float
+        α in [0, 1].
+
+    Returns
+    -------
+    torch.Tensor
+        Scalar log bound.
+    """
     a, _ = validate_alpha_beta(alpha)
     s = tgp.matrices(("AY", "Minv"), alpha=a)
     return s[("logdetM", a)] - (1 - a) * cho_logdet(s["LX"]) - a * cho_logdet(s["LY"])
 
 
 def smtgp_det_objective(tgp: TwinGP, Xt, y, alpha: float, beta: float | None = None) -> torch.Tensor:
-    """The O(N³)-per-step form: the Sharma–Mittal divergence D_{α,β}(N(0,K_{X∪x}) : N(0,K_{Y∪y}))
-    from full (N+1)×(N+1) determinants (via :mod:`tandem.inference.twin_gp.divergences`), per test point.
+    """The O(N³)-per-step form of SMTGP's objective, per test point.
+
+    The Sharma–Mittal divergence D_{α,β}(N(0,K_{X∪x}) : N(0,K_{Y∪y})) from full (N+1)×(N+1)
+    determinants (via :mod:`tandem.inference.twin_gp.divergences`), per test point.
 
     With ``beta=None`` returns −log c_α (the log-space objective, = ½ ℓ_α + const),
     otherwise the divergence itself (the same minimiser for every β ≠ 1). Autograd only.
+
+    Parameters
+    ----------
+    tgp : TwinGP
+        The twin GP.
+    Xt : array_like
+        (B, d_x) test inputs.
+    y : torch.Tensor
+        (B, d_y) outputs in data units.
+    alpha : float
+        SMTGP's α.
+    beta : float, optional
+        SMTGP's β (None: the log-space objective).
+
+    Returns
+    -------
+    torch.Tensor
+        (B,) objective values.
     """
     from tandem.inference.twin_gp.divergences import log_chernoff_coefficient, sharma_mittal
     a, b = validate_alpha_beta(alpha, beta)

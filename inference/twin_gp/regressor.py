@@ -66,9 +66,16 @@ ALPHA_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 
 @dataclass
 class EnsembleInfo:
-    """Diagnostics of an ensemble prediction: ``members`` (the optimiser's per-point
-    :class:`~tandem.inference.twin_gp.optimizer.OptInfo` of each member, best CV setting
-    first) and ``chosen`` (B,), the member whose prediction each test point kept."""
+    """Diagnostics of an ensemble prediction.
+
+    Attributes
+    ----------
+    members : list of tandem.inference.twin_gp.optimizer.OptInfo
+        The optimiser's per-point :class:`~tandem.inference.twin_gp.optimizer.OptInfo` of each
+        member, best CV setting first.
+    chosen : torch.Tensor
+        (B,) the member whose prediction each test point kept.
+    """
     members: list
     chosen: torch.Tensor
 
@@ -77,33 +84,68 @@ _POS = Interval(Real, 0, closed="neither")
 
 
 class TwinGPRegressor(TandemEstimator):
-    """Twin-GP structured regression with hyperparameters by cross-validation.
+    r"""Twin-GP structured regression with hyperparameters by cross-validation.
 
-    Parameters (keyword-only after ``method``):
-      method: "KLTGP", "IKLTGP" or "SMTGP".
-      rho_x, rho_y, lam: kernel widths (standardised units) and λ; ``None`` → by CV of
-        KLTGP over ``rho_mult_x`` × median distance of the standardised inputs,
-        ``rho_mult_y`` × that of the outputs, and ``lam_grid``.
-      alpha, beta: SMTGP's order parameters; ``None`` → by CV over ``alphas`` × ``betas``.
-      folds: CV folds; cv_repeats: the width/λ CV is averaged over this many random fold
-        partitions (steadier choice on small sets, at cv_repeats× the cost); cv_subset: at most
-        this many training rows are used for CV (a seeded random subset; the final model uses
-        all rows).
-      metric: ``metric(pred, true) -> float``, lower is better (default mean absolute error).
-      neighbors: local model with the K nearest training points per test point (None: all).
-      max_iter: BFGS iterations per test point at most (the paper: 50).
-      seed: the CV folds' and subset's seed.
-      ensemble, ensemble_se: predict with the CV's near-ties — at most ``ensemble`` settings
-        of (ρ_x, ρ_y, λ) whose CV score is within ``ensemble_se`` standard errors of the best's
-        (paired over the folds; :func:`~tandem.inference.twin_gp.ensemble.near_ties`) —
-        and keep each test point's medoid prediction (``ensemble=1``: the single best setting,
-        the paper's protocol). Prediction costs one model's per member.
+    All parameters after ``method`` are keyword-only. Any hyperparameter given here is used as is
+    (in standardised units for the widths) and skips its CV.
 
-    After :meth:`fit`: ``model_`` (the :class:`TwinGP` of the best setting, on standardised
-    data), ``models_`` (one per ensemble member, best first) with their ``settings_``
-    [(ρ_x, ρ_y, λ)], ``rho_x_``, ``rho_y_``, ``lam_`` (the best setting), ``alpha_``,
-    ``beta_`` (selected or given; shared by the members), ``cv_`` (the CV scores; empty
-    where nothing was selected).
+    Parameters
+    ----------
+    method : {"KLTGP", "IKLTGP", "SMTGP"}, default "SMTGP"
+        The twin GP that predicts.
+    rho_x, rho_y, lam : float, optional
+        Kernel widths (standardised units) and λ; ``None`` → by CV of KLTGP over
+        ``rho_mult_x`` × median distance of the standardised inputs, ``rho_mult_y`` × that of
+        the outputs, and ``lam_grid``.
+    alpha, beta : float, optional
+        SMTGP's order parameters (α in [0, 1], β ≠ 1); ``None`` → by CV over ``alphas`` × ``betas``.
+    rho_mult_x, rho_mult_y : sequence of float, default RHO_MULT_X and RHO_MULT_Y
+        CV grids of the widths as multiples of the median pairwise distance.
+    lam_grid : sequence of float, default LAM_GRID
+        CV grid of λ.
+    alphas, betas : sequence of float, default ALPHA_GRID and BETAS
+        CV grids of SMTGP's α and β.
+    folds : int, default 5
+        CV folds.
+    cv_repeats : int, default 1
+        The width/λ CV is averaged over this many random fold partitions (steadier choice on
+        small sets, at cv_repeats× the cost).
+    cv_subset : int, default 1000
+        At most this many training rows are used for CV (a seeded random subset; the final
+        model uses all rows).
+    metric : callable, default mean_abs_error
+        ``metric(pred, true) -> float``, lower is better.
+    neighbors : int, optional
+        Local model with the K nearest training points per test point (None: all).
+    max_iter : int, default 50
+        BFGS iterations per test point at most (the paper: 50).
+    seed : int, default 0
+        The CV folds' and subset's seed.
+    ensemble, ensemble_se : int and float, default ENSEMBLE and ENSEMBLE_SE
+        Predict with the CV's near-ties — at most ``ensemble`` settings of (ρ_x, ρ_y, λ) whose
+        CV score is within ``ensemble_se`` standard errors of the best's (paired over the
+        folds; :func:`~tandem.inference.twin_gp.ensemble.near_ties`) — and keep each test
+        point's medoid prediction (``ensemble=1``: the single best setting, the paper's
+        protocol). Prediction costs one model's per member.
+    device : str or torch.device, optional
+        Device of the fitted models (None: the CPU).
+
+    Attributes
+    ----------
+    model\_ : TwinGP
+        The :class:`TwinGP` of the best setting, on standardised data.
+    models\_ : list of TwinGP
+        One per ensemble member, best first.
+    settings\_ : list of tuple
+        The members' [(ρ_x, ρ_y, λ)].
+    rho_x\_, rho_y\_, lam\_ : float
+        The best setting.
+    alpha\_, beta\_ : float or None
+        Selected or given; shared by the members.
+    cv\_ : dict
+        The CV scores; empty where nothing was selected.
+    sx\_, sy\_ : tandem.inference.distances.Standardizer
+        The standardisations of X and Y.
     """
 
     _parameter_constraints = {
@@ -144,7 +186,24 @@ class TwinGPRegressor(TandemEstimator):
     # -- fitting ----------------------------------------------------------------------
     def fit(self, X, Y) -> "TwinGPRegressor":
         """Standardise, select the hyperparameters by CV where not given, build the twin GP.
-        ``X`` (N, d_x), ``Y`` (N, d_y); a 1-d ``Y`` is read as one output column."""
+
+        Parameters
+        ----------
+        X : array_like
+            (N, d_x) training inputs.
+        Y : array_like
+            (N, d_y) training outputs; a 1-d ``Y`` is read as one output column.
+
+        Returns
+        -------
+        TwinGPRegressor
+            ``self``, fitted.
+
+        Raises
+        ------
+        ValueError
+            On bad shapes, unequal row counts, or fewer rows than ``folds``.
+        """
         self._validate_params()
         X = as_tensor(X, "X", ndim=2, min_rows=2, detach=True)
         Y = as_tensor(Y, "Y", min_rows=2, detach=True)
@@ -238,13 +297,36 @@ class TwinGPRegressor(TandemEstimator):
         return (pred, EnsembleInfo([o[1] for o in outs], chosen)) if return_info else pred
 
     def predict(self, Xt, return_info: bool = False, method: str | None = None, members: int | None = None):
-        """Predicted outputs (B, d_y) in the data's units for test inputs ``Xt`` (B, d_x).
+        """Predicted outputs in the data's units.
 
-        ``method``: run another twin GP with the fitted settings ("KLTGP", "IKLTGP"; "SMTGP"
-        needs a fitted α); default the constructor's. ``members``: use only the first (best
-        CV) members of the ensemble (1: the paper's single setting); default all. With
-        ``return_info=True`` also the optimiser's per-point diagnostics (an
-        :class:`EnsembleInfo` when more than one member predicts)."""
+        Parameters
+        ----------
+        Xt : array_like or torch.Tensor
+            (B, d_x) test inputs.
+        return_info : bool, default False
+            Also return the optimiser's per-point diagnostics (an :class:`EnsembleInfo` when
+            more than one member predicts).
+        method : {"KLTGP", "IKLTGP", "SMTGP"}, optional
+            Run another twin GP with the fitted settings ("SMTGP" needs a fitted α); default the
+            constructor's.
+        members : int, optional
+            Use only the first (best CV) members of the ensemble (1: the paper's single
+            setting); default all.
+
+        Returns
+        -------
+        pred : numpy.ndarray or torch.Tensor
+            (B, d_y) predictions; numpy in → numpy out, a tensor in → a tensor on its device.
+        info : OptInfo or EnsembleInfo
+            Only with ``return_info=True``.
+
+        Raises
+        ------
+        tandem.NotFittedError
+            Before :meth:`fit`.
+        ValueError
+            On a bad ``method``/``members`` or test inputs of the wrong dimension.
+        """
         self._check_fitted()
         Zt = self.sx_.transform(self._check_test(Xt))
         out = self._predict_std(Zt, return_info, method, members)
@@ -255,9 +337,10 @@ class TwinGPRegressor(TandemEstimator):
 
     @own_params
     def to_inference_data(self, Xt, Y_true=None, *, num_samples: int = 200, seed: int = 0):
-        """ArviZ data of the prediction through the Pyro model
-        (:func:`tandem.models.twin_gp.model`) with the point-mass guide at the prediction,
-        in data units:
+        """ArviZ data of the prediction through the Pyro model.
+
+        The Pyro model is :func:`tandem.models.twin_gp.model` with the point-mass guide at the
+        prediction, in data units:
 
         * ``posterior["y"]`` (1 chain, 1 draw, test, output): the prediction ŷ_b;
         * ``posterior_predictive["y"]`` (1, ``num_samples``, test, output): draws from the
@@ -270,8 +353,30 @@ class TwinGPRegressor(TandemEstimator):
           the output scales): the held-out log predictive density, so a PPC and ``az.loo``
           (on this plug-in point estimate) exist.
 
-        Raises ``ValueError`` when a test point's Hessian is not positive definite (ŷ_b is not
-        a strict local minimum of L). The hyperparameters are in ``attrs``."""
+        The hyperparameters are in ``attrs``.
+
+        Parameters
+        ----------
+        Xt : array_like or torch.Tensor
+            (B, d_x) test inputs.
+        Y_true : array_like, optional
+            (B, d_y) true outputs: adds ``observed_data`` and ``log_likelihood``.
+        num_samples : int, default 200
+            Draws of the Laplace approximation.
+        seed : int, default 0
+            Seed of those draws.
+
+        Returns
+        -------
+        arviz.InferenceData
+            The groups above.
+
+        Raises
+        ------
+        ValueError
+            When a test point's Hessian is not positive definite (ŷ_b is not a strict local
+            minimum of L).
+        """
         self._check_fitted()
         check_int_range(num_samples, "num_samples", low=1)
         check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)

@@ -46,7 +46,22 @@ BETAS = (0.99, 0.5, 1.5)
 
 
 def kfold_indices(n: int, k: int = 5, seed: int = 0) -> list[np.ndarray]:
-    """A random partition of range(n) into k folds (sizes differ by at most one)."""
+    """A random partition of range(n) into k folds (sizes differ by at most one).
+
+    Parameters
+    ----------
+    n : int
+        Items, n ≥ 2.
+    k : int, default 5
+        Folds, 2 ≤ k ≤ n.
+    seed : int, default 0
+        Seed of the permutation.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        The k sorted index arrays.
+    """
     n = check_int_range(n, "n", 2)
     k = check_int_range(k, "k", 2, n)
     perm = np.random.default_rng(seed).permutation(n)
@@ -95,12 +110,36 @@ def select_kltgp(X, Y, rho_x_grid, rho_y_grid, lam_grid, metric, k: int = 5, see
                  neighbors: int | None = None, max_iter: int = 50, repeats: int = 1) -> dict:
     """Grid search of (ρ_x, ρ_y, λ) for KLTGP by k-fold CV; λ_X = λ_Y = λ.
 
-    ``metric(pred, true) -> float`` (lower is better). ``repeats`` > 1 averages over that many
-    random partitions into folds (seeds ``seed``, ``seed + 1``, …), which steadies the choice
-    when a few validation points dominate the score. Returns ``{"best": (ρ_x, ρ_y, λ),
-    "scores": {(ρ_x, ρ_y, λ): [per-fold values]}, "capped": n, "stalled": m}`` (n, m:
-    validation points, summed over folds and grid, that hit the iteration cap / stopped
-    unconverged below it).
+    ``repeats`` > 1 averages over that many random partitions into folds (seeds ``seed``,
+    ``seed + 1``, …), which steadies the choice when a few validation points dominate the score.
+
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) inputs.
+    Y : array_like
+        (N, d_y) outputs.
+    rho_x_grid, rho_y_grid, lam_grid : sequence of float
+        The grids of ρ_x, ρ_y and λ.
+    metric : callable
+        ``metric(pred, true) -> float``, lower is better.
+    k : int, default 5
+        CV folds.
+    seed : int, default 0
+        Seed of the fold partition.
+    neighbors : int, optional
+        Local model with K nearest training points (None: global).
+    max_iter : int, default 50
+        BFGS iterations per validation point at most.
+    repeats : int, default 1
+        Random fold partitions averaged over.
+
+    Returns
+    -------
+    dict
+        ``{"best": (ρ_x, ρ_y, λ), "scores": {(ρ_x, ρ_y, λ): [per-fold values]}, "capped": n,
+        "stalled": m}`` (n, m: validation points, summed over folds and grid, that hit the
+        iteration cap / stopped unconverged below it).
     """
     repeats = check_int_range(repeats, "repeats", 1)
     scores: dict = {}
@@ -120,9 +159,38 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
                       max_iter: int = 50, form: str = "sm") -> dict:
     """k-fold CV of SMTGP over α × β (α = 0: KLTGP, α = 1: IKLTGP, no β there).
 
-    Returns ``{"best": (α, β), "scores": {(α, β): [per-fold values]}, "capped": n}``;
-    endpoint keys use β = None. Ties are broken towards the smaller α, then the listed
+    Endpoint keys use β = None. Ties are broken towards the smaller α, then the listed
     order of β.
+
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) inputs.
+    Y : array_like
+        (N, d_y) outputs.
+    rho_x, rho_y, lam : float
+        The kernel widths and λ.
+    metric : callable
+        ``metric(pred, true) -> float``, lower is better.
+    alphas : sequence of float, default ALPHAS
+        The α grid in [0, 1].
+    betas : sequence of float, default BETAS
+        The β grid (β ≠ 1).
+    k : int, default 5
+        CV folds.
+    seed : int, default 0
+        Seed of the fold partition.
+    neighbors : int, optional
+        Local model with K nearest training points (None: global).
+    max_iter : int, default 50
+        BFGS iterations per validation point at most.
+    form : {"sm", "log"}, default "sm"
+        SMTGP's objective form.
+
+    Returns
+    -------
+    dict
+        ``{"best": (α, β), "scores": {(α, β): [per-fold values]}, "capped": n, "stalled": m}``.
     """
     scores: dict = {}
     with _CapCounter() as cap:
@@ -146,7 +214,28 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
 
 
 def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) -> dict:
-    """k-fold CV of the GPR baseline's (ρ, σ²)."""
+    """k-fold CV of the GPR baseline's (ρ, σ²).
+
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) inputs.
+    Y : array_like
+        (N, d_y) outputs.
+    rho_grid, noise_grid : sequence of float
+        The grids of ρ and σ².
+    metric : callable
+        ``metric(pred, true) -> float``, lower is better.
+    k : int, default 5
+        CV folds.
+    seed : int, default 0
+        Seed of the fold partition.
+
+    Returns
+    -------
+    dict
+        ``{"best": (ρ, σ²), "scores": {(ρ, σ²): [per-fold values]}}``.
+    """
     scores: dict = {}
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for r, s in itertools.product(rho_grid, noise_grid):
@@ -155,7 +244,28 @@ def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) ->
 
 
 def select_wknn(X, Y, ks, metric, k: int = 5, seed: int = 0) -> dict:
-    """k-fold CV of the weighted k-NN baseline's neighbour count."""
+    """k-fold CV of the weighted k-NN baseline's neighbour count.
+
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) inputs.
+    Y : array_like
+        (N, d_y) outputs.
+    ks : sequence of int
+        Neighbour counts.
+    metric : callable
+        ``metric(pred, true) -> float``, lower is better.
+    k : int, default 5
+        CV folds.
+    seed : int, default 0
+        Seed of the fold partition.
+
+    Returns
+    -------
+    dict
+        ``{"best": k, "scores": {k: [per-fold values]}}``.
+    """
     scores: dict = {}
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for kk in ks:
@@ -173,7 +283,36 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
        (unsupervised in the test sense: no held-out error is used).
     2. k ∈ ``ks`` by k-fold CV of :func:`~tandem.inference.twin_gp.predictor.kernel_knn_predict` with that ρ_x.
 
-    Returns ``{"best": (ρ_x, k), "alignment": {ρ: value}, "scores": {k: [per-fold values]}}``.
+    Parameters
+    ----------
+    X : array_like
+        (N, d_x) inputs.
+    Y : array_like
+        (N, d_y) outputs.
+    rho_grid : sequence of float
+        Input-width grid.
+    rho_y : float
+        Output kernel width.
+    ks : sequence of int
+        Neighbour counts.
+    metric : callable
+        ``metric(pred, true) -> float``, lower is better.
+    criterion : {"kta", "hsic"}, default "kta"
+        The alignment.
+    k : int, default 5
+        CV folds.
+    seed : int, default 0
+        Seed of the fold partition.
+
+    Returns
+    -------
+    dict
+        ``{"best": (ρ_x, k), "alignment": {ρ: value}, "scores": {k: [per-fold values]}}``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``criterion`` or unequal row counts.
     """
     if criterion not in ("kta", "hsic"):
         raise ValueError(f"criterion: expected 'kta' or 'hsic', got {criterion!r}")
@@ -193,14 +332,27 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
 
 
 class StageCheckpoint:
-    """Results of the finished stages of a long run, kept in ``folder/state.pt`` so that an
-    interrupted run resumes after its last finished stage.
+    """Results of the finished stages of a long run, kept in ``folder/state.pt``.
+
+    An interrupted run resumes after its last finished stage.
 
     ``fingerprint`` (a dict of plain values: settings and a hash of the data) must equal the
     stored one; a folder written by a different run raises ``ValueError`` naming the keys
     that differ, rather than silently mixing results. Each :meth:`save` rewrites the file
     atomically (temporary file + ``os.replace``), so a kill mid-write leaves the previous
     state intact. ``folder=None`` turns checkpointing off (every stage is computed).
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path or None
+        Where ``state.pt`` lives (None: checkpointing off).
+    fingerprint : dict
+        Plain values identifying the run.
+
+    Raises
+    ------
+    ValueError
+        When the stored fingerprint differs.
     """
 
     KIND = "tandem.stages/1"
@@ -221,17 +373,43 @@ class StageCheckpoint:
         return self.stages[stage]
 
     def save(self, stage: str, value) -> None:
+        """Record a finished stage and rewrite the file atomically.
+
+        Parameters
+        ----------
+        stage : str
+            The stage's name.
+        value : object
+            Its result (tensors, arrays, plain values).
+        """
         self.stages[stage] = value
         if self.path is not None:
             save_atomic({"kind": self.KIND, "fingerprint": self.fingerprint, "stages": self.stages}, self.path)
 
 
 def paired_differences(preds: dict, Y, metric, methods, baselines) -> dict:
-    """Per-test-point paired comparison of each of ``methods`` with each of ``baselines``:
-    d_n = metric(method, point n) − metric(baseline, point n); returns
-    ``{"A - B": {"mean", "se", "wins", "losses"}}`` (se = std(d)/√N; wins: d_n < 0, i.e.
-    the method's error is lower). The test-set means of two methods can differ by less
-    than the spread of the per-point errors; this says whether the difference is beyond it."""
+    """Per-test-point paired comparison of each of ``methods`` with each of ``baselines``.
+
+    d_n = metric(method, point n) − metric(baseline, point n). The test-set means of two methods can differ by less
+    than the spread of the per-point errors; this says whether the difference is beyond it.
+
+    Parameters
+    ----------
+    preds : dict
+        {name: (N, d_y) predictions}.
+    Y : array_like
+        (N, d_y) true outputs.
+    metric : callable
+        ``metric(pred, true) -> float``.
+    methods, baselines : sequence of str
+        Names in ``preds``.
+
+    Returns
+    -------
+    dict
+        ``{"A - B": {"mean", "se", "wins", "losses"}}`` (se = std(d)/√N; wins: d_n < 0, i.e.
+        the method's error is lower).
+    """
     Y = torch.as_tensor(Y)
     per_point = {name: np.array([metric(p[i:i + 1], Y[i:i + 1]) for i in range(Y.shape[0])])
                  for name, p in preds.items() if name in (*methods, *baselines)}
@@ -268,12 +446,33 @@ def _ensemble_predictions(preds, twin_predict, kl_sel, k, se, a, b, Xtr, Ytr, Xt
 
 
 def paired_over_draws(values: dict, seeds, methods, baselines) -> dict:
-    """Paired comparison across data draws: for each method A and baseline B (both in
-    ``values``, one score per draw in ``seeds`` order, lower is better), d_s = A_s − B_s;
-    returns ``{"A - B": {"mean", "se", "wins", "losses", "worst_draw": {"seed", "excess",
-    "relative_excess"}}}`` with se = std(d)/√S, wins: d_s < 0, and the worst draw the one
-    with the largest d_s (relative_excess = d_s / B_s). Also ``"spread_ratio"``: std(A)/std(B)
-    over draws (ddof 1)."""
+    """Paired comparison across data draws.
+
+    For each method A and baseline B (both in ``values``, one score per draw in ``seeds``
+    order, lower is better), d_s = A_s − B_s.
+
+    Parameters
+    ----------
+    values : dict
+        {name: scores, one per draw}.
+    seeds : sequence
+        The draws' seeds.
+    methods, baselines : sequence of str
+        Names in ``values``.
+
+    Returns
+    -------
+    dict
+        ``{"A - B": {"mean", "se", "wins", "losses", "worst_draw": {"seed", "excess",
+        "relative_excess"}, "spread_ratio"}}`` with se = std(d)/√S, wins: d_s < 0, the worst
+        draw the one with the largest d_s (relative_excess = d_s / B_s), and spread_ratio =
+        std(A)/std(B) over draws (ddof 1).
+
+    Raises
+    ------
+    ValueError
+        When a name's scores are not one per seed.
+    """
     seeds = list(seeds)
     out = {}
     for a in methods:
@@ -296,7 +495,23 @@ def paired_over_draws(values: dict, seeds, methods, baselines) -> dict:
 
 
 def alpha_grid(step: float) -> tuple:
-    """The α grid 0, step, 2·step, …, 1 (``step`` = 1/n, see :func:`~tandem.inference.experiments.cli.grid_step`)."""
+    """The α grid 0, step, 2·step, …, 1.
+
+    Parameters
+    ----------
+    step : float
+        1/n for an integer n ≥ 1 (see :func:`~tandem.inference.experiments.cli.grid_step`).
+
+    Returns
+    -------
+    tuple of float
+        The n + 1 grid values.
+
+    Raises
+    ------
+    ValueError
+        When ``step`` is not 1/n.
+    """
     n = int(round(1 / step))
     if n < 1 or abs(n * step - 1) > 1e-9:
         raise ValueError(f"step: expected 1/n for an integer n >= 1, got {step}")
@@ -304,9 +519,25 @@ def alpha_grid(step: float) -> tuple:
 
 
 def add_protocol_args(parser, unit: str = "points", cv_subset: int = 1000):
-    """The command-line options of :func:`run_real_experiment` shared by the real-data
-    examples: --cv-subset (default ``cv_subset``), --alpha-step, --neighbors, --max-iter,
-    --checkpoint."""
+    """Add the command-line options of :func:`run_real_experiment` shared by the real-data examples.
+
+    --cv-subset (default ``cv_subset``), --alpha-step, --neighbors, --max-iter, --ensemble,
+    --checkpoint.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The parser to extend.
+    unit : str, default "points"
+        What a training row is called in the help text.
+    cv_subset : int, default 1000
+        Default of --cv-subset.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        ``parser``.
+    """
     parser.add_argument("--cv-subset", type=int, default=cv_subset, help=f"training {unit} used for CV")
     parser.add_argument("--alpha-step", type=grid_step, default=0.1, help="alpha grid step (0.05: the full grid)")
     parser.add_argument("--neighbors", type=int, default=None, help="local model: K nearest training points")
@@ -349,7 +580,55 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     again, so an interrupted run resumes after its last finished stage (times recorded in
     ``res`` are those of the run that computed the stage). ``progress``: tqdm bars over
     the test points of each twin-GP prediction.
-    Returns the predictions and selected settings.
+
+    Parameters
+    ----------
+    data : dict
+        "X_train", "Y_train", "X_test", "Y_test" arrays.
+    metric : callable
+        ``metric(pred, true) -> float``, lower is better.
+    metric_name : str
+        Its name in the records.
+    res : tandem.inference.experiments.results.Results
+        Where the records go.
+    cv_subset : int
+        Training rows used for CV.
+    folds : int, default 5
+        CV folds.
+    rho_mult : sequence of float, default (0.5, 1.0, 2.0)
+        ρ_x grid as multiples of the median input distance.
+    rho_mult_y : sequence of float, optional
+        ρ_y grid as multiples of the median output distance (default ``rho_mult``).
+    lam_grid : sequence of float, default (1e-3, 1e-2)
+        λ grid (and GPR's σ² grid).
+    alphas : sequence of float, optional
+        α grid (default ALPHAS).
+    betas : sequence of float, default BETAS
+        β grid.
+    wknn_ks : sequence of int, default (1, 3, 5, 10, 20)
+        WKNN's neighbour counts.
+    neighbors : int, optional
+        Local model with K nearest training points (None: global).
+    max_iter : int, default 50
+        BFGS iterations per test point at most.
+    seed : int, default 0
+        Seed of the CV subset and folds.
+    test_folds : int, default 5
+        Disjoint parts of the test set for ``split="test_folds"``.
+    log : callable, default print
+        Progress messages.
+    checkpoint : str or pathlib.Path, optional
+        The stage folder (see above).
+    progress : bool, default False
+        tqdm bars.
+    ensemble : int, default 1
+        Ensemble size of step 5 (1: off).
+
+    Returns
+    -------
+    dict
+        ``{"preds": {name: predictions}, "settings": res.config, "model": m}`` with ``m`` the
+        TwinGP of the selected setting on the full training set.
     """
     alphas = ALPHAS if alphas is None else alphas
     ensemble = check_int_range(ensemble, "ensemble", 1)
