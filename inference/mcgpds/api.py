@@ -268,6 +268,9 @@ class McGPDS(TandemEstimator):
             raise ValueError(f"source_view_test: expected {D_s} columns (view {source}), got {Ys.shape[1]}")
         if Ys.shape[0] == 0:
             raise ValueError("source_view_test: expected at least one test frame (row), got 0")
+        if t_test is not None:
+            t_test = as_tensor(t_test, "t_test", ndim=1, detach=True).to(dev)
+            check_time_order(t_test, None, times_name="t_test")
         if t_test is None:
             if self._times_given:
                 raise ValueError("t_test: fit was given times, so give the test frames' time stamps too")
