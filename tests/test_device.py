@@ -48,7 +48,8 @@ DEVICE_FILES = [
     "models/mcgpds.py", "models/gp_kernels.py", "models/sequence_blocks.py", "models/coupled_projections.py",
     "models/samtc.py", "guides/mcgpds.py", "guides/coupled_projections.py", "guides/samtc.py",
     "inference/mcgpds/bound.py", "inference/mcgpds/fit.py", "inference/mcgpds/api.py",
-    "inference/mcgpds/predictor.py", "inference/mcgpds/stochastic.py", "inference/samtc/model_fit.py",
+    "inference/mcgpds/predictor.py", "inference/mcgpds/stochastic.py", "inference/mcgpds/stochastic_elbo.py",
+    "inference/mcgpds/windows.py", "inference/samtc/model_fit.py",
     "inference/validation.py", "inference/svi.py",
 ]
 FACTORIES = {f.__name__ for f in _device_constructors()}

@@ -1,0 +1,583 @@
+"""The objective of the stochastic McGPDS fit: window terms, running statistics, the local
+L-BFGS step and the minibatch ELBO (:class:`StochasticELBO`).
+
+Objective (per step, minibatch ``I`` of ``B`` out of ``S`` windows)
+-------------------------------------------------------------------
+``ELBO ≈ (S/B) Σ_{i∈I} [E_q log p(Y_i | X_i, U, V) − KL_i(q(X) ‖ p(X))] − Σ_k KL(q(V_k, U_k) ‖ p)``
+
+* ``KL_i``: the spec's KL of the shared + private latents of window i (the well-conditioned
+  form of :mod:`tandem.inference.mcgpds.bound`; ``q(x_q^(k)) = N(μ, (A_k⁻¹ + Λ)⁻¹)``,
+  ``q(X^(s))`` in closed form).
+* Expected log-likelihood with the paper's surrogate (h and every w_j g_j fit y
+  separately, as in the collapsed bound), in whitened inducing coordinates
+  ``v_d = L_H ṽ_d`` (``H = L_H L_Hᵀ``), ``q(ṽ_d) = N(m_d, S)``:
+  ``−β/2 [yᵀy − 2 r_dᵀ m_d + m_dᵀ Ã m_d + tr(Ã S) + ψ0 − tr Ã]`` with
+  ``Ã = L_H⁻¹ Ψ2 L_H⁻ᵀ``, ``r_d = L_H⁻¹ Ψ1ᵀ y_d``, plus ``½ n D log(β/2π)``; the same for
+  u_dj with weight w_dj, and ``KL(q(ṽ_d) ‖ N(0, I)) = ½ [tr S + mᵀm − M − log|S|]``.
+* The windows are drawn with ``pyro.plate("windows", S, subsample_size=B)`` from the
+  seeded RNG and the window terms are scaled by ``S/B`` (unbiased).
+
+Updates (incremental, Neal & Hinton 1998; the SVI of Hoffman et al. 2013 with the local
+step solved). The ELBO depends on the windows' q(X) only through the window terms and
+the summed statistics ``T = Σ_i s_i``, ``s_i = (Ã_i, R_i, Ã_ij, R_ij …)``; given T the
+optimal q(V), q(U) is ``P = I + β Ã``, ``θ = β R`` (h; ``P_d = I + β w_d² Ã_j``,
+``θ_d = β w_d r_jd`` for g_j) — the natural-gradient step of length 1 — and the ELBO at
+it is the collapsed bound, ``Σ_i terms_i + Σ ½ θᵀP⁻¹θ − ½ log|P|``. The running T (in the
+parameter store, ``qstat_k``) holds every window's statistics from its last visit. A step
+
+1. draws B windows I and removes their old statistics from T (``T_o = T − s_I``);
+2. **local step**: ``local_iters`` L-BFGS iterations on the q(X) parameters of I, maximising
+   the collapsed bound as a function of them with the other windows' statistics fixed,
+   ``Σ_{i∈I} terms_i + collapsed(T_o + s_I)`` — q(V), q(U) follow q(X_I) inside the step,
+   which is what makes it converge: plain alternation (q(X) given q(U), then q(U) given
+   q(X)) is slow on this model, the two being strongly coupled at high β;
+3. puts the new statistics back (``T = T_o + s_I``) and sets q(V), q(U) to their optimum;
+4. returns −ELBO of the minibatch at that q(V), q(U) (window terms scaled by S/B; the
+   window parameters enter it detached): its gradient is an unbiased estimate of the
+   collapsed bound's gradient in the hyperparameters (envelope theorem), which take an
+   Adam step through :func:`tandem.inference.fit` with the learning rate decaying
+   geometrically to ``lr_final`` × ``lr`` (Robbins–Monro).
+
+With the hyperparameters fixed this is block-coordinate ascent on the collapsed bound
+(every step increases it) and T stays exact; with them learned each Adam step changes
+every window's statistics, so T is recomputed over all windows once per epoch (one pass
+without gradients; also at the first step, which sets q(V), q(U) from the initial q(X)).
+Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step touches
+only the B windows it drew: its cost does not grow with N.
+"""
+from __future__ import annotations
+
+import math
+
+import pyro
+import pyro.optim
+import torch
+
+from tandem.inference.distributed import all_reduce_sum, rank_world
+from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
+from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
+from tandem.inference.validation import (
+    check_int_range,
+)
+from tandem.models.gp_kernels import kzz, psi_stats, time_kernel
+
+__all__ = ["StochasticELBO", "lbfgs_sharded", "refresh_statistics", "window_kl"]
+
+
+def _natural_params(k: int) -> dict:
+    """The current (detached) natural parameters of view k's q(ṽ), q(ũ) from the store."""
+    return {n: pyro.param(f"q{n}_{k}").detach() for n in ("vP", "vT", "uP", "uT")}
+
+
+# --------------------------------------------------------------------------- pieces
+def _mask_kernel(K: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """Zero padding rows/cols of (…, B, L, L) and put 1 on their diagonal (m (B, L) float)."""
+    return K * (m[:, :, None] * m[:, None, :]) + torch.diag_embed(1.0 - m)
+
+
+def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: torch.Tensor,
+              lam: torch.Tensor):
+    """KL(q(X_s, X_1..V) ‖ p) of a batch of windows and the private variances.
+
+    t (B, L) times, m (B, L) float mask, ``views[k]`` with ``alpha``, ``eps``, ``time``
+    (dict, or None for the identity private prior); mu, lam (V, B, L, Q), zero at padding.
+    Returns ``(kl (B,), s_diag (V, B, L, Q))``. Same algebra as ``bound.latent_terms``:
+    ``KL = ½ Σ_q [log|B'| + Σ_k (log|B_q^(k)| − Σ_n λ S_nn + μᵀA⁻¹μ) − bᵀ S^(s) b]``.
+    """
+    B, L = m.shape
+    Q = mu.shape[-1]
+    eye = torch.eye(L, dtype=t.dtype, device=t.device)
+
+    def tk(hp):
+        if hp is None:
+            return eye.expand(B, L, L)
+        return _mask_kernel(time_kernel(t, t, hp["var"], hp["invw"], hp.get("white"), hp.get("bias")), m)
+
+    Ls = cholesky_jitter(tk(time_s), "shared time kernel K_t^(s)")             # (B, L, L)
+    A = torch.stack([_mask_kernel(v["alpha"] ** 2 * tk(v["time"]) + (1 - v["alpha"]) ** 2 * v["eps"] * eye, m)
+                     for v in views])                                          # (V, B, L, L)
+    LA = cholesky_jitter(A, "private prior covariance A_k")
+    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=t.dtype, device=t.device).reshape(()) for v in views])
+    T = torch.linalg.solve_triangular(LA, Ls.expand_as(LA), upper=False)       # L_A⁻¹ L_s
+    mm = m[:, :, None] * m[:, None, :]
+    C = (((1 - alpha) ** 2)[:, None, None, None] * (T.mT @ T)).sum(0) * mm     # L_sᵀ C L_s
+    LBp = cholesky_jitter(eye + C, "B' = I + L_sᵀ C L_s")
+    Aimu = torch.cholesky_solve(mu, LA)                                        # A⁻¹ μ (V, B, L, Q)
+    quad1 = (mu * Aimu).sum((0, 2, 3))                                         # (B,)
+    b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)                       # (B, L, Q)
+    w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
+    quad2 = (w * w).sum((1, 2))
+    # padding entries: λ = 0 selected with where (not λ·0), so that neither a NaN there nor
+    # the infinite derivative of √λ at 0 reaches the gradient of the real entries
+    valid = (m > 0)[None, :, :, None].expand_as(lam)
+    lam_p = torch.where(valid, lam, torch.zeros_like(lam)).permute(0, 3, 1, 2)   # (V, Q, B, L)
+    sl = torch.where(valid, lam.clamp_min(1e-300).sqrt(), torch.zeros_like(lam)).permute(0, 3, 1, 2)
+    slA = sl[..., :, None] * A[:, None]                                        # Λ^½ A  (V, Q, B, L, L)
+    LB = cholesky_jitter(eye + slA * sl[..., None, :], "B_q = I + Λ^½ A Λ^½")
+    TB = torch.linalg.solve_triangular(LB, slA, upper=False)
+    sdiag = (A.diagonal(dim1=-2, dim2=-1)[:, None] - (TB * TB).sum(-2)).clamp_min(1e-12)   # (V, Q, B, L)
+    kl = 0.5 * (Q * cho_logdet(LBp) + cho_logdet(LB).sum((0, 1)) - (lam_p * sdiag).sum((0, 1, 3))
+                + quad1 - quad2)
+    return kl, sdiag.permute(0, 2, 3, 1)
+
+
+def _whitened_stats(kind, mu, s, Y, Z, variance, ard):
+    """``(LK, psi0, Ã = L⁻¹Ψ2L⁻ᵀ, R = L⁻¹Ψ1ᵀY)`` of one function's inducing set over rows (n, ·)."""
+    psi0, P1, P2 = psi_stats(kind, mu, s, Z, variance, ard)
+    LK = cholesky_jitter(kzz(kind, Z, variance, ard), "K_ZZ")
+    tmp = torch.linalg.solve_triangular(LK, P2, upper=False)
+    At = torch.linalg.solve_triangular(LK, tmp.mT, upper=False)
+    R = torch.linalg.solve_triangular(LK, P1.mT @ Y, upper=False)
+    return LK, psi0, At, R
+
+
+def _q_moments(P: torch.Tensor, T: torch.Tensor):
+    """Mean (…, M, D) and Cholesky of the precision from natural parameters P (…, M, M), T."""
+    LP = cholesky_jitter(0.5 * (P + P.mT), "precision of q(U)")
+    return torch.cholesky_solve(T, LP), LP
+
+
+def _kl_white(m, LP):
+    """Σ_d KL(N(m_d, P⁻¹) ‖ N(0, I)); m (M, D), LP (M, M) shared or (D, M, M)."""
+    M, D = m.shape
+    eye = torch.eye(M, dtype=m.dtype, device=m.device)
+    Linv = torch.linalg.solve_triangular(LP, eye.expand(LP.shape), upper=False)   # L_P⁻¹
+    trS = (Linv * Linv).sum((-1, -2))
+    logdetS = -cho_logdet(LP)
+    if LP.dim() == 2:
+        trS, logdetS = D * trS, D * logdetS
+    else:
+        trS, logdetS = trS.sum(), logdetS.sum()
+    return 0.5 * (trS + (m * m).sum() - M * D - logdetS)
+
+
+def _g_on(sdata, v) -> bool:
+    """Whether the w_j g_j functions are in the model: not when W is fixed with β w² < 1e-8
+    (the authors' 1e-6·U(0,1) init; the collapsed bound switches g off the same way)."""
+    return "W" not in sdata.fixed or float((v["beta"].detach() * v["W"] * v["W"]).max()) >= 1e-8
+
+
+def _detached(obj):
+    """A copy of a nested dict/list/tuple of tensors with every tensor detached."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach()
+    if isinstance(obj, dict):
+        return {k: _detached(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_detached(v) for v in obj)
+    return obj
+
+
+def _learns_hyperparams(hp) -> bool:
+    """True when any hyperparameter tensor in the nested ``hp`` requires a gradient."""
+    if isinstance(hp, torch.Tensor):
+        return hp.requires_grad
+    if isinstance(hp, dict):
+        return any(_learns_hyperparams(v) for v in hp.values())
+    if isinstance(hp, (list, tuple)):
+        return any(_learns_hyperparams(v) for v in hp)
+    return False
+
+
+# --------------------------------------------------------------------------- window terms
+def _stat_size(M: int, D: int, J: int) -> int:
+    """Length of one view's flat statistics ``[Ã_h, R_h, Ã_g1, R_g1, …]`` (M², M·D per function)."""
+    return (1 + J) * (M * M + M * D)
+
+
+def _unflatten(flat: torch.Tensor, M: int, D: int, J: int) -> list:
+    """``[(Ã_h, R_h), (Ã_g1, R_g1), …]`` from a view's flat statistics."""
+    out, off = [], 0
+    for _ in range(1 + J):
+        A = flat[off:off + M * M].reshape(M, M)
+        R = flat[off + M * M:off + M * M + M * D].reshape(M, D)
+        out.append((A, R))
+        off += M * M + M * D
+    return out
+
+
+def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor):
+    """The q(U)-free part of the windows ``local`` (CPU indices) and their statistics.
+
+    ``q``: ``mu``, ``lam`` V × (b, L, Q) of these windows. Returns ``(terms, flats)``:
+    ``terms`` = Σ_i [½ n_i D log(β/2π) − β/2 (y_iᵀy_i + D(ψ0_i − tr Ã_i))
+    − β/2 Σ_j ‖w_j‖² (ψ0_ij − tr Ã_ij) − KL_i] summed over views, and ``flats[k]`` the
+    flat statistics ``[Σ_i Ã_i, Σ_i R_i, …]`` of view k (zeros for a switched-off g).
+    The rest of the ELBO is linear in the statistics (:func:`_expected_fit`).
+    """
+    dev, M, J, kind = sdata.device, sdata.M, sdata.J, sdata.mapping_kernel
+    terms = torch.zeros((), dtype=DTYPE, device=dev)
+    flats = []
+    if not local.numel():
+        return terms, [torch.zeros(_stat_size(M, D, J), dtype=DTYPE, device=dev) for D in sdata.out_dims]
+    li = local.to(dev)
+    # padding sits at the end of a window: drop the slots that are padding in every window
+    # of the batch (windows of uneven length cost O(L³) at the batch's longest, not at L)
+    Lb = int(sdata.mask[li].sum(1).max())
+    valid = sdata.mask[li][:, :Lb]
+    m = valid.to(DTYPE)                                                    # (b, Lb)
+    rows = sdata.rows[li][:, :Lb]
+    mu = torch.stack(q["mu"])[:, :, :Lb] * m[None, :, :, None]
+    lam = torch.stack(q["lam"])[:, :, :Lb]
+    kl, sdiag = window_kl(sdata.times[rows] * m, m, hp["time_s"], hp["views"], mu, lam)
+    terms = terms - kl.sum()
+    for k, Y in enumerate(sdata.views):
+        v = hp["views"][k]
+        beta = v["beta"]
+        Yb, mk, sk = Y[rows[valid]], mu[k][valid], sdiag[k][valid]
+        n, D = Yb.shape
+        _, psi0, At, R = _whitened_stats(kind, mk, sk, Yb, v["Zh"], v.get("kh_var"), v["kh_ard"])
+        terms = terms + 0.5 * n * D * (beta.log() - math.log(2 * math.pi)) \
+            - 0.5 * beta * ((Yb * Yb).sum() + D * (psi0 - At.diagonal().sum()))
+        parts = [At.reshape(-1), R.reshape(-1)]
+        g_on = _g_on(sdata, v)
+        for j in range(J):
+            if g_on:
+                kgv = v["kg_var"][j] if v.get("kg_var") is not None else None
+                _, psi0g, Ag, Rg = _whitened_stats(kind, mk, sk, Yb, v["Zg"][j], kgv, v["kg_ard"][j])
+                terms = terms - 0.5 * beta * (v["W"][:, j] ** 2).sum() * (psi0g - Ag.diagonal().sum())
+                parts += [Ag.reshape(-1), Rg.reshape(-1)]
+            else:
+                parts += [torch.zeros(M * M + M * D, dtype=DTYPE, device=dev)]
+        flats.append(torch.cat(parts))
+    return terms, flats
+
+
+def _psd_part(flat: torch.Tensor, M: int, D: int, J: int) -> torch.Tensor:
+    """The flat statistics with every Ã replaced by its nearest PSD matrix (negative
+    eigenvalues set to 0; R unchanged)."""
+    out = flat.clone()
+    off = 0
+    for _ in range(1 + J):
+        A = out[off:off + M * M].reshape(M, M)
+        w, U = torch.linalg.eigh(0.5 * (A + A.mT))
+        if float(w.min()) < 0:
+            out[off:off + M * M] = ((U * w.clamp_min(0)) @ U.mT).reshape(-1)
+        off += M * M + M * D
+    return out
+
+
+def _expected_fit(v: dict, stats: list, nat: dict, g_on: bool) -> torch.Tensor:
+    """The q(U)-dependent part of view k's expected log-likelihood given its statistics.
+
+    ``β Σ_d r_dᵀ m_d − β/2 Σ_d [m_dᵀ Ã m_d + tr(Ã S)]`` for h and the same with weights
+    w_dj (and per-output S_dj) for every w_j g_j; q(ṽ), q(ũ) from the natural parameters ``nat``.
+    """
+    beta = v["beta"]
+    mv, LPv = _q_moments(nat["vP"], nat["vT"])
+    (At, R), gstats = stats[0], stats[1:]
+    D = R.shape[1]
+    trAS = torch.cholesky_solve(At, LPv).diagonal().sum()
+    out = beta * (R * mv).sum() - 0.5 * beta * ((mv * (At @ mv)).sum() + D * trAS)
+    if g_on:
+        for j, (Ag, Rg) in enumerate(gstats):
+            w = v["W"][:, j]
+            mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
+            mu_ = mu_[..., 0].mT                                                # (M, D)
+            trASg = torch.cholesky_solve(Ag.expand(LPu.shape), LPu).diagonal(dim1=-2, dim2=-1).sum(-1)   # (D,)
+            out = out + beta * (w * (Rg * mu_).sum(0)).sum() \
+                - 0.5 * beta * (w * w * ((mu_ * (Ag @ mu_)).sum(0) + trASg)).sum()
+    return out
+
+
+def _optimal_natural(v: dict, stats: list, g_on: bool) -> dict:
+    """Natural parameters of the optimal q(ṽ), q(ũ) given view k's total statistics:
+    ``P = I + β Ã``, ``θ = β R`` (h); ``P_d = I + β w_d² Ã_j``, ``θ_d = β w_d r_jd`` (g_j)."""
+    beta = v["beta"]
+    (At, R), gstats = stats[0], stats[1:]
+    M, D = R.shape
+    eye = torch.eye(M, dtype=At.dtype, device=At.device)
+    nat = {"vP": eye + beta * At, "vT": beta * R}
+    if g_on:
+        uP, uT = [], []
+        for j, (Ag, Rg) in enumerate(gstats):
+            w = v["W"][:, j]
+            uP.append(eye + (beta * w * w)[:, None, None] * Ag)
+            uT.append(beta * w * Rg)
+        nat["uP"], nat["uT"] = torch.stack(uP), torch.stack(uT)
+    return nat
+
+
+def _collapsed_value(nat: dict, g_on: bool) -> torch.Tensor:
+    """``max_q [E_q fit − KL(q ‖ p)]`` of the q(U)-dependent part: ``½ θᵀP⁻¹θ − ½ log|P|``
+    summed over the outputs (h: one P shared by the D outputs; g_j: one P_d per output)."""
+    LP = cholesky_jitter(0.5 * (nat["vP"] + nat["vP"].mT), "precision of q(V)")
+    T = nat["vT"]
+    out = 0.5 * (T * torch.cholesky_solve(T, LP)).sum() - 0.5 * T.shape[1] * cho_logdet(LP)
+    if g_on:
+        LPu = cholesky_jitter(0.5 * (nat["uP"] + nat["uP"].mT), "precision of q(U)")      # (J, D, M, M)
+        Tu = nat["uT"].mT[..., None]                                                       # (J, D, M, 1)
+        out = out + 0.5 * (Tu * torch.cholesky_solve(Tu, LPu)).sum() - 0.5 * cho_logdet(LPu).sum()
+    return out
+
+
+def _store_natural(store, k: int, nat: dict, g_on: bool) -> None:
+    with torch.no_grad():
+        for n in ("vP", "vT") + (("uP", "uT") if g_on else ()):
+            store[f"q{n}_{k}"].unconstrained().copy_(nat[n])
+
+
+# --------------------------------------------------------------------------- local optimiser
+def _dot(a: list, b: list, device) -> float:
+    """Σ over this rank's tensors of ⟨a, b⟩, summed over the ranks."""
+    tot = torch.zeros((), dtype=DTYPE, device=device)
+    for x, y in zip(a, b):
+        tot = tot + (x * y).sum()
+    return float(all_reduce_sum(tot))
+
+
+def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu") -> float:
+    """Minimise ``fun`` over ``params`` (this rank's share) by L-BFGS with Armijo backtracking.
+
+    ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on
+    all) and this rank's gradients, or ``(math.inf, None)`` where it is undefined (such a
+    trial point is rejected). Every inner product is summed over the ranks, so each rank
+    takes the step one process holding all the parameters would take (the same
+    collectives in the same order on every rank). ``iters`` iterations at most; stops
+    early when the gradient vanishes or no step decreases ``fun``. Returns the final value.
+    """
+    f, g = fun()
+    if g is None:
+        return f
+    hist = []                                         # (s, y, 1/sᵀy)
+    for it in range(iters):
+        gg = _dot(g, g, device)
+        if not math.isfinite(gg) or gg <= 1e-20:
+            break
+        # two-loop recursion: d = −H g
+        qv = [x.clone() for x in g]
+        alphas = []
+        for s, y, r in reversed(hist):
+            a = r * _dot(s, qv, device)
+            alphas.append(a)
+            qv = [q_ - a * y_ for q_, y_ in zip(qv, y)]
+        if hist:
+            s, y, r = hist[-1]
+            gamma = 1.0 / (r * _dot(y, y, device))
+        else:
+            gamma = min(1.0, 1.0 / math.sqrt(gg))       # first step: at most unit length
+        qv = [gamma * q_ for q_ in qv]
+        for (s, y, r), a in zip(hist, reversed(alphas)):
+            b = r * _dot(y, qv, device)
+            qv = [q_ + (a - b) * s_ for q_, s_ in zip(qv, s)]
+        d = [-q_ for q_ in qv]
+        gd = _dot(g, d, device)
+        if not gd < 0:                                # not a descent direction: restart
+            hist, d, gd = [], [-x * min(1.0, 1.0 / math.sqrt(gg)) for x in g], -min(gg, math.sqrt(gg))
+        x0 = [p.detach().clone() for p in params]
+        t, accepted = 1.0, False
+        for _ in range(30):
+            with torch.no_grad():
+                for p, x, d_ in zip(params, x0, d):
+                    p.copy_(x + t * d_)
+            f_new, g_new = fun()                        # math.inf: a point outside the domain
+            if math.isfinite(f_new) and f_new <= f + 1e-4 * t * gd:
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            with torch.no_grad():
+                for p, x in zip(params, x0):
+                    p.copy_(x)
+            break
+        s = [t * d_ for d_ in d]
+        y = [gn - go for gn, go in zip(g_new, g)]
+        sy = _dot(s, y, device)
+        if sy > 1e-12 * math.sqrt(_dot(y, y, device) * _dot(s, s, device)):   # keep H positive definite
+            hist = (hist + [(s, y, 1.0 / sy)])[-history:]
+        f, g = f_new, g_new
+    return f
+
+
+# --------------------------------------------------------------------------- the objective
+class StochasticELBO:
+    """Negative minibatch ELBO for :func:`tandem.inference.fit` (a custom loss callable).
+
+    ``loss(model, guide, sdata)``: ``model``/``guide`` are :func:`model_params` /
+    :func:`guide_params` (or compatible registrations). ``batch``: windows per step
+    (``None`` or ≥ S: all windows, deterministic). ``local_iters``: L-BFGS iterations on
+    the drawn windows' q(X) per step (see the module docstring). ``windows``: fix the
+    windows of every step (evaluation, tests) instead of drawing them.
+
+    With ``update=True`` (a training step) a call first updates the drawn windows' q(X)
+    and the running statistics, sets q(V), q(U) to their optimum given the statistics, and
+    then returns −ELBO of the minibatch whose gradient (hyperparameters only; the window
+    parameters enter it detached) the driver's optimiser applies. ``update=False``
+    evaluates −ELBO at the current parameters and changes nothing.
+    """
+
+    def __init__(self, batch: int | None = None, local_iters: int = 20, windows=None):
+        self.batch = batch
+        self.local_iters = check_int_range(local_iters, "local_iters", low=1)
+        self.windows = windows
+
+    def _draw(self, S: int) -> tuple[torch.Tensor, float]:
+        if self.windows is not None:
+            idx = torch.as_tensor(self.windows, device="cpu").long().reshape(-1)
+            return idx, S / idx.numel()
+        B = S if self.batch is None else min(int(self.batch), S)
+        with pyro.plate("windows", S, subsample_size=B) as idx:
+            pass
+        return idx.cpu(), S / B
+
+    def __call__(self, model, guide, sdata: StochasticData, update: bool = True) -> torch.Tensor:
+        S = sdata.windows.S
+        idx, scale = self._draw(S)
+        rank, world = rank_world()
+        local = idx[rank::world]
+        hp = model(sdata, idx)
+        if update:
+            self._update(sdata, hp, idx, local, _learns_hyperparams(hp))
+        q = guide(sdata, idx)
+        mine = torch.arange(idx.numel(), device="cpu")[rank::world].to(sdata.device)
+        ql = {n: [x[mine] for x in q[n]] for n in ("mu", "lam")}
+        if update:   # the window parameters were just optimised; only the hyperparameters take the gradient
+            ql = _detached(ql)
+        terms, flats = _window_terms(sdata, hp, ql, local)
+        elbo = scale * terms
+        for k, D in enumerate(sdata.out_dims):
+            v = hp["views"][k]
+            g_on = _g_on(sdata, v)
+            nat = _natural_params(k)
+            if local.numel():
+                elbo = elbo + scale * _expected_fit(v, _unflatten(flats[k], sdata.M, D, sdata.J), nat, g_on)
+            if rank == 0:
+                elbo = elbo - _q_kl(nat, g_on, sdata.J)
+        return -elbo
+
+    # ------------------------------------------------------------------ training step
+    @torch.no_grad()
+    def _update(self, sdata, hp, idx, local, learned: bool):
+        """Local step, running statistics and q(V), q(U) (see the module docstring)."""
+        store = pyro.get_param_store()
+        hp = _detached(hp)
+        world = rank_world()[1]
+        # the step counter lives in the parameter store, so a checkpoint resumes it
+        store.setdefault("stoch_steps", torch.zeros((), dtype=DTYPE, device=sdata.device))
+        n = int(store["stoch_steps"].item())
+        per_epoch = math.ceil(sdata.windows.S / idx.numel())
+        # once at the start; once per epoch when hyperparameters are learned (their steps
+        # change every window's statistics, and the incremental sum would drift)
+        if n == 0 or (n % per_epoch == 0 and learned):
+            refresh_statistics(sdata)
+        stats = [store[f"qstat_{k}"].detach().clone() for k in range(sdata.V)]
+        q_old = guide_params(sdata, local) if local.numel() else {}
+        _, old = _window_terms(sdata, hp, q_old, local)
+        # the other windows' statistics; their Ã are sums of PSD matrices, but when the
+        # hyperparameters moved since T was summed the difference can lose that (and with it
+        # P = I + β Ã its definiteness): clamp negative eigenvalues (T is recomputed each epoch)
+        others = [_psd_part(s - all_reduce_sum(o.clone()), sdata.M, D, sdata.J)
+                  for s, o, D in zip(stats, old, sdata.out_dims)]
+        params = [store[f"sq_{i}"].unconstrained() for i in local.tolist()]
+        g_on = [_g_on(sdata, v) for v in hp["views"]]
+        M, J = sdata.M, sdata.J
+
+        def fun():
+            with torch.enable_grad():
+                try:
+                    q = guide_params(sdata, local) if local.numel() else {}
+                    terms, flats = _window_terms(sdata, hp, q, local)
+                    failed = 0.0
+                except NotPositiveDefiniteError:      # a trial point of the line search: reject it
+                    terms, flats, failed = None, None, 1.0
+                # one collective first, so every rank takes the same branch (a rank that
+                # failed must not skip collectives the others make)
+                head = torch.tensor([0.0 if terms is None else float(terms.detach()), failed], dtype=DTYPE,
+                                    device=sdata.device)
+                head = all_reduce_sum(head)
+                if float(head[1]) > 0:
+                    return math.inf, None
+                value = float(head[0])
+                sur = terms
+                for k, D in enumerate(sdata.out_dims):
+                    tot = (others[k] + all_reduce_sum(flats[k].detach().clone())).requires_grad_()
+                    c = _collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot, M, D, J), g_on[k]),
+                                         g_on[k])
+                    (G,) = torch.autograd.grad(c, tot)
+                    value += float(c.detach())
+                    sur = sur + (G * flats[k]).sum()      # chain rule through the summed statistics
+                grads = torch.autograd.grad(sur, params) if params else []
+            return -value, [-g for g in grads]
+
+        lbfgs_sharded(fun, params, self.local_iters, device=sdata.device)
+        if world > 1:   # every rank keeps every window's q(X): share the windows this rank optimised
+            rank = rank_world()[0]
+            packed = torch.stack([store[f"sq_{i}"].unconstrained().detach() for i in idx.tolist()])
+            mask = torch.zeros(idx.numel(), dtype=DTYPE, device=sdata.device)
+            mask[rank::world] = 1.0
+            packed = all_reduce_sum(packed * mask[:, None, None, None])
+            for i, x in zip(idx.tolist(), packed):
+                store[f"sq_{i}"].unconstrained().copy_(x)
+        q_new = guide_params(sdata, local) if local.numel() else {}
+        _, new = _window_terms(sdata, hp, q_new, local)
+        for k, D in enumerate(sdata.out_dims):
+            tot = others[k] + all_reduce_sum(new[k].clone())
+            store[f"qstat_{k}"].unconstrained().copy_(tot)
+            _store_natural(store, k, _optimal_natural(hp["views"][k], _unflatten(tot, M, D, J), g_on[k]), g_on[k])
+        store["stoch_steps"].unconstrained().add_(1)
+
+
+def _q_kl(nat: dict, g_on: bool, J: int) -> torch.Tensor:
+    """KL(q(ṽ), q(ũ) ‖ N(0, I)) of one view from its natural parameters."""
+    mv, LPv = _q_moments(nat["vP"], nat["vT"])
+    out = _kl_white(mv, LPv)
+    if g_on:
+        for j in range(J):
+            mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
+            out = out + _kl_white(mu_[..., 0].mT, LPu)
+    return out
+
+
+@torch.no_grad()
+def refresh_statistics(sdata: StochasticData, chunk: int = 256) -> None:
+    """Recompute every view's running statistics over all windows (sharded over the ranks)
+    and set q(V), q(U) to their optimum given them (the full-data natural-gradient step of
+    length 1: the uncollapsed ELBO then equals the collapsed bound)."""
+    store = pyro.get_param_store()
+    hp = _detached(model_params(sdata))
+    rank, world = rank_world()
+    S = sdata.windows.S
+    mine = torch.arange(S, device="cpu")[rank::world]
+    tot = [torch.zeros(_stat_size(sdata.M, D, sdata.J), dtype=DTYPE, device=sdata.device) for D in sdata.out_dims]
+    for lo in range(0, max(mine.numel(), 1), chunk):
+        part = mine[lo:lo + chunk]
+        q = guide_params(sdata, part) if part.numel() else {}
+        _, flats = _window_terms(sdata, hp, q, part)
+        tot = [a + b for a, b in zip(tot, flats)]
+    if mine.numel() < S:                   # windows of other ranks: register their parameters here too
+        guide_params(sdata, torch.arange(S, device="cpu"))
+    for k, D in enumerate(sdata.out_dims):
+        t = all_reduce_sum(tot[k])
+        v = hp["views"][k]
+        g_on = _g_on(sdata, v)
+        store.setdefault(f"qstat_{k}", torch.zeros_like(t))
+        store[f"qstat_{k}"].unconstrained().copy_(t)
+        _store_natural(store, k, _optimal_natural(v, _unflatten(t, sdata.M, D, sdata.J), g_on), g_on)
+
+
+def _window_moments(d: StochasticData, hp: dict, idx: torch.Tensor):
+    """q(X) moments of the windows ``idx`` (CPU indices): ``(mu, s, rows, valid)`` with
+    ``mu``, ``s`` (V, n_windows, window length, Q) private means/variances (zero on padding),
+    ``rows`` the frame index of each slot and ``valid`` the mask of real (unpadded) slots."""
+    q = guide_params(d, idx)
+    li = idx.to(d.device)
+    m = d.mask[li].to(DTYPE)
+    rows = d.rows[li]
+    mu = torch.stack(q["mu"]) * m[None, :, :, None]
+    _, sdiag = window_kl(d.times[rows] * m, m, hp["time_s"], hp["views"], mu, torch.stack(q["lam"]))
+    return mu, sdiag, rows, d.mask[li]
+
+
+def _global_kl(d: StochasticData) -> torch.Tensor:
+    """Σ_k KL(q(ṽ_k), q(ũ_k) ‖ p) at the stored natural parameters."""
+    hp = model_params(d)
+    return sum((_q_kl(_natural_params(k), _g_on(d, v), d.J) for k, v in enumerate(hp["views"])),
+               torch.zeros((), dtype=DTYPE, device=d.device))
+
+
+def _partition_term(obj: StochasticELBO, d: StochasticData, idx: torch.Tensor, S: int) -> float:
+    """Σ over windows ``idx`` of [E log lik − KL_i] (weight 1), without the global KL."""
+    # the objective returns −(c Σ_i terms_i − KL_global) with c = S/|idx|
+    c = S / idx.numel()
+    val = obj(model_params, guide_params, d, update=False)
+    return float((-val + _global_kl(d)) / c)

@@ -1,0 +1,160 @@
+"""Windows of the stochastic McGPDS fit: the frames cut into independent time blocks, the
+data object of the stochastic model/guide, and the guide's per-window parameters.
+
+Windows (the approximation)
+---------------------------
+Sequences are cut into consecutive, non-overlapping windows of ``window`` frames (the
+last window of a sequence may be shorter); every window is an independent block of the
+time kernels, i.e. the model is McGPDS with ``seq_ids`` := window ids. Within a window
+the time prior is exact (the paper's RBF + white + bias kernels); across a window
+boundary the prior correlation is dropped, and the bias term (a constant offset per
+sequence) becomes one offset per window. With RBF inverse width γ and frame spacing Δt
+the dropped correlation at distance d frames is ``exp(−γ (d Δt)² / 2)``; it is negligible
+once the window is several time-lengthscales long (the default inverse width
+``100/range(t)²`` of one window gives a lengthscale of a tenth of the window). A
+sequence no longer than ``window`` is not cut at all, so on data made of short sequences
+(human pose: 7 sequences of ≤ 194 frames, ``window ≥ 194``) this is the paper's model.
+Why windows rather than a Markovian (state-space) time prior: windows keep the
+paper's kernel, its bias and white terms and the Opper–Archambeau q(X) unchanged; a
+state-space prior would replace the RBF time kernel by a Matérn one. The cost of a
+window is O(L³) and an epoch costs O(N L² + N M²), linear in the number of frames N.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyro
+import pyro.optim
+import torch
+
+from tandem.inference.numerics import DTYPE
+from tandem.inference.validation import (
+    check_int_range,
+)
+from tandem.models.kernels import mapping_kernel_kind
+from tandem.models.mcgpds import (
+    hyperparams,
+)
+
+__all__ = ["StochasticData", "Windows", "guide_params", "model_params"]
+
+
+# --------------------------------------------------------------------------- windows
+class Windows:
+    """Frames cut into windows of at most ``window`` consecutive frames of one sequence.
+
+    ``seq_ids`` (N,) sequence labels (frames of a sequence in row order; they need not be
+    contiguous). Attributes: ``rows`` (S, L) frame indices (padding 0), ``mask`` (S, L)
+    bool, ``ids`` (N,) window id of every frame. Vectorised, O(N log N). The bookkeeping stays
+    on the CPU (:class:`StochasticData` moves ``rows`` and ``mask`` to the data's device).
+    """
+
+    def __init__(self, seq_ids, window: int):
+        seq_ids = (seq_ids.detach() if isinstance(seq_ids, torch.Tensor)
+                   else torch.as_tensor(np.asarray(seq_ids), device="cpu")).long().reshape(-1).cpu()
+        L = check_int_range(window, "window", low=1)
+        N = seq_ids.numel()
+        if N == 0:
+            raise ValueError("seq_ids: expected at least one frame")
+        order = torch.argsort(seq_ids, stable=True)
+        s = seq_ids[order]
+        new = torch.ones(N, dtype=torch.bool, device="cpu")
+        new[1:] = s[1:] != s[:-1]
+        start = torch.cummax(torch.where(new, torch.arange(N, device="cpu"),
+                                         torch.zeros(N, dtype=torch.long, device="cpu")), 0).values
+        pos = torch.arange(N, device="cpu") - start                          # position within its sequence
+        wstart = new | (pos % L == 0)
+        wid_sorted = torch.cumsum(wstart.long(), 0) - 1
+        S = int(wid_sorted[-1]) + 1
+        rows = torch.zeros(S, L, dtype=torch.long, device="cpu")
+        mask = torch.zeros(S, L, dtype=torch.bool, device="cpu")
+        rows[wid_sorted, pos % L] = order
+        mask[wid_sorted, pos % L] = True
+        ids = torch.empty(N, dtype=torch.long, device="cpu")
+        ids[order] = wid_sorted
+        self.rows, self.mask, self.ids, self.window = rows, mask, ids, L
+
+    @property
+    def S(self) -> int:
+        return int(self.rows.shape[0])
+
+
+@dataclass
+class StochasticData:
+    """The one argument of the stochastic model/guide/objective (scaled views on ``device``).
+
+    Carries the attributes :func:`tandem.models.mcgpds.hyperparams` reads (``fixed``,
+    ``init``, ``V``, ``mapping_kernel``, ``private_prior``, ``time_white``, ``time_bias``),
+    so the hyperparameters are the model's own ``pyro.param`` s with its names and
+    constraints.
+    """
+    views: list
+    times: torch.Tensor
+    windows: Windows
+    Q: int
+    M: int
+    J: int
+    init: dict
+    X0: torch.Tensor
+    fixed: frozenset = frozenset()
+    mapping_kernel: str = "rbfard"
+    time_white: bool = True
+    time_bias: bool = True
+    private_prior: str = "mcgpds"
+    lam_init: float = 0.5
+    out_dims: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.mapping_kernel = mapping_kernel_kind(self.mapping_kernel)   # a models.kernels object or alias
+        self.out_dims = [int(Y.shape[1]) for Y in self.views]
+        self.device = self.times.device
+        self.rows = self.windows.rows.to(self.device)
+        self.mask = self.windows.mask.to(self.device)
+
+    @property
+    def V(self) -> int:
+        return len(self.views)
+
+    @property
+    def N(self) -> int:
+        return int(self.times.numel())
+
+
+# --------------------------------------------------------------------------- model / guide params
+def model_params(sdata: StochasticData, idx=None) -> dict:
+    """The model side: registers (or reads) the McGPDS hyperparameters, as the model does."""
+    return hyperparams(sdata)
+
+
+def guide_params(sdata: StochasticData, idx: torch.Tensor) -> dict:
+    """The guide side for windows ``idx`` (B,): their q(X) parameters and q(V), q(U).
+
+    Returns ``mu``, ``lam``: V × (B, L, Q). Window i has ONE parameter ``sq_i`` (V, L, 2Q)
+    holding ``[μ, log λ]`` of every view (one tensor per window keeps the per-step optimiser
+    work at B small updates; λ = exp(·) > 0), created from the PCA init on first use. The
+    natural parameters of the whitened q(ṽ), q(ũ) — ``qvP_k`` (M, M), ``qvT_k`` (M, D),
+    ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and set to their
+    optimum given the running statistics by :class:`StochasticELBO` (never by the
+    optimiser), so they enter the loss detached.
+    """
+    dev, M, J, Q, V = sdata.device, sdata.M, sdata.J, sdata.Q, sdata.V
+    rows = sdata.windows.rows
+    loglam = math.log(float(sdata.lam_init))
+
+    def init(r):
+        x0 = sdata.X0[r.to(dev)]
+        return torch.cat([x0, torch.full_like(x0, loglam)], -1).expand(V, -1, -1).clone()
+
+    packed = torch.stack([pyro.param(f"sq_{i}", lambda r=rows[i]: init(r)) for i in idx.tolist()])
+    packed = packed.movedim(1, 0)                                  # (V, B, L, 2Q)
+    mus = list(packed[..., :Q].unbind(0))
+    lams = list(packed[..., Q:].exp().unbind(0))
+    eye = torch.eye(M, dtype=DTYPE, device=dev)
+    for k, D in enumerate(sdata.out_dims):
+        pyro.param(f"qvP_{k}", lambda: eye.clone())
+        pyro.param(f"qvT_{k}", lambda D=D: torch.zeros(M, D, dtype=DTYPE, device=dev))
+        pyro.param(f"quP_{k}", lambda D=D: eye.expand(J, D, M, M).clone())
+        pyro.param(f"quT_{k}", lambda D=D: torch.zeros(J, M, D, dtype=DTYPE, device=dev))
+    return {"mu": mus, "lam": lams}
