@@ -240,7 +240,8 @@ def target_cases(t: Target, rtol: float = 1e-6, atol: float = 1e-8) -> list:
                 return not isinstance(ref, Exception) and _close(rc[0], ref, rtol, atol)
 
             # a length mismatch between arguments may be reported under either argument
-            names = tuple(t.kinds) if v.label == "one row short" else (arg, arg.split("[")[0])
+            names = ((*t.kinds, *(a.split("[")[0] for a in t.kinds)) if v.label == "one row short"
+                     else (arg, arg.split("[")[0]))
             cases.append(Case(f"{t.name}: {arg} = {v.label}", run, names, None if v.expect == "error" else ok))
     return cases
 
