@@ -7,6 +7,7 @@ arrays for the deterministic reference algorithms) so callers need no further ca
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -245,7 +246,8 @@ def check_real_range(value, name: str, low: float | None = None, high: float | N
 
 
 def require_file(path, what: str, hint: str = "") -> Path:
-    """Return ``Path(path)`` if it exists, else raise ``FileNotFoundError`` naming it.
+    """Return ``Path(path)`` if it is a readable file: ``FileNotFoundError`` naming it when it
+    does not exist, ``ValueError`` naming it when it is a folder or cannot be read.
 
     ``hint`` says where to get the file (e.g. the data README)."""
     p = Path(path)
@@ -254,6 +256,10 @@ def require_file(path, what: str, hint: str = "") -> Path:
         if hint:
             msg += f". {hint}"
         raise FileNotFoundError(msg)
+    if p.is_dir():
+        raise ValueError(f"{what}: expected the file {p}, which is a folder")
+    if not os.access(p, os.R_OK):
+        raise ValueError(f"{what}: the file {p} cannot be read (permission denied)")
     return p
 
 

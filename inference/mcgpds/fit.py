@@ -72,7 +72,7 @@ from tandem.inference.mcgpds.bound import (
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.persistence import PersistenceError, dump, load
 from tandem.inference.svi import LBFGS, fit, minimize
-from tandem.inference.validation import as_tensor, check_real_range, resolve_device, sequence_labels
+from tandem.inference.validation import as_tensor, check_real_range, check_time_order, resolve_device, sequence_labels
 from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
@@ -562,7 +562,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     if Ys.shape[1] != data.out_dims[source]:
         raise ValueError(f"Y_source_test: expected {data.out_dims[source]} columns (view {source}), "
                          f"got {Ys.shape[1]}")
-    ts = as_tensor(t_test, "t_test", ndim=1).to(dev)
+    ts = as_tensor(t_test, "t_test", ndim=1, detach=True).to(dev)
+    check_time_order(ts, None, times_name="t_test")
     Ns = Ys.shape[0]
     if Ns == 0:
         raise ValueError(f"Y_source_test: expected at least one test frame (row), got shape {tuple(Ys.shape)}")
