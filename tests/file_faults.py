@@ -103,8 +103,8 @@ def loaders() -> list:
         ("load_human_pose", [str(human_pose.HUMAN_POSE_FILE)], lambda d: human_pose.load_human_pose(d)),
         ("load_oil", [str(f) for f in oil.OIL_FILES], lambda d: oil.load_oil(d)),
         ("load_poser", ["human_pose/ankurDataPoseSilhouette.mat"], lambda d: poser.load_poser(d)),
-        ("load_usps_reconstruction", ["usps_9298.mat", "usps_gpml_resampled_train_labels.txt",
-                                      "usps_gpml_resampled_test_labels.txt"],
+        ("load_usps_reconstruction", ["usps/usps_9298.mat", "usps/usps_gpml_resampled_train_labels.txt",
+                                      "usps/usps_gpml_resampled_test_labels.txt"],
          lambda d: usps.load_usps_reconstruction(d)),
         ("load_webkb_raw", [text.WEBKB_RAW], lambda d: text.load_webkb_raw(d)),
         ("load_webkb_linqs", [f"webkb/linqs/{u}.content" for u in text.UNIVERSITIES],
@@ -161,9 +161,26 @@ def _case(name, files, load, fault, write):
     return Case(f"{name}: {fault}", run, names, (lambda rc: True) if fresh else None)
 
 
+def _data_dir_case(name, load, what, value):
+    def run():
+        folder = Path(tempfile.mkdtemp(prefix="tandem_ff_"))
+        if value == "file":
+            (folder / "plain.txt").write_text("x")
+            return load(folder / "plain.txt")
+        if value == "missing":
+            return load(folder / "no_such_folder")
+        return load(value)
+    return Case(f"{name}: data_dir = {what}", run, ("data_dir", "no_such_folder"))
+
+
 def cases() -> list:
-    """Every loader × every fault (the unreadable case only when not root)."""
+    """Every loader × every fault (the unreadable case only when not root), and every data-set
+    loader's ``data_dir`` given as a file, a missing folder or a number."""
     out = []
+    for name, files, load in loaders():
+        if name.startswith("load_") and name not in ("load_fitted", "load_checkpoint"):
+            for what, value in (("a file", "file"), ("a missing folder", "missing"), ("the number 3", 3)):
+                out.append(_data_dir_case(name, load, what, value))
     for name, files, load in loaders():
         for fault, write in FAULTS.items():
             if write == "unreadable" and hasattr(os, "geteuid") and os.geteuid() == 0:
