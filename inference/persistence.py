@@ -400,6 +400,61 @@ def dump(obj, path, kind: str) -> Path:
     return atomic_write(path, lambda f: torch.save(payload, f))
 
 
+#: the only globals a file written by :func:`dump` names in its pickle (torch's tensor rebuild,
+#: its typed storages, OrderedDict); anything else is refused before torch reads the file
+_ALLOWED_GLOBALS = {("torch._utils", "_rebuild_tensor_v2"), ("collections", "OrderedDict")}
+#: opcodes :func:`torch.save` never writes (protocol 2, GLOBAL only) but a crafted pickle uses
+_REFUSED_OPCODES = {"STACK_GLOBAL", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4"}
+
+
+def check_archive(path: Path) -> None:
+    """Refuse, before torch reads it, a file that is not the zip archive :func:`dump` writes.
+
+    Checks, without unpickling anything: the zip magic ``PK\\x03\\x04`` (a raw pickle —
+    torch's legacy format — or another file type is refused here, so torch never parses it
+    and emits no "Detected pickle protocol" warning); that the archive opens (else it is
+    truncated or corrupt); its layout (one top folder holding ``data.pkl``); and the
+    opcodes of ``data.pkl``: only ``GLOBAL`` references to :data:`_ALLOWED_GLOBALS` or to a
+    ``torch.*Storage`` class. Raises :class:`PersistenceError` naming the file."""
+    import pickletools
+    import zipfile
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as err:      # unreadable (permissions), a special file
+        raise PersistenceError(f"{path} cannot be read ({type(err).__name__}: {err.strerror or err})") from None
+    if head != b"PK\x03\x04":
+        kind = "a raw pickle" if head[:1] == b"\x80" else "not a zip archive"
+        raise PersistenceError(f"{path} is not a tandem file ({kind}; tandem files are torch zip archives); "
+                               "refused without unpickling it")
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+            tops = {n.split("/", 1)[0] for n in names}
+            if len(tops) != 1 or f"{next(iter(tops))}/data.pkl" not in names:
+                raise PersistenceError(f"{path} is a zip archive but not a tandem/torch file (entries: "
+                                       f"{sorted(names)[:5]}...)")
+            data = z.read(f"{next(iter(tops))}/data.pkl")
+    except PersistenceError:
+        raise
+    except (zipfile.BadZipFile, OSError, EOFError, KeyError, ValueError) as err:
+        raise PersistenceError(f"{path} is truncated or corrupt ({type(err).__name__}: {err})") from None
+    try:
+        for op, arg, _ in pickletools.genops(data):
+            if op.name in _REFUSED_OPCODES:
+                raise PersistenceError(f"{path} holds a pickle opcode ({op.name}) that a tandem file never has; "
+                                       "refused without unpickling it")
+            if op.name == "GLOBAL":
+                mod, _, name = str(arg).partition(" ")
+                if (mod, name) not in _ALLOWED_GLOBALS and not (mod == "torch" and name.endswith("Storage")):
+                    raise PersistenceError(f"{path} names {mod}.{name} in its pickle, which a tandem file never "
+                                           "does (it could run code when loaded); refused without unpickling it")
+    except PersistenceError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a damaged pickle stream
+        raise PersistenceError(f"{path} is damaged ({type(err).__name__}: {err})") from None
+
+
 def load(path, kind: str | None = None, map_location=None):
     """Read a file written by :func:`dump` (``kind`` checked when given).
 
@@ -414,6 +469,7 @@ def load(path, kind: str | None = None, map_location=None):
         raise PersistenceError(f"{path} is a folder, expected a tandem file")
     if path.stat().st_size == 0:
         raise PersistenceError(f"{path} is empty (a write was interrupted?)")
+    check_archive(path)
     try:
         z = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as err:  # noqa: BLE001 - anything torch/pickle/zip raises on a bad file

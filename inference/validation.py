@@ -7,6 +7,7 @@ arrays for the deterministic reference algorithms) so callers need no further ca
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -22,31 +23,60 @@ class NotFittedError(ValueError, AttributeError):
     ``tandem.NotFittedError``."""
 
 
+def _read_array(x, name: str) -> np.ndarray | torch.Tensor:
+    """The one reader of array-likes: a torch tensor (detached later if asked), a numpy array,
+    a scipy.sparse matrix (densified), a pandas frame/series or nested lists/tuples (via
+    ``np.asarray``). Refuses meta-device tensors (they hold no values), bool, complex, string,
+    object and ragged inputs, each with a ``ValueError`` naming ``name``."""
+    import scipy.sparse as sp
+    if sp.issparse(x):
+        x = x.toarray()
+    if isinstance(x, torch.Tensor):
+        if x.device.type == "meta":
+            raise ValueError(f"{name}: got a tensor on the meta device, which holds no values; expected data "
+                             "(a numpy array or a tensor on the CPU or a GPU)")
+        if x.dtype == torch.bool or x.is_complex():
+            raise ValueError(f"{name}: expected a real numeric array, got dtype {x.dtype}"
+                             + (" (cast 0/1 flags to float explicitly)" if x.dtype == torch.bool else ""))
+        return x
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError) as e:   # ragged nested lists, odd containers
+        raise ValueError(f"{name}: expected a rectangular numeric array, got {type(x).__name__} ({e})") from None
+    if a.dtype == bool:
+        raise ValueError(f"{name}: expected a real numeric array, got dtype bool (cast 0/1 flags to float explicitly)")
+    if np.iscomplexobj(a):
+        raise ValueError(f"{name}: expected a real numeric array, got complex values")
+    if a.dtype == object or not np.issubdtype(a.dtype, np.number):
+        raise ValueError(f"{name}: expected a real numeric array, got dtype {a.dtype}")
+    return a
+
+
 def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
               finite: bool = True, min_rows: int | None = None,
               shape: Sequence[int | None] | None = None, detach: bool = False) -> torch.Tensor:
-    """Convert ``x`` (array-like, any numeric dtype) to a ``dtype`` tensor and check it.
+    """Convert ``x`` (array-like, any real numeric dtype) to a ``dtype`` tensor and check it.
+
+    Accepted: numpy arrays of any real numeric dtype and memory layout, torch tensors (they
+    stay on their device), nested lists/tuples, scipy.sparse matrices (densified), pandas
+    frames. Refused with a ``ValueError`` naming ``name``: ``None``, bool, complex, string or
+    object dtype, ragged lists, tensors on the meta device, the wrong rank or shape, a
+    zero-length axis after the first (a (N, 0) array has no features), fewer than
+    ``min_rows`` rows, and NaN/inf (when ``finite``).
 
     ``shape`` entries that are ``None`` are free. ``detach``: read a tensor with
     ``requires_grad`` as its values (the estimators' data inputs: data are never a graph);
-    by default a graph is kept (objectives differentiate through this). Raises ``ValueError`` on wrong rank,
-    wrong shape, non-numeric data, too few rows, or NaN/inf (when ``finite``).
+    by default a graph is kept (objectives differentiate through this).
     """
     if x is None:
         raise ValueError(f"{name}: expected an array, got None")
+    x = _read_array(x, name)
     if isinstance(x, torch.Tensor):
         t = x.detach() if (detach or not x.requires_grad) else x
-        if t.dtype == torch.bool or t.is_complex():
-            raise ValueError(f"{name}: expected a real numeric array, got dtype {t.dtype}")
         t = t.to(dtype)
     else:
-        a = np.asarray(x)
-        if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
-            raise ValueError(f"{name}: expected a real numeric array, got dtype {a.dtype}")
-        if np.iscomplexobj(a):
-            raise ValueError(f"{name}: expected a real numeric array, got complex values")
         # numpy data start on the CPU; callers move them to the device they work on
-        t = torch.as_tensor(a.astype(np.float64 if dtype == torch.float64 else np.float32), device="cpu")
+        t = torch.as_tensor(x.astype(np.float64 if dtype == torch.float64 else np.float32), device="cpu")
         t = t.to(dtype)
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-d array, got shape {tuple(t.shape)}")
@@ -54,11 +84,71 @@ def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
         if t.dim() != len(shape) or any(s is not None and s != d for s, d in zip(shape, t.shape)):
             want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
             raise ValueError(f"{name}: expected shape {want}, got {tuple(t.shape)}")
+    if t.dim() >= 2 and 0 in t.shape[1:]:
+        raise ValueError(f"{name}: has a zero-length axis (shape {tuple(t.shape)}); expected at least one "
+                         "column (feature)")
     if min_rows is not None and (t.dim() == 0 or t.shape[0] < min_rows):
         raise ValueError(f"{name}: expected at least {min_rows} rows, got shape {tuple(t.shape)}")
     if finite:
         check_finite(t, name)
     return t
+
+
+def as_index_array(x, name: str, shape: Sequence[int | None] | None = None) -> np.ndarray:
+    """The one validator of integer index arrays (e.g. correspondence pairs): an int64 numpy
+    array. Integer dtypes, and real values that are whole numbers, are accepted (lists,
+    tensors, any layout); NaN, inf, fractional values, bool, complex, string and object
+    entries and meta tensors are a ``ValueError`` naming ``name``; ``shape`` as in
+    :func:`as_tensor`. Ranges are the caller's to check (they depend on the data)."""
+    if x is None:
+        raise ValueError(f"{name}: expected an integer array, got None")
+    a = _read_array(x, name)
+    a = a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+    if shape is not None and (a.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, a.shape))):
+        want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"{name}: expected an integer array of shape {want}, got shape {a.shape}")
+    if not np.issubdtype(a.dtype, np.integer):
+        f = a.astype(np.float64)
+        bad = ~np.isfinite(f) | (f != np.round(f))
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"{name}: expected integer indices, got {a[idx]!r} at index {idx}")
+    return a.astype(np.int64)
+
+
+def label_codes(y, n: int, name: str) -> np.ndarray:
+    """The one validator of per-row labels (sequence ids, class labels): (n,) int64 codes
+    0..L−1 in order of first appearance. ``y`` (n,) may hold any hashable labels (ints,
+    floats, strings; a list, numpy array or tensor); two rows share a label iff their labels
+    are equal (a fractional label is its own label, never truncated). NaN and ``None`` labels,
+    the wrong length or rank, and meta tensors are a ``ValueError`` naming ``name``."""
+    if isinstance(y, torch.Tensor):
+        if y.device.type == "meta":
+            raise ValueError(f"{name}: got a tensor on the meta device, which holds no values; expected labels")
+        y = y.detach().cpu().numpy()
+    try:
+        a = np.asarray(y)
+    except Exception as e:  # ragged or odd containers
+        raise ValueError(f"{name}: expected {n} labels (one per row), got {type(y).__name__} ({e})") from None
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(f"{name}: expected {n} labels (one per row), got shape {a.shape}")
+    if a.dtype.kind in "fc":
+        if np.isnan(a).any():
+            raise ValueError(f"{name}: contains NaN labels (first at index {int(np.flatnonzero(np.isnan(a))[0])}); "
+                             "expected one hashable label per row")
+    elif a.dtype == object:
+        for i, v in enumerate(a):
+            if v is None or (isinstance(v, float) and v != v):
+                raise ValueError(f"{name}: label {i} is {v!r}; expected one hashable label per row")
+            try:
+                hash(v)
+            except TypeError:
+                raise TypeError(f"{name}: label {i} ({type(v).__name__}) is not hashable") from None
+    codes = {}
+    out = np.empty(n, dtype=np.int64)
+    for i, v in enumerate(a.tolist()):
+        out[i] = codes.setdefault(v, len(codes))
+    return out
 
 
 def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
@@ -72,6 +162,11 @@ def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
     if sp.issparse(x):
         if ndim not in (None, 2):
             raise ValueError(f"{name}: a sparse matrix is 2-d, expected {ndim}-d")
+        if x.dtype == bool or np.issubdtype(x.dtype, np.complexfloating) or not np.issubdtype(x.dtype, np.number):
+            raise ValueError(f"{name}: expected a real numeric sparse matrix, got dtype {x.dtype}")
+        if 0 in x.shape[1:]:
+            raise ValueError(f"{name}: has a zero-length axis (shape {x.shape}); expected at least one column")
+        x = sp.csr_matrix(x, dtype=np.float64)
         if finite and not np.isfinite(x.data).all():
             raise ValueError(f"{name}: contains NaN or inf entries")
         if min_rows is not None and x.shape[0] < min_rows:
@@ -151,7 +246,8 @@ def check_real_range(value, name: str, low: float | None = None, high: float | N
 
 
 def require_file(path, what: str, hint: str = "") -> Path:
-    """Return ``Path(path)`` if it exists, else raise ``FileNotFoundError`` naming it.
+    """Return ``Path(path)`` if it is a readable file: ``FileNotFoundError`` naming it when it
+    does not exist, ``ValueError`` naming it when it is a folder or cannot be read.
 
     ``hint`` says where to get the file (e.g. the data README)."""
     p = Path(path)
@@ -160,6 +256,10 @@ def require_file(path, what: str, hint: str = "") -> Path:
         if hint:
             msg += f". {hint}"
         raise FileNotFoundError(msg)
+    if p.is_dir():
+        raise ValueError(f"{what}: expected the file {p}, which is a folder")
+    if not os.access(p, os.R_OK):
+        raise ValueError(f"{what}: the file {p} cannot be read (permission denied)")
     return p
 
 
@@ -168,45 +268,22 @@ def sequence_labels(ids, N: int, times=None, name: str = "sequence_ids") -> np.n
 
     ``ids`` (N,) may hold any hashable labels (ints, floats, strings, a numpy/torch array);
     two frames are in one sequence iff their labels are equal — a fractional label is its own
-    sequence, never truncated to an integer. Codes are given in order of first appearance.
-    NaN or ``None`` labels are refused. With ``times`` (N,), frames of one sequence must be
-    given in increasing time order (:func:`check_time_order`)."""
-    if isinstance(ids, torch.Tensor):
-        ids = ids.detach().cpu().numpy()
-    try:
-        a = np.asarray(ids)
-    except Exception as e:  # ragged or odd containers
-        raise ValueError(f"{name}: expected {N} sequence labels (one per frame), got {type(ids).__name__} ({e})") \
-            from None
-    if a.ndim != 1 or a.shape[0] != N:
-        raise ValueError(f"{name}: expected {N} sequence labels (one per frame), got shape {a.shape}")
-    if a.dtype.kind in "fc":
-        if np.isnan(a).any():
-            raise ValueError(f"{name}: contains NaN labels (first at index {int(np.flatnonzero(np.isnan(a))[0])}); "
-                             "expected one hashable label per frame")
-    elif a.dtype == object:
-        for i, v in enumerate(a):
-            if v is None or (isinstance(v, float) and v != v):
-                raise ValueError(f"{name}: label {i} is {v!r}; expected one hashable label per frame")
-            try:
-                hash(v)
-            except TypeError:
-                raise TypeError(f"{name}: label {i} ({type(v).__name__}) is not hashable") from None
-    codes = {}
-    out = np.empty(N, dtype=np.int64)
-    for i, v in enumerate(a.tolist()):
-        out[i] = codes.setdefault(v, len(codes))
+    sequence, never truncated to an integer. Codes are given in order of first appearance
+    (:func:`label_codes`). NaN or ``None`` labels are refused. With ``times`` (N,), frames of
+    one sequence must be given in increasing time order (:func:`check_time_order`)."""
+    out = label_codes(ids, N, name)
     if times is not None:
         check_time_order(times, out, name)
     return out
 
 
-def check_time_order(times, labels=None, name: str = "sequence_ids") -> None:
-    """Raise ``ValueError`` unless, within every sequence (``labels``; ``None`` = one sequence),
-    the frames are given in non-decreasing time order. Frames out of order would be read as
-    a different trajectory by the time kernels (the models do not reorder)."""
-    t = times.detach().cpu().numpy() if isinstance(times, torch.Tensor) else np.asarray(times, dtype=np.float64)
-    t = t.reshape(-1)
+def check_time_order(times, labels=None, name: str = "sequence_ids", times_name: str = "times") -> None:
+    """Raise ``ValueError`` (naming ``times_name``) unless, within every sequence (``labels``;
+    ``None`` = one sequence), the frames are given in non-decreasing time order. Frames out
+    of order would be read as a different trajectory by the time kernels (the models do not
+    reorder), so every entry point that takes time stamps (fits, predictions, data builders)
+    refuses them."""
+    t = as_tensor(times, times_name, detach=True).cpu().numpy().reshape(-1)
     lab = np.zeros(t.shape[0], dtype=np.int64) if labels is None else np.asarray(labels).reshape(-1)
     order = np.argsort(lab, kind="stable")
     ls, ts = lab[order], t[order]
@@ -214,7 +291,7 @@ def check_time_order(times, labels=None, name: str = "sequence_ids") -> None:
     if bad.size:
         i, j = int(order[bad[0]]), int(order[bad[0] + 1])
         where = "" if labels is None else f" of one sequence ({name})"
-        raise ValueError(f"times: frames{where} must be given in increasing time order; frame {j} "
+        raise ValueError(f"{times_name}: frames{where} must be given in increasing time order; frame {j} "
                          f"(t = {ts[bad[0] + 1]:g}) comes after frame {i} (t = {ts[bad[0]]:g}). Sort the rows "
                          "of every input by time within each sequence first")
 

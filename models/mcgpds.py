@@ -49,6 +49,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
@@ -56,7 +57,7 @@ from pyro import poutine
 from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
-from tandem.inference.validation import as_tensor, check_int_range, resolve_device
+from tandem.inference.validation import as_tensor, check_int_range, check_time_order, label_codes, resolve_device
 from tandem.models.kernels import (
     PAPER_NAMES,
     MappingKernel,
@@ -287,13 +288,24 @@ class McGPDSData:
         N = int(self.times.numel())
         if N < 2:
             raise ValueError(f"times: expected at least 2 time stamps (frames) to fit a latent space, got {N}")
-        seq = torch.as_tensor(self.seq_ids.detach() if isinstance(self.seq_ids, torch.Tensor) else self.seq_ids,
-                              device=self.device)
-        if seq.is_floating_point() and not bool((seq == seq.round()).all()):
-            raise ValueError("seq_ids: expected integer sequence labels")
-        self.seq_ids = seq.long().reshape(-1)
-        if self.seq_ids.numel() != N:
-            raise ValueError(f"seq_ids: expected {N} labels (one per time stamp), got {self.seq_ids.numel()}")
+        raw = self.seq_ids.detach() if isinstance(self.seq_ids, torch.Tensor) else self.seq_ids
+        if raw is None:
+            raise ValueError(f"seq_ids: expected {N} sequence labels (one per time stamp), got None")
+        if isinstance(raw, torch.Tensor):
+            integral = (raw.device.type != "meta" and raw.dtype != torch.bool and not raw.is_floating_point()
+                        and not raw.is_complex())
+        else:
+            raw = np.asarray(raw) if isinstance(raw, (list, tuple, np.ndarray)) else raw
+            integral = isinstance(raw, np.ndarray) and np.issubdtype(raw.dtype, np.integer)
+        if integral:      # integer labels are kept as given (the estimators pass codes)
+            seq = torch.as_tensor(raw, device=self.device).long().reshape(-1)
+            if seq.numel() != N:
+                raise ValueError(f"seq_ids: expected {N} labels (one per time stamp), got {seq.numel()}")
+        else:             # any other hashable labels: one validator (NaN refused, never truncated)
+            seq = torch.as_tensor(label_codes(raw, N, "seq_ids"), device=self.device)
+        self.seq_ids = seq
+        # frames of one sequence must come in time order (the time kernels read rows in order)
+        check_time_order(self.times, self.seq_ids.cpu().numpy(), "seq_ids")
         self.blocks = Blocks(self.seq_ids)
         for name in ("Q", "M", "J"):
             setattr(self, name, check_int_range(getattr(self, name), name, 1))

@@ -674,6 +674,46 @@ def contract_cases() -> list:
     return C
 
 
+def _reversed_times_cases() -> list:
+    """Frames out of time order, at every entry point that takes times (all refuse)."""
+    from tandem.inference.mcgpds import fit as mf
+    from tandem.inference.mcgpds import stochastic as st
+    from tandem.models.mcgpds import McGPDSData
+    r = np.random.default_rng(0)
+    Y = [r.normal(size=(12, 3)), r.normal(size=(12, 2))]
+    rev = np.arange(12.0)[::-1].copy()
+    cfg = mf.McGPDSConfig(Q=2, M=4, cycles=1, var_iters=2, model_iters=2, joint_iters=2)
+    sm = st.StochasticMcGPDS(config=st.StochasticConfig(Q=2, M=4, window=6, batch=1, num_steps=2, local_iters=2))
+    return [
+        Case("McGPDSData: times reversed", lambda: McGPDSData(Y, rev, np.zeros(12, int), 2, 4, 1), ("time order",)),
+        Case("fit_mcgpds: times reversed", lambda: mf.fit_mcgpds(Y, rev, config=cfg, progress=False),
+             ("time order",)),
+        Case("StochasticMcGPDS.prepare: times reversed", lambda: sm.prepare(Y, rev), ("time order",)),
+        Case("McGPDS.predict: t_test reversed", lambda: _tiny_mcgpds().fit(Y).predict(Y[0][:4], rev[:4]),
+             ("t_test",)),
+        Case("predict_view: t_test reversed", lambda: mf.predict_view(
+            mf.fit_mcgpds(Y, np.arange(12.0), config=cfg, progress=False), Y[0][:4], rev[:4]), ("t_test",)),
+    ]
+
+
+def input_contract_cases(names=None) -> list:
+    """Issue 18's generic input sweep (``tests/input_sweep.py``): every array argument of every
+    public method of the five estimators × every class of bad input (NaN, ±inf, rank, empty,
+    zero-length axis, mismatched lengths, object/str/complex/bool, lists, sparse, float32/int,
+    non-contiguous, requires_grad, meta tensors, 0-d; per kind time order, labels, indices,
+    weights), plus frames out of time order at every entry point that takes times."""
+    import input_sweep
+    return input_sweep.sweep_cases(names) + _reversed_times_cases()
+
+
+def file_loader_cases() -> list:
+    """Every file loader × every broken file (``tests/file_faults.py``): missing, folder, empty,
+    truncated, random bytes, text, code-running pickles (raw and torch zip), foreign zip and
+    torch files, unreadable."""
+    import file_faults
+    return file_faults.cases()
+
+
 def survey(cases=None) -> dict:
     cases = build_cases() if cases is None else cases
     out = {"clear": [], "handled": [], "cryptic": [], "silent": []}
@@ -686,7 +726,10 @@ def survey(cases=None) -> dict:
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     warnings.simplefilter("ignore")
-    res = survey()
+    # python fault_survey.py [all|contract|inputs|files]
+    sections = {"all": build_cases, "contract": contract_cases, "inputs": input_contract_cases,
+                "files": file_loader_cases}
+    res = survey(sections[sys.argv[1] if len(sys.argv) > 1 else "all"]())
     print("  ".join(f"{k}: {len(v)}" for k, v in res.items()), f"(of {sum(map(len, res.values()))})")
     for kind in ("cryptic", "silent"):
         for name, msg in res[kind]:

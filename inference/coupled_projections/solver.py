@@ -55,7 +55,14 @@ from tandem.inference.distances import knn, nearest, sq_dists
 from tandem.inference.params import Interval, OneOf, SequenceOf, TandemEstimator, own_params
 from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.svi import fit
-from tandem.inference.validation import NotFittedError, as_array, check_int_range, check_real_range, check_weights
+from tandem.inference.validation import (
+    NotFittedError,
+    as_array,
+    as_index_array,
+    check_int_range,
+    check_real_range,
+    check_weights,
+)
 from tandem.models import coupled_projections as cp_model
 
 __all__ = ["knn_heat_weights", "graph_laplacian", "check_pairs",
@@ -197,15 +204,10 @@ def check_pairs(pairs, nx: int, ny: int, d: int | None = None) -> np.ndarray:
         For a wrong shape, non-integer entries, an index out of range, duplicated pairs, no
         pair, or fewer than ``d`` pairs (the latent dimension).
     """
-    a = np.asarray(pairs)
+    a = as_index_array(pairs, "pairs")
     if a.ndim != 2 or a.shape[1] != 2:
         raise ValueError(f"pairs: expected an integer array of shape (K, 2) of (i, j) index pairs, "
                          f"got shape {a.shape}")
-    if a.size and not np.issubdtype(a.dtype, np.integer):
-        if not np.all(np.isfinite(a.astype(float))) or not np.all(a == np.round(a)):
-            raise ValueError("pairs: expected integer indices (got non-integer or NaN entries)")
-        a = a.astype(np.int64)
-    a = a.astype(np.int64)
     K = a.shape[0]
     if K == 0:
         raise ValueError("pairs: expected at least one known correspondence, got none")
@@ -676,7 +678,7 @@ class CoupledProjections(TandemEstimator):
             If X does not have D_x columns.
         """
         self._check_fitted()
-        X = as_array(X, "X (new points)", ndim=2)
+        X = as_array(X, "X (new points)", ndim=2, min_rows=1)
         if X.shape[1] != self.Mx.shape[0]:
             raise ValueError(f"X: expected {self.Mx.shape[0]} columns, got {X.shape[1]}")
         return (X - self.pca_x.mean) @ self.Mx
@@ -702,7 +704,7 @@ class CoupledProjections(TandemEstimator):
             If Y does not have D_y columns.
         """
         self._check_fitted()
-        Y = as_array(Y, "Y (new points)", ndim=2)
+        Y = as_array(Y, "Y (new points)", ndim=2, min_rows=1)
         if Y.shape[1] != self.My.shape[0]:
             raise ValueError(f"Y: expected {self.My.shape[0]} columns, got {Y.shape[1]}")
         return (Y - self.pca_y.mean) @ self.My

@@ -30,9 +30,23 @@ def data_dir(path: str | os.PathLike | None = None) -> Path:
     -------
     pathlib.Path
         The folder.
+
+    Raises
+    ------
+    TypeError
+        Naming ``data_dir`` when ``path`` is not a str or path.
+    ValueError
+        When it names an existing file rather than a folder (a folder that does not exist is
+        reported by the loader, naming the file it looked for).
     """
     if path is not None:
-        return Path(path)
+        if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"data_dir: expected a folder path (str or os.PathLike), got {path!r} of type "
+                            f"{type(path).__name__}")
+        p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"data_dir: {p} is a file; expected the folder that holds the data sets")
+        return p
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env)

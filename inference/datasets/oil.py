@@ -76,14 +76,17 @@ def read_netlab(path) -> tuple[np.ndarray, np.ndarray]:
     Raises
     ------
     ValueError
-        If the header is malformed, the body has the wrong shape or non-numeric, NaN or inf
-        entries.
+        If the file is not text, the header is malformed, the body has the wrong shape or
+        non-numeric, NaN or inf entries.
     """
-    lines = Path(path).read_text().split("\n")
+    try:
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a text file ({e}); expected a Netlab data file") from None
     head = {}
     for ln in lines[:3]:
         parts = ln.split()
-        if len(parts) != 2:
+        if len(parts) != 2 or not parts[1].isdigit():
             raise ValueError(f"{path}: expected a Netlab header 'nin/nout/ndata <int>', got {ln!r}")
         head[parts[0]] = int(parts[1])
     if set(head) != {"nin", "nout", "ndata"}:

@@ -360,6 +360,9 @@ class McGPDS(TandemEstimator):
             if Zs and Ys.shape[0] != Zs[0].shape[0]:
                 raise ValueError(f"{nm}: expected {Zs[0].shape[0]} rows like the other sources, got {Ys.shape[0]}")
             Zs.append(self.scalers_[k].transform(Ys))
+        if t_test is not None:
+            t_test = as_tensor(t_test, "t_test", ndim=1, detach=True).to(dev)
+            check_time_order(t_test, None, times_name="t_test")
         if t_test is None:
             if self._times_given:
                 raise ValueError("t_test: fit was given times, so give the test frames' time stamps too")

@@ -73,7 +73,7 @@ from tandem.inference.mcgpds.missing import check_missing_views, has_missing, me
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.persistence import PersistenceError, dump, load
 from tandem.inference.svi import LBFGS, fit, minimize
-from tandem.inference.validation import as_tensor, check_real_range, resolve_device, sequence_labels
+from tandem.inference.validation import as_tensor, check_real_range, check_time_order, resolve_device, sequence_labels
 from tandem.models.kernels import MappingKernel, kernel_from_spec, mapping_kernel_kind, time_params_kernel
 from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
@@ -659,7 +659,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
         Yl.append(Yk)
     Ys = torch.cat(Yl, 1)                       # Y-space NN features: the sources side by side
     _check_test_missing(Ys, "Y_source_test")
-    ts = as_tensor(t_test, "t_test", ndim=1).to(dev)
+    ts = as_tensor(t_test, "t_test", ndim=1, detach=True).to(dev)
+    check_time_order(ts, None, times_name="t_test")
     Ns = Ys.shape[0]
     if ts.numel() != Ns:
         raise ValueError(f"t_test: expected {Ns} time stamps (one per test frame), got {ts.numel()}")

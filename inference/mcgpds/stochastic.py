@@ -431,19 +431,45 @@ class StochasticMcGPDS(TandemEstimator):
                             np.asarray([] if res is None else res.losses), 0.0 if res is None else res.wall_time,
                             float(F))
 
-    def to_model_units(self, Y, view: int) -> torch.Tensor:
-        """Data units → the standardised units of the fit (view ``view``)."""
-        self._check_fitted("scalers_", "fit(views, times, seq_ids)")
+    def _units_input(self, x, name: str, view: int):
+        """Validate a (n, D_view) array of view ``view`` (one per row); returns the float64
+        tensor on the scaler's device and whether the caller gave a tensor."""
+        check_int_range(view, "view", 0, len(self.scalers_) - 1)
         sc = self.scalers_[view]
-        return (as_tensor(Y, "Y", ndim=2) - sc.mean.cpu()) / sc.scale.cpu()
+        t = as_tensor(x, name, ndim=2, min_rows=1, detach=True)
+        D = int(sc.mean.reshape(-1).shape[0])
+        if t.shape[1] != D:
+            raise ValueError(f"{name}: expected {D} columns (view {view}), got {t.shape[1]}")
+        return t, isinstance(x, torch.Tensor), sc
+
+    @staticmethod
+    def _units_output(t, like):
+        """Tensor in → a tensor on its device; anything else → numpy."""
+        return t.to(like.device) if isinstance(like, torch.Tensor) else t.detach().cpu().numpy()
+
+    def to_model_units(self, Y, view: int):
+        """Data units → the standardised units of the fit: (Y − μ_view) / s_view for ``Y``
+        (n, D_view). A tensor in gives a tensor on its device; numpy (or lists) give numpy."""
+        self._check_fitted("scalers_", "fit(views, times, seq_ids)")
+        t, _, sc = self._units_input(Y, "Y", view)
+        return self._units_output((t.cpu() - sc.mean.cpu()) / sc.scale.cpu(), Y)
 
     def to_data_units(self, mean, var=None, view: int = 1):
-        """Standardised units → data units: ``(mean, var)`` of view ``view``."""
+        """Standardised units → data units of view ``view``: ``mean`` (n, D_view) ↦
+        mean · s + μ and, if given, ``var`` (n, D_view) ↦ var · s² (returned as a pair).
+        A tensor in gives a tensor on its device; numpy (or lists) give numpy."""
         self._check_fitted("scalers_", "fit(views, times, seq_ids)")
-        sc = self.scalers_[view]
-        scale = sc.scale.to(mean.device)
-        m = mean * scale + sc.mean.to(mean.device)
-        return m if var is None else (m, var * scale ** 2)
+        m, _, sc = self._units_input(mean, "mean", view)
+        scale, mu = sc.scale.cpu(), sc.mean.cpu()
+        out = self._units_output(m.cpu() * scale + mu, mean)
+        if var is None:
+            return out
+        v, _, _ = self._units_input(var, "var", view)
+        if v.shape != m.shape:
+            raise ValueError(f"var: expected the shape of mean {tuple(m.shape)}, got {tuple(v.shape)}")
+        if (v < 0).any():
+            raise ValueError("var: variances must be non-negative")
+        return out, self._units_output(v.cpu() * scale ** 2, var)
 
     @own_params
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):

@@ -60,6 +60,7 @@ import scipy.sparse as sp
 from tandem.inference import metrics
 from tandem.inference.samtc import steps as st
 from tandem.inference.samtc.spectral import kmeans, ncut
+from tandem.inference.validation import as_array, label_codes
 from tandem.models.samtc import check_task_layout
 
 __all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "node_weights", "transfer_graph", "kmeans_baseline",
@@ -190,25 +191,25 @@ def validate_tasks(tasks, n_clusters, labels=None):
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float64)
         else:
-            X = np.asarray(X)
-            if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-                raise ValueError(f"tasks[{t}]: expected a numeric array, got dtype {X.dtype}")
-            X = X.astype(np.float64)
-            if X.ndim != 2:
-                raise ValueError(f"tasks[{t}]: expected a 2-d (n_t, d) array, got shape {X.shape}")
+            X = as_array(X, f"tasks[{t}]", ndim=2, finite=False)
         out.append(X)
     hs = check_task_layout([X.shape for X in out], n_clusters, h_name="n_clusters")
     for t, X in enumerate(out):
         bad = int((~np.isfinite(X.data if sp.issparse(X) else X)).sum())
         if bad:
             raise ValueError(f"tasks[{t}]: contains {bad} NaN or inf entries; expected finite values")
-    if labels is not None:
-        if len(labels) != len(out):
-            raise ValueError(f"labels: expected one array per task ({len(out)}), got {len(labels)}")
-        for t, (y, X) in enumerate(zip(labels, out)):
-            if np.asarray(y).shape != (X.shape[0],):
-                raise ValueError(f"labels[{t}]: expected shape ({X.shape[0]},), got {np.asarray(y).shape}")
+    validate_labels(labels, out)
     return out, hs
+
+
+def validate_labels(labels, tasks) -> list | None:
+    """Per-task class labels as int64 codes (:func:`tandem.inference.validation.label_codes`:
+    any hashable labels, NaN/None refused, one per point of ``tasks[t]``); ``None`` stays ``None``."""
+    if labels is None:
+        return None
+    if len(labels) != len(tasks):
+        raise ValueError(f"labels: expected one array per task ({len(tasks)}), got {len(labels)}")
+    return [label_codes(y, X.shape[0], f"labels[{t}]") for t, (y, X) in enumerate(zip(labels, tasks))]
 
 
 def _metric_for(X):
@@ -402,6 +403,7 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
         Per-task labels (values in 0..H−1).
     """
     tasks, hs = validate_tasks(tasks, n_clusters, labels)
+    labels = validate_labels(labels, tasks)
     sizes = [X.shape[0] for X in tasks]
     if any(sp.issparse(X) for X in tasks):
         P = sp.vstack([sp.csr_matrix(X) for X in tasks]).tocsr()
@@ -595,6 +597,7 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
                                    or reduce_dim < 1):
         raise ValueError(f"reduce_dim: expected None or a positive integer, got {reduce_dim!r}")
     tasks, hs = validate_tasks(tasks, n_clusters, labels)
+    labels = validate_labels(labels, tasks)
     T = len(tasks)
     ns = [X.shape[0] for X in tasks]
 
