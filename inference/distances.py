@@ -50,10 +50,23 @@ def sq_dists(A, B=None):
 
 
 def nan_sq_dists(A, B):
-    """Squared distances between rows of A (n, F) and B (m, F) that may hold NaN (missing):
-    over the jointly observed coordinates, rescaled to F coordinates,
-    ``F Σ_j o_aj o_bj (a_j − b_j)² / Σ_j o_aj o_bj`` (``inf`` where no coordinate is observed in
-    both); without NaN this is :func:`sq_dists`. numpy or torch (n, m)."""
+    """Squared distances between rows that may hold NaN (missing), over the jointly observed coordinates.
+
+    F Σ_j o_aj o_bj (a_j − b_j)² / Σ_j o_aj o_bj, rescaled to F coordinates; ``inf`` where no
+    coordinate is observed in both rows. Without NaN this is :func:`sq_dists`.
+
+    Parameters
+    ----------
+    A : numpy.ndarray or torch.Tensor
+        (n, F) rows.
+    B : numpy.ndarray or torch.Tensor
+        (m, F) rows.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        (n, m) distances, of A's type.
+    """
     if isinstance(A, torch.Tensor):
         B = torch.as_tensor(B, dtype=A.dtype, device=A.device)
         oa, ob = (~torch.isnan(A)).to(A.dtype), (~torch.isnan(B)).to(A.dtype)
