@@ -52,7 +52,7 @@ from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
 from tandem.inference.validation import as_tensor, check_int_range, resolve_device
-from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, time_kernel
+from tandem.models.gp_kernels import kernel_matrix, kzz, psi_stats, psi_stream, time_kernel
 from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.sequence_blocks import Blocks
 
@@ -505,11 +505,12 @@ class Basis:
     def whitened(self, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor):
         """The collapsed bound's pieces ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``,
         ``K_ZZ = L Lᵀ``, for inputs ``N(mu, diag s)`` (N, Q) and targets Y (N, D)."""
-        psi0, Psi1, Psi2 = self.psi(mu, s)
+        # ψ-sums streamed over chunks of frames (gp_kernels.psi_stream): memory O(chunk·M + M²)
+        psi0, P1Y, Psi2 = psi_stream(self.kind, mu, s, self.Z, self.variance, self.ard, Y)
         L = self.chol()
         tmp = torch.linalg.solve_triangular(L, Psi2, upper=False)
         At = torch.linalg.solve_triangular(L, tmp.mT, upper=False)
-        R = torch.linalg.solve_triangular(L, Psi1.mT @ Y, upper=False)
+        R = torch.linalg.solve_triangular(L, P1Y, upper=False)
         return psi0, At, R
 
 
