@@ -115,12 +115,20 @@ def parser():
     return p
 
 
-def collapsed_memory_gb(N, seq_len, V, Q, M, window=None):
-    """Rough peak of the collapsed bound: the (V, Q, blocks, n, n) private-covariance stack
-    and its autograd copies (≈ 6 of them), plus the ψ2 pair table (M(M+1)/2 × N) ×3."""
+def collapsed_memory_gb(N, seq_len, V, Q, M, window=None, dims=(10, 8)):
+    """Rough peak of one value + gradient of the (streamed) collapsed bound
+    (:mod:`tandem.inference.mcgpds.streamed`): the cached prior factors (at most
+    ``PRIOR_CACHE_MB``), about ten stacks of one KL chunk (``KL_CHUNK_MB`` each, or one block's
+    (V, Q, n, n) stack when larger), one ψ chunk, and the O(N) parameters, moments and data
+    (≈ 40 floats per latent column and 4 per output per frame), plus the interpreter (0.4 GB).
+    Measured: 1.08 GB at N = 10⁵, M = 20 (``--mem-check``)."""
+    from tandem.inference.mcgpds import streamed
+    from tandem.models import gp_kernels
     n = min(seq_len, N)
-    blocks = math.ceil(N / n)
-    return 8 * (6 * (V * Q + 4) * blocks * n * n + 3 * M * (M + 1) / 2 * N * V) / 1e9
+    chunk = max(streamed.KL_CHUNK_MB * 2 ** 20, 8 * V * Q * n * n)
+    psi = 8 * gp_kernels.PSI_CHUNK * (M * (M + 1) / 2 + 4 * M) if N > gp_kernels.PSI_CHUNK else 8 * N * 4 * M
+    per_frame = 8 * (V * Q * 40 + 4 * sum(dims))
+    return (0.4e9 + streamed.PRIOR_CACHE_MB * 2 ** 20 + 10 * chunk + psi + per_frame * N) / 1e9
 
 
 def run_one(method: str, N: int, device: str, args) -> dict:
@@ -466,7 +474,7 @@ def main(args):
                 if method == "collapsed":
                     if dev == "cuda":
                         continue    # the collapsed bound's code is CPU-only (see docs/_incoming/scale.md)
-                    gb = collapsed_memory_gb(N, args.seq_len, len(args.dims), args.Q, args.M)
+                    gb = collapsed_memory_gb(N, args.seq_len, len(args.dims), args.Q, args.M, dims=args.dims)
                     if gb > args.collapsed_max_gb:
                         print(f"collapsed N={N}: not run (estimated {gb:.1f} GB > {args.collapsed_max_gb} GB)")
                         res.add(f"McGPDS collapsed ({dev})", "not_run_estimated_memory_gb", gb, n_frames=N,

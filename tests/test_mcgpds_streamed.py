@@ -134,3 +134,35 @@ def test_streamed_bound_equals_unstreamed_on_pose(learned_prior):
     fixed = ("beta", "W") if learned_prior else ("alpha", "eps", "beta", "time", "W")
     data = McGPDSData(views, t, torch.as_tensor(seq), Q, M, init=init, fixed=frozenset(fixed))
     _assert_equal(data, streamed.streaming(psi_chunk=100, kl_chunk_mb=0.5))
+
+
+@pytest.mark.parametrize("kind", ["rbfard", "linear"])
+@pytest.mark.parametrize("pair_chunk", [2 ** 22, 30])
+def test_stable_h_term_equals_the_normal_equation_form(kind, pair_chunk, monkeypatch):
+    # the least-squares (QR) form of the h term, C = Ψ2 − Ψ1ᵀΨ1 summed with expm1; one chunk and
+    # several checkpointed chunks (30 entries: a few frames per chunk)
+    data, *_ = tiny_problem(kind=kind, sizes=(7, 5, 7, 6, 7))
+    monkeypatch.setattr(streamed, "PAIR_CHUNK_ENTRIES", pair_chunk)
+    F0, g0 = _value_grad(data, streamed.streaming())
+    monkeypatch.setattr(streamed, "STABLE_H", True)
+    F1, g1 = _value_grad(data, streamed.streaming())
+    assert abs(float(F1 - F0)) <= 1e-11 * abs(float(F0))
+    # the linear toy's K_ZZ (M = 4 > Q = 2) is rank deficient up to its jitter: the old form's own noise
+    assert float((g1 - g0).norm()) <= (1e-11 if kind == "rbfard" else 1e-8) * float(g0.norm())
+
+
+def test_cov_part_is_psi2_minus_psi1_outer():
+    g = torch.Generator().manual_seed(5)
+    N, Q, M = 9, 2, 5
+    mu = torch.randn(N, Q, dtype=D64, generator=g)
+    s = 0.2 + torch.rand(N, Q, dtype=D64, generator=g)
+    Z = torch.randn(M, Q, dtype=D64, generator=g)
+    var, ard = torch.tensor(1.4, dtype=D64), torch.tensor([0.7, 1.9], dtype=D64)
+    for kind in ("rbfard", "linear"):
+        _, P1, P2 = psi_stats(kind, mu, s, Z, var, ard)
+        P1c, C = streamed._cov_part(kind, mu, s, Z, var, ard)
+        torch.testing.assert_close(P1c, P1, rtol=1e-13, atol=0)
+        torch.testing.assert_close(C, P2 - P1.mT @ P1, rtol=1e-10, atol=1e-12)
+        assert bool((torch.linalg.eigvalsh(0.5 * (C + C.mT)) > -1e-12).all())      # a sum of covariances
+    with pytest.raises(ValueError, match="kind"):
+        streamed._cov_part("matern", mu, s, Z, var, ard)
