@@ -125,8 +125,12 @@ def collapsed_memory_gb(N, seq_len, V, Q, M, window=None, dims=(10, 8)):
     from tandem.inference.mcgpds import streamed
     from tandem.models import gp_kernels
     n = min(seq_len, N)
+    stack = 8 * V * Q * math.ceil(N / n) * n * n
     chunk = max(streamed.KL_CHUNK_MB * 2 ** 20, 8 * V * Q * n * n)
-    psi = 8 * gp_kernels.PSI_CHUNK * (M * (M + 1) / 2 + 4 * M) if N > gp_kernels.PSI_CHUNK else 8 * N * 4 * M
+    if stack <= streamed.KL_UNCHUNKED_MB * 2 ** 20:      # all at once: ≈ 3.3× the stack
+        chunk = 0.33 * stack
+    c = gp_kernels.PSI_CHUNK or max(1, gp_kernels.PSI_CHUNK_ENTRIES // M)
+    psi = 8 * min(c, N) * 6 * M + 8 * 32 * M * (M + 1) / 2
     per_frame = 8 * (V * Q * 40 + 4 * sum(dims))
     return (0.4e9 + streamed.PRIOR_CACHE_MB * 2 ** 20 + 10 * chunk + psi + per_frame * N) / 1e9
 

@@ -245,8 +245,11 @@ def psi_stats(kind: str, mu, s, Z, variance, ard, per_point: bool = False):
 
 
 #: frames per chunk of :func:`psi_stream` (the streamed ψ-statistics of the collapsed bound);
-#: ``0`` turns streaming off (one unchunked :func:`psi_stats` call, the old path).
-PSI_CHUNK = 4096
+#: ``None``: ``PSI_CHUNK_ENTRIES // M`` frames; ``0`` turns streaming off (one unchunked
+#: :func:`psi_stats` call, the old path).
+PSI_CHUNK: int | None = None
+#: (frame, inducing point) entries per ψ chunk when ``PSI_CHUNK`` is ``None`` (16 MB per (chunk, M) table)
+PSI_CHUNK_ENTRIES = 2 ** 21
 
 
 def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, variance, ard,
@@ -255,7 +258,7 @@ def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, va
 
     The collapsed bound needs only the sums ``ψ0 = Σ_n ⟨κ(x_n, x_n)⟩``,
     ``Ψ1ᵀ Y = Σ_n ⟨κ(Z, x_n)⟩ y_nᵀ`` (M, D) and ``Ψ2 = Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩`` (M, M), so
-    the frames are taken ``chunk`` at a time (default :data:`PSI_CHUNK`): each chunk's
+    the frames are taken ``chunk`` at a time (default :data:`PSI_CHUNK`, else ``PSI_CHUNK_ENTRIES // M``): each chunk's
     :func:`psi_stats` runs under :func:`torch.utils.checkpoint.checkpoint` (non-reentrant),
     so autograd keeps only the chunk's inputs and recomputes its (chunk, M) tables in the
     backward. Working memory O(chunk·M + M²) instead of O(N·M); the sums differ from the
@@ -274,7 +277,8 @@ def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, va
     Y : torch.Tensor
         (N, D) targets.
     chunk : int, optional
-        Frames per chunk; ``None`` = :data:`PSI_CHUNK`; ``0`` (or ≥ N) = one unchunked call.
+        Frames per chunk; ``None`` = :data:`PSI_CHUNK` (itself ``None``: ``PSI_CHUNK_ENTRIES // M``);
+        ``0`` (or ≥ N) = one unchunked call.
 
     Returns
     -------
@@ -286,7 +290,9 @@ def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, va
     ValueError
         ``chunk`` negative, or ``Y`` without N rows.
     """
-    chunk = PSI_CHUNK if chunk is None else int(chunk)
+    if chunk is None:
+        chunk = max(1, PSI_CHUNK_ENTRIES // max(Z.shape[0], 1)) if PSI_CHUNK is None else PSI_CHUNK
+    chunk = int(chunk)
     if chunk < 0:
         raise ValueError(f"chunk: expected a non-negative number of frames, got {chunk}")
     N = mu.shape[0]

@@ -17,7 +17,7 @@ from tandem.models.mcgpds import McGPDSData, default_init, hyperparams
 
 D64 = torch.float64
 #: chunk settings that split every toy into several ψ and KL chunks
-FORCED = dict(psi_chunk=5, kl_chunk_mb=1e-9)
+FORCED = dict(psi_chunk=5, kl_chunk_mb=1e-9, kl_unchunked_mb=0)
 
 
 def _value_grad(data, ctx):
@@ -65,7 +65,7 @@ def test_kl_chunks_are_exact_and_memo_free():
     data, hp, mus, lams = tiny_problem(sizes=(6, 6, 6, 6, 5))
     with streamed.unstreamed():
         a = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams, need_shared_var=True)
-    with streamed.streaming(kl_chunk_mb=1e-9):
+    with streamed.streaming(kl_chunk_mb=1e-9, kl_unchunked_mb=0):
         b = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams, need_shared_var=True)
     torch.testing.assert_close(b["kl"], a["kl"], rtol=1e-14, atol=0)
     for k in range(2):
@@ -110,6 +110,11 @@ def test_blocks_per_chunk_and_settings():
     with streamed.unstreamed():
         assert streamed.blocks_per_chunk(2, 2, 1000, 100) == 100
     assert streamed.KL_CHUNK_MB == 64.0                                 # restored
+    # all groups' stacks within KL_UNCHUNKED_MB: no chunking (10 blocks of 1000 frames: 320 MB)
+    assert not streamed.kl_chunked(2, 2, [(10, 1000)])
+    assert streamed.kl_chunked(2, 2, [(100, 1000)])
+    with streamed.unstreamed():
+        assert not streamed.kl_chunked(2, 2, [(100, 1000)])
     with pytest.raises(ValueError, match="kl_chunk_mb"):
         with streamed.streaming(kl_chunk_mb=-1):
             pass
@@ -133,7 +138,7 @@ def test_streamed_bound_equals_unstreamed_on_pose(learned_prior):
                                             full_matrices=False)[0][:, :Q] * 3.0)
     fixed = ("beta", "W") if learned_prior else ("alpha", "eps", "beta", "time", "W")
     data = McGPDSData(views, t, torch.as_tensor(seq), Q, M, init=init, fixed=frozenset(fixed))
-    _assert_equal(data, streamed.streaming(psi_chunk=100, kl_chunk_mb=0.5))
+    _assert_equal(data, streamed.streaming(psi_chunk=100, kl_chunk_mb=0.5, kl_unchunked_mb=0))
 
 
 @pytest.mark.parametrize("kind", ["rbfard", "linear"])

@@ -199,8 +199,9 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     Returns dict ``kl`` (scalar), ``s_diag`` (list of (N, Q) diag S^(k)), ``mu_s`` (N, Q)
     and, with ``need_shared_var``, ``s_s`` (N,) = diag S^(s) (the same for every q).
 
-    Streamed: the blocks of each group are taken in chunks of at most
-    :data:`tandem.inference.mcgpds.streamed.KL_CHUNK_MB` of (V, Q, blocks, n, n) working stack
+    Streamed: when all groups' (V, Q, blocks, n, n) stacks together exceed
+    :data:`tandem.inference.mcgpds.streamed.KL_UNCHUNKED_MB`, the blocks of each group are taken
+    in chunks of at most :data:`tandem.inference.mcgpds.streamed.KL_CHUNK_MB` of working stack
     (:func:`tandem.inference.mcgpds.streamed.blocks_per_chunk`); with more than one chunk each
     runs under a non-reentrant :func:`torch.utils.checkpoint.checkpoint` (its stacks are
     recomputed in the backward), so memory is O(largest chunk), not O(N · block size).
@@ -228,11 +229,12 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
             return dict(memo[1])
     kl = mu.new_zeros(())
     sd_parts, mus_parts, ss_parts = [], [], []
+    chunked = streamed.kl_chunked(len(views), Q, [m.shape for _, m in blocks.groups])
     for g, (idx, mask) in enumerate(blocks.groups):
         nb, n = mask.shape
         mu_g = blocks.pack(mu, g, dim=1)                           # (V, nb, n, Q)
         lam_g = blocks.pack(lam, g, dim=1)
-        step = streamed.blocks_per_chunk(len(views), Q, n, nb)
+        step = streamed.blocks_per_chunk(len(views), Q, n, nb) if chunked else nb
         if step < nb:
             limit_heap_fragmentation()     # chunks of equal-sized temporaries: keep the heap from fragmenting
         parts = []
