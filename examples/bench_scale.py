@@ -113,16 +113,36 @@ def parser():
     p.add_argument("--peer-max-cpu", type=float, default=300.0, help="GPyTorch peer: CPU-second cap per N")
     p.add_argument("--in-process", action="store_true",
                    help="measure in this process (faster; peak memory is then cumulative)")
+    p.add_argument("--mem-check", action="store_true",
+                   help="instead: peak resident memory and CPU time of ONE value + gradient of the collapsed "
+                        "bound (streamed, the fits' path) at --mem-sizes frames for each of --mem-M")
+    p.add_argument("--mem-sizes", type=int, nargs="+", default=[100000], help="--mem-check: numbers of frames")
+    p.add_argument("--mem-M", type=int, nargs="+", default=[20, 100], help="--mem-check: inducing points")
+    p.add_argument("--mem-old", action="store_true",
+                   help="--mem-check: also the old all-at-once bound (streamed.unstreamed; memory grows with N)")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "N", "DEVICE"), help=argparse.SUPPRESS)
+    p.add_argument("--one-mem", nargs=3, metavar=("MODE", "N", "M"), help=argparse.SUPPRESS)
     return p
 
 
-def collapsed_memory_gb(N, seq_len, V, Q, M, window=None):
-    """Rough peak of the collapsed bound: the (V, Q, blocks, n, n) private-covariance stack
-    and its autograd copies (≈ 6 of them), plus the ψ2 pair table (M(M+1)/2 × N) ×3."""
+def collapsed_memory_gb(N, seq_len, V, Q, M, window=None, dims=(10, 8)):
+    """Rough peak of one value + gradient of the (streamed) collapsed bound
+    (:mod:`tandem.inference.mcgpds.streamed`): the cached prior factors (at most
+    ``PRIOR_CACHE_MB``), about ten stacks of one KL chunk (``KL_CHUNK_MB`` each, or one block's
+    (V, Q, n, n) stack when larger), one ψ chunk, and the O(N) parameters, moments and data
+    (≈ 40 floats per latent column and 4 per output per frame), plus the interpreter (0.4 GB).
+    Measured: 1.08 GB at N = 10⁵, M = 20 (``--mem-check``)."""
+    from tandem.inference.mcgpds import streamed
+    from tandem.models import gp_kernels
     n = min(seq_len, N)
-    blocks = math.ceil(N / n)
-    return 8 * (6 * (V * Q + 4) * blocks * n * n + 3 * M * (M + 1) / 2 * N * V) / 1e9
+    stack = 8 * V * Q * math.ceil(N / n) * n * n
+    chunk = max(streamed.KL_CHUNK_MB * 2 ** 20, 8 * V * Q * n * n)
+    if stack <= streamed.KL_UNCHUNKED_MB * 2 ** 20:      # all at once: ≈ 3.3× the stack
+        chunk = 0.33 * stack
+    c = gp_kernels.PSI_CHUNK or max(1, gp_kernels.PSI_CHUNK_ENTRIES // M)
+    psi = 8 * min(c, N) * 6 * M + 8 * 32 * M * (M + 1) / 2
+    per_frame = 8 * (V * Q * 40 + 4 * sum(dims))
+    return (0.4e9 + streamed.PRIOR_CACHE_MB * 2 ** 20 + 10 * chunk + psi + per_frame * N) / 1e9
 
 
 def run_one(method: str, N: int, device: str, args) -> dict:
@@ -195,6 +215,87 @@ def run_one(method: str, N: int, device: str, args) -> dict:
     else:
         out["peak_memory_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _rss_mb() -> tuple[float, float]:
+    """(current, peak) resident set size of this process in MB (Linux ``/proc``; else ru_maxrss twice)."""
+    try:
+        d = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+        return int(d["VmRSS"].split()[0]) / 1024, int(d["VmHWM"].split()[0]) / 1024
+    except (OSError, KeyError, ValueError):
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return r, r
+
+
+def mem_one(mode: str, N: int, M: int, args) -> dict:
+    """Peak RSS and CPU time of one value + gradient of the collapsed bound (run in a subprocess).
+
+    The benchmark's simulated frames (``N / seq_len`` sequences, two views), α, ε, β, the time
+    kernels and W fixed, the mapping kernel, inducing inputs and q(X) learned (they carry the
+    gradient). ``mode`` "streamed" (the fits' path) or "old" (:func:`streamed.unstreamed`).
+    """
+    from tandem.inference.mcgpds import streamed
+    from tandem.inference.numerics import limit_heap_fragmentation
+    from tandem.models.mcgpds import McGPDSData
+    if mode not in ("streamed", "old"):
+        raise ValueError(f"mode: expected 'streamed' or 'old', got {mode!r}")
+    if mode == "streamed":
+        limit_heap_fragmentation()    # what the streamed bound does itself; here also during the simulation
+    set_seed(args.seed)
+    seq_len = min(args.seq_len, N)
+    sim = st.simulate_sequences(max(1, N // seq_len), seq_len, args.dims, Q=args.Q, M=M, seed=args.seed)
+    data = McGPDSData(sim["views"], sim["times"], sim["seq_ids"], args.Q, M, fixed=POSE_FIXED)
+    del sim
+    pyro.clear_param_store()
+    before = _rss_mb()
+    ctx = streamed.unstreamed() if mode == "old" else streamed.streaming()
+    c0, w0 = time.process_time(), time.perf_counter()
+    with ctx:
+        loss = collapsed_loss(mcgpds_model, mcgpds_guide, data)
+        loss.backward()
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    gnorm = math.sqrt(sum(float((p.grad * p.grad).sum()) for p in pyro.get_param_store().values()
+                          if p.grad is not None))
+    after = _rss_mb()
+    return {"mode": mode, "n_frames": int(data.N), "M": int(M), "Q": int(args.Q), "seq_len": int(seq_len),
+            "rss_before_mb": before[0], "peak_before_mb": before[1], "peak_rss_mb": after[1],
+            "value_grad_cpu_s": cpu, "value_grad_wall_s": wall, "bound": -float(loss), "grad_norm": gnorm}
+
+
+def mem_check(args):
+    """``--mem-check``: :func:`mem_one` in a fresh subprocess per (mode, N, M); records
+    ``value_grad_peak_rss_mb`` (qualifiers ``n_frames``, ``M``, ``rss_before_mb``: the process
+    after simulating the data), ``value_grad_cpu_s`` and the bound, in ``bench_scale_mem.json``."""
+    res = Results(EXPERIMENT + "_mem", [args.seed], {"sizes": args.mem_sizes, "M": args.mem_M, "Q": args.Q,
+                                                     "seq_len": args.seq_len, "dims": args.dims,
+                                                     "fixed": POSE_FIXED, "old": bool(args.mem_old)})
+    for N in args.mem_sizes:
+        for M in args.mem_M:
+            for mode in ("streamed", "old") if args.mem_old else ("streamed",):
+                if args.in_process:
+                    r = mem_one(mode, N, M, args)
+                else:
+                    cmd = [sys.executable, __file__, "--one-mem", mode, str(N), str(M), "--seed", str(args.seed),
+                           "--seq-len", str(args.seq_len), "--Q", str(args.Q), "--dims", *map(str, args.dims)]
+                    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                    if p.returncode != 0:
+                        print(f"{mode} N={N} M={M}: FAILED {p.stderr.strip().splitlines()[-1:]}")
+                        res.add(f"McGPDS collapsed {mode} (cpu)", "failed", 1.0, n_frames=N, M=M,
+                                error=p.stderr.strip().splitlines()[-1:])
+                        continue
+                    r = json.loads(p.stdout.strip().splitlines()[-1])
+                name = f"McGPDS collapsed {mode} (cpu)"
+                q = dict(n_frames=r["n_frames"], M=M, Q=r["Q"], seq_len=r["seq_len"])
+                res.add(name, "value_grad_peak_rss_mb", r["peak_rss_mb"], rss_before_mb=r["rss_before_mb"],
+                        peak_before_mb=r["peak_before_mb"], **q)
+                res.add(name, "value_grad_cpu_s", r["value_grad_cpu_s"], wall_s=r["value_grad_wall_s"], **q)
+                res.add(name, "bound", r["bound"], grad_norm=r["grad_norm"], **q)
+                print(f"{name}: N={r['n_frames']} M={M}: value + gradient peak RSS {r['peak_rss_mb']:.0f} MB "
+                      f"(process after the simulation {r['rss_before_mb']:.0f} MB, its peak so far "
+                      f"{r['peak_before_mb']:.0f} MB), {r['value_grad_cpu_s']:.1f} s CPU, bound {r['bound']:.8g}",
+                      flush=True)
+    print(f"wrote {res.write(args.out)}")
+    return res
 
 
 def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, trace=None):
@@ -463,6 +564,14 @@ def pose(args):
 def main(args):
     if args.pose:
         return pose(args)
+    if args.one_mem:
+        mode, N, M = args.one_mem
+        print(json.dumps(mem_one(mode, int(N), int(M), args)))
+        return None
+    if args.mem_check:
+        if args.quick:
+            args.mem_sizes, args.mem_M, args.seq_len, args.dims, args.in_process = [400], [5], 100, [4, 3], True
+        return mem_check(args)
     if args.one:
         method, N, device = args.one
         one = run_peer(int(N), args) if method == "gpytorch_bgplvm" else run_one(method, int(N), device, args)
@@ -488,7 +597,7 @@ def main(args):
                 if method == "collapsed":
                     if dev == "cuda":
                         continue    # the collapsed bound's code is CPU-only (see docs/_incoming/scale.md)
-                    gb = collapsed_memory_gb(N, args.seq_len, len(args.dims), args.Q, args.M)
+                    gb = collapsed_memory_gb(N, args.seq_len, len(args.dims), args.Q, args.M, dims=args.dims)
                     if gb > args.collapsed_max_gb:
                         print(f"collapsed N={N}: not run (estimated {gb:.1f} GB > {args.collapsed_max_gb} GB)")
                         res.add(f"McGPDS collapsed ({dev})", "not_run_estimated_memory_gb", gb, n_frames=N,

@@ -126,3 +126,46 @@ def tri_solve(L: torch.Tensor, B: torch.Tensor, upper: bool = False, left: bool 
         The solution, B's shape.
     """
     return torch.linalg.solve_triangular(L, B, upper=upper, left=left)
+
+
+_HEAP_LIMITED: bool | None = None
+
+
+def limit_heap_fragmentation(threshold_mb: float = 1.0) -> bool:
+    """Have glibc serve every allocation above ``threshold_mb`` by ``mmap`` (returned to the OS on free).
+
+    glibc raises its mmap threshold dynamically (up to 32 MB) after the first large free, so
+    the many same-sized temporaries of a streamed computation (chunks of the collapsed bound)
+    are then carved from the heap, which fragments: resident memory grows with the number of
+    chunks although only one chunk is live. A fixed threshold (``mallopt(M_MMAP_THRESHOLD)``)
+    keeps resident memory at what is live. Process-wide and set once; called by the streamed
+    bound only when a problem needs more than one chunk (large problems, where the extra page
+    faults are negligible beside the O(n³) work per block). A no-op returning ``False`` where
+    glibc is absent.
+
+    Parameters
+    ----------
+    threshold_mb : float
+        Allocations above this many MB are mmapped.
+
+    Returns
+    -------
+    bool
+        Whether the threshold is set (now or by an earlier call).
+
+    Raises
+    ------
+    ValueError
+        ``threshold_mb`` not positive.
+    """
+    global _HEAP_LIMITED
+    if not threshold_mb > 0:
+        raise ValueError(f"threshold_mb: expected a positive size in MB, got {threshold_mb!r}")
+    if _HEAP_LIMITED is None:
+        try:
+            import ctypes
+            libc = ctypes.CDLL("libc.so.6")
+            _HEAP_LIMITED = bool(libc.mallopt(-3, int(threshold_mb * 2 ** 20)) == 1)   # M_MMAP_THRESHOLD
+        except (OSError, AttributeError):
+            _HEAP_LIMITED = False
+    return _HEAP_LIMITED

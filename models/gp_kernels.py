@@ -22,9 +22,12 @@ so that the only (N, M) / (N, M(M+1)/2) work is one matrix product and one ``exp
 from __future__ import annotations
 
 import torch
+from torch.utils.checkpoint import checkpoint
+
+from tandem.inference.numerics import limit_heap_fragmentation
 
 __all__ = ["kzz", "rbf_ard", "linear_ard", "time_kernel", "psi_rbf", "psi_linear", "kernel_matrix",
-           "psi_stats"]
+           "psi_stats", "psi_stream"]
 
 
 def rbf_ard(X1: torch.Tensor, X2: torch.Tensor, variance: torch.Tensor, ard: torch.Tensor) -> torch.Tensor:
@@ -239,6 +242,89 @@ def psi_stats(kind: str, mu, s, Z, variance, ard, per_point: bool = False):
     if kind == "linear":
         return psi_linear(mu, s, Z, ard, per_point)
     raise ValueError(f"mapping kernel: expected 'rbfard' or 'linear', got {kind!r}")
+
+
+#: frames per chunk of :func:`psi_stream` (the streamed ψ-statistics of the collapsed bound);
+#: ``None``: ``PSI_CHUNK_ENTRIES // M`` frames; ``0`` turns streaming off (one unchunked
+#: :func:`psi_stats` call, the old path).
+PSI_CHUNK: int | None = None
+#: (frame, inducing point) entries per ψ chunk when ``PSI_CHUNK`` is ``None`` (16 MB per (chunk, M) table)
+PSI_CHUNK_ENTRIES = 2 ** 21
+
+
+def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, variance, ard,
+               Y: torch.Tensor, chunk: int | None = None):
+    """``(ψ0, Ψ1ᵀ Y, Ψ2)`` accumulated over chunks of frames, recomputed in the backward pass.
+
+    The collapsed bound needs only the sums ``ψ0 = Σ_n ⟨κ(x_n, x_n)⟩``,
+    ``Ψ1ᵀ Y = Σ_n ⟨κ(Z, x_n)⟩ y_nᵀ`` (M, D) and ``Ψ2 = Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩`` (M, M), so
+    the frames are taken ``chunk`` at a time (default :data:`PSI_CHUNK`, else ``PSI_CHUNK_ENTRIES // M``): each chunk's
+    :func:`psi_stats` runs under :func:`torch.utils.checkpoint.checkpoint` (non-reentrant),
+    so autograd keeps only the chunk's inputs and recomputes its (chunk, M) tables in the
+    backward. Working memory O(chunk·M + M²) instead of O(N·M); the sums differ from the
+    unchunked ones only by the order of the additions.
+
+    Parameters
+    ----------
+    kind : str or tandem.models.kernels.MappingKernel
+        ``"rbfard"`` or ``"linear"``, or a mapping-kernel object (its ``psi`` method is used).
+    mu, s : torch.Tensor
+        (N, Q) means and variances of q(x_n).
+    Z : torch.Tensor
+        (M, Q) inducing inputs.
+    variance, ard : torch.Tensor
+        Kernel variance (scalar; ignored for linear) and ARD weights (Q,).
+    Y : torch.Tensor
+        (N, D) targets.
+    chunk : int, optional
+        Frames per chunk; ``None`` = :data:`PSI_CHUNK` (itself ``None``: ``PSI_CHUNK_ENTRIES // M``);
+        ``0`` (or ≥ N) = one unchunked call.
+
+    Returns
+    -------
+    tuple
+        ``psi0`` (scalar), ``Psi1ᵀ Y`` (M, D), ``Psi2`` (M, M).
+
+    Raises
+    ------
+    ValueError
+        ``chunk`` negative, or ``Y`` without N rows.
+    """
+    if chunk is None:
+        chunk = max(1, PSI_CHUNK_ENTRIES // max(Z.shape[0], 1)) if PSI_CHUNK is None else PSI_CHUNK
+    chunk = int(chunk)
+    if chunk < 0:
+        raise ValueError(f"chunk: expected a non-negative number of frames, got {chunk}")
+    N = mu.shape[0]
+    if Y.shape[0] != N:
+        raise ValueError(f"Y: expected {N} rows (one per frame of mu), got shape {tuple(Y.shape)}")
+    if hasattr(kind, "psi"):      # a tandem.models.kernels.MappingKernel object (duck-typed: no import cycle)
+        params = {n: {"variance": variance, "ard": ard}[n] for n in kind.param_names}
+
+        def stats(mu_c, s_c):
+            return kind.psi(mu_c, s_c, Z, params)
+    else:
+        def stats(mu_c, s_c):
+            return psi_stats(kind, mu_c, s_c, Z, variance, ard)
+    if chunk == 0 or N <= chunk:
+        psi0, P1, P2 = stats(mu, s)
+        return psi0, P1.mT @ Y, P2
+
+    def part(mu_c, s_c, Y_c):
+        p0, P1, P2 = stats(mu_c, s_c)
+        return p0, P1.mT @ Y_c, P2
+
+    limit_heap_fragmentation()
+    grad = torch.is_grad_enabled()
+    psi0 = P1Y = P2 = None
+    for i in range(0, N, chunk):
+        args = (mu[i:i + chunk], s[i:i + chunk], Y[i:i + chunk])
+        r = checkpoint(part, *args, use_reentrant=False) if grad else part(*args)
+        if psi0 is None:
+            psi0, P1Y, P2 = r
+        else:
+            psi0, P1Y, P2 = psi0 + r[0], P1Y + r[1], P2 + r[2]
+    return psi0, P1Y, P2
 
 
 def kzz(kind: str, Z: torch.Tensor, variance, ard) -> torch.Tensor:

@@ -58,6 +58,7 @@ from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
 from tandem.inference.validation import as_tensor, check_int_range, check_time_order, label_codes, resolve_device
+from tandem.models.gp_kernels import psi_stream
 from tandem.models.kernels import (
     PAPER_NAMES,
     MappingKernel,
@@ -717,11 +718,12 @@ class Basis:
     def whitened(self, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor):
         """The collapsed bound's pieces ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``,
         ``K_ZZ = L Lᵀ``, for inputs ``N(mu, diag s)`` (N, Q) and targets Y (N, D)."""
-        psi0, Psi1, Psi2 = self.psi(mu, s)
+        # ψ-sums streamed over chunks of frames (gp_kernels.psi_stream): memory O(chunk·M + M²)
+        psi0, P1Y, Psi2 = psi_stream(self.kernel, mu, s, self.Z, self.variance, self.ard, Y)
         L = self.chol()
         tmp = torch.linalg.solve_triangular(L, Psi2, upper=False)
         At = torch.linalg.solve_triangular(L, tmp.mT, upper=False)
-        R = torch.linalg.solve_triangular(L, Psi1.mT @ Y, upper=False)
+        R = torch.linalg.solve_triangular(L, P1Y, upper=False)
         return psi0, At, R
 
 

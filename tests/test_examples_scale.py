@@ -230,3 +230,19 @@ def test_bound_evaluation_restores_the_store_and_equals_the_collapsed_bound():
     with torch.no_grad():
         Fc = -float(collapsed_loss(mcgpds_model, mcgpds_guide, d))
     assert Fc == pytest.approx(F2, rel=1e-10)
+
+
+def test_bench_scale_mem_check_quick(tmp_path):
+    r = _run("bench_scale.py", "--mem-check", "--quick", "--mem-old", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "bench_scale_mem.json").read_text())
+    recs = res["results"]
+    peak = {x["method"]: x for x in recs if x["metric"] == "value_grad_peak_rss_mb"}
+    assert set(peak) == {"McGPDS collapsed streamed (cpu)", "McGPDS collapsed old (cpu)"}
+    for x in peak.values():
+        assert x["n_frames"] == 400 and x["M"] == 5 and x["mean"] >= x["rss_before_mb"] > 0
+    bounds = {x["method"]: x for x in recs if x["metric"] == "bound"}
+    new, old = bounds["McGPDS collapsed streamed (cpu)"], bounds["McGPDS collapsed old (cpu)"]
+    assert math.isfinite(new["mean"]) and new["mean"] == pytest.approx(old["mean"], rel=1e-10)
+    assert new["grad_norm"] == pytest.approx(old["grad_norm"], rel=1e-10) and new["grad_norm"] > 0
+    assert "value + gradient peak RSS" in r.stdout

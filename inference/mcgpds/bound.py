@@ -51,9 +51,10 @@ from dataclasses import dataclass
 import pyro
 import torch
 from pyro.distributions import constraints
+from torch.utils.checkpoint import checkpoint
 
 from tandem.guides.mcgpds import variational_params
-from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter
+from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter, limit_heap_fragmentation
 from tandem.models.kernels import time_params_kernel
 from tandem.models.mcgpds import hyperparams, view_bases
 from tandem.models.sequence_blocks import Blocks
@@ -96,32 +97,42 @@ def _time_leaves(hp) -> list:
     return [params[n] for n in sorted(params) if isinstance(params[n], torch.Tensor)]
 
 
-def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps) -> dict:
-    """Factorisations of group ``g`` that depend only on α, ε and the time kernels.
+def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None = None) -> dict:
+    """Factorisations of group ``g`` (its blocks ``sel``, default all) that depend only on α, ε
+    and the time kernels.
 
     ``Ls`` (chol K_s), ``A`` (V, nb, n, n), ``Ainv``, ``logdetA`` (V, nb), ``LBp`` (chol of
     ``B' = I + L_sᵀ C L_s``) and ``Ainv_ok`` (``A`` well conditioned, cond < 1e8, so the
     private covariances may use ``(A⁻¹ + Λ)⁻¹``). When none of these hyperparameters
     requires a gradient (the protocol fixes α, ε and the time kernels) the result is cached
-    on ``blocks`` (keyed by the times and the hyperparameter values): every L-BFGS
-    evaluation would otherwise redo the same Cholesky factorisations.
+    on ``blocks`` (keyed by the times, the blocks and the hyperparameter values): every L-BFGS
+    evaluation would otherwise redo the same Cholesky factorisations. The factors are cached
+    only while the cache stays within :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`
+    (beyond it only ``Ainv_ok`` is kept and the factors are recomputed: memory that does not
+    grow with N).
     """
+    sel = slice(None) if sel is None else sel
     leaves = [alpha, eps] + _time_leaves(time_s)
     for v in views:
         leaves += _time_leaves(v["time"])
     const = not any(x.requires_grad for x in leaves)
     key = None
+    known_ok = None
     if const:
-        key = (g, times.detach().cpu().numpy().tobytes(), tuple(float(x) for x in leaves for x in x.reshape(-1)),
+        key = (g, sel.start, sel.stop, times.detach().cpu().numpy().tobytes(),
+               tuple(float(x) for x in leaves for x in x.reshape(-1)),
                _time_key(time_s), tuple(_time_key(v["time"]) for v in views))
         cache = blocks.__dict__.setdefault("_prior_cache", {})
         if key in cache:
-            return cache[key]
+            if "A" in cache[key]:
+                return cache[key]
+            known_ok = cache[key]["Ainv_ok"]
     idx, mask = blocks.groups[g]
+    mask = mask[sel]
     nb, n = mask.shape
     V = len(views)
     dtype = times.dtype
-    t = blocks.pack(times, g)                                  # (nb, n)
+    t = blocks.pack(times, g)[sel]                             # (nb, n)
     Ks = _time_K(t, time_s, mask)
     Ls = cholesky_jitter(Ks, "shared time kernel K_t^(s)")
     eye = torch.eye(n, dtype=dtype, device=times.device)
@@ -137,12 +148,63 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps) -> 
     LBp = cholesky_jitter(Bp, "B' = I + L_sᵀ C L_s")
     out = {"Ls": Ls, "A": A, "Ainv": Ainv, "LBp": LBp, "logdetA": cho_logdet(LA), "Ainv_ok": False}
     if const:
-        ev = torch.linalg.eigvalsh(A)
-        out["Ainv_ok"] = bool((ev[..., -1] < 1e8 * ev[..., 0]).all() and (ev[..., 0] > 0).all())
-        if len(cache) > 32:      # test blocks etc.: keep the cache small
+        if known_ok is None:
+            ev = torch.linalg.eigvalsh(A)
+            known_ok = bool((ev[..., -1] < 1e8 * ev[..., 0]).all() and (ev[..., 0] > 0).all())
+        out["Ainv_ok"] = known_ok
+        if len(cache) > 1024 and key not in cache:    # many problems (test blocks etc.): start afresh
             cache.clear()
-        cache[key] = out
+        from tandem.inference.mcgpds import streamed
+        size = sum(x.numel() * x.element_size() for x in out.values() if isinstance(x, torch.Tensor))
+        used = sum(x.numel() * x.element_size() for e in cache.values() for x in e.values()
+                   if isinstance(x, torch.Tensor))
+        cache[key] = out if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20 else {"Ainv_ok": known_ok}
     return out
+
+
+def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha, eps, mu_g, lam_g,
+                 need_shared_var: bool):
+    """KL contribution and moments of the blocks ``sel`` of group ``g``.
+
+    mu_g, lam_g (V, nb, n, Q) (those blocks, packed). Returns ``(kl, s_diag (V, nb, n, Q),
+    mu_s (nb, n, Q), s_s (nb, n) or None)``.
+    """
+    Q = mu_g.shape[-1]
+    n = mu_g.shape[-2]
+    eye = torch.eye(n, dtype=mu_g.dtype, device=mu_g.device)
+    cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps, sel)
+    Ls, A, Ainv, LBp = cst["Ls"], cst["A"], cst["Ainv"], cst["LBp"]
+    Aimu = Ainv @ mu_g
+    quad1 = (mu_g * Aimu).sum()
+    b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)      # (nb, n, Q)
+    w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
+    quad2 = (w * w).sum()
+    mu_s = Ls @ torch.linalg.solve_triangular(LBp.mT, w, upper=True)
+    lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
+    if A.requires_grad:
+        sl = lam_p.sqrt()
+        slA = sl[..., :, None] * A[:, None]                    # Λ^½ A   (V, Q, nb, n, n)
+        B = eye + slA * sl[..., None, :]
+        LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
+        T = torch.linalg.solve_triangular(LB, slA, upper=False)    # L_B⁻¹ Λ^½ A
+        sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)   # (V, Q, nb, n)
+        logdetB = cho_logdet(LB)
+    elif cst["Ainv_ok"]:   # A constant (α, ε, time kernels fixed) and well conditioned
+        # log|B_q| = log|A| + log|A⁻¹ + Λ|, S = (A⁻¹ + Λ)⁻¹: one Cholesky + one
+        # cholesky_inverse per (view, q, block), closed-form backward (see _PrivateCovInv)
+        logdetP, sdiag = _PrivateCovInv.apply(Ainv, lam_p)
+        logdetB = cst["logdetA"][:, None] + logdetP
+    else:   # A constant but ill-conditioned: the B_q form, closed-form backward
+        logdetB, sdiag = _PrivateCov.apply(A, lam_p)
+    # diag S = diag A − ‖·‖² cancels when λ is huge; keep it positive (ψ-statistics need s ≥ 0)
+    sdiag = sdiag.clamp_min(1e-12)
+    tr_minus_n = -(lam_p * sdiag).sum()
+    kl = 0.5 * (Q * cho_logdet(LBp).sum() + logdetB.sum() + tr_minus_n + quad1 - quad2)
+    s_s = None
+    if need_shared_var:
+        Ws = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)
+        s_s = (Ws * Ws).sum(-2)                                # (nb, n)
+    return kl, sdiag.permute(0, 2, 3, 1), mu_s, s_s
 
 
 # --------------------------------------------------------------------------- KL
@@ -154,7 +216,15 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     identity private prior); ``mus[k]``, ``lams[k]`` (N, Q).
     Returns dict ``kl`` (scalar), ``s_diag`` (list of (N, Q) diag S^(k)), ``mu_s`` (N, Q)
     and, with ``need_shared_var``, ``s_s`` (N,) = diag S^(s) (the same for every q).
+
+    Streamed: when all groups' (V, Q, blocks, n, n) stacks together exceed
+    :data:`tandem.inference.mcgpds.streamed.KL_UNCHUNKED_MB`, the blocks of each group are taken
+    in chunks of at most :data:`tandem.inference.mcgpds.streamed.KL_CHUNK_MB` of working stack
+    (:func:`tandem.inference.mcgpds.streamed.blocks_per_chunk`); with more than one chunk each
+    runs under a non-reentrant :func:`torch.utils.checkpoint.checkpoint` (its stacks are
+    recomputed in the backward), so memory is O(largest chunk), not O(N · block size).
     """
+    from tandem.inference.mcgpds import streamed
     Q = mus[0].shape[1]
     mu = torch.stack(mus)                      # (V, N, Q)
     lam = torch.stack(lams)
@@ -165,6 +235,7 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     # when μ, λ and the hyperparameters are bit-for-bit the same.
     leaves = [mu, lam, alpha, eps] + [x for d in [time_s] + [v["time"] for v in views] for x in _time_leaves(d)]
     memo_key = None
+    grad = torch.is_grad_enabled() and any(x.requires_grad for x in leaves)
     if not any(x.requires_grad for x in leaves):
         memo_key = (bool(need_shared_var), times.detach().cpu().numpy().tobytes(),
                     tuple(x.detach().cpu().numpy().tobytes() for x in leaves),
@@ -174,43 +245,29 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
             return dict(memo[1])
     kl = mu.new_zeros(())
     sd_parts, mus_parts, ss_parts = [], [], []
+    chunked = streamed.kl_chunked(len(views), Q, [m.shape for _, m in blocks.groups])
     for g, (idx, mask) in enumerate(blocks.groups):
         nb, n = mask.shape
-        eye = torch.eye(n, dtype=mu.dtype, device=mu.device)
-        cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps)
-        Ls, A, Ainv, LBp = cst["Ls"], cst["A"], cst["Ainv"], cst["LBp"]
         mu_g = blocks.pack(mu, g, dim=1)                           # (V, nb, n, Q)
         lam_g = blocks.pack(lam, g, dim=1)
-        Aimu = Ainv @ mu_g
-        quad1 = (mu_g * Aimu).sum()
-        b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)      # (nb, n, Q)
-        w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
-        quad2 = (w * w).sum()
-        mus_parts.append(Ls @ torch.linalg.solve_triangular(LBp.mT, w, upper=True))
-        lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
-        if A.requires_grad:
-            sl = lam_p.sqrt()
-            slA = sl[..., :, None] * A[:, None]                    # Λ^½ A   (V, Q, nb, n, n)
-            B = eye + slA * sl[..., None, :]
-            LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
-            T = torch.linalg.solve_triangular(LB, slA, upper=False)    # L_B⁻¹ Λ^½ A
-            sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)   # (V, Q, nb, n)
-            logdetB = cho_logdet(LB)
-        elif cst["Ainv_ok"]:   # A constant (α, ε, time kernels fixed) and well conditioned
-            # log|B_q| = log|A| + log|A⁻¹ + Λ|, S = (A⁻¹ + Λ)⁻¹: one Cholesky + one
-            # cholesky_inverse per (view, q, block), closed-form backward (see _PrivateCovInv)
-            logdetP, sdiag = _PrivateCovInv.apply(Ainv, lam_p)
-            logdetB = cst["logdetA"][:, None] + logdetP
-        else:   # A constant but ill-conditioned: the B_q form, closed-form backward
-            logdetB, sdiag = _PrivateCov.apply(A, lam_p)
-        # diag S = diag A − ‖·‖² cancels when λ is huge; keep it positive (ψ-statistics need s ≥ 0)
-        sdiag = sdiag.clamp_min(1e-12)
-        tr_minus_n = -(lam_p * sdiag).sum()
-        kl = kl + 0.5 * (Q * cho_logdet(LBp).sum() + logdetB.sum() + tr_minus_n + quad1 - quad2)
-        sd_parts.append(sdiag.permute(0, 2, 3, 1))                 # (V, nb, n, Q)
+        step = streamed.blocks_per_chunk(len(views), Q, n, nb) if chunked else nb
+        if step < nb:
+            limit_heap_fragmentation()     # chunks of equal-sized temporaries: keep the heap from fragmenting
+        parts = []
+        for c0 in range(0, nb, step):
+            sel = slice(c0, min(nb, c0 + step))
+            args = (times, blocks, g, sel if step < nb else None, time_s, views, alpha, eps,
+                    mu_g[:, sel], lam_g[:, sel], need_shared_var)
+            if step < nb and grad:
+                parts.append(checkpoint(_group_terms, *args, use_reentrant=False))
+            else:
+                parts.append(_group_terms(*args))
+        for r in parts:
+            kl = kl + r[0]
+        sd_parts.append(torch.cat([r[1] for r in parts], 1) if len(parts) > 1 else parts[0][1])
+        mus_parts.append(torch.cat([r[2] for r in parts], 0) if len(parts) > 1 else parts[0][2])
         if need_shared_var:
-            Ws = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)
-            ss_parts.append((Ws * Ws).sum(-2))                     # (nb, n)
+            ss_parts.append(torch.cat([r[3] for r in parts], 0) if len(parts) > 1 else parts[0][3])
     s_diag = blocks.unpack(sd_parts, dim=1)
     out = {"kl": kl, "s_diag": list(s_diag.unbind(0)), "mu_s": blocks.unpack(mus_parts)}
     if need_shared_var:
@@ -326,15 +383,19 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
     N, D = Y.shape
     beta = hp["beta"]
     W = hp["W"]
-    F = -0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log() - 0.5 * beta * (Y * Y).sum()
+    F = -0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log()
     bh, bgs = view_bases(hp, kind)
-    # h: shared Woodbury correction for all outputs (one M×M Cholesky)
-    psi0, At, R = bh.whitened(mu, s, Y)                                  # L⁻¹ ψ4 L⁻ᵀ, L⁻¹ ψ0ᵀ Y
-    M = At.shape[0]
-    LP = cholesky_jitter(torch.eye(M, dtype=Y.dtype, device=Y.device) + beta * At, "I + β L⁻¹ψ4L⁻ᵀ")
-    RP = torch.linalg.solve_triangular(LP, R, upper=False)
-    F = F - 0.5 * D * cho_logdet(LP) + 0.5 * beta * beta * (RP * RP).sum() \
-        + 0.5 * D * beta * (At.diagonal().sum() - psi0)
+    from tandem.inference.mcgpds import streamed
+    if streamed.STABLE_H:   # least-squares form: no normal equations, no large cancellations
+        F = F + streamed.h_term_stable(kind, mu, s, bh.Z, bh.variance, bh.ard, Y, beta, bh.kzz(), bh.chol())
+    else:
+        # h: shared Woodbury correction for all outputs (one M×M Cholesky)
+        psi0, At, R = bh.whitened(mu, s, Y)                              # L⁻¹ ψ4 L⁻ᵀ, L⁻¹ ψ0ᵀ Y
+        M = At.shape[0]
+        LP = cholesky_jitter(torch.eye(M, dtype=Y.dtype, device=Y.device) + beta * At, "I + β L⁻¹ψ4L⁻ᵀ")
+        RP = torch.linalg.solve_triangular(LP, R, upper=False)
+        F = F - 0.5 * beta * (Y * Y).sum() - 0.5 * D * cho_logdet(LP) + 0.5 * beta * beta * (RP * RP).sum() \
+            + 0.5 * D * beta * (At.diagonal().sum() - psi0)
     # g_j: per-output corrections through one eigendecomposition per j. When W is a constant
     # with β w² < 1e-8 (W fixed at the authors' 1e-6·U(0,1) init: g switched off; on pose
     # β w² ≤ 2e-9) every g term is O(β w²) relative to the h terms, so they are skipped (saves

@@ -1,0 +1,173 @@
+"""The streamed collapsed bound (inference/mcgpds/streamed.py, gp_kernels.psi_stream) equals the
+old all-at-once bound, value and gradient, on toys and on the human-pose data."""
+import math
+
+import numpy as np
+import pyro
+import pytest
+import torch
+from test_mcgpds_bound import tiny_problem
+
+from common import DATA_DIR
+from tandem.guides.mcgpds import variational_params
+from tandem.inference.mcgpds import streamed
+from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
+from tandem.models.gp_kernels import psi_stats, psi_stream
+from tandem.models.mcgpds import McGPDSData, default_init, hyperparams
+
+D64 = torch.float64
+#: chunk settings that split every toy into several ψ and KL chunks
+FORCED = dict(psi_chunk=5, kl_chunk_mb=1e-9, kl_unchunked_mb=0)
+
+
+def _value_grad(data, ctx):
+    """F and its gradient (one flat vector over the parameter store) under the chunking ``ctx``."""
+    pyro.clear_param_store()
+    hp = hyperparams(data)
+    mus, lams = variational_params(data)
+    params = list(pyro.get_param_store().values())
+    with ctx:
+        F = collapsed_bound(data, hp, mus, lams)
+        gs = torch.autograd.grad(F, params, allow_unused=True)
+    flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(params, gs)])
+    return F.detach(), flat
+
+
+def _assert_equal(data, ctx_new, tol=1e-10):
+    F0, g0 = _value_grad(data, streamed.unstreamed())
+    F1, g1 = _value_grad(data, ctx_new)
+    assert abs(float(F1 - F0)) <= tol * abs(float(F0))
+    assert float((g1 - g0).norm()) <= tol * float(g0.norm())
+    assert float(g0.norm()) > 0
+    return F0, g0
+
+
+@pytest.mark.parametrize("kind", ["rbfard", "linear"])
+@pytest.mark.parametrize("prior", ["mcgpds", "gplvm"])
+def test_streamed_bound_equals_unstreamed_on_toys_all_learned(kind, prior):
+    # every group learned: the KL's autograd path (A requires a gradient) under checkpointing
+    data, *_ = tiny_problem(kind=kind, sizes=(7, 5, 7, 6, 7, 3), private_prior=prior)
+    _assert_equal(data, streamed.streaming(**FORCED))
+
+
+@pytest.mark.parametrize("cache_mb", [math.inf, 0.0])
+def test_streamed_bound_equals_unstreamed_with_fixed_prior(cache_mb):
+    # α, ε, time kernels fixed: the cached-prior / closed-form-backward KL paths; with a zero
+    # cache budget the prior factors are recomputed in every chunk (and in the backward)
+    data, *_ = tiny_problem(sizes=(9, 8, 9, 4, 8))
+    data.fixed = frozenset(("alpha", "eps", "time", "beta", "W"))
+    _assert_equal(data, streamed.streaming(prior_cache_mb=cache_mb, **FORCED))
+    data.blocks.__dict__.pop("_prior_cache", None)
+    _assert_equal(data, streamed.streaming(prior_cache_mb=cache_mb, **FORCED))
+
+
+def test_kl_chunks_are_exact_and_memo_free():
+    data, hp, mus, lams = tiny_problem(sizes=(6, 6, 6, 6, 5))
+    with streamed.unstreamed():
+        a = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams, need_shared_var=True)
+    with streamed.streaming(kl_chunk_mb=1e-9, kl_unchunked_mb=0):
+        b = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams, need_shared_var=True)
+    torch.testing.assert_close(b["kl"], a["kl"], rtol=1e-14, atol=0)
+    for k in range(2):
+        torch.testing.assert_close(b["s_diag"][k], a["s_diag"][k], rtol=1e-14, atol=0)
+    torch.testing.assert_close(b["mu_s"], a["mu_s"], rtol=1e-14, atol=1e-300)
+    torch.testing.assert_close(b["s_s"], a["s_s"], rtol=1e-14, atol=0)
+
+
+def test_psi_stream_sums_and_gradients():
+    g = torch.Generator().manual_seed(3)
+    N, Q, M, D = 23, 3, 6, 4
+    mu = torch.randn(N, Q, dtype=D64, generator=g).requires_grad_()
+    s = (0.1 + torch.rand(N, Q, dtype=D64, generator=g)).requires_grad_()
+    Z = torch.randn(M, Q, dtype=D64, generator=g).requires_grad_()
+    var = torch.tensor(1.3, dtype=D64, requires_grad=True)
+    ard = torch.tensor([0.5, 1.0, 2.0], dtype=D64, requires_grad=True)
+    Y = torch.randn(N, D, dtype=D64, generator=g)
+    leaves = [mu, s, Z, var, ard]
+    for kind in ("rbfard", "linear"):
+        p0, P1, P2 = psi_stats(kind, mu, s, Z, var, ard)
+        ref = (p0, P1.mT @ Y, P2)
+        out = psi_stream(kind, mu, s, Z, var, ard, Y, chunk=4)
+        w = [torch.randn(x.shape, dtype=D64, generator=g) for x in ref]
+        gr = torch.autograd.grad(sum((a * b).sum() for a, b in zip(ref, w)), leaves, allow_unused=True)
+        go = torch.autograd.grad(sum((a * b).sum() for a, b in zip(out, w)), leaves, allow_unused=True)
+        for a, b in zip(out, ref):
+            torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+        for a, b in zip(go, gr):
+            if b is not None:
+                torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="chunk"):
+        psi_stream("rbfard", mu, s, Z, var, ard, Y, chunk=-1)
+    with pytest.raises(ValueError, match="Y"):
+        psi_stream("rbfard", mu, s, Z, var, ard, Y[:-1])
+
+
+def test_blocks_per_chunk_and_settings():
+    with streamed.streaming(kl_chunk_mb=64):
+        assert streamed.blocks_per_chunk(2, 2, 1000, 100) == 2          # 32 MB per block
+        assert streamed.blocks_per_chunk(2, 2, 10_000, 3) == 1          # never below one block
+        assert streamed.blocks_per_chunk(1, 1, 10, 7) == 7              # never above the group
+    with streamed.unstreamed():
+        assert streamed.blocks_per_chunk(2, 2, 1000, 100) == 100
+    assert streamed.KL_CHUNK_MB == 64.0                                 # restored
+    # all groups' stacks within KL_UNCHUNKED_MB: no chunking (10 blocks of 1000 frames: 320 MB)
+    assert not streamed.kl_chunked(2, 2, [(10, 1000)])
+    assert streamed.kl_chunked(2, 2, [(100, 1000)])
+    with streamed.unstreamed():
+        assert not streamed.kl_chunked(2, 2, [(100, 1000)])
+    with pytest.raises(ValueError, match="kl_chunk_mb"):
+        with streamed.streaming(kl_chunk_mb=-1):
+            pass
+    with pytest.raises(ValueError, match="KL_CHUNK_MB"):
+        with streamed.streaming():
+            streamed.KL_CHUNK_MB = float("nan")
+            streamed.blocks_per_chunk(1, 1, 2, 2)
+
+
+@pytest.mark.skipif(not (DATA_DIR / "human_pose").exists(), reason="human pose data not present")
+@pytest.mark.parametrize("learned_prior", [False, True])
+def test_streamed_bound_equals_unstreamed_on_pose(learned_prior):
+    from tandem.inference.datasets.human_pose import load_human_pose
+    d = load_human_pose(DATA_DIR)
+    seq = np.repeat(np.arange(len(d.seq_ends)), np.diff([0, *d.seq_ends]))
+    views = [torch.as_tensor((d.Y1 - d.bias1) / d.scale1), torch.as_tensor((d.Y2 - d.bias2) / d.scale2)]
+    N, Q, M = views[0].shape[0], 9, 100
+    t = torch.as_tensor(np.asarray(d.t, dtype=np.float64).reshape(-1))
+    init = default_init(N, [v.shape[1] for v in views], Q, M, times=t, generator=torch.Generator().manual_seed(0),
+                        X0=torch.linalg.svd(torch.cat(views, 1) - torch.cat(views, 1).mean(0),
+                                            full_matrices=False)[0][:, :Q] * 3.0)
+    fixed = ("beta", "W") if learned_prior else ("alpha", "eps", "beta", "time", "W")
+    data = McGPDSData(views, t, torch.as_tensor(seq), Q, M, init=init, fixed=frozenset(fixed))
+    _assert_equal(data, streamed.streaming(psi_chunk=100, kl_chunk_mb=0.5, kl_unchunked_mb=0))
+
+
+@pytest.mark.parametrize("kind", ["rbfard", "linear"])
+@pytest.mark.parametrize("pair_chunk", [2 ** 22, 30])
+def test_stable_h_term_equals_the_normal_equation_form(kind, pair_chunk, monkeypatch):
+    # the least-squares (QR) form of the h term, C = Ψ2 − Ψ1ᵀΨ1 summed with expm1; one chunk and
+    # several checkpointed chunks (30 entries: a few frames per chunk)
+    data, *_ = tiny_problem(kind=kind, sizes=(7, 5, 7, 6, 7))
+    monkeypatch.setattr(streamed, "PAIR_CHUNK_ENTRIES", pair_chunk)
+    F0, g0 = _value_grad(data, streamed.streaming())
+    monkeypatch.setattr(streamed, "STABLE_H", True)
+    F1, g1 = _value_grad(data, streamed.streaming())
+    assert abs(float(F1 - F0)) <= 1e-11 * abs(float(F0))
+    # the linear toy's K_ZZ (M = 4 > Q = 2) is rank deficient up to its jitter: the old form's own noise
+    assert float((g1 - g0).norm()) <= (1e-11 if kind == "rbfard" else 1e-8) * float(g0.norm())
+
+
+def test_cov_part_is_psi2_minus_psi1_outer():
+    g = torch.Generator().manual_seed(5)
+    N, Q, M = 9, 2, 5
+    mu = torch.randn(N, Q, dtype=D64, generator=g)
+    s = 0.2 + torch.rand(N, Q, dtype=D64, generator=g)
+    Z = torch.randn(M, Q, dtype=D64, generator=g)
+    var, ard = torch.tensor(1.4, dtype=D64), torch.tensor([0.7, 1.9], dtype=D64)
+    for kind in ("rbfard", "linear"):
+        _, P1, P2 = psi_stats(kind, mu, s, Z, var, ard)
+        P1c, C = streamed._cov_part(kind, mu, s, Z, var, ard)
+        torch.testing.assert_close(P1c, P1, rtol=1e-13, atol=0)
+        torch.testing.assert_close(C, P2 - P1.mT @ P1, rtol=1e-10, atol=1e-12)
+        assert bool((torch.linalg.eigvalsh(0.5 * (C + C.mT)) > -1e-12).all())      # a sum of covariances
+    with pytest.raises(ValueError, match="kind"):
+        streamed._cov_part("matern", mu, s, Z, var, ard)
