@@ -534,7 +534,7 @@ _REFUSED_OPCODES = {"STACK_GLOBAL", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1"
 def check_archive(path: Path) -> None:
     """Refuse, before torch reads it, a file that is not the zip archive :func:`dump` writes.
 
-    Checks, without unpickling anything: the zip magic ``PK\x03\x04`` (a raw pickle —
+    Checks, without unpickling anything: the zip magic ``PK\\x03\\x04`` (a raw pickle —
     torch's legacy format — or another file type is refused here, so torch never parses it
     and emits no "Detected pickle protocol" warning); that the archive opens (else it is
     truncated or corrupt); its layout (one top folder holding ``data.pkl``); and the
