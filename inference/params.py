@@ -60,6 +60,7 @@ class _Constraint:
     """Base: ``type_ok(v)`` (the value is of a type this constraint speaks about) and ``ok(v)``."""
 
     def type_ok(self, v) -> bool:
+        """Whether ``v`` is of a type this constraint speaks about (default: :meth:`ok`)."""
         return self.ok(v)
 
     def ok(self, v) -> bool:  # pragma: no cover - abstract
@@ -67,17 +68,56 @@ class _Constraint:
 
 
 class Interval(_Constraint):
-    """``kind`` (``Integral`` or ``Real``) in ``[low, high]``; ``closed``: "both", "left",
-    "right" or "neither"; ``None`` bounds are open-ended. NaN is never valid; ±inf only with
-    ``inf_ok`` (reals). Integers are valid reals; bools are neither."""
+    """A number of kind ``kind`` (``Integral`` or ``Real``) in the interval ``[low, high]``.
+
+    NaN is never valid; ±inf only with ``inf_ok`` (reals). Integers are valid reals; bools are neither.
+
+    Parameters
+    ----------
+    kind : {numbers.Integral, numbers.Real}
+        The kind of number (``numpy`` integers and floats count).
+    low : float, optional
+        Lower bound; ``None`` → open-ended.
+    high : float, optional
+        Upper bound; ``None`` → open-ended.
+    closed : {"both", "left", "right", "neither"}, default "both"
+        Which bounds belong to the interval.
+    inf_ok : bool, default False
+        Whether ±inf is valid (reals).
+    """
 
     def __init__(self, kind, low=None, high=None, closed: str = "both", inf_ok: bool = False):
         self.kind, self.low, self.high, self.closed, self.inf_ok = kind, low, high, closed, inf_ok
 
     def type_ok(self, v) -> bool:
+        """Whether ``v`` is a number of kind ``kind`` (bools excluded).
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` has a type this constraint speaks about (its value may still be refused);
+            used to say "got ... of type ..." in the message.
+        """
         return _is_int(v) if self.kind is Integral else _is_real(v)
 
     def ok(self, v) -> bool:
+        """Whether ``v`` is of kind ``kind``, not NaN, finite unless ``inf_ok``, and inside the interval.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint.
+        """
         if not self.type_ok(v):
             return False
         x = float(v)
@@ -101,15 +141,48 @@ class Interval(_Constraint):
 
 
 class Options(_Constraint):
-    """One of ``options`` (values of type ``kind``, default ``str``)."""
+    """One of ``options`` (values of type ``kind``, default ``str``).
+
+    Parameters
+    ----------
+    options : iterable
+        The valid values.
+    kind : type or tuple of types, default str
+        The type of the valid values.
+    """
 
     def __init__(self, options, kind=str):
         self.options, self.kind = tuple(options), kind
 
     def type_ok(self, v) -> bool:
+        """Whether ``v`` is an instance of ``kind``.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` has a type this constraint speaks about (its value may still be refused);
+            used to say "got ... of type ..." in the message.
+        """
         return isinstance(v, self.kind)
 
     def ok(self, v) -> bool:
+        """Whether ``v`` is an instance of ``kind`` and one of ``options``.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint.
+        """
         return isinstance(v, self.kind) and v in self.options
 
     def __str__(self):
@@ -117,10 +190,32 @@ class Options(_Constraint):
 
 
 class InstanceOf(_Constraint):
+    """An instance of one of ``types``.
+
+    Parameters
+    ----------
+    *types : type
+        The accepted types.
+    what : str, optional
+        How the message names the expected value; ``None`` → "an instance of A or B".
+    """
+
     def __init__(self, *types, what: str | None = None):
         self.types, self.what = types, what
 
     def ok(self, v) -> bool:
+        """Whether ``v`` is an instance of one of ``types``.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint.
+        """
         return isinstance(v, self.types)
 
     def __str__(self):
@@ -128,7 +223,21 @@ class InstanceOf(_Constraint):
 
 
 class Boolean(_Constraint):
+    """A bool (Python ``bool`` or ``numpy.bool_``; integers 0/1 are refused)."""
+
     def ok(self, v) -> bool:
+        """Whether ``v`` is a bool.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint.
+        """
         return isinstance(v, (bool, np.bool_))
 
     def __str__(self):
@@ -136,7 +245,21 @@ class Boolean(_Constraint):
 
 
 class Callable(_Constraint):
+    """A callable."""
+
     def ok(self, v) -> bool:
+        """Whether ``v`` is callable.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint.
+        """
         return callable(v)
 
     def __str__(self):
@@ -144,7 +267,7 @@ class Callable(_Constraint):
 
 
 class Seed(Interval):
-    """An integer seed in [0, 2³²)."""
+    """An integer seed in [0, 2³²) (an :class:`Interval` of integers)."""
 
     def __init__(self):
         super().__init__(Integral, 0, 2 ** 32 - 1)
@@ -154,10 +277,42 @@ class Device(_Constraint):
     """A torch device ("cpu", "cuda", "cuda:1", ``torch.device``); CUDA must be available."""
 
     def type_ok(self, v) -> bool:
+        """Whether ``v`` is a ``str`` or a ``torch.device``.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` has a type this constraint speaks about (its value may still be refused);
+            used to say "got ... of type ..." in the message.
+        """
         import torch
         return isinstance(v, (str, torch.device))
 
     def ok(self, v) -> bool:
+        """Whether ``v`` names a usable torch device.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint.
+
+        Raises
+        ------
+        ValueError
+            The documented error of :func:`tandem.inference.validation.resolve_device` (a bad device
+            name, CUDA not available); :func:`check_param` turns it into an
+            :class:`InvalidParameterError` naming the parameter.
+        """
         if not self.type_ok(v):
             return False
         resolve_device(v)   # raises the documented ValueError (bad name, CUDA not available)
@@ -168,15 +323,50 @@ class Device(_Constraint):
 
 
 class SequenceOf(_Constraint):
-    """A list/tuple (``nonempty`` by default) whose every entry satisfies ``item``."""
+    """A list/tuple (``nonempty`` by default) whose every entry satisfies ``item``.
+
+    Parameters
+    ----------
+    item : constraint
+        The constraint every entry must satisfy (e.g. an :class:`Interval` or a :class:`OneOf`).
+    nonempty : bool, default True
+        Whether an empty sequence is refused.
+    length : int, optional
+        The required length; ``None`` → any.
+    """
 
     def __init__(self, item: _Constraint, nonempty: bool = True, length: int | None = None):
         self.item, self.nonempty, self.length = item, nonempty, length
 
     def type_ok(self, v) -> bool:
+        """Whether ``v`` is a list, tuple or numpy array (a ``str`` is not a sequence here).
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` has a type this constraint speaks about (its value may still be refused);
+            used to say "got ... of type ..." in the message.
+        """
         return isinstance(v, (list, tuple, np.ndarray)) and not isinstance(v, str)
 
     def ok(self, v) -> bool:
+        """Whether ``v`` is a sequence of the required length (non-empty if asked) whose entries satisfy ``item``.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint.
+        """
         if not self.type_ok(v) or (self.nonempty and len(v) == 0):
             return False
         if self.length is not None and len(v) != self.length:
@@ -189,15 +379,46 @@ class SequenceOf(_Constraint):
 
 
 class OneOf(_Constraint):
-    """Any of ``constraints`` (``None`` allowed among them): for the items of a sequence."""
+    """Any of ``constraints`` (``None`` allowed among them): for the items of a sequence.
+
+    Parameters
+    ----------
+    *constraints : constraint or None
+        The alternatives; ``None`` accepts the value ``None``.
+    """
 
     def __init__(self, *constraints):
         self.constraints = constraints
 
     def type_ok(self, v) -> bool:
+        """Whether ``v`` has a type that one of ``constraints`` speaks about.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` has a type this constraint speaks about (its value may still be refused);
+            used to say "got ... of type ..." in the message.
+        """
         return any(_type_matches(c, v) for c in self.constraints)
 
     def ok(self, v) -> bool:
+        """Whether ``v`` satisfies at least one of ``constraints``.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint.
+        """
         return any(_satisfies(c, v) for c in self.constraints)
 
     def __str__(self):
@@ -205,12 +426,30 @@ class OneOf(_Constraint):
 
 
 class AnyValue(_Constraint):
-    """Explicitly free at this level (``reason`` says where it is checked, e.g. arrays)."""
+    """Explicitly free at this level (``reason`` says where it is checked, e.g. arrays).
+
+    Parameters
+    ----------
+    reason : str
+        Where and how the value is checked instead (shown in messages).
+    """
 
     def __init__(self, reason: str):
         self.reason = reason
 
     def ok(self, v) -> bool:
+        """Always True: the value is checked elsewhere.
+
+        Parameters
+        ----------
+        v : object
+            The value to check.
+
+        Returns
+        -------
+        bool
+            True when ``v`` satisfies this constraint. Always True.
+        """
         return True
 
     def __str__(self):
@@ -218,8 +457,10 @@ class AnyValue(_Constraint):
 
 
 class InvalidParameterError(ValueError, TypeError):
-    """A parameter outside its declared constraint: both a ``ValueError`` and a ``TypeError``
-    (as scikit-learn's), so callers may catch either."""
+    """A parameter outside its declared constraint.
+
+    Both a ``ValueError`` and a ``TypeError`` (as scikit-learn's), so callers may catch either.
+    """
 
 
 def _satisfies(c, v) -> bool:
@@ -231,7 +472,28 @@ def _type_matches(c, v) -> bool:
 
 
 def check_param(constraints: list, name: str, value, where: str = "") -> None:
-    """Raise ``TypeError``/``ValueError`` naming ``name`` unless ``value`` satisfies one of ``constraints``."""
+    """Raise ``TypeError``/``ValueError`` naming ``name`` unless ``value`` satisfies one of ``constraints``.
+
+    Parameters
+    ----------
+    constraints : list
+        The declared constraints of ``name`` (constraint objects or ``None`` for the value ``None``);
+        the value is valid when it satisfies at least one.
+    name : str
+        The parameter's name, used in the message.
+    value : object
+        The value to check.
+    where : str, default ""
+        Prefix of the message (e.g. ``"McGPDS: "``).
+
+    Raises
+    ------
+    InvalidParameterError
+        (A ``ValueError`` and a ``TypeError``.) If ``value`` satisfies none of ``constraints``; the
+        message names the parameter, what was expected and what was given (with its type when no
+        constraint speaks about that type), or carries the message of a constraint that raised its own
+        ``ValueError`` (:class:`Device`).
+    """
     for c in constraints:
         try:
             if _satisfies(c, value):
@@ -250,8 +512,24 @@ def check_param(constraints: list, name: str, value, where: str = "") -> None:
 def validate_params(declaration: dict, values: dict, where: str = "") -> None:
     """Check every ``values[name]`` against ``declaration[name]`` (see the module docstring).
 
-    ``where`` prefixes the messages (e.g. ``"McGPDS: "``). A name without a declaration is a
-    ``TypeError`` (an unknown keyword, or a public parameter someone forgot to declare)."""
+    Parameters
+    ----------
+    declaration : dict
+        ``name -> [constraint, ...]``, as a class's ``_parameter_constraints``.
+    values : dict
+        ``name -> value``, e.g. ``estimator.get_params(deep=False)``.
+    where : str, default ""
+        Prefixes the messages (e.g. ``"McGPDS: "``).
+
+    Raises
+    ------
+    TypeError
+        For a name without a declaration (an unknown keyword, or a public parameter someone forgot
+        to declare).
+    InvalidParameterError
+        (A ``ValueError`` and a ``TypeError``.) For a value outside its declaration, see
+        :func:`check_param`.
+    """
     for name, value in values.items():
         if name not in declaration:
             raise TypeError(f"{where}unknown parameter {name!r}; expected one of {sorted(declaration)}")
@@ -271,15 +549,51 @@ class TandemEstimator(BaseEstimator):
 
     # save / load: one safe format for every estimator (subclasses with more state override)
     def save(self, path) -> None:
-        """Write this object (settings and fitted state) to ``path`` in tandem's safe format
-        (:func:`tandem.inference.persistence.save_estimator`: plain tensors/arrays + JSON),
-        atomically: a kill or full disk during the write leaves the previous file intact."""
+        """Write this object (settings and fitted state) to ``path`` in tandem's safe format.
+
+        The format is that of :func:`tandem.inference.persistence.save_estimator` (plain
+        tensors/arrays + JSON), written atomically: a kill or full disk during the write leaves the
+        previous file intact.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write.
+
+        Raises
+        ------
+        TypeError
+            Naming the attribute, if a public attribute holds a value the safe format cannot store
+            (private caches that cannot be stored are dropped; see
+            :func:`tandem.inference.persistence.save_estimator`).
+        """
         save_estimator(self, path)
 
     @classmethod
     def load(cls, path, map_location=None):
-        """Read an object written by :meth:`save`; ``map_location`` puts its tensors on that
-        device. Nothing is unpickled: a damaged or foreign file raises ``ValueError`` naming it."""
+        """Read an object written by :meth:`save`.
+
+        Nothing is unpickled.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file written by :meth:`save`.
+        map_location : str or torch.device, optional
+            Puts the file's tensors on that device; ``None`` → where they were saved.
+
+        Returns
+        -------
+        TandemEstimator
+            An instance of ``cls`` with the saved settings and fitted state.
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``path`` does not exist.
+        tandem.inference.persistence.PersistenceError
+            (A ``ValueError``.) A damaged or foreign file, or one written for another class, naming it.
+        """
         return load_estimator(cls, path, map_location)
 
     def _validate_params(self):
@@ -341,7 +655,19 @@ class TandemEstimator(BaseEstimator):
 
 
 def own_params(method):
-    """Decorator: run ``method`` inside the estimator's own Pyro parameter store."""
+    """Decorator: run ``method`` inside the estimator's own Pyro parameter store.
+
+    Parameters
+    ----------
+    method : callable
+        A method of a :class:`TandemEstimator` subclass.
+
+    Returns
+    -------
+    callable
+        The wrapped method: it runs inside :meth:`TandemEstimator._param_scope`, so it reads and
+        writes the estimator's ``param_store_`` and leaves the global Pyro store as it was.
+    """
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):

@@ -51,7 +51,10 @@ _CONSTRAINT_MODULES = ("torch.distributions.constraints", "pyro.distributions.co
 
 
 class PersistenceError(ValueError):
-    """A file cannot be read as a tandem file: empty, truncated, corrupt, foreign, or of another kind."""
+    """A file cannot be read as a tandem file: empty, truncated, corrupt, foreign, or of another kind.
+
+    A ``ValueError``; the message names the file.
+    """
 
 
 # ---------------------------------------------------------------------------------- atomic writes
@@ -60,10 +63,30 @@ def atomic_write(path, write: Callable[[Any], None], *, mode: str = "wb") -> Pat
 
     The temporary file comes from :func:`tempfile.mkstemp` (random name, ``O_CREAT|O_EXCL``,
     mode 0600: never a predictable name, never through a symlink), is flushed and
-    ``fsync``-ed, then moved over ``path`` with :func:`os.replace`; its folder is
-    ``fsync``-ed where the platform allows. On any failure (full disk, exception in
-    ``write``) the temporary file is deleted and the previous ``path`` is untouched.
-    The parent folder is created. Returns ``path``.
+    ``fsync``-ed, given the permissions an ordinary ``open()`` would give (0666 less the umask),
+    then moved over ``path`` with :func:`os.replace`; its folder is ``fsync``-ed where the
+    platform allows. On any failure (full disk, exception in ``write``) the temporary file is
+    deleted and the previous ``path`` is untouched. The parent folder is created.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file.
+    write : callable
+        ``write(f)`` writes the whole content to the open file object ``f``.
+    mode : str, default "wb"
+        The mode the temporary file is opened in (keyword only).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OSError
+        If the folder cannot be created or written (the temporary file is removed); any exception
+        of ``write`` is re-raised likewise.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,12 +121,40 @@ def atomic_write(path, write: Callable[[Any], None], *, mode: str = "wb") -> Pat
 
 
 def write_bytes_atomic(path, data: bytes) -> Path:
-    """:func:`atomic_write` of ``data``."""
+    """:func:`atomic_write` of ``data``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file.
+    data : bytes
+        The whole content.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     return atomic_write(path, lambda f: f.write(data))
 
 
 def write_text_atomic(path, text: str, encoding: str = "utf-8") -> Path:
-    """:func:`atomic_write` of ``text`` (``encoding``)."""
+    """:func:`atomic_write` of ``text`` (``encoding``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file.
+    text : str
+        The whole content.
+    encoding : str, default "utf-8"
+        The text encoding.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     return atomic_write(path, lambda f: f.write(text.encode(encoding)))
 
 
@@ -111,6 +162,16 @@ def check_writable(folder) -> None:
     """Raise ``OSError`` if a file cannot be created in ``folder`` (created if missing).
 
     Probes with :func:`tempfile.mkstemp` (random name, exclusive create), then deletes it.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The folder.
+
+    Raises
+    ------
+    OSError
+        If the folder cannot be created or a file cannot be created in it.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -265,15 +326,60 @@ def _is_tandem(obj) -> bool:
 def encode(obj, path: str = "value") -> tuple[Any, dict[str, torch.Tensor]]:
     """``(JSON-able tree, {key: tensor})`` describing ``obj`` (see the module doc).
 
-    Raises ``TypeError`` naming the offending entry (``path``) for a value that cannot be
-    stored safely (functions, open files, foreign objects)."""
+    Parameters
+    ----------
+    obj : object
+        Plain values, containers, tensors, numpy arrays, scipy.sparse matrices, and instances,
+        functions, classes and enums of the ``tandem`` package.
+    path : str, default "value"
+        The name of ``obj`` in error messages (entries are named ``path[i]``, ``path.key``).
+
+    Returns
+    -------
+    tree : object
+        A JSON-able tree of plain values and tagged dicts; tensors and arrays are references into
+        ``tensors``.
+    tensors : dict of str to torch.Tensor
+        The CPU, contiguous tensors referenced by ``tree`` (a numpy array as its raw ``uint8`` bytes).
+
+    Raises
+    ------
+    TypeError
+        Naming the offending entry (``path``) for a value that cannot be stored safely (functions,
+        open files, foreign objects, sparse torch tensors).
+    """
     e = _Encoder()
     tree = e.enc(obj, path)
     return tree, e.tensors
 
 
 def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per tag
-    """Inverse of :func:`encode`; tensors are put on ``map_location`` (or the recorded device)."""
+    """Inverse of :func:`encode`; tensors are put on ``map_location`` (or the recorded device).
+
+    Only classes of ``tandem`` (and constraint classes of ``torch``/``pyro``) are looked up, and
+    they are rebuilt with ``cls.__new__`` plus their state: no constructor or other code of the
+    file's choosing runs.
+
+    Parameters
+    ----------
+    tree : object
+        The tree returned by :func:`encode` (after a JSON round trip).
+    tensors : dict of str to torch.Tensor
+        The tensors referenced by ``tree``.
+    map_location : str or torch.device, optional
+        Where to put the tensors; ``None`` → the device each was saved from.
+
+    Returns
+    -------
+    object
+        The rebuilt object.
+
+    Raises
+    ------
+    PersistenceError
+        For a malformed tree, an unknown tag, a reference outside the allowed modules, or a tensor
+        on a device that is not available here (load with ``map_location='cpu'``).
+    """
     def dec(n):
         if n is None or isinstance(n, (bool, int, float, str)):
             return n
@@ -393,7 +499,25 @@ def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per
 def dump(obj, path, kind: str) -> Path:
     """Write ``obj`` to ``path`` in the safe format, tagged ``kind``, atomically; returns ``path``.
 
-    ``TypeError`` (naming the entry) if ``obj`` holds something that cannot be stored."""
+    Parameters
+    ----------
+    obj : object
+        What to store (see :func:`encode`).
+    path : str or os.PathLike
+        The target file (written with :func:`atomic_write`).
+    kind : str
+        The kind recorded in the file, checked by :func:`load`.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    TypeError
+        Naming the entry, if ``obj`` holds something that cannot be stored.
+    """
     tree, tensors = encode(obj)
     meta = json.dumps(tree, allow_nan=False)
     payload = {"format": FORMAT, "version": VERSION, "kind": str(kind), "meta": meta, "tensors": tensors}
@@ -415,7 +539,19 @@ def check_archive(path: Path) -> None:
     and emits no "Detected pickle protocol" warning); that the archive opens (else it is
     truncated or corrupt); its layout (one top folder holding ``data.pkl``); and the
     opcodes of ``data.pkl``: only ``GLOBAL`` references to :data:`_ALLOWED_GLOBALS` or to a
-    ``torch.*Storage`` class. Raises :class:`PersistenceError` naming the file."""
+    ``torch.*Storage`` class.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+
+    Raises
+    ------
+    PersistenceError
+        Naming the file, if it cannot be read, is not a zip archive, is truncated or corrupt, has
+        another layout, or its pickle holds a refused opcode or global.
+    """
     import pickletools
     import zipfile
     try:
@@ -458,10 +594,29 @@ def check_archive(path: Path) -> None:
 def load(path, kind: str | None = None, map_location=None):
     """Read a file written by :func:`dump` (``kind`` checked when given).
 
-    ``FileNotFoundError`` if ``path`` does not exist; :class:`PersistenceError` naming the
-    file if it is a folder, empty, truncated, corrupt, a pickle that names anything but
-    plain values (refused by ``torch.load(weights_only=True)`` before it runs), a file of
-    another program, a newer format version, or of another kind."""
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    kind : str, optional
+        The kind the file must hold; ``None`` → any.
+    map_location : str or torch.device, optional
+        Where to put the tensors (see :func:`decode`).
+
+    Returns
+    -------
+    object
+        The stored object.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    PersistenceError
+        Naming the file if it is a folder, empty, truncated, corrupt, a pickle that names anything
+        but plain values (refused by :func:`check_archive` and ``torch.load(weights_only=True)``
+        before it runs), a file of another program, a newer format version, or of another kind.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
@@ -502,11 +657,33 @@ def _kind(cls) -> str:
 
 
 def save_estimator(est, path, extra=None) -> Path:
-    """Save an estimator: its class, its init parameters (``get_params`` where defined) and
-    its state (``__getstate__``: every attribute, fitted ones ending in ``_``) in the safe format.
+    """Save an estimator: its class, its init parameters and its state in the safe format.
 
-    Private attributes (leading ``_``) that cannot be stored (caches such as compiled
-    functions) are dropped; a public one that cannot be stored raises ``TypeError``."""
+    The init parameters come from ``get_params(deep=False)`` where defined (``None`` when they
+    cannot be stored); the state from ``__getstate__`` (every attribute, fitted ones ending in
+    ``_``). Private attributes (leading ``_``) that cannot be stored (caches such as compiled
+    functions) are dropped. The file's kind is ``"estimator:<class qualname>"``.
+
+    Parameters
+    ----------
+    est : object
+        The estimator.
+    path : str or os.PathLike
+        The target file (written atomically).
+    extra : object, optional
+        A further value stored alongside (see :func:`encode`), returned by
+        :func:`load_estimator` with ``with_extra``.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    TypeError
+        Naming the attribute, if a public attribute cannot be stored.
+    """
     state = est.__getstate__() if hasattr(est, "__getstate__") else dict(vars(est))
     state = dict(state) if isinstance(state, dict) else {"__state__": state}
     keep = {}
@@ -531,10 +708,35 @@ def save_estimator(est, path, extra=None) -> Path:
 
 
 def load_estimator(cls, path, map_location=None, with_extra: bool = False):
-    """Inverse of :func:`save_estimator`: a ``cls`` instance rebuilt from ``path`` (and the
-    ``extra`` value given to :func:`save_estimator` when ``with_extra``).
+    """Inverse of :func:`save_estimator`: a ``cls`` instance rebuilt from ``path``.
 
-    The file must have been written for ``cls`` (else :class:`PersistenceError` naming it)."""
+    The instance is built with ``cls.__new__`` and its state (``__setstate__`` where defined);
+    no constructor runs.
+
+    Parameters
+    ----------
+    cls : type
+        The estimator class the file must have been written for.
+    path : str or os.PathLike
+        The file.
+    map_location : str or torch.device, optional
+        Where to put the tensors (see :func:`decode`).
+    with_extra : bool, default False
+        Also return the ``extra`` value given to :func:`save_estimator`.
+
+    Returns
+    -------
+    object or tuple
+        The estimator, or ``(estimator, extra)`` when ``with_extra``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    PersistenceError
+        Naming the file and ``cls``, if it was not written for ``cls`` by ``cls.save``, or is
+        damaged (see :func:`load`).
+    """
     try:
         z = load(path, _kind(cls), map_location)
     except PersistenceError as err:

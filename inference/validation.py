@@ -18,9 +18,11 @@ from tandem.inference.numerics import DTYPE
 
 
 class NotFittedError(ValueError, AttributeError):
-    """A method that needs a fitted estimator was called before ``fit`` (a ``ValueError`` and
-    an ``AttributeError``, like scikit-learn's ``NotFittedError``). Exported as
-    ``tandem.NotFittedError``."""
+    """A method that needs a fitted estimator was called before ``fit``.
+
+    A ``ValueError`` and an ``AttributeError``, like scikit-learn's ``NotFittedError``. Exported as
+    ``tandem.NotFittedError``.
+    """
 
 
 def _read_array(x, name: str) -> np.ndarray | torch.Tensor:
@@ -64,9 +66,36 @@ def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
     zero-length axis after the first (a (N, 0) array has no features), fewer than
     ``min_rows`` rows, and NaN/inf (when ``finite``).
 
-    ``shape`` entries that are ``None`` are free. ``detach``: read a tensor with
-    ``requires_grad`` as its values (the estimators' data inputs: data are never a graph);
-    by default a graph is kept (objectives differentiate through this).
+    Parameters
+    ----------
+    x : array_like, torch.Tensor or scipy.sparse matrix
+        The input.
+    name : str
+        The argument's name, used in every message.
+    ndim : int, optional
+        The required number of dimensions; ``None`` → any.
+    dtype : torch.dtype, default torch.float64
+        The dtype of the result (``DTYPE``).
+    finite : bool, default True
+        Refuse NaN/inf entries (:func:`check_finite`).
+    min_rows : int, optional
+        The least number of rows (length of the first axis).
+    shape : sequence of int or None, optional
+        The required shape; ``None`` entries are free.
+    detach : bool, default False
+        Read a tensor with ``requires_grad`` as its values (the estimators' data inputs: data are
+        never a graph); by default a graph is kept (objectives differentiate through this).
+
+    Returns
+    -------
+    torch.Tensor
+        ``x`` as a ``dtype`` tensor of the checked shape: on the tensor's device for a tensor input,
+        on the CPU for everything else (callers move it to the device they work on).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, for any of the refused inputs above.
     """
     if x is None:
         raise ValueError(f"{name}: expected an array, got None")
@@ -95,11 +124,32 @@ def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
 
 
 def as_index_array(x, name: str, shape: Sequence[int | None] | None = None) -> np.ndarray:
-    """The one validator of integer index arrays (e.g. correspondence pairs): an int64 numpy
-    array. Integer dtypes, and real values that are whole numbers, are accepted (lists,
-    tensors, any layout); NaN, inf, fractional values, bool, complex, string and object
-    entries and meta tensors are a ``ValueError`` naming ``name``; ``shape`` as in
-    :func:`as_tensor`. Ranges are the caller's to check (they depend on the data)."""
+    """The one validator of integer index arrays (e.g. correspondence pairs): an int64 numpy array.
+
+    Integer dtypes, and real values that are whole numbers, are accepted (lists, tensors, any
+    layout); NaN, inf, fractional values, bool, complex, string and object entries and meta
+    tensors are refused. Ranges are the caller's to check (they depend on the data).
+
+    Parameters
+    ----------
+    x : array_like or torch.Tensor
+        The indices.
+    name : str
+        The argument's name, used in every message.
+    shape : sequence of int or None, optional
+        The required shape, as in :func:`as_tensor` (``None`` entries are free).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``x`` as an int64 array of the same shape.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: ``None``, a refused dtype or entry (the first non-integer entry and its index
+        are given), a meta tensor, the wrong shape.
+    """
     if x is None:
         raise ValueError(f"{name}: expected an integer array, got None")
     a = _read_array(x, name)
@@ -117,11 +167,33 @@ def as_index_array(x, name: str, shape: Sequence[int | None] | None = None) -> n
 
 
 def label_codes(y, n: int, name: str) -> np.ndarray:
-    """The one validator of per-row labels (sequence ids, class labels): (n,) int64 codes
-    0..L−1 in order of first appearance. ``y`` (n,) may hold any hashable labels (ints,
-    floats, strings; a list, numpy array or tensor); two rows share a label iff their labels
-    are equal (a fractional label is its own label, never truncated). NaN and ``None`` labels,
-    the wrong length or rank, and meta tensors are a ``ValueError`` naming ``name``."""
+    """The one validator of per-row labels (sequence ids, class labels): (n,) int64 codes 0..L−1.
+
+    Codes are given in order of first appearance. ``y`` may hold any hashable labels (ints, floats,
+    strings; a list, numpy array or tensor); two rows share a label iff their labels are equal (a
+    fractional label is its own label, never truncated).
+
+    Parameters
+    ----------
+    y : array_like or torch.Tensor
+        (n,) labels.
+    n : int
+        The number of rows the labels must cover.
+    name : str
+        The argument's name, used in every message.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n,) int64 codes in 0..L−1, L the number of distinct labels.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: NaN and ``None`` labels, the wrong length or rank, meta tensors.
+    TypeError
+        Naming ``name`` and the row, for an unhashable label.
+    """
     if isinstance(y, torch.Tensor):
         if y.device.type == "meta":
             raise ValueError(f"{name}: got a tensor on the meta device, which holds no values; expected labels")
@@ -157,6 +229,30 @@ def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
 
     Sparse scipy matrices pass through unchanged (after a finiteness check of their data);
     callers that cannot use them densify or refuse them (see :func:`check_weights`).
+
+    Parameters
+    ----------
+    x : array_like, torch.Tensor or scipy.sparse matrix
+        The input.
+    name : str
+        The argument's name, used in every message.
+    ndim : int, optional
+        The required number of dimensions (a sparse matrix is 2-d); ``None`` → any.
+    finite : bool, default True
+        Refuse NaN/inf entries.
+    min_rows : int, optional
+        The least number of rows.
+
+    Returns
+    -------
+    numpy.ndarray or scipy.sparse.csr_matrix
+        A float64 array (a float64 CSR matrix for sparse input).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, as :func:`as_tensor`; for sparse input: a rank other than 2, a non-real
+        dtype, a zero-length axis, NaN/inf data, fewer than ``min_rows`` rows.
     """
     import scipy.sparse as sp
     if sp.issparse(x):
@@ -176,7 +272,20 @@ def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
 
 
 def check_finite(x, name: str) -> None:
-    """Raise ``ValueError`` if ``x`` has NaN or inf entries, saying how many and where."""
+    """Raise ``ValueError`` if ``x`` has NaN or inf entries, saying how many and where.
+
+    Parameters
+    ----------
+    x : array_like or torch.Tensor
+        The values to check.
+    name : str
+        The argument's name, used in the message.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, with the number of non-finite entries and the index of the first.
+    """
     t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float64), device="cpu")
     bad = ~torch.isfinite(t)
     if bad.any():
@@ -186,11 +295,28 @@ def check_finite(x, name: str) -> None:
 
 
 def resolve_device(device, *inputs) -> torch.device:
-    """The device a high-level fit runs on: ``device`` if given ("cpu", "cuda", "cuda:1", a
-    :class:`torch.device`), else the device of the first tensor among ``inputs`` (lists and
-    tuples are searched one level deep), else the CPU (numpy inputs).
+    """The device a high-level fit runs on.
 
-    Raises ``ValueError`` naming ``device`` when CUDA is asked for but not available.
+    ``device`` if given, else the device of the first tensor among ``inputs`` (lists and tuples
+    are searched one level deep), else the CPU (numpy inputs).
+
+    Parameters
+    ----------
+    device : str or torch.device or None
+        "cpu", "cuda", "cuda:1" or a :class:`torch.device`; ``None`` → from the inputs.
+    *inputs : object
+        The data inputs of the fit (tensors, arrays, lists/tuples of them).
+
+    Returns
+    -------
+    torch.device
+        The device.
+
+    Raises
+    ------
+    ValueError
+        Naming ``device``, for a string that is not a device, or when CUDA is asked for but not
+        available.
     """
     if device is not None:
         try:
@@ -210,7 +336,25 @@ def resolve_device(device, *inputs) -> torch.device:
 
 
 def check_same_rows(arrays: dict, what: str = "rows") -> int:
-    """Check that all named arrays have the same first dimension; return it."""
+    """Check that all named arrays have the same first dimension; return it.
+
+    Parameters
+    ----------
+    arrays : dict
+        ``name -> array`` (anything with a ``shape``), at least one entry.
+    what : str, default "rows"
+        What the first axis counts, used in the message.
+
+    Returns
+    -------
+    int
+        The common number of rows.
+
+    Raises
+    ------
+    ValueError
+        Listing every array's number of rows, if they differ.
+    """
     sizes = {k: int(v.shape[0]) for k, v in arrays.items()}
     if len(set(sizes.values())) > 1:
         desc = ", ".join(f"{k} has {n}" for k, n in sizes.items())
@@ -219,7 +363,29 @@ def check_same_rows(arrays: dict, what: str = "rows") -> int:
 
 
 def check_int_range(value, name: str, low: int | None = None, high: int | None = None) -> int:
-    """Check that ``value`` is an integer in ``[low, high]``; return it as ``int``."""
+    """Check that ``value`` is an integer in ``[low, high]``; return it as ``int``.
+
+    Parameters
+    ----------
+    value : int
+        The value (Python or numpy integer; bools are refused).
+    name : str
+        The argument's name, used in the message.
+    low : int, optional
+        Lower bound (inclusive); ``None`` → none.
+    high : int, optional
+        Upper bound (inclusive); ``None`` → none.
+
+    Returns
+    -------
+    int
+        ``value``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, for a non-integer or a value outside the range.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name}: expected an integer, got {value!r}")
     if (low is not None and value < low) or (high is not None and value > high):
@@ -230,7 +396,33 @@ def check_int_range(value, name: str, low: int | None = None, high: int | None =
 
 def check_real_range(value, name: str, low: float | None = None, high: float | None = None,
                      low_open: bool = False, high_open: bool = False) -> float:
-    """Check that a real scalar lies in the given (half-)open or closed interval."""
+    """Check that a real scalar lies in the given (half-)open or closed interval; return it as ``float``.
+
+    Parameters
+    ----------
+    value : float
+        The value (anything ``float()`` accepts); NaN and ±inf are refused.
+    name : str
+        The argument's name, used in the message.
+    low : float, optional
+        Lower bound; ``None`` → none.
+    high : float, optional
+        Upper bound; ``None`` → none.
+    low_open : bool, default False
+        Exclude ``low`` itself.
+    high_open : bool, default False
+        Exclude ``high`` itself.
+
+    Returns
+    -------
+    float
+        ``value``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, for a non-real, non-finite or out-of-range value.
+    """
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -246,10 +438,29 @@ def check_real_range(value, name: str, low: float | None = None, high: float | N
 
 
 def require_file(path, what: str, hint: str = "") -> Path:
-    """Return ``Path(path)`` if it is a readable file: ``FileNotFoundError`` naming it when it
-    does not exist, ``ValueError`` naming it when it is a folder or cannot be read.
+    """Return ``Path(path)`` if it is a readable file.
 
-    ``hint`` says where to get the file (e.g. the data README)."""
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    what : str
+        What the file is (the argument's name), used in the messages.
+    hint : str, default ""
+        Where to get the file (e.g. the data README), appended to the "does not exist" message.
+
+    Returns
+    -------
+    pathlib.Path
+        ``Path(path)``.
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming the file, when it does not exist.
+    ValueError
+        Naming the file, when it is a folder or cannot be read.
+    """
     p = Path(path)
     if not p.exists():
         msg = f"{what}: expected the file {p}, which does not exist"
@@ -266,11 +477,34 @@ def require_file(path, what: str, hint: str = "") -> Path:
 def sequence_labels(ids, N: int, times=None, name: str = "sequence_ids") -> np.ndarray:
     """The one validator of per-frame sequence labels: (N,) int64 codes 0..S−1.
 
-    ``ids`` (N,) may hold any hashable labels (ints, floats, strings, a numpy/torch array);
-    two frames are in one sequence iff their labels are equal — a fractional label is its own
+    Two frames are in one sequence iff their labels are equal — a fractional label is its own
     sequence, never truncated to an integer. Codes are given in order of first appearance
-    (:func:`label_codes`). NaN or ``None`` labels are refused. With ``times`` (N,), frames of
-    one sequence must be given in increasing time order (:func:`check_time_order`)."""
+    (:func:`label_codes`). NaN or ``None`` labels are refused.
+
+    Parameters
+    ----------
+    ids : array_like or torch.Tensor
+        (N,) hashable labels (ints, floats, strings, a numpy/torch array).
+    N : int
+        The number of frames.
+    times : array_like or torch.Tensor, optional
+        (N,) time stamps: frames of one sequence must then be given in increasing time order
+        (:func:`check_time_order`).
+    name : str, default "sequence_ids"
+        The argument's name, used in the messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N,) int64 sequence codes.
+
+    Raises
+    ------
+    ValueError
+        As :func:`label_codes` and :func:`check_time_order`.
+    TypeError
+        For an unhashable label (:func:`label_codes`).
+    """
     out = label_codes(ids, N, name)
     if times is not None:
         check_time_order(times, out, name)
@@ -278,11 +512,30 @@ def sequence_labels(ids, N: int, times=None, name: str = "sequence_ids") -> np.n
 
 
 def check_time_order(times, labels=None, name: str = "sequence_ids", times_name: str = "times") -> None:
-    """Raise ``ValueError`` (naming ``times_name``) unless, within every sequence (``labels``;
-    ``None`` = one sequence), the frames are given in non-decreasing time order. Frames out
-    of order would be read as a different trajectory by the time kernels (the models do not
-    reorder), so every entry point that takes time stamps (fits, predictions, data builders)
-    refuses them."""
+    """Refuse frames given out of time order within a sequence.
+
+    Frames out of order would be read as a different trajectory by the time kernels (the models
+    do not reorder), so every entry point that takes time stamps (fits, predictions, data
+    builders) refuses them.
+
+    Parameters
+    ----------
+    times : array_like or torch.Tensor
+        (N,) time stamps (any shape with N entries; it is flattened).
+    labels : array_like, optional
+        (N,) sequence codes; ``None`` → one sequence.
+    name : str, default "sequence_ids"
+        The name of the labels' argument, used in the message.
+    times_name : str, default "times"
+        The name of the time stamps' argument, named by the message.
+
+    Raises
+    ------
+    ValueError
+        Naming ``times_name`` and the first pair of frames out of order, unless within every
+        sequence the frames are given in non-decreasing time order (and as :func:`as_tensor` for
+        ``times``).
+    """
     t = as_tensor(times, times_name, detach=True).cpu().numpy().reshape(-1)
     lab = np.zeros(t.shape[0], dtype=np.int64) if labels is None else np.asarray(labels).reshape(-1)
     order = np.argsort(lab, kind="stable")
@@ -297,9 +550,30 @@ def check_time_order(times, labels=None, name: str = "sequence_ids", times_name:
 
 
 def check_weights(S, name: str, n: int) -> np.ndarray:
-    """The one validator of a neighbourhood weight matrix: (n, n), finite, non-negative and
-    symmetric; a scipy.sparse matrix is densified (the solvers' Laplacian L = D − S is
-    dense). Returns a float64 numpy array."""
+    """The one validator of a neighbourhood weight matrix: (n, n), finite, non-negative and symmetric.
+
+    A scipy.sparse matrix is densified (the solvers' Laplacian L = D − S is dense). Symmetry is
+    checked to max |S − Sᵀ| ≤ 1e-10 · max(1, max |S|).
+
+    Parameters
+    ----------
+    S : array_like or scipy.sparse matrix
+        (n, n) weights.
+    name : str
+        The argument's name, used in the messages.
+    n : int
+        The number of points.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n, n) float64 weights.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: the wrong shape, NaN/inf, negative or asymmetric weights.
+    """
     import scipy.sparse as sp
     if sp.issparse(S):
         if S.shape != (n, n):

@@ -35,6 +35,9 @@ NUMPY_STYLE = [
     "tandem.inference.twin_gp.regressor", "tandem.inference.twin_gp.optimizer",
     "tandem.inference.twin_gp.predictor", "tandem.inference.twin_gp.selection",
     "tandem.models.kernels", "tandem.models.sequence_blocks",
+    "tandem.inference.params",
+    "tandem.inference.validation",
+    "tandem.inference.persistence",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
@@ -74,7 +77,9 @@ def _signature_params(obj) -> list[str]:
     fn = obj.__init__ if inspect.isclass(obj) else obj
     if not inspect.isfunction(fn):          # a builtin's __init__ (object, Exception): nothing to document
         return []
-    return [p for p in inspect.signature(fn).parameters if p not in ("self", "cls")]
+    # self/cls of a method are not documented; a module-level function's ``cls`` parameter is
+    bound = ("self", "cls") if "." in fn.__qualname__ else ()
+    return [p for p in inspect.signature(fn).parameters if p not in bound]
 
 
 OBJECTS = list(_public_objects())
