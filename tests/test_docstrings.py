@@ -37,6 +37,7 @@ NUMPY_STYLE = [
     "tandem.models.kernels", "tandem.models.sequence_blocks",
     "tandem.inference.mcgpds.fit",
     "tandem.inference.mcgpds.api",
+    "tandem.inference.mcgpds.predictor",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
