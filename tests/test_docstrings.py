@@ -38,6 +38,7 @@ NUMPY_STYLE = [
     "tandem.inference.mcgpds.fit",
     "tandem.inference.mcgpds.api",
     "tandem.inference.mcgpds.predictor",
+    "tandem.inference.mcgpds.missing",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
