@@ -229,7 +229,7 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
     :data:`TANDEM_CANDIDATES`) predicts the training target view fold by fold, its NN searches
     restricted to the other folds (the training sequences, or ``n_chunks`` contiguous chunks of
     a single sequence; :func:`tandem.inference.mcgpds.fit.holdout_predictions`), and is scored by
-    the held-out mean squared error
+    the held-out mean squared error::
 
         score = (1 / |O|) Σ_{(n,d)∈O} (y_nd − m_nd)²      (model units, the observed training entries O).
 
