@@ -13,24 +13,70 @@ __all__ = ["has_missing", "observed_mask", "fill_missing", "nan_var", "mean_fill
 
 
 def has_missing(Y) -> bool:
-    """True when the array/tensor ``Y`` holds a NaN entry."""
+    """True when the array/tensor ``Y`` holds a NaN entry.
+
+    Parameters
+    ----------
+    Y : array_like or torch.Tensor
+        Any array.
+
+    Returns
+    -------
+    bool
+        Whether some entry is NaN.
+    """
     if isinstance(Y, torch.Tensor):
         return bool(torch.isnan(Y).any())
     return bool(np.isnan(np.asarray(Y, dtype=np.float64)).any())
 
 
 def observed_mask(Y: torch.Tensor) -> torch.Tensor:
-    """Boolean (N, D) tensor, True where ``Y`` is observed (not NaN)."""
+    """Boolean (N, D) tensor, True where ``Y`` is observed (not NaN).
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) view, NaN where missing.
+
+    Returns
+    -------
+    torch.Tensor
+        (N, D) boolean.
+    """
     return ~torch.isnan(Y)
 
 
 def fill_missing(Y: torch.Tensor, value: float = 0.0) -> torch.Tensor:
-    """``Y`` with its NaN entries replaced by ``value`` (the masked formulas never read them)."""
+    """``Y`` with its NaN entries replaced by ``value`` (the masked formulas never read them).
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) view, NaN where missing.
+    value : float, default 0.0
+        The fill value.
+
+    Returns
+    -------
+    torch.Tensor
+        (N, D) without NaN.
+    """
     return torch.nan_to_num(Y, nan=value)
 
 
 def nan_var(Y: torch.Tensor) -> float:
-    """Unbiased variance of the observed (non-NaN) entries of ``Y`` (``Y.var()`` without NaN)."""
+    """Unbiased variance of the observed (non-NaN) entries of ``Y`` (``Y.var()`` without NaN).
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) view, NaN where missing.
+
+    Returns
+    -------
+    float
+        The variance of all observed entries together.
+    """
     if not has_missing(Y):
         return float(Y.var())
     y = Y[observed_mask(Y)]
@@ -38,8 +84,21 @@ def nan_var(Y: torch.Tensor) -> float:
 
 
 def mean_fill(Y: torch.Tensor) -> torch.Tensor:
-    """``Y`` with every NaN replaced by its column's mean over the observed frames (0 for a
-    column never observed) — used only to initialise latents (PCA), never in an objective."""
+    """``Y`` with every NaN replaced by its column's mean over the observed frames.
+
+    A column never observed is filled with 0. Used only to initialise latents (PCA), never in
+    an objective.
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) view, NaN where missing.
+
+    Returns
+    -------
+    torch.Tensor
+        (N, D) without NaN (``Y`` itself when nothing is missing).
+    """
     if not has_missing(Y):
         return Y
     obs = observed_mask(Y)
@@ -53,6 +112,11 @@ def check_missing_views(views: list) -> None:
 
     NaN marks a missing entry; infinite values, a view with no observed entry and a frame
     missing in every view are errors.
+
+    Parameters
+    ----------
+    views : list of torch.Tensor
+        V time-aligned views (N, D_k), NaN where missing.
 
     Raises
     ------

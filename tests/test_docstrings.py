@@ -38,6 +38,11 @@ NUMPY_STYLE = [
     "tandem.inference.params",
     "tandem.inference.validation",
     "tandem.inference.persistence",
+    "tandem.inference.mcgpds.fit",
+    "tandem.inference.mcgpds.api",
+    "tandem.inference.mcgpds.predictor",
+    "tandem.inference.mcgpds.missing",
+    "tandem.models.missing",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -84,9 +84,19 @@ DEFAULT_SCHEDULE = dict(cycles=3, var_iters=20, model_iters=20, joint_iters=100)
 
 @dataclass
 class McGPDSPrediction:
-    """Prediction of view ``target`` in the user's units: ``mean``, ``var`` (N*, D_target),
-    numpy arrays (torch tensors if the test input was a tensor); ``raw``: the model-unit
-    :class:`tandem.inference.mcgpds.fit.Prediction` (latents, NN indices, ...)."""
+    """Prediction of view ``target`` in the user's units (output of :meth:`McGPDS.predict`).
+
+    Attributes
+    ----------
+    mean : numpy.ndarray or torch.Tensor
+        (N*, D_target) predictive mean; numpy arrays, torch tensors if the test input was a tensor.
+    var : numpy.ndarray or torch.Tensor
+        (N*, D_target) predictive variance.
+    raw : tandem.inference.mcgpds.fit.Prediction
+        The model-unit prediction (latents, NN indices, ...).
+    method : str
+        The method asked for ("tandem", "paper", "code" or "generative").
+    """
     mean: np.ndarray | torch.Tensor
     var: np.ndarray | torch.Tensor
     raw: Prediction
@@ -95,10 +105,19 @@ class McGPDSPrediction:
 
 @dataclass
 class McGPDSImputation:
-    """Output of :meth:`McGPDS.impute` (the view's units, numpy arrays, each (N, D)):
-    ``values`` — the training view with every missing entry replaced by its predictive mean;
-    ``mean``, ``var`` — the predictive mean and variance (noise included) at every entry;
-    ``missing`` — True where the entry was missing (NaN)."""
+    """Output of :meth:`McGPDS.impute` (the view's units, numpy arrays, each (N, D)).
+
+    Attributes
+    ----------
+    values : numpy.ndarray
+        (N, D) the training view with every missing entry replaced by its predictive mean.
+    mean : numpy.ndarray
+        (N, D) the predictive mean at every entry.
+    var : numpy.ndarray
+        (N, D) the predictive variance (noise included) at every entry.
+    missing : numpy.ndarray
+        (N, D) boolean, True where the entry was missing (NaN).
+    """
     values: np.ndarray
     mean: np.ndarray
     var: np.ndarray
@@ -142,7 +161,7 @@ def _config_default(name):
 
 
 class McGPDS(TandemEstimator):
-    """Multi-view collaborative GP dynamical system, fitted on the user's arrays.
+    r"""Multi-view collaborative GP dynamical system, fitted on the user's arrays.
 
     Follows the estimator contract (:mod:`tandem.inference.params`): ``get_params`` /
     ``set_params`` / ``sklearn.base.clone``; every parameter's constraint is declared in
@@ -151,24 +170,51 @@ class McGPDS(TandemEstimator):
     ``predict``/``save``/``to_inference_data`` before ``fit`` raise
     :class:`tandem.NotFittedError`.
 
-    Parameters (keyword-only)
-    -------------------------
-    Q : latent dimension (default ``min(5, N − 1, Σ_k D_k)``); M : inducing points
-        (default ``min(50, N)``); J : basis functions g_j.
-    fixed : parameter groups held at their initial values (default ``None`` =
+    Parameters
+    ----------
+    Q : int, optional
+        Latent dimension (default ``min(5, N − 1, Σ_k D_k)``). Keyword-only, like every parameter.
+    M : int, optional
+        Inducing points (default ``min(50, N)``).
+    J : int, default 1
+        Basis functions g_j.
+    fixed : sequence or set of str, optional
+        Parameter groups held at their initial values (default ``None`` =
         :data:`tandem.models.mcgpds.SAFE_FIXED` without g).
-    scale : "view" (default; one scalar per view) or "column" (per-column standard deviation).
-    seed : seeds the initialisation and the optimiser; progress : show progress bars.
-    device : where the fit runs ("cpu", "cuda", ...); default ``None`` = the device of the
+    scale : str, default "view"
+        "view" (one scalar per view) or "column" (per-column standard deviation).
+    seed : int, default 0
+        Seeds the initialisation and the optimiser.
+    progress : bool, default False
+        Show progress bars.
+    device : str or torch.device, optional
+        Where the fit runs ("cpu", "cuda", ...); default ``None`` = the device of the
         views given to :meth:`fit` (the CPU for numpy arrays). Predictions come back as numpy
         arrays for numpy test inputs and as tensors on the test input's device otherwise.
-    **config : any other :class:`tandem.inference.mcgpds.fit.McGPDSConfig` field (schedule,
+    **config
+        Any other :class:`tandem.inference.mcgpds.fit.McGPDSConfig` field (schedule,
         kernels, private prior, ...), each a parameter of its own (``get_params`` lists them):
         e.g. ``time_kernel`` (``None`` = the paper's :func:`tandem.models.kernels.paper_time_kernel`,
         a :class:`~tandem.models.kernels.TimeKernel` for the shared and every private kernel, or
         a list of V + 1 of them, shared first) and ``mapping_kernel``
         (:class:`~tandem.models.kernels.RBFARD` / :class:`~tandem.models.kernels.LinearARD`);
-        the schedule defaults to :data:`DEFAULT_SCHEDULE`. An unknown keyword is a ``TypeError``.
+        the schedule defaults to :data:`DEFAULT_SCHEDULE`.
+
+    Attributes
+    ----------
+    fitted\_ : tandem.inference.mcgpds.fit.McGPDSFitted
+        The trained model, in standardised units.
+    scalers\_ : list of tandem.inference.distances.Standardizer
+        One per view: the standardisation of ``scale``.
+    param_store\_ : pyro.infer.ParamStoreDict
+        This object's own Pyro parameters.
+
+    Raises
+    ------
+    TypeError
+        An unknown keyword.
+    ValueError
+        A parameter outside its declared constraint.
     """
 
     _parameter_constraints = {
@@ -231,10 +277,31 @@ class McGPDS(TandemEstimator):
 
     @own_params
     def fit(self, views, times=None, sequence_ids=None) -> "McGPDS":
-        """Fit on time-aligned views (list of (N, D_k) arrays, numpy or torch) at ``times`` (N,)
-        (default 0, 1, …, N−1) with sequences ``sequence_ids`` (N,) (default one sequence; any
-        hashable labels, see :func:`tandem.inference.validation.sequence_labels`). Within a
-        sequence the frames must be in increasing time order. Returns ``self``."""
+        """Fit on time-aligned views (standardised per view, see ``scale``).
+
+        Parameters
+        ----------
+        views : list of array_like
+            V arrays (N, D_k), numpy or torch; NaN entries are missing (masked likelihood, see
+            :meth:`impute`), inf is an error.
+        times : array_like, optional
+            (N,) time stamps (default 0, 1, …, N−1). Within a sequence the frames must be in
+            increasing time order.
+        sequence_ids : array_like, optional
+            (N,) sequence labels (default one sequence; any hashable labels, see
+            :func:`tandem.inference.validation.sequence_labels`).
+
+        Returns
+        -------
+        McGPDS
+            ``self``.
+
+        Raises
+        ------
+        ValueError
+            Views with different row counts, fewer than 2 frames, a constant view, or times of
+            the wrong length or out of order.
+        """
         self._validate_params()
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
@@ -285,8 +352,10 @@ class McGPDS(TandemEstimator):
         t_test : array (N*,), optional
             Time stamps of the test frames (one new sequence; default 0, 1, …, required if
             ``fit`` was given ``times``).
-        source, target : int
-            Source and target view (``source`` is ignored when ``sources`` is given).
+        source : int, default 0
+            Source view (ignored when ``sources`` is given).
+        target : int, default 1
+            Target view.
         sources : sequence of int, optional
             Condition on several observed views (V ≥ 3): their test latents are fitted
             jointly (one shared latent), the Y-space nearest-neighbour search uses their
@@ -435,17 +504,45 @@ class McGPDS(TandemEstimator):
 
     # ------------------------------------------------------------------ save / load
     def save(self, path) -> None:
-        """Write the fitted object to ``path`` in tandem's safe format (plain tensors + JSON,
-        :func:`tandem.inference.persistence.save_estimator`), atomically: a kill or full disk
-        during the write leaves the previous file intact."""
+        """Write the fitted object to ``path`` in tandem's safe format, atomically.
+
+        Plain tensors + JSON (:func:`tandem.inference.persistence.save_estimator`); a kill or full
+        disk during the write leaves the previous file intact.
+
+        Parameters
+        ----------
+        path : str or path
+            The file written.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        """
         self._check_fitted()
         save_estimator(self, path)
 
     @classmethod
     def load(cls, path, map_location=None) -> "McGPDS":
-        """Read an object written by :meth:`save` (ready to ``predict``); ``map_location`` puts
-        every tensor on that device (e.g. "cpu" to read a CUDA fit on a machine without a GPU).
-        Nothing is unpickled: a damaged or foreign file raises ``ValueError`` naming it."""
+        """Read an object written by :meth:`save` (ready to ``predict``); nothing is unpickled.
+
+        Parameters
+        ----------
+        path : str or path
+            The file read.
+        map_location : str or torch.device, optional
+            Puts every tensor on that device (e.g. "cpu" to read a CUDA fit on a machine without a GPU).
+
+        Returns
+        -------
+        McGPDS
+            The fitted object.
+
+        Raises
+        ------
+        ValueError
+            A damaged or foreign file, naming it.
+        """
         m = load_estimator(cls, path, map_location)
         if map_location is not None and "device" in vars(m):
             m.device = None                 # the tensors' (mapped) device decides
@@ -462,6 +559,24 @@ class McGPDS(TandemEstimator):
         units (the model-unit log density minus log of the scale per entry). Resets Pyro's
         parameter store to this fit: its own store (``param_store_``); the user's global Pyro
         parameter store is left as it was.
+
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Posterior draws.
+        seed : int, default 0
+            Seed of the draws.
+
+        Returns
+        -------
+        arviz.InferenceData or xarray.DataTree
+            The installed ArviZ's object (:func:`tandem.inference.predictive.posterior_predictive`),
+            with the groups posterior, posterior_predictive, observed_data, log_likelihood.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
         """
         self._check_fitted()
         f = self.fitted_

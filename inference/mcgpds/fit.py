@@ -85,7 +85,73 @@ __all__ = ["McGPDSConfig", "McGPDSFitted", "Prediction", "fit_mcgpds", "fit_cgpd
 
 @dataclass
 class McGPDSConfig:
-    """Every setting of a McGPDS fit (defaults: the protocol's human-pose run)."""
+    """Every setting of a McGPDS fit (defaults: the protocol's human-pose run).
+
+    Attributes
+    ----------
+    Q : int, default 10
+        Latent dimension (shared and every private latent).
+    M : int, default 100
+        Inducing inputs per view.
+    J : int, default 1
+        Number of g_j mappings per view (the w_j g_j terms).
+    mapping_kernel : str or models.kernels.MappingKernel, default "rbfard"
+        ``models.kernels.RBFARD()`` / ``LinearARD()``, or the alias ``"rbfard"`` | ``"linear"``.
+    time_white : bool, default True
+        Add a white term to the paper's RBF time kernel.
+    time_bias : bool, default True
+        Add a bias term to the paper's RBF time kernel.
+    time_white_var : float, default 1e-2
+        Initial variance of the white term (> 0).
+    time_bias_var : float, default 1.0
+        Initial variance of the bias term (> 0).
+    time_invwidth : float or None, default None
+        Initial inverse width of the RBF time kernel; None: 100 / range(t of the last sequence)².
+    fixed : tuple of str, default ("alpha", "eps", "beta", "time")
+        Parameter groups held at their initial values, from alpha, eps, beta, time, W, kernel,
+        inducing (the protocol's; adding "W" is recommended, see the module docstring).
+    cycles : int, default 5
+        Cycles of [``var_iters`` variational-only, ``model_iters`` model-only] before the joint phase.
+    var_iters : int, default 50
+        L-BFGS iterations of each variational-only phase.
+    model_iters : int, default 50
+        L-BFGS iterations of each model-only phase.
+    joint_iters : int, default 1000
+        L-BFGS iterations of the final joint phase.
+    lbfgs_max_iter : int, default 50
+        Iterations per L-BFGS step (a phase of n iterations runs ceil(n / lbfgs_max_iter) steps).
+    tol : float or None, default None
+        Early-stopping tolerance passed to :func:`tandem.inference.fit`.
+    init : str, default "pca"
+        Latent initialisation: ``"pca"`` (PCA of the views side by side) or ``"separately"``
+        (PCA of each view, ``init_dims`` columns each).
+    init_dims : tuple of int or None, default None
+        With ``init="separately"``: one latent dimension per view, summing to ``Q``.
+    init_views : list of array_like or None, default None
+        Arrays used only for the PCA initialisation (default: the views fitted).
+    alpha_init : float, default 0.5
+        Initial coupling α in (0, 1].
+    eps_init : float, default 1e-3
+        Initial ε (> 0).
+    beta_init : str, float or sequence of float, default "snr"
+        Initial noise precisions: ``"snr"`` (100 / variance of each view), one value, or one per view.
+    w_init_scale : float, default 1e-6
+        Scale of the initial w_j (the authors' 1e-6).
+    lam_init : float, default 0.5
+        Initial variational λ (> 0).
+    private_prior : str, default "mcgpds"
+        ``"mcgpds"`` (private latents coupled to the shared dynamics) or ``"gplvm"``.
+    output_layer : str, default "cgpds"
+        ``"cgpds"`` or ``"linear"`` (a linear mapping kernel).
+    coupling : bool, default True
+        False: α fixed to 1 (an independent CGPDS per view).
+    dtype : str, default "float64"
+        Floating-point type of the fit.
+    time_kernel : models.kernels.TimeKernel, sequence of them, or None, default None
+        None: the paper's RBF + white + bias (``time_white`` / ``time_bias`` / ``time_*_var`` /
+        ``time_invwidth`` apply); a TimeKernel for the shared and every private kernel, or a
+        sequence of V + 1.
+    """
     Q: int = 10
     M: int = 100
     J: int = 1
@@ -119,6 +185,13 @@ class McGPDSConfig:
     time_kernel: object = None
 
     def to_dict(self) -> dict:
+        """The configuration as a JSON-able dict (``init_views`` recorded only as given or None).
+
+        Returns
+        -------
+        dict
+            One entry per field; kernels as their specs.
+        """
         d = asdict(self)
         d["init_views"] = None if self.init_views is None else "given"
         d["mapping_kernel"] = mapping_kernel_kind(self.mapping_kernel)
@@ -146,7 +219,33 @@ def time_kernel_from_spec(spec):
 
 @dataclass
 class McGPDSFitted:
-    """A trained McGPDS: config, constrained parameters, q moments, data, loss trace."""
+    """A trained McGPDS: config, constrained parameters, q moments, data, loss trace.
+
+    Attributes
+    ----------
+    config : McGPDSConfig
+        The settings of the fit.
+    data : tandem.models.mcgpds.McGPDSData
+        The fitted data and model structure.
+    params : dict
+        Constrained parameters by Pyro site name.
+    mu_s : torch.Tensor
+        (N, Q) shared means.
+    s_s : torch.Tensor
+        (N,) shared variances (the same for every q).
+    mu : list of torch.Tensor
+        V × (N, Q) private means.
+    s_diag : list of torch.Tensor
+        V × (N, Q) private variances.
+    losses : numpy.ndarray
+        Loss trace of every optimisation phase.
+    wall_time : float
+        Training seconds.
+    bound : float
+        The collapsed bound at the end of the fit.
+    meta : dict
+        E.g. ``{"fingerprint": ...}`` of a cached fit.
+    """
     config: McGPDSConfig
     data: McGPDSData
     params: dict
@@ -168,15 +267,55 @@ class McGPDSFitted:
         return self.data.times
 
     def hyperparams(self) -> dict:
+        """Hyperparameters as constants (:func:`constant_hyperparams`).
+
+        Returns
+        -------
+        dict
+            The model's hyperparameters, no Pyro parameter store involved.
+        """
         return constant_hyperparams(self)
 
     def alpha(self) -> list[float]:
+        """The fitted couplings α_k, one per view.
+
+        Returns
+        -------
+        list of float
+            V values.
+        """
         return [float(self.params[f"alpha_{k}"]) for k in range(self.data.V)]
 
 
 @dataclass
 class Prediction:
-    """Output of :func:`predict_view` (model units; the caller rescales)."""
+    """Output of :func:`predict_view` (model units; the caller rescales).
+
+    Attributes
+    ----------
+    mean : torch.Tensor
+        (N*, D_t) predictive mean.
+    var : torch.Tensor
+        (N*, D_t) predictive variance incl. noise.
+    shared_mean : torch.Tensor
+        (N*, Q) test shared means μ*^(s).
+    nn_index : torch.Tensor
+        (N*,) shared-space NN indices into the training frames.
+    test_mu : torch.Tensor
+        (N*, Q) test private means of the source view.
+    test_s : torch.Tensor
+        (N*, Q) their variances.
+    method : str
+        The prediction method.
+    nn_index_y : torch.Tensor or None
+        (N*,) Y-space NN indices.
+    latent_mean : torch.Tensor or None
+        (N*, Q) the inputs used for the target view.
+    latent_var : torch.Tensor or None
+        (N*, Q) their variances.
+    wall_time : float
+        Prediction seconds.
+    """
     mean: torch.Tensor            # (N*, D_t)
     var: torch.Tensor             # (N*, D_t) predictive variance incl. noise
     shared_mean: torch.Tensor     # (N*, Q) test shared means μ*^(s)
@@ -261,7 +400,18 @@ def _check_config_values(cfg: McGPDSConfig) -> None:
 
 
 def constant_hyperparams(fitted: McGPDSFitted) -> dict:
-    """Hyperparameters of a fitted model as constants (no Pyro parameter store involved)."""
+    """Hyperparameters of a fitted model as constants (no Pyro parameter store involved).
+
+    Parameters
+    ----------
+    fitted : McGPDSFitted
+        A trained model.
+
+    Returns
+    -------
+    dict
+        The hyperparameters (``"time_s"``, ``"views"``, ...) with every group fixed at ``fitted.params``.
+    """
     d = copy.copy(fitted.data)
     d.init = fitted.params
     d.fixed = frozenset(PARAM_GROUPS)
@@ -277,13 +427,46 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     them, and a view whose standard deviation is outside [1e-2, 1e2] warns. For fits that do
     not depend on the data's units use :class:`tandem.inference.mcgpds.McGPDS`.
 
-    Sequences: ``seq_ends`` (cumulative end indices, e.g. [34, 57, ...]) or
-    ``sequence_ids`` (N,). Returns a :class:`McGPDSFitted`.
+    Parameters
+    ----------
+    views : list of array_like
+        V arrays (N, D_k), time-aligned; NaN entries are missing (masked likelihood), inf is an error.
+    times : array_like
+        (N,) time stamps.
+    seq_ends : array_like of int, optional
+        Cumulative sequence end indices, e.g. [34, 57, ...], ending at N.
+    sequence_ids : array_like, optional
+        (N,) sequence labels (instead of ``seq_ends``).
+    config : McGPDSConfig, optional
+        Settings (default ``McGPDSConfig()``).
+    seed : int, default 0
+        Seed of the initialisation and the optimiser.
+    progress : bool, default True
+        Show progress bars.
+    checkpoint : str or path, optional
+        Prefix of per-phase checkpoint files (``<checkpoint>.phase<i>``), resumed when they belong
+        to the same problem (``<checkpoint>.fingerprint``).
+    device : str or torch.device, optional
+        Where the fit runs ("cpu", "cuda", a :class:`torch.device`); default ``None`` = the device
+        of the first tensor among ``views`` and ``times`` (the CPU for numpy inputs). The data are
+        moved there; every fitted tensor lives there. The initial values are drawn on the CPU
+        (same seed → same start on every device).
 
-    ``device``: where the fit runs ("cpu", "cuda", a :class:`torch.device`); default ``None`` =
-    the device of the first tensor among ``views`` and ``times`` (the CPU for numpy inputs).
-    The data are moved there; every fitted tensor lives there. The initial values are drawn on
-    the CPU (same seed → same start on every device).
+    Returns
+    -------
+    McGPDSFitted
+        The trained model.
+
+    Raises
+    ------
+    ValueError
+        For malformed views, times or sequences, invalid configuration values, or checkpoints
+        written for another problem.
+
+    Warns
+    -----
+    RuntimeWarning
+        When a view's standard deviation is outside [1e-2, 1e2].
     """
     cfg = McGPDSConfig() if config is None else config
     dev = resolve_device(device, views, times)
@@ -413,10 +596,21 @@ def store_optimal_inducing(data: McGPDSData, limit: float | None = None) -> bool
 
     The collapsed bound integrates q(U), q(V) out, but the hand-written guide samples them
     from its ``qv_*`` / ``qu_*`` parameters; left at their initial values (mean 0, scale 0.1)
-    the posterior-predictive draws of a collapsed fit would ignore the data. Returns True
-    when written; above ``limit`` entries
-    (default :data:`INDUCING_STORE_LIMIT`) it warns and returns False — call
-    :func:`tandem.inference.mcgpds.bound.set_optimal_inducing` yourself if you need the draws.
+    the posterior-predictive draws of a collapsed fit would ignore the data.
+
+    Parameters
+    ----------
+    data : tandem.models.mcgpds.McGPDSData
+        The fitted data, its parameters in Pyro's store.
+    limit : float, optional
+        Largest number of covariance entries ``Σ_k (1 + J) D_k M²`` written (default
+        :data:`INDUCING_STORE_LIMIT`).
+
+    Returns
+    -------
+    bool
+        True when written; above ``limit`` entries it warns and returns False — call
+        :func:`tandem.inference.mcgpds.bound.set_optimal_inducing` yourself if you need the draws.
     """
     limit = INDUCING_STORE_LIMIT if limit is None else limit
     size = sum((1 + data.J) * D * data.M ** 2 for D in data.out_dims)
@@ -431,8 +625,31 @@ def store_optimal_inducing(data: McGPDSData, limit: float | None = None) -> bool
 
 
 def fit_fingerprint(views, times, seq_ends, sequence_ids, config: McGPDSConfig, seed: int) -> str:
-    """Content fingerprint of one :func:`fit_mcgpds` problem: data values, sequence layout,
-    every configuration field (``init_views`` by content) and the seed."""
+    """Content fingerprint of one :func:`fit_mcgpds` problem.
+
+    It covers the data values, sequence layout, every configuration field (``init_views`` by
+    content) and the seed.
+
+    Parameters
+    ----------
+    views : list of array_like
+        V arrays (N, D_k).
+    times : array_like
+        (N,) time stamps.
+    seq_ends : array_like of int or None
+        Cumulative sequence end indices.
+    sequence_ids : array_like or None
+        (N,) sequence labels.
+    config : McGPDSConfig
+        Settings of the fit.
+    seed : int
+        Seed of the fit.
+
+    Returns
+    -------
+    str
+        64 hex characters.
+    """
     return content_hash("fit_mcgpds/1", list(views), times, seq_ends, sequence_ids, config, int(seed), length=64)
 
 
@@ -459,9 +676,38 @@ def cached_fit(views, times, *, config: McGPDSConfig, seed: int = 0, cache_dir=N
     """:func:`fit_mcgpds`, or the saved fit of exactly this problem from ``cache_dir``.
 
     The file name carries the content fingerprint (:func:`fit_fingerprint`: data values,
-    full config, seed), which is also stored in the file and checked on loading. Returns
-    ``(fitted, train seconds, loaded?)``; the training time of a loaded fit is the one measured
-    when it was fitted. ``cache_dir=None`` always fits.
+    full config, seed), which is also stored in the file and checked on loading; an unreadable
+    cache file warns and is refitted.
+
+    Parameters
+    ----------
+    views : list of array_like
+        V arrays (N, D_k).
+    times : array_like
+        (N,) time stamps.
+    config : McGPDSConfig
+        Settings of the fit.
+    seed : int, default 0
+        Seed of the fit.
+    cache_dir : str or path, optional
+        Folder of the saved fits; ``None`` always fits.
+    tag : str, default "mcgpds"
+        Prefix of the file name ``<tag>_seed<seed>_<fingerprint[:16]>.pt``.
+    seq_ends : array_like of int, optional
+        Cumulative sequence end indices.
+    sequence_ids : array_like, optional
+        (N,) sequence labels.
+    progress : bool, default True
+        Show progress bars.
+
+    Returns
+    -------
+    fitted : McGPDSFitted
+        The trained model.
+    seconds : float
+        Training time; that of a loaded fit is the one measured when it was fitted.
+    loaded : bool
+        Whether the fit came from the cache.
     """
     path = key = None
     if cache_dir is not None:
@@ -489,13 +735,50 @@ def cached_fit(views, times, *, config: McGPDSConfig, seed: int = 0, cache_dir=N
 
 def fit_cgpds(view, times, seq_ends=None, sequence_ids=None, config: McGPDSConfig | None = None,
               seed: int = 0, progress: bool = True, checkpoint=None) -> McGPDSFitted:
-    """Single-view CGPDS (V = 1: one private latent coupled to the shared dynamics)."""
+    """Single-view CGPDS (V = 1: one private latent coupled to the shared dynamics).
+
+    Parameters
+    ----------
+    view : array_like
+        (N, D) the single view.
+    times : array_like
+        (N,) time stamps.
+    seq_ends : array_like of int, optional
+        Cumulative sequence end indices.
+    sequence_ids : array_like, optional
+        (N,) sequence labels.
+    config : McGPDSConfig, optional
+        Settings (default ``McGPDSConfig()``).
+    seed : int, default 0
+        Seed of the fit.
+    progress : bool, default True
+        Show progress bars.
+    checkpoint : str or path, optional
+        Prefix of per-phase checkpoint files.
+
+    Returns
+    -------
+    McGPDSFitted
+        :func:`fit_mcgpds` of ``[view]``.
+    """
     return fit_mcgpds([view], times, seq_ends, sequence_ids, config, seed, progress, checkpoint)
 
 
 def fitted_to_dict(fitted: McGPDSFitted) -> dict:
-    """A trained model as a dict of plain tensors/values (no project classes, so a saved fit
-    survives refactors of the bound code); inverse :func:`fitted_from_dict`."""
+    """A trained model as a dict of plain tensors/values; inverse :func:`fitted_from_dict`.
+
+    No project classes, so a saved fit survives refactors of the bound code.
+
+    Parameters
+    ----------
+    fitted : McGPDSFitted
+        A trained model.
+
+    Returns
+    -------
+    dict
+        ``{"format": 1, "config": ..., "views": ..., "params": ..., ...}``.
+    """
     d = fitted.data
     return {"format": 1, "config": fitted.config.to_dict(),
             "views": [Y.detach() for Y in d.views], "times": d.times, "seq_ids": d.seq_ids,
@@ -510,7 +793,18 @@ def fitted_to_dict(fitted: McGPDSFitted) -> dict:
 
 
 def fitted_from_dict(z: dict) -> McGPDSFitted:
-    """Inverse of :func:`fitted_to_dict`."""
+    """Inverse of :func:`fitted_to_dict`.
+
+    Parameters
+    ----------
+    z : dict
+        A dict written by :func:`fitted_to_dict`.
+
+    Returns
+    -------
+    McGPDSFitted
+        The trained model (``config.init_views`` is None: it is only used for the initialisation).
+    """
     cfg_d = dict(z["config"])
     cfg_d["init_views"] = None                 # only used for the initialisation
     for k in ("fixed", "init_dims"):
@@ -525,14 +819,39 @@ def fitted_from_dict(z: dict) -> McGPDSFitted:
 
 
 def save_fitted(fitted: McGPDSFitted, path) -> None:
-    """Write a trained model to ``path``: :func:`fitted_to_dict` in tandem's safe format
-    (:func:`tandem.inference.persistence.dump`), atomically."""
+    """Write a trained model to ``path``, atomically.
+
+    The file holds :func:`fitted_to_dict` in tandem's safe format
+    (:func:`tandem.inference.persistence.dump`).
+
+    Parameters
+    ----------
+    fitted : McGPDSFitted
+        A trained model.
+    path : str or path
+        The file written.
+    """
     dump(fitted_to_dict(fitted), path, "McGPDSFitted")
 
 
 def load_fitted(path) -> McGPDSFitted:
-    """Read a model written by :func:`save_fitted` (safe reader: nothing is unpickled; a damaged
-    or foreign file raises ``ValueError`` naming it)."""
+    """Read a model written by :func:`save_fitted` (safe reader: nothing is unpickled).
+
+    Parameters
+    ----------
+    path : str or path
+        The file read.
+
+    Returns
+    -------
+    McGPDSFitted
+        The trained model.
+
+    Raises
+    ------
+    ValueError
+        A damaged or foreign file, naming it.
+    """
     return fitted_from_dict(load(path, "McGPDSFitted"))
 
 
@@ -629,6 +948,61 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
       used by :func:`holdout_predictions` to hold sequences out).
     * ``extra_var``: scalar or (D_t,) variance added to the predictive variance (model units),
       e.g. the held-out calibration of :func:`calibrated_extra_var`.
+
+    Parameters
+    ----------
+    fitted : McGPDSFitted
+        A trained model.
+    Y_source_test : array_like or list of array_like
+        (N*, D_source) test frames of the source view (NaN entries missing), or one array per
+        source when ``source`` is a list.
+    t_test : array_like
+        (N*,) test time stamps (the test block's own time axis).
+    source : int or list of int, default 0
+        Source view index, or several (not ``target``).
+    target : int, default 1
+        Target view index.
+    method : str, default "paper"
+        ``"paper"``, ``"code"`` or ``"generative"`` (module docstring).
+    test_iters : int, optional
+        L-BFGS iterations of the test latents (default 10 for ``"code"``, else 100).
+    fixll : bool, optional
+        Test objective −KL only (default True for ``"code"``, else False: the source bound on
+        train ∪ test is kept).
+    nn_index_y : array_like of int, optional
+        (N*,) or (N*, k) Y-space NN indices (default: computed on the source columns).
+    beta_target_override : float, optional
+        Noise precision of the target view used for prediction (the authors' β override).
+    latent_for_prediction : str, default "shared_nn"
+        Where the target view is predicted: ``"shared_nn"``, ``"y_nn"`` (CUAVE's "option 2") or
+        ``"private_nn"``.
+    seed : int, default 0
+        Seed of the test-latent optimisation.
+    progress : bool, default False
+        Show a progress bar.
+    shared_reference : str, default "joint"
+        ``"joint"`` or ``"source_only"`` (above).
+    init_from : str, optional
+        ``"shared"`` (the default) or ``"private"`` (above).
+    output_components : str, default "all"
+        ``"all"`` or ``"h"`` (above).
+    k_neighbours : int, default 1
+        k of the NN predictors (above).
+    candidates : array_like of int, optional
+        (K,) training-frame indices the NN searches may return.
+    extra_var : float or array_like, optional
+        Scalar or (D_t,) variance added to the predictive variance.
+
+    Returns
+    -------
+    Prediction
+        Predictive mean and variance (N*, D_t) in model units, with the test latents and NN indices.
+
+    Raises
+    ------
+    ValueError
+        For an unknown option, a bad view index, test data of the wrong shape or with an infinite
+        entry or an all-missing frame, or bad ``candidates`` / ``nn_index_y`` / ``k_neighbours``.
     """
     t0 = _time.perf_counter()
     data = fitted.data
@@ -781,8 +1155,28 @@ def _index(x, device) -> torch.Tensor:
 
 
 def holdout_folds(fitted: McGPDSFitted, n_chunks: int = 5) -> list[torch.Tensor]:
-    """Folds of training rows for held-out checks: one per sequence when there are several
-    (human pose: 7), else ``n_chunks`` contiguous chunks of the single sequence (CUAVE)."""
+    """Folds of training rows for held-out checks.
+
+    One fold per sequence when there are several (human pose: 7), else ``n_chunks`` contiguous
+    chunks of the single sequence (CUAVE).
+
+    Parameters
+    ----------
+    fitted : McGPDSFitted
+        A trained model.
+    n_chunks : int, default 5
+        Chunks of a single training sequence (>= 2).
+
+    Returns
+    -------
+    list of torch.Tensor
+        Row indices of each fold.
+
+    Raises
+    ------
+    ValueError
+        ``n_chunks`` < 2 with a single sequence.
+    """
     seq = fitted.data.seq_ids
     labels = list(dict.fromkeys(seq.tolist()))
     if len(labels) > 1:
@@ -802,8 +1196,36 @@ def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, 
     view, or the source views side by side when ``source`` is a list — and the
     shared/private-space NN) restricted to the frames of the other folds. The
     trained model itself has seen every frame; only the NN look-ups are held out, which is where
-    the predictor's error comes from. Returns ``(mean, var)``, (N, D_target) in model units, in
-    training-row order.
+    the predictor's error comes from.
+
+    Parameters
+    ----------
+    fitted : McGPDSFitted
+        A trained model.
+    source : int or list of int, default 0
+        Source view index, or several.
+    target : int, default 1
+        Target view index.
+    folds : list of array_like, optional
+        Row indices of each fold (default :func:`holdout_folds`).
+    nn_features : array_like, optional
+        (N, F) features of the Y-space NN search (default the source view(s)).
+    n_chunks : int, default 5
+        Chunks of a single training sequence for the default folds.
+    **predict_kwargs
+        Keywords of :func:`predict_view` (``nn_index_y`` and ``candidates`` are set per fold).
+
+    Returns
+    -------
+    mean : torch.Tensor
+        (N, D_target) held-out predictive means, model units, in training-row order.
+    var : torch.Tensor
+        (N, D_target) their predictive variances.
+
+    Raises
+    ------
+    ValueError
+        ``nn_features`` without one row per training frame.
     """
     data = fitted.data
     folds = holdout_folds(fitted, n_chunks) if folds is None else [_index(f, data.device) for f in folds]
@@ -835,16 +1257,42 @@ def holdout_predictions(fitted: McGPDSFitted, source: int = 0, target: int = 1, 
 
 
 def calibrated_extra_var(mean, var, Y) -> torch.Tensor:
-    """Per-output variance to add so that held-out predictive variances match held-out squared
-    errors on average: ``δ_d = max(0, mean_n (y_nd − m_nd)² − mean_n v_nd)`` (D,), model units."""
+    """Per-output variance to add so that held-out predictive variances match held-out squared errors.
+
+    ``δ_d = max(0, mean_n (y_nd − m_nd)² − mean_n v_nd)``, on average over the frames; NaN
+    (missing) entries of ``Y`` are skipped.
+
+    Parameters
+    ----------
+    mean : array_like
+        (N, D) held-out predictive means.
+    var : array_like
+        (N, D) held-out predictive variances.
+    Y : array_like
+        (N, D) the held-out truth, model units.
+
+    Returns
+    -------
+    torch.Tensor
+        (D,) δ, model units.
+    """
     m, v = (as_tensor(a, nm, ndim=2) for a, nm in ((mean, "mean"), (var, "var")))
     y = as_tensor(Y, "Y", ndim=2, finite=False)                 # NaN entries (missing) are skipped
     return ((y - m) ** 2 - v).nanmean(0).nan_to_num(0.0).clamp_min(0.0)   # NaN in y: missing, skipped
 
 
 def view_sites(scalers) -> dict:
-    """The views' observed sites with their standardisation, for
-    :func:`tandem.inference.predictive.rescale_sites`: ``{"y_k": ("output_k", scale, mean)}``
-    from one fitted :class:`~tandem.inference.distances.Standardizer` per view."""
+    """The views' observed sites with their standardisation, for :func:`tandem.inference.predictive.rescale_sites`.
+
+    Parameters
+    ----------
+    scalers : list of tandem.inference.distances.Standardizer
+        One fitted :class:`~tandem.inference.distances.Standardizer` per view.
+
+    Returns
+    -------
+    dict
+        ``{"y_k": ("output_k", scale, mean)}``.
+    """
     return {f"y_{k}": (f"output_{k}", st.scale.detach().cpu().numpy(), st.mean.detach().cpu().numpy())
             for k, st in enumerate(scalers)}

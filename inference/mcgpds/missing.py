@@ -49,9 +49,19 @@ __all__ = ["has_missing", "observed_mask", "column_patterns", "masked_view_bound
 def column_patterns(mask: torch.Tensor):
     """Group the columns of an observation mask (N, D) by their pattern of observed frames.
 
-    Returns ``(patterns, cols)``: ``patterns`` a list of (N,) boolean tensors (the distinct
-    columns of ``mask`` that have at least one observed frame) and ``cols`` the matching list
-    of (D_p,) long tensors of column indices. Columns never observed belong to no group.
+    Columns never observed belong to no group.
+
+    Parameters
+    ----------
+    mask : torch.Tensor
+        (N, D) boolean, True where observed (:func:`observed_mask`).
+
+    Returns
+    -------
+    patterns : list of torch.Tensor
+        (N,) boolean tensors: the distinct columns of ``mask`` that have at least one observed frame.
+    cols : list of torch.Tensor
+        The matching (D_p,) long tensors of column indices.
     """
     uniq, inv = torch.unique(mask.T.to(torch.int8), dim=0, return_inverse=True)
     patterns, cols = [], []

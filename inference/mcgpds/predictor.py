@@ -62,9 +62,16 @@ TANDEM_CANDIDATES = {
 class CalibratedPrediction:
     """Output of :func:`calibrated_prediction` (model units).
 
-    ``prediction``: the test prediction with ``delta`` added to its variance;
-    ``holdout_mean``/``holdout_var`` (N, D_t): the held-out predictions of the training target
-    view (before ``delta``); ``delta`` (D_t,): the calibrated extra variance.
+    Attributes
+    ----------
+    prediction : tandem.inference.mcgpds.fit.Prediction
+        The test prediction with ``delta`` added to its variance.
+    holdout_mean : torch.Tensor
+        (N, D_t) held-out predictive means of the training target view.
+    holdout_var : torch.Tensor
+        (N, D_t) their variances (before ``delta``).
+    delta : torch.Tensor
+        (D_t,) the calibrated extra variance.
     """
     prediction: Prediction
     holdout_mean: torch.Tensor
@@ -73,11 +80,31 @@ class CalibratedPrediction:
 
 
 def nn_features(train, test, kind: str = "std"):
-    """(train, test) features of the Y-space NN search: ``"raw"`` (as given) or ``"std"``
-    (columns standardised with the training mean and standard deviation; constant columns
-    are only centred; NaN entries are missing, ignored by the statistics and the NN search).
-    Returns torch float64 tensors on the device of ``train`` (a tensor's, else
-    the CPU)."""
+    """(train, test) features of the Y-space NN search.
+
+    Parameters
+    ----------
+    train : array_like
+        (N, F) training features.
+    test : array_like
+        (N*, F) test features.
+    kind : str, default "std"
+        ``"raw"`` (as given) or ``"std"`` (columns standardised with the training mean and
+        standard deviation; constant columns are only centred; NaN entries are missing, ignored
+        by the statistics and the NN search).
+
+    Returns
+    -------
+    train : torch.Tensor
+        (N, F) float64, on the device of ``train`` (a tensor's, else the CPU).
+    test : torch.Tensor
+        (N*, F) float64, on the same device.
+
+    Raises
+    ------
+    ValueError
+        ``test`` with other columns than ``train``, or an unknown ``kind``.
+    """
     tr = as_tensor(train, "train", ndim=2, finite=False)           # NaN: missing entries (NaN-aware NN)
     te = as_tensor(test, "test", ndim=2, finite=False).to(tr.device)
     if te.shape[1] != tr.shape[1]:
@@ -103,6 +130,38 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
     mixture. ``predict_kwargs`` override :data:`TANDEM_PREDICTOR` (e.g. ``test_iters``,
     ``latent_for_prediction="y_nn"``). The held-out folds are the training sequences (or
     ``n_chunks`` chunks of a single sequence), see the module docstring.
+
+    Parameters
+    ----------
+    fitted : tandem.inference.mcgpds.fit.McGPDSFitted
+        A trained model.
+    Y_source_test : array_like or list of array_like
+        (N*, D_s) test frames of the source view, model units (one array per source for several).
+    t_test : array_like
+        (N*,) test time stamps.
+    source : int or list of int, default 0
+        Source view index, or several.
+    target : int, default 1
+        Target view index.
+    features : str or tuple, default "std"
+        The Y-space NN features: "std", "raw" (:func:`nn_features`) or a pair
+        ``(train (N, F), test (N*, F))`` of arrays.
+    k_neighbours : int, default 1
+        Size of the k-NN mixture (>= 1).
+    n_chunks : int, default 5
+        Held-out chunks of a single training sequence.
+    **predict_kwargs
+        Override :data:`TANDEM_PREDICTOR` in :func:`tandem.inference.mcgpds.fit.predict_view`.
+
+    Returns
+    -------
+    CalibratedPrediction
+        The test prediction, the held-out predictions and δ.
+
+    Raises
+    ------
+    ValueError
+        Bad ``k_neighbours`` or ``features``, or test arrays that do not match the sources.
     """
     k = check_int_range(k_neighbours, "k_neighbours", 1)
     kw = dict(TANDEM_PREDICTOR)
@@ -140,10 +199,21 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
 
 @dataclass
 class PredictorSelection:
-    """Output of :func:`select_predictor`: ``label`` and ``kwargs`` of the chosen predictor,
-    ``scores`` (label → held-out mean squared error of the training target view, model units)
-    the chosen predictor's :class:`CalibratedPrediction` (``result``) and every candidate's
-    (``results``, label → :class:`CalibratedPrediction`)."""
+    """Output of :func:`select_predictor`.
+
+    Attributes
+    ----------
+    label : str
+        Label of the chosen predictor.
+    kwargs : dict
+        Its keywords of :func:`calibrated_prediction`.
+    scores : dict
+        Label → held-out mean squared error of the training target view, model units.
+    result : CalibratedPrediction
+        The chosen predictor's output.
+    results : dict
+        Label → :class:`CalibratedPrediction` of every candidate scored.
+    """
     label: str
     kwargs: dict
     scores: dict
@@ -159,15 +229,40 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
     :data:`TANDEM_CANDIDATES`) predicts the training target view fold by fold, its NN searches
     restricted to the other folds (the training sequences, or ``n_chunks`` contiguous chunks of
     a single sequence; :func:`tandem.inference.mcgpds.fit.holdout_predictions`), and is scored by
-    the held-out mean squared error
+    the held-out mean squared error::
 
         score = (1 / |O|) Σ_{(n,d)∈O} (y_nd − m_nd)²      (model units, the observed training entries O).
 
     The candidate with the lowest score (ties → the first listed) predicts the test frames with its
     held-out calibrated variances. A candidate whose ``k_neighbours`` exceeds the number of
     training frames outside the largest fold is skipped (short recordings). The test frames enter
-    no choice. ``predict_kwargs`` are passed to every candidate (a candidate's own keywords take
-    precedence). Returns a :class:`PredictorSelection`.
+    no choice.
+
+    Parameters
+    ----------
+    fitted : tandem.inference.mcgpds.fit.McGPDSFitted
+        A trained model.
+    Y_source_test : array_like or list of array_like
+        (N*, D_s) test frames of the source view, model units (one array per source for several).
+    t_test : array_like
+        (N*,) test time stamps.
+    source : int or list of int, default 0
+        Source view index, or several.
+    target : int, default 1
+        Target view index.
+    candidates : dict, optional
+        Label → keywords of :func:`calibrated_prediction` (default :data:`TANDEM_CANDIDATES`).
+    features : str or tuple, default "std"
+        The Y-space NN features (:func:`calibrated_prediction`).
+    n_chunks : int, default 5
+        Held-out chunks of a single training sequence.
+    **predict_kwargs
+        Passed to every candidate (a candidate's own keywords take precedence).
+
+    Returns
+    -------
+    PredictorSelection
+        The chosen predictor, every score and every candidate's result.
 
     Raises
     ------
