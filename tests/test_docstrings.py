@@ -35,6 +35,7 @@ NUMPY_STYLE = [
     "tandem.inference.twin_gp.regressor", "tandem.inference.twin_gp.optimizer",
     "tandem.inference.twin_gp.predictor", "tandem.inference.twin_gp.selection",
     "tandem.models.kernels", "tandem.models.sequence_blocks",
+    "tandem.inference.mcgpds.stochastic",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
