@@ -36,6 +36,8 @@ NUMPY_STYLE = [
     "tandem.inference.twin_gp.predictor", "tandem.inference.twin_gp.selection",
     "tandem.models.kernels", "tandem.models.sequence_blocks",
     "tandem.inference.mcgpds.stochastic",
+    "tandem.inference.mcgpds.stochastic_elbo",
+    "tandem.inference.mcgpds.windows",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
