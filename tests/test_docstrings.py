@@ -38,6 +38,7 @@ NUMPY_STYLE = [
     "tandem.inference.mcgpds.stochastic",
     "tandem.inference.mcgpds.stochastic_elbo",
     "tandem.inference.mcgpds.windows",
+    "tandem.inference.experiments.mcgpds_protocol",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
