@@ -1,8 +1,8 @@
 """The objective of the stochastic McGPDS fit: window terms, running statistics, the local
 L-BFGS step and the minibatch ELBO (:class:`StochasticELBO`).
 
-Objective (per step, minibatch ``I`` of ``B`` out of ``S`` windows)
--------------------------------------------------------------------
+**Objective** (per step, minibatch ``I`` of ``B`` out of ``S`` windows):
+
 ``ELBO ≈ (S/B) Σ_{i∈I} [E_q log p(Y_i | X_i, U, V) − KL_i(q(X) ‖ p(X))] − Σ_k KL(q(V_k, U_k) ‖ p)``
 
 * ``KL_i``: the spec's KL of the shared + private latents of window i (the well-conditioned

@@ -1,8 +1,7 @@
 """Windows of the stochastic McGPDS fit: the frames cut into independent time blocks, the
 data object of the stochastic model/guide, and the guide's per-window parameters.
 
-Windows (the approximation)
----------------------------
+**Windows (the approximation).**
 Sequences are cut into consecutive, non-overlapping windows of ``window`` frames (the
 last window of a sequence may be shorter); every window is an independent block of the
 time kernels, i.e. the model is McGPDS with ``seq_ids`` := window ids. Within a window
