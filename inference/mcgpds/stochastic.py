@@ -262,6 +262,13 @@ class StochasticMcGPDS(TandemEstimator):
     # the trailing underscore are kept as aliases
     @property
     def data(self) -> StochasticData:
+        """The prepared data ``data_`` (:class:`~tandem.inference.mcgpds.windows.StochasticData`).
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit` or :meth:`prepare`.
+        """
         if "data_" not in self.__dict__:
             raise NotFittedError("This StochasticMcGPDS instance is not fitted yet: call fit(views, times, seq_ids) "
                                  "(or prepare()) before using this method")
@@ -274,6 +281,13 @@ class StochasticMcGPDS(TandemEstimator):
 
     @property
     def result(self):
+        """The driver's FitResult ``result_`` of the last :meth:`fit` / :meth:`train`.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        """
         self._check_fitted("result_", "fit(views, times, seq_ids)")
         return self.result_
 

@@ -514,6 +514,25 @@ class StochasticELBO:
         return idx.cpu(), S / B
 
     def __call__(self, model, guide, sdata: StochasticData, update: bool = True) -> torch.Tensor:
+        """−ELBO of the drawn windows (window terms scaled by S/B) minus the global KL.
+
+        Parameters
+        ----------
+        model : callable
+            :func:`model_params` (registers the hyperparameters).
+        guide : callable
+            :func:`guide_params` (registers the windows' q(X) and q(V), q(U)).
+        sdata : StochasticData
+            The data.
+        update : bool, default True
+            A training step (local step, statistics, q(V), q(U)); ``False``: evaluate only.
+
+        Returns
+        -------
+        torch.Tensor
+            Scalar −ELBO of the minibatch (this rank's share); its gradient reaches the
+            hyperparameters only.
+        """
         S = sdata.windows.S
         idx, scale = self._draw(S)
         rank, world = rank_world()

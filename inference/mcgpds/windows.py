@@ -65,7 +65,7 @@ class Windows:
     ids : torch.Tensor
         (N,) long window id of every frame.
     window : int
-        L.
+        The largest window length L.
     S : int
         Number of windows (property).
 
@@ -102,6 +102,7 @@ class Windows:
 
     @property
     def S(self) -> int:
+        """Number of windows S."""
         return int(self.rows.shape[0])
 
 
@@ -180,10 +181,12 @@ class StochasticData:
 
     @property
     def V(self) -> int:
+        """Number of views V."""
         return len(self.views)
 
     @property
     def N(self) -> int:
+        """Number of frames N."""
         return int(self.times.numel())
 
 
