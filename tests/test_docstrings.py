@@ -43,6 +43,10 @@ NUMPY_STYLE = [
     "tandem.inference.mcgpds.predictor",
     "tandem.inference.mcgpds.missing",
     "tandem.models.missing",
+    "tandem.inference.mcgpds.stochastic",
+    "tandem.inference.mcgpds.stochastic_elbo",
+    "tandem.inference.mcgpds.windows",
+    "tandem.inference.experiments.mcgpds_protocol",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -36,7 +36,29 @@ __all__ = ["protocol_config", "tandem_config", "OVERRIDES", "overrides", "score"
 
 
 def protocol_config(dataset: str, quick: bool, seed: int, data=None, **over):
-    """McGPDSConfig of the authors' protocol (§1.6–1.7 pose, §2.4–2.5 CUAVE)."""
+    """McGPDSConfig of the authors' protocol (§1.6–1.7 pose, §2.4–2.5 CUAVE).
+
+    Pose: 5 cycles, 1000 joint iterations, PCA init, β from the signal-to-noise ratio. CUAVE:
+    β = 1 + 0.1·U(0,1) per view, 'separately' PPCA init (7 + 3) on centred data.
+
+    Parameters
+    ----------
+    dataset : str
+        "pose" for human pose; anything else is CUAVE.
+    quick : bool
+        CI smoke size: tiny latent space and a handful of L-BFGS iterations.
+    seed : int
+        Seed of CUAVE's random β initialisation.
+    data : tandem.inference.datasets.human_pose.TwoViewData, optional
+        The loaded data; for CUAVE its centred training views are the PPCA init's input.
+    **over
+        Config fields overriding the protocol (``None`` values are ignored).
+
+    Returns
+    -------
+    tandem.inference.mcgpds.fit.McGPDSConfig
+        The protocol's configuration.
+    """
     kw = dict(Q=10, M=100, J=1, fixed=("alpha", "eps", "beta", "time"), var_iters=50, model_iters=50,
               alpha_init=0.5, eps_init=1e-3, w_init_scale=1e-6, lam_init=0.5)
     if dataset == "pose":
@@ -60,23 +82,82 @@ OVERRIDES = ("Q", "M", "cycles", "var_iters", "model_iters", "joint_iters")
 
 
 def overrides(args) -> dict:
-    """Schedule/size overrides given on the command line (a reduced run is recorded as such)."""
+    """Schedule/size overrides given on the command line (a reduced run is recorded as such).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed options (see :func:`add_common_options`).
+
+    Returns
+    -------
+    dict
+        {name: value} of the :data:`OVERRIDES` given (not ``None``).
+    """
     return {k: getattr(args, k) for k in OVERRIDES if getattr(args, k, None) is not None}
 
 
 def tandem_config(dataset: str, quick: bool, seed: int, data=None, **over):
-    """"McGPDS (tandem)": α, ε and the time kernels learned (the protocol fixes them); β stays
-    at its initial value because the paper's collapsed bound is unbounded in β (it fits y with
-    h and with w·g separately, see :mod:`tandem.inference.mcgpds.bound`), so learning β diverges."""
+    """The config of "McGPDS (tandem)": α, ε and the time kernels learned (the protocol fixes them).
+
+    β stays at its initial value because the paper's collapsed bound is unbounded in β (it fits
+    y with h and with w·g separately, see :mod:`tandem.inference.mcgpds.bound`), so learning β
+    diverges.
+
+    Parameters
+    ----------
+    dataset : str
+        "pose" or CUAVE, as in :func:`protocol_config`.
+    quick : bool
+        CI smoke size.
+    seed : int
+        Seed of CUAVE's random β initialisation.
+    data : tandem.inference.datasets.human_pose.TwoViewData, optional
+        The loaded data.
+    **over
+        Config fields overriding these (default ``fixed=("beta",)``) and the protocol's.
+
+    Returns
+    -------
+    tandem.inference.mcgpds.fit.McGPDSConfig
+        The configuration.
+    """
     kw = dict(fixed=("beta",))
     kw.update(over)
     return protocol_config(dataset, quick, seed, data, **kw)
 
 
 def score(data, mean_scaled, var_scaled, metric: str, mask=None, truth=None):
-    """(error, msll, mean, var) in original units against ``truth`` (default: the test target
-    view ``data.Y2_test``; the held-out check passes the training view ``data.Y2``);
-    ``var_scaled`` may be None (point predictors)."""
+    """Error and MSLL of a prediction in the data's original units.
+
+    Parameters
+    ----------
+    data : tandem.inference.datasets.human_pose.TwoViewData
+        The loaded data (its ``unscale_mean`` / ``unscale_var`` map to original units).
+    mean_scaled : numpy.ndarray
+        (N*, D2) predicted mean in the scaled units.
+    var_scaled : numpy.ndarray or None
+        Predicted variances in the scaled units, broadcastable to the mean; ``None`` for point
+        predictors.
+    metric : {"mean_joint_error", "rmse"}
+        The error measure (anything but "mean_joint_error" is the RMSE).
+    mask : numpy.ndarray, optional
+        (D2,) bool, the target coordinates scored by the MSLL.
+    truth : numpy.ndarray, optional
+        (N*, D2) target in original units (default: the test target view ``data.Y2_test``; the
+        held-out check passes the training view ``data.Y2``).
+
+    Returns
+    -------
+    error : float
+        The error.
+    msll : float or None
+        The MSLL (``None`` without variances).
+    mean : numpy.ndarray
+        The mean in original units.
+    var : numpy.ndarray or None
+        The variances in original units.
+    """
     truth = data.Y2_test if truth is None else truth
     mean = data.unscale_mean(mean_scaled)
     err = M.mean_joint_error(mean, truth) if metric == "mean_joint_error" else M.rmse(mean, truth)
@@ -93,16 +174,61 @@ def _np(x):
 
 
 def fit_for(data, cfg, seed: int, cache_dir, tag: str, progress: bool):
-    """``fit_mcgpds`` on the data's training views, or the saved fit of exactly this problem
-    (data values, full config, seed) from ``cache_dir`` (``--fit-cache``, see
-    :func:`tandem.inference.mcgpds.fit.cached_fit`). Returns (fitted, train seconds, loaded?)."""
+    """``fit_mcgpds`` on the data's training views, or the saved fit of exactly this problem.
+
+    The saved fit (data values, full config, seed) comes from ``cache_dir`` (``--fit-cache``, see
+    :func:`tandem.inference.mcgpds.fit.cached_fit`).
+
+    Parameters
+    ----------
+    data : tandem.inference.datasets.human_pose.TwoViewData
+        The loaded data (scaled views ``data.views`` at ``data.t``, sequences ``data.seq_ends``).
+    cfg : tandem.inference.mcgpds.fit.McGPDSConfig
+        The configuration.
+    seed : int
+        Seed of the fit.
+    cache_dir : str or path-like or None
+        Folder of saved fits (``None``: always fit).
+    tag : str
+        Name prefix of the cached file.
+    progress : bool
+        Show progress.
+
+    Returns
+    -------
+    fitted : tandem.inference.mcgpds.fit.McGPDSFitted
+        The fit.
+    seconds : float
+        Training seconds.
+    loaded : bool
+        Whether it was read from the cache.
+    """
     return cached_fit(data.views, data.t, config=cfg, seed=seed, cache_dir=cache_dir, tag=tag,
                       seq_ends=data.seq_ends, progress=progress)
 
 
 def protocol_features(data, name: str):
-    """(train, test) view-1 features for the Y-space NN in the data's original units: "raw"
-    (protocol) or "std" (per-column standardised with training statistics)."""
+    """(train, test) view-1 features for the Y-space NN in the data's original units.
+
+    Parameters
+    ----------
+    data : tandem.inference.datasets.human_pose.TwoViewData
+        The loaded data (``data.Y1``, ``data.Y1_test``).
+    name : {"raw", "std"}
+        "raw" (protocol) or "std" (per-column standardised with training statistics).
+
+    Returns
+    -------
+    train : numpy.ndarray
+        (N, D1) features of the training frames.
+    test : numpy.ndarray
+        (N*, D1) features of the test frames.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is neither "raw" nor "std".
+    """
     if name not in ("raw", "std"):
         raise ValueError(f"unknown NN feature space {name!r} (raw | std)")
     tr, te = nn_features(data.Y1, data.Y1_test, name)
@@ -110,13 +236,33 @@ def protocol_features(data, name: str):
 
 
 def calibrated_predictor(fitted, data, metric: str, mask, label: str, kw: dict, feat: str):
-    """One tandem predictor (:func:`tandem.inference.mcgpds.predictor.calibrated_prediction`)
-    with its held-out check, training data only.
+    """One tandem predictor (:func:`tandem.inference.mcgpds.predictor.calibrated_prediction`) with its held-out check.
 
-    ``kw``: ``predict_view`` keywords (incl. ``k_neighbours``); ``feat``: Y-space NN features.
-    Returns dict with the held-out error and MSLL of the training target view (original units;
-    the error chooses among candidates), ``δ`` and the test prediction with ``δ`` added (model
-    units).
+    The check uses the training data only.
+
+    Parameters
+    ----------
+    fitted : tandem.inference.mcgpds.fit.McGPDSFitted
+        The fit.
+    data : tandem.inference.datasets.human_pose.TwoViewData
+        The loaded data.
+    metric : {"mean_joint_error", "rmse"}
+        The error measure.
+    mask : numpy.ndarray
+        (D2,) bool, the target coordinates scored by the MSLL.
+    label : str
+        Name of the predictor.
+    kw : dict
+        ``predict_view`` keywords (incl. ``k_neighbours``).
+    feat : {"raw", "std"}
+        Y-space NN features (:func:`protocol_features`).
+
+    Returns
+    -------
+    dict
+        ``label``, ``kw``, ``feat``; ``holdout_error`` and ``holdout_msll`` of the training target
+        view (original units; the error chooses among candidates); ``delta`` (δ) and ``pred``, the
+        test prediction with δ added (model units).
     """
     kw = dict(kw)
     k = int(kw.pop("k_neighbours", 1))
@@ -138,27 +284,57 @@ _QUICK_DEFAULT = dict(Q=3, M=10, cycles=1, var_iters=2, model_iters=2, joint_ite
 
 
 def sequence_ids_of(seq_ends) -> np.ndarray:
-    """(N,) sequence label of every training frame from the 1-based cumulative ends ``seq_ends``."""
+    """(N,) sequence label of every training frame from the 1-based cumulative ends ``seq_ends``.
+
+    Parameters
+    ----------
+    seq_ends : array_like
+        Cumulative (1-based) end of each sequence; the last is N.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N,) int64 labels 0, 1, ….
+    """
     ends = np.asarray(seq_ends, dtype=np.int64)
     return np.repeat(np.arange(ends.size), np.diff(np.concatenate([[0], ends])))
 
 
 def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir=None):
-    """Fit :class:`tandem.inference.mcgpds.McGPDS` with its defaults (seed ``seed``) on the raw
-    training views ``[data.Y1, data.Y2]`` at ``data.t`` (sequences from ``data.seq_ends``) and
-    predict view 2 of the test frames from ``data.Y1_test`` with ``predict``'s defaults.
+    """Fit :class:`tandem.inference.mcgpds.McGPDS` with its defaults and predict view 2 of the test frames.
 
+    The fit is on the raw training views ``[data.Y1, data.Y2]`` at ``data.t`` (sequences from
+    ``data.seq_ends``); the prediction from ``data.Y1_test`` with ``predict``'s defaults.
     ``predict``'s default is :func:`tandem.inference.mcgpds.predictor.select_predictor` on the
     fit's model-unit views; it is called here directly (the same computation, tested equal in
     ``tests/test_mcgpds_select.py``) so that every candidate's test prediction is kept too.
 
-    Returns (mean (N*, D2), var (N*, D2), train seconds, predict seconds, selection) in the data's
-    original units; ``selection``: the :class:`~tandem.inference.mcgpds.predictor.PredictorSelection`
-    with ``test`` added: label → (mean, var) of every candidate in original units. ``quick``
-    shrinks the schedule to a smoke-test size. With ``cache_dir`` (``--fit-cache``) the outcome of
-    exactly this problem (content hash of the data, the seed, ``quick`` and the candidate set) is
-    read from / written to a JSON file there; ``selection`` is then a namespace with ``label``,
-    ``scores`` and ``test``.
+    Parameters
+    ----------
+    data : tandem.inference.datasets.human_pose.TwoViewData
+        The loaded data.
+    seed : int
+        Seed of the estimator.
+    quick : bool, default False
+        Shrink the schedule to a smoke-test size.
+    cache_dir : str or path-like, optional
+        ``--fit-cache``: the outcome of exactly this problem (content hash of the data, the seed,
+        ``quick`` and the candidate set) is read from / written to a JSON file there.
+
+    Returns
+    -------
+    mean : numpy.ndarray
+        (N*, D2) predicted mean, original units.
+    var : numpy.ndarray
+        (N*, D2) predicted variances, original units.
+    train_s : float
+        Training seconds.
+    predict_s : float
+        Prediction seconds.
+    selection : tandem.inference.mcgpds.predictor.PredictorSelection or types.SimpleNamespace
+        The selection with ``test`` added: label → (mean, var) of every candidate in original
+        units, and ``loaded``; read from the cache it is a namespace with ``label``, ``scores``,
+        ``test`` and ``loaded``.
     """
     import types
 
@@ -199,13 +375,42 @@ def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir
 
 
 def mrd_fit_job(m1, m2, m1_test, q: int, seed: int, quick: bool = False, cache_dir=None):
-    """One GPy MRD fit and prediction (:func:`tandem.inference.mcgpds.baselines.fit_gpy_mrd`, latent
-    dimension ``q``, M = min(100, N), seed ``seed``) on the scaled views; a picklable worker task.
+    """One GPy MRD fit and prediction on the scaled views; a picklable worker task.
 
-    With ``cache_dir`` (``--fit-cache``) the prediction of exactly this problem (content hash of
-    the three arrays, ``q``, ``seed``, ``quick``) is read from / written to a JSON file there, so a
-    rerun of the same protocol reuses the peer's fits. Returns (mean (N*, D2), var (N*, D2), train
-    seconds, predict seconds, loaded?) in the views' units.
+    :func:`tandem.inference.mcgpds.baselines.fit_gpy_mrd` with latent dimension ``q``,
+    M = min(100, N), seed ``seed``.
+
+    Parameters
+    ----------
+    m1 : numpy.ndarray
+        (N, D1) scaled training view 1.
+    m2 : numpy.ndarray
+        (N, D2) scaled training view 2.
+    m1_test : numpy.ndarray
+        (N*, D1) scaled test view 1.
+    q : int
+        Latent dimension.
+    seed : int
+        Seed of the fit.
+    quick : bool, default False
+        Smoke-test size (5 iterations of each stage).
+    cache_dir : str or path-like, optional
+        ``--fit-cache``: the prediction of exactly this problem (content hash of the three arrays,
+        ``q``, ``seed``, ``quick``) is read from / written to a JSON file there, so a rerun of the
+        same protocol reuses the peer's fits.
+
+    Returns
+    -------
+    mean : numpy.ndarray
+        (N*, D2) predicted mean, the views' units.
+    var : numpy.ndarray
+        (N*, D2) predicted variances, the views' units.
+    train_s : float
+        Training seconds.
+    predict_s : float
+        Prediction seconds.
+    loaded : bool
+        Whether it was read from the cache.
     """
     path = None
     if cache_dir is not None:
@@ -227,7 +432,18 @@ def mrd_fit_job(m1, m2, m1_test, q: int, seed: int, quick: bool = False, cache_d
 
 
 def mrd_row(q: int) -> str:
-    """Row name of GPy MRD with latent dimension ``q``."""
+    """Row name of GPy MRD with latent dimension ``q``.
+
+    Parameters
+    ----------
+    q : int
+        Latent dimension.
+
+    Returns
+    -------
+    str
+        ``"GPy MRD (Q = q)"``.
+    """
     return f"GPy MRD (Q = {q})"
 
 
@@ -235,12 +451,42 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
                  variants=None, paper=None, tandem_candidates=None):
     """Fit McGPDS variants for every seed, score them beside the baselines, return Results.
 
-    ``code_kwargs``: the keyword arguments of ``predict_view`` for the code-faithful predictor.
-    ``variants``: names of the extra fits to run ("tandem", "independent", "gplvm", "linear").
-    ``tandem_candidates``: [(label, predict_view keywords, Y-NN feature "raw" | "std")] — tandem
-    predictors scored with held-out calibrated variances (:func:`calibrated_predictor`); the one
-    with the lowest held-out training error is also reported as "McGPDS (tandem: held-out
-    selected, calibrated)" (chosen without the test data).
+    Parameters
+    ----------
+    data : tandem.inference.datasets.human_pose.TwoViewData
+        The loaded data.
+    args : argparse.Namespace
+        Parsed options (seeds, ``quick``, ``fit_cache``, ``gpy``, ``jobs``, overrides, ...; see
+        :func:`add_common_options`).
+    experiment : str
+        Name of the experiment (of the results file).
+    dataset : str
+        "pose" or CUAVE (see :func:`protocol_config`).
+    metric : {"mean_joint_error", "rmse"}
+        The error measure.
+    code_kwargs : dict
+        The keyword arguments of ``predict_view`` for the code-faithful predictor.
+    variants : list of str, optional
+        Names of the extra fits to run ("tandem", "independent", "gplvm", "linear"; default all).
+    paper : dict, optional
+        The paper's numbers, recorded in the config.
+    tandem_candidates : list of tuple, optional
+        [(label, predict_view keywords, Y-NN feature "raw" | "std")] — tandem predictors scored
+        with held-out calibrated variances (:func:`calibrated_predictor`); the one with the lowest
+        held-out training error is also reported as "McGPDS (tandem: held-out selected,
+        calibrated)" (chosen without the test data).
+
+    Returns
+    -------
+    results : tandem.inference.experiments.results.Results
+        Every row's per-seed scores and timings.
+    keep : dict
+        Method → (mean, var) of seed 0 in original units (for the plots).
+
+    Raises
+    ------
+    ValueError
+        If a variant is unknown.
     """
     seeds = seed_list(args)
     cache = getattr(args, "fit_cache", None)
@@ -456,6 +702,15 @@ def _finish(res: Results, acc: dict, seeds_done) -> Results:
 
 
 def print_table(res: Results, paper: dict | None = None) -> None:
+    """Print the results table and, if given, the paper's numbers.
+
+    Parameters
+    ----------
+    res : tandem.inference.experiments.results.Results
+        The results.
+    paper : dict, optional
+        {metric: (error, MSLL or None)} of Sun et al. (2023).
+    """
     print(res.table(("Q",)))
     if paper:
         print("\npaper (Sun et al. 2023):", ", ".join(
@@ -466,9 +721,28 @@ def plot_traces(data, keep: dict, names: list, coords: list, title: str, out: Pa
                 show_training_mean: bool = False) -> Path:
     """Predicted vs true trajectories of target columns (original units), ±2σ bands.
 
-    ``keep``: method → (mean (N*, D), var (N*, D) or None); ``names``: methods to draw (those
-    missing from ``keep`` are skipped); ``coords``: [(column, axis label)]. Writes the PNG file
-    ``out`` and returns it."""
+    Parameters
+    ----------
+    data : tandem.inference.datasets.human_pose.TwoViewData
+        The loaded data (``Y2_test``, ``bias2``, ``n_test``).
+    keep : dict
+        Method → (mean (N*, D), var (N*, D) or None).
+    names : list of str
+        Methods to draw (those missing from ``keep`` are skipped).
+    coords : list of tuple
+        [(column, axis label)], one panel each.
+    title : str
+        Figure title.
+    out : pathlib.Path
+        The PNG file to write.
+    show_training_mean : bool, default False
+        Draw the training mean of each column.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out``.
+    """
     names = [n for n in names if n in keep]
     fig, axes = plt.subplots(len(coords), 1, figsize=(10, 2.6 * len(coords)), sharex=True)
     tt = np.arange(data.n_test)
@@ -516,6 +790,21 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_common_options(p):
+    """Add the options every real-data McGPDS script shares to an argument parser.
+
+    ``--variants``, ``--gpy``, ``--fit-cache``, ``--gpy-q``, ``--no-protocol-fit``, ``--jobs``,
+    ``--no-tandem-predictors`` and the reduced-run overrides (:data:`OVERRIDES`, ``--test-iters``).
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The parser.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        ``p``.
+    """
     p.add_argument("--variants", default="tandem,independent,gplvm,linear",
                    help="extra fits per seed (comma list of tandem,independent,gplvm,linear; '' for none)")
     p.add_argument("--gpy", action="store_true", help="also fit GPy MRD on every seed (needs GPy)")
@@ -543,8 +832,38 @@ def add_common_options(p):
 
 def run_and_report(args, data, experiment: str, dataset: str, metric: str, code_kwargs: dict, plot, paper,
                    tandem_candidates=None):
-    """The body every real-data McGPDS script shares: fit and score every seed
-    (:func:`run_two_view`), write ``<out>/<experiment>.json`` and the plot, print the table."""
+    """The body every real-data McGPDS script shares.
+
+    Fit and score every seed (:func:`run_two_view`), write ``<out>/<experiment>.json`` and the
+    plot, print the table. ``--quick`` runs no variants; ``--no-tandem-predictors`` drops the
+    tandem candidates.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed options (``variants``, ``quick``, ``out``, ...).
+    data : tandem.inference.datasets.human_pose.TwoViewData
+        The loaded data.
+    experiment : str
+        Name of the experiment.
+    dataset : str
+        "pose" or CUAVE.
+    metric : {"mean_joint_error", "rmse"}
+        The error measure.
+    code_kwargs : dict
+        ``predict_view`` keywords of the code-faithful predictor.
+    plot : callable
+        ``plot(data, keep, out)`` draws the figures into the folder ``out``.
+    paper : dict or None
+        The paper's numbers.
+    tandem_candidates : list of tuple, optional
+        The tandem predictors (see :func:`run_two_view`).
+
+    Returns
+    -------
+    tandem.inference.experiments.results.Results
+        The results.
+    """
     variants = [v for v in args.variants.split(",") if v]
     if args.quick:
         variants = []        # smoke size: the protocol fit and its predictors only

@@ -102,7 +102,69 @@ __all__ = [
 # --------------------------------------------------------------------------- high level
 @dataclass
 class StochasticConfig:
-    """Settings of a stochastic McGPDS fit (defaults: the protocol's fixed groups, g off)."""
+    """Settings of a stochastic McGPDS fit (defaults: the protocol's fixed groups, g off).
+
+    Every field is checked against its declared constraint at construction.
+
+    Attributes
+    ----------
+    Q : int, default 10
+        Latent dimension of each private space.
+    M : int, default 100
+        Number of inducing points per view.
+    J : int, default 1
+        Number of inducing points of the shared space's mapping g.
+    window : int, default 200
+        Frames per window (at most ``window`` consecutive frames of one sequence).
+    batch : int, default 16
+        Windows per step.
+    num_steps : int, default 2000
+        Steps of :meth:`StochasticMcGPDS.fit` (0: prepare only; train with
+        :meth:`StochasticMcGPDS.train`).
+    local_iters : int, default 20
+        L-BFGS iterations on the drawn windows' q(X) per step.
+    hyper_iters : int, default 5
+        Per epoch: L-BFGS iterations on the hyperparameters (full-data bound); 0: an Adam step
+        (``lr``) on the minibatch gradient every step instead.
+    lr : float, default 0.05
+        Adam's learning rate for the hyperparameters (unconstrained units).
+    lr_final : float, default 0.1
+        The learning rate decays geometrically to this fraction of ``lr`` over ``lr_decay_steps``,
+        in (0, 1].
+    lr_decay_steps : int or None, default None
+        Steps of the decay; ``None``: ``num_steps``, or 2000 when ``num_steps`` is 0 (steps
+        trained by ``train()``).
+    fixed : tuple of str or set, default ("alpha", "eps", "beta", "time", "W")
+        Parameter groups held at their initial values, out of "alpha", "eps", "beta", "time",
+        "kernel", "inducing", "W", "g", "variational", "model" ("W" also fixes "g").
+    mapping_kernel : {"rbfard", "linear"} or tandem.models.kernels.MappingKernel, default "rbfard"
+        Kernel of the output mappings.
+    time_white : bool, default True
+        Add a white-noise term to the paper's time kernel.
+    time_bias : bool, default True
+        Add a bias term to the paper's time kernel.
+    time_white_var : float, default 1e-2
+        Initial variance of the white term.
+    time_bias_var : float, default 1.0
+        Initial variance of the bias term.
+    time_invwidth : float or None, default None
+        Initial inverse squared width of the RBF time kernel; ``None``: 100 / (range of t over one
+        window)².
+    alpha_init : float, default 0.5
+        Initial α in [0, 1].
+    eps_init : float, default 1e-3
+        Initial ε (> 0).
+    beta_init : float, default 100.0
+        Initial noise precision β on the standardised views (= 100 / var(Y) in data units).
+    w_init_scale : float, default 1e-6
+        Scale of the initial mapping weights W (≥ 0).
+    lam_init : float, default 0.5
+        Initial variational precisions λ of q(X).
+    private_prior : {"mcgpds", "gplvm"}, default "mcgpds"
+        Prior of the private latent spaces.
+    time_kernel : tandem.models.kernels.TimeKernel or sequence of them, optional
+        ``None``: the paper's RBF + white + bias (``time_white``, ``time_bias``, ...).
+    """
     Q: int = 10
     M: int = 100
     J: int = 1
@@ -155,16 +217,35 @@ _STOCHASTIC_CONSTRAINTS = {
 
 
 class StochasticMcGPDS(TandemEstimator):
-    """McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
+    r"""McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
 
-    ``views`` list of (N, D_k) arrays, ``times`` (N,), ``seq_ids`` (N,) sequence labels
-    (default: one sequence). ``device``: "cpu", "cuda", ... (float64 there); default ``None`` =
-    the device of the views given to :meth:`fit` (the CPU for numpy arrays). After
-    :meth:`fit`: ``result`` (the driver's FitResult), :meth:`elbo` (exact full-data ELBO),
-    :meth:`latents` (per-frame q moments), :meth:`to_fitted` (a collapsed-code
-    :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` with the windows as sequences, for
-    :func:`~tandem.inference.mcgpds.fit.predict_view`), :meth:`to_inference_data` (ArviZ
-    draws in the data's units).
+    The data given to :meth:`fit` are ``views`` (list of (N, D_k) arrays), ``times`` (N,) and
+    ``seq_ids`` (N,) sequence labels (default: one sequence). After :meth:`fit`: ``result``
+    (the driver's FitResult), :meth:`elbo` (exact full-data ELBO), :meth:`latents` (per-frame q
+    moments), :meth:`to_fitted` (a collapsed-code :class:`~tandem.inference.mcgpds.fit.McGPDSFitted`
+    with the windows as sequences, for :func:`~tandem.inference.mcgpds.fit.predict_view`),
+    :meth:`to_inference_data` (ArviZ draws in the data's units).
+
+    Parameters
+    ----------
+    config : StochasticConfig, optional
+        Settings of the fit (default ``StochasticConfig()``).
+    device : str or torch.device, optional
+        "cpu", "cuda", ... (float64 there); default ``None`` = the device of the views given to
+        :meth:`fit` (the CPU for numpy arrays).
+
+    Attributes
+    ----------
+    data\_ : tandem.inference.mcgpds.windows.StochasticData
+        The prepared (standardised, windowed) data (alias ``data``).
+    result\_ : tandem.inference.svi.FitResult
+        The driver's result of the last :meth:`fit` / :meth:`train` (alias ``result``).
+    objective\_ : tandem.inference.mcgpds.stochastic_elbo.StochasticELBO
+        The objective of the last :meth:`train`.
+    scalers\_ : list of tandem.inference.distances.Standardizer
+        One standardiser per view.
+    seq_ids\_ : torch.Tensor
+        (N,) the sequence labels (CPU).
     """
 
     _parameter_constraints = {"config": [None, InstanceOf(StochasticConfig)], "device": [None, Device()]}
@@ -181,6 +262,13 @@ class StochasticMcGPDS(TandemEstimator):
     # the trailing underscore are kept as aliases
     @property
     def data(self) -> StochasticData:
+        """The prepared data ``data_`` (:class:`~tandem.inference.mcgpds.windows.StochasticData`).
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit` or :meth:`prepare`.
+        """
         if "data_" not in self.__dict__:
             raise NotFittedError("This StochasticMcGPDS instance is not fitted yet: call fit(views, times, seq_ids) "
                                  "(or prepare()) before using this method")
@@ -193,12 +281,46 @@ class StochasticMcGPDS(TandemEstimator):
 
     @property
     def result(self):
+        """The driver's FitResult ``result_`` of the last :meth:`fit` / :meth:`train`.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        """
         self._check_fitted("result_", "fit(views, times, seq_ids)")
         return self.result_
 
     # ------------------------------------------------------------------ data
     def prepare(self, views, times, seq_ids=None, seed: int = 0) -> StochasticData:
-        """Validate, standardise and window the data; build the initial values."""
+        """Validate, standardise and window the data; build the initial values.
+
+        Each view is divided by one scale (the RMS of its column standard deviations) after
+        centring, which keeps the outputs' relative sizes. Sets ``scalers_`` and ``seq_ids_``.
+
+        Parameters
+        ----------
+        views : list of array_like
+            The (N, D_k) views, no NaN entries.
+        times : array_like
+            (N,) time stamps, in time order within each sequence.
+        seq_ids : array_like, optional
+            (N,) hashable sequence labels (default: one sequence).
+        seed : int, default 0
+            Seed of the inducing-point initialisation.
+
+        Returns
+        -------
+        tandem.inference.mcgpds.windows.StochasticData
+            The standardised, windowed data with the initial values.
+
+        Raises
+        ------
+        ValueError
+            If a view has NaN entries (fit :class:`tandem.inference.mcgpds.McGPDS` instead), the
+            views' row counts or ``times`` disagree, the frames of a sequence are out of time order,
+            or ``Q`` exceeds the total view dimension.
+        """
         cfg = self._config()
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
@@ -259,9 +381,16 @@ class StochasticMcGPDS(TandemEstimator):
                               cfg.private_prior, cfg.lam_init, time_kernel=cfg.time_kernel)
 
     def decay_steps(self) -> int:
-        """Number of steps T over which the hyperparameters' learning rate decays from ``lr`` to
-        ``lr_final`` × ``lr``: ``lr_decay_steps``, else ``num_steps``, else (``num_steps = 0``:
-        training by :meth:`train` calls only) 2000, the default ``num_steps``."""
+        """Number of steps T over which the hyperparameters' learning rate decays.
+
+        It decays from ``lr`` to ``lr_final`` × ``lr``.
+
+        Returns
+        -------
+        int
+            ``lr_decay_steps``, else ``num_steps``, else (``num_steps = 0``: training by
+            :meth:`train` calls only) 2000, the default ``num_steps``.
+        """
         cfg = self._config()
         if cfg.lr_decay_steps is not None:
             return int(cfg.lr_decay_steps)
@@ -270,6 +399,13 @@ class StochasticMcGPDS(TandemEstimator):
     def optimizer(self):
         """A fresh Adam (``pyro.optim.ClippedAdam``) for the hyperparameters.
 
+        Returns
+        -------
+        pyro.optim.ClippedAdam
+            Adam with ``lr``, per-step decay ``lrd`` and ``clip_norm = 1e6``.
+
+        Notes
+        -----
         The learning rate after t steps is ``lr · lr_final^(t/T)`` (T = :meth:`decay_steps`;
         Robbins–Monro: the minibatch noise must be averaged out at the end), i.e. a per-step
         factor ``lrd = lr_final^(1/T)``. :meth:`fit` builds one and every later :meth:`train`
@@ -285,13 +421,36 @@ class StochasticMcGPDS(TandemEstimator):
     @own_params
     def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
             checkpoint=None, checkpoint_every: int = 100):
-        """Fit through :func:`tandem.inference.fit`: per step an L-BFGS local step on the drawn
-        windows' q(X), q(V), q(U) at their optimum, Adam on the hyperparameters.
+        """Fit through :func:`tandem.inference.fit`.
 
-        ``loss_wrapper``: e.g. :class:`tandem.inference.distributed.DataParallelLoss` (called
-        with the objective) for data-parallel training. ``checkpoint``, ``checkpoint_every``: as in
-        :func:`tandem.inference.fit` — a run killed part-way resumes from the file and ends where
-        the uninterrupted run ends. Returns ``self``.
+        Per step an L-BFGS local step on the drawn windows' q(X), q(V), q(U) at their optimum,
+        Adam on the hyperparameters; ``num_steps`` steps of the config after :meth:`prepare`.
+
+        Parameters
+        ----------
+        views : list of array_like
+            The (N, D_k) views.
+        times : array_like
+            (N,) time stamps.
+        seq_ids : array_like, optional
+            (N,) sequence labels (default: one sequence).
+        seed : int, default 0
+            Seed of the initialisation and of the window draws.
+        progress : bool, default False
+            Show a progress bar.
+        loss_wrapper : callable, optional
+            E.g. :class:`tandem.inference.distributed.DataParallelLoss` (called with the objective)
+            for data-parallel training.
+        checkpoint : str or path-like, optional
+            As in :func:`tandem.inference.fit`: a run killed part-way resumes from the file and ends
+            where the uninterrupted run ends.
+        checkpoint_every : int, default 100
+            Steps between checkpoints.
+
+        Returns
+        -------
+        StochasticMcGPDS
+            ``self``, fitted.
         """
         self._validate_params()
         check_param([Seed()], "seed", seed, "StochasticMcGPDS.fit: ")
@@ -304,11 +463,38 @@ class StochasticMcGPDS(TandemEstimator):
     @own_params
     def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None,
               checkpoint_every: int = 100):
-        """``num_steps`` more steps on the prepared data, keeping the parameter store and the
-        optimiser (Adam's moments and the decayed learning rate of the earlier :meth:`fit` /
-        :meth:`train` calls: k calls of n steps follow the schedule of one call of k·n steps; the
-        first call after :meth:`prepare` or :meth:`load` builds a fresh one). Sets ``result`` and
-        returns ``self``."""
+        """``num_steps`` more steps on the prepared data.
+
+        Keeps the parameter store and the optimiser (Adam's moments and the decayed learning rate
+        of the earlier :meth:`fit` / :meth:`train` calls: k calls of n steps follow the schedule of
+        one call of k·n steps; the first call after :meth:`prepare` or :meth:`load` builds a fresh
+        one). Sets ``result``.
+
+        Parameters
+        ----------
+        num_steps : int
+            Number of further steps.
+        seed : int, default 0
+            Seed of the window draws.
+        progress : bool, default False
+            Show a progress bar.
+        loss_wrapper : callable, optional
+            Wraps the objective, e.g. :class:`tandem.inference.distributed.DataParallelLoss`.
+        checkpoint : str or path-like, optional
+            Checkpoint file, as in :func:`tandem.inference.fit`.
+        checkpoint_every : int, default 100
+            Steps between checkpoints.
+
+        Returns
+        -------
+        StochasticMcGPDS
+            ``self``.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit` or :meth:`prepare`.
+        """
         cfg = self._config()
         self.data  # noqa: B018 - NotFittedError before fit / prepare
         self.objective_ = StochasticELBO(batch=cfg.batch, local_iters=cfg.local_iters, hyper_iters=cfg.hyper_iters)
@@ -326,15 +512,41 @@ class StochasticMcGPDS(TandemEstimator):
 
     # ------------------------------------------------------------------ save / load
     def save(self, path) -> None:
-        """Write this object (settings, prepared data, fit result and its Pyro parameters) to
-        ``path`` in tandem's safe format (plain tensors + JSON), atomically."""
+        """Write this object (settings, prepared data, fit result and its Pyro parameters).
+
+        The file is in tandem's safe format (plain tensors + JSON), written atomically.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file to write.
+        """
         store = getattr(self, "param_store_", None)
         save_estimator(self, path, extra=None if store is not None else pyro.get_param_store().get_state())
 
     @classmethod
     def load(cls, path, map_location=None) -> "StochasticMcGPDS":
-        """Read an object written by :meth:`save` (its Pyro parameters are put back into the
-        parameter store). Nothing is unpickled: a damaged or foreign file raises ``ValueError``."""
+        """Read an object written by :meth:`save`.
+
+        Its Pyro parameters are put back into the parameter store. Nothing is unpickled.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file written by :meth:`save`.
+        map_location : str or torch.device, optional
+            Device to load the tensors onto.
+
+        Returns
+        -------
+        StochasticMcGPDS
+            The restored object.
+
+        Raises
+        ------
+        ValueError
+            If the file is damaged or foreign.
+        """
         m, params = load_estimator(cls, path, map_location, with_extra=True)
         if params is not None:
             pyro.get_param_store().set_state(params)
@@ -346,10 +558,20 @@ class StochasticMcGPDS(TandemEstimator):
     def elbo(self, chunk: int = 256, optimal_inducing: bool = False) -> float:
         """Exact full-data ELBO in the standardised units (windows in chunks; no parameter update).
 
-        ``optimal_inducing``: first recompute the statistics over all windows and set q(V),
-        q(U) to their optimum given everything else (:func:`refresh_statistics`): the value
-        the collapsed bound has. (After training they are at the optimum for the running
-        statistics, which equal the recomputed ones when no hyperparameter is learned.)
+        Parameters
+        ----------
+        chunk : int, default 256
+            Windows per chunk.
+        optimal_inducing : bool, default False
+            First recompute the statistics over all windows and set q(V), q(U) to their optimum
+            given everything else (:func:`refresh_statistics`): the value the collapsed bound has.
+            (After training they are at the optimum for the running statistics, which equal the
+            recomputed ones when no hyperparameter is learned.)
+
+        Returns
+        -------
+        float
+            The sum of the window terms (weight 1 each) minus the global KL.
         """
         S = self.data.windows.S
         if optimal_inducing:
@@ -367,8 +589,19 @@ class StochasticMcGPDS(TandemEstimator):
     @torch.no_grad()
     @own_params
     def latents(self, chunk: int = 256) -> dict:
-        """Per-frame q moments in frame order: ``mu`` V × (N, Q), ``s`` V × (N, Q) private
-        means/variances (standardised-data latent space)."""
+        """Per-frame q moments in frame order (standardised-data latent space).
+
+        Parameters
+        ----------
+        chunk : int, default 256
+            Windows per chunk.
+
+        Returns
+        -------
+        dict
+            ``mu``: V × (N, Q) private means, ``s``: V × (N, Q) private variances (lists of
+            tensors on the data's device).
+        """
         d = self.data
         hp = model_params(d)
         N, Q, V = d.N, d.Q, d.V
@@ -383,8 +616,15 @@ class StochasticMcGPDS(TandemEstimator):
 
     @own_params
     def collapsed_data(self) -> McGPDSData:
-        """The same model as a :class:`McGPDSData` with windows as sequences (CPU), whose
-        ``init`` holds the current parameters — for the collapsed code (small N only)."""
+        """The same model as a :class:`McGPDSData` with windows as sequences (CPU).
+
+        Its ``init`` holds the current parameters — for the collapsed code (small N only).
+
+        Returns
+        -------
+        tandem.models.mcgpds.McGPDSData
+            The data with the current q(X) moments and hyperparameters as ``init``.
+        """
         d = self.data
         lat = self.latents()
         init = {}
@@ -401,12 +641,20 @@ class StochasticMcGPDS(TandemEstimator):
 
     @own_params
     def to_fitted(self):
-        """A :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` of this fit (CPU, standardised
-        units, windows as sequences) for the collapsed code's predictors
-        (:func:`~tandem.inference.mcgpds.fit.predict_view`: give it test data through
-        :meth:`to_model_units` and map its predictions back with :meth:`to_data_units`).
+        """A :class:`~tandem.inference.mcgpds.fit.McGPDSFitted` of this fit for the collapsed code's predictors.
+
+        CPU, standardised units, windows as sequences; for
+        :func:`~tandem.inference.mcgpds.fit.predict_view` give it test data through
+        :meth:`to_model_units` and map its predictions back with :meth:`to_data_units`.
         The prediction re-collapses q(V), q(U) to their optimum given q(X) — at convergence
-        the natural-gradient q(V), q(U) themselves."""
+        the natural-gradient q(V), q(U) themselves.
+
+        Returns
+        -------
+        tandem.inference.mcgpds.fit.McGPDSFitted
+            The fit, with the collapsed bound's value as its ELBO; the parameter store is left
+            as it was.
+        """
         cfg = self._config()
         data = self.collapsed_data()
         store = pyro.get_param_store()
@@ -448,16 +696,52 @@ class StochasticMcGPDS(TandemEstimator):
         return t.to(like.device) if isinstance(like, torch.Tensor) else t.detach().cpu().numpy()
 
     def to_model_units(self, Y, view: int):
-        """Data units → the standardised units of the fit: (Y − μ_view) / s_view for ``Y``
-        (n, D_view). A tensor in gives a tensor on its device; numpy (or lists) give numpy."""
+        """Data units → the standardised units of the fit: (Y − μ_view) / s_view.
+
+        Parameters
+        ----------
+        Y : array_like or torch.Tensor
+            (n, D_view) data of view ``view``.
+        view : int
+            Index of the view.
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            (n, D_view); a tensor in gives a tensor on its device, numpy (or lists) give numpy.
+
+        Raises
+        ------
+        ValueError
+            If ``view`` is out of range or ``Y`` has the wrong number of columns.
+        """
         self._check_fitted("scalers_", "fit(views, times, seq_ids)")
         t, _, sc = self._units_input(Y, "Y", view)
         return self._units_output((t.cpu() - sc.mean.cpu()) / sc.scale.cpu(), Y)
 
     def to_data_units(self, mean, var=None, view: int = 1):
-        """Standardised units → data units of view ``view``: ``mean`` (n, D_view) ↦
-        mean · s + μ and, if given, ``var`` (n, D_view) ↦ var · s² (returned as a pair).
-        A tensor in gives a tensor on its device; numpy (or lists) give numpy."""
+        """Standardised units → data units of view ``view``: mean ↦ mean · s + μ, var ↦ var · s².
+
+        Parameters
+        ----------
+        mean : array_like or torch.Tensor
+            (n, D_view) means in the standardised units.
+        var : array_like or torch.Tensor, optional
+            (n, D_view) non-negative variances in the standardised units.
+        view : int, default 1
+            Index of the view.
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor or tuple
+            The mean in data units, or the pair (mean, var) when ``var`` is given. A tensor in
+            gives a tensor on its device; numpy (or lists) give numpy.
+
+        Raises
+        ------
+        ValueError
+            If ``view`` is out of range, the shapes are wrong or ``var`` has negative entries.
+        """
         self._check_fitted("scalers_", "fit(views, times, seq_ids)")
         m, _, sc = self._units_input(mean, "mean", view)
         scale, mu = sc.scale.cpu(), sc.mean.cpu()
@@ -475,6 +759,20 @@ class StochasticMcGPDS(TandemEstimator):
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):
         """Posterior and posterior-predictive draws of the fit as ArviZ data.
 
+        Parameters
+        ----------
+        num_samples : int, default 100
+            Number of draws (≥ 1).
+        seed : int, default 0
+            Seed of the draws.
+
+        Returns
+        -------
+        arviz.InferenceData or xarray.DataTree
+            The draws, ``y_k`` in the data's units.
+
+        Notes
+        -----
         ``arviz.InferenceData`` under ArviZ 0.x, ``xarray.DataTree`` under 1.x (as
         :func:`tandem.inference.posterior_predictive`). The draws come from the McGPDS guide
         on :meth:`collapsed_data` (windows as sequences, the fit's q(X) and hyperparameters)
@@ -518,15 +816,41 @@ def simulate_sequences(n_seq: int, seq_len: int, out_dims: list, Q: int = 2, M: 
                        chunk_frames: int = 2000, seed: int = 0, **init_kwargs) -> dict:
     """Many sequences from ONE McGPDS draw, with the model's own simulator.
 
+    Parameters
+    ----------
+    n_seq : int
+        Number of sequences (≥ 1).
+    seq_len : int
+        Frames per sequence (≥ 1).
+    out_dims : list of int
+        Output dimension D_k of each view.
+    Q : int, default 2
+        Latent dimension.
+    M : int, default 10
+        Inducing points per view.
+    J : int, default 1
+        Inducing points of the shared mapping.
+    chunk_frames : int, default 2000
+        Frames drawn at once (whole sequences, at least one).
+    seed : int, default 0
+        Seed of the draw (on the CPU: the same seed gives the same data everywhere).
+    **init_kwargs
+        Passed to :func:`tandem.models.mcgpds.simulate` (initial hyperparameters).
+
+    Returns
+    -------
+    dict
+        ``views`` (list of (N, D_k) tensors), ``times`` (N,), ``seq_ids`` (N,), ``X_s`` (N, Q),
+        ``init`` (the hyperparameters), N = ``n_seq`` · ``seq_len``.
+
+    Notes
+    -----
     :func:`tandem.models.mcgpds.simulate` builds the dense N×N time kernel, so it cannot
     draw 10⁵ frames at once. Sequences are independent given the output functions, so the
     first chunk of sequences is drawn with ``simulate`` (which also draws the inducing
     values v_k, u_k that define h and g), and every further chunk with the model itself
     (:func:`tandem.models.mcgpds.model`) conditioned on those same inducing values and
     hyperparameters. Times are ``0, 1/seq_len, …`` within each sequence.
-
-    Returns ``views`` (list of (N, D_k) tensors), ``times`` (N,), ``seq_ids`` (N,),
-    ``X_s`` (N, Q), ``init`` (the hyperparameters).
     """
     n_seq = check_int_range(n_seq, "n_seq", low=1)
     seq_len = check_int_range(seq_len, "seq_len", low=1)

@@ -1,8 +1,8 @@
 """The objective of the stochastic McGPDS fit: window terms, running statistics, the local
 L-BFGS step and the minibatch ELBO (:class:`StochasticELBO`).
 
-Objective (per step, minibatch ``I`` of ``B`` out of ``S`` windows)
--------------------------------------------------------------------
+**Objective** (per step, minibatch ``I`` of ``B`` out of ``S`` windows):
+
 ``ELBO ≈ (S/B) Σ_{i∈I} [E_q log p(Y_i | X_i, U, V) − KL_i(q(X) ‖ p(X))] − Σ_k KL(q(V_k, U_k) ‖ p)``
 
 * ``KL_i``: the spec's KL of the shared + private latents of window i (the well-conditioned
@@ -92,11 +92,32 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
               lam: torch.Tensor):
     """KL(q(X_s, X_1..V) ‖ p) of a batch of windows and the private variances.
 
-    t (B, L) times, m (B, L) float mask, ``views[k]`` with ``alpha``, ``eps``, ``time``
-    (a :class:`~tandem.models.kernels.TimeParams` — any time kernel — or None for the identity
-    private prior; ``time_s`` likewise); mu, lam (V, B, L, Q), zero at padding.
-    Returns ``(kl (B,), s_diag (V, B, L, Q))``. Same algebra as ``bound.latent_terms``:
+    Same algebra as ``bound.latent_terms``:
     ``KL = ½ Σ_q [log|B'| + Σ_k (log|B_q^(k)| − Σ_n λ S_nn + μᵀA⁻¹μ) − bᵀ S^(s) b]``.
+
+    Parameters
+    ----------
+    t : torch.Tensor
+        (B, L) times.
+    m : torch.Tensor
+        (B, L) float mask (1 on real slots, 0 on padding).
+    time_s : dict or None
+        Hyperparameters of the shared time kernel (a :class:`~tandem.models.kernels.TimeParams`
+        — any time kernel — or None for the identity).
+    views : list of dict
+        ``views[k]`` with ``alpha``, ``eps``, ``time`` (a
+        :class:`~tandem.models.kernels.TimeParams` or None for the identity private prior).
+    mu : torch.Tensor
+        (V, B, L, Q) private means, zero at padding.
+    lam : torch.Tensor
+        (V, B, L, Q) variational precisions λ, zero at padding.
+
+    Returns
+    -------
+    kl : torch.Tensor
+        (B,) the KL of each window.
+    s_diag : torch.Tensor
+        (V, B, L, Q) the private marginal variances.
     """
     B, L = m.shape
     Q = mu.shape[-1]
@@ -350,14 +371,32 @@ def _dot(a: list, b: list, device) -> float:
 def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu", replicated: bool = False) -> float:
     """Minimise ``fun`` over ``params`` (this rank's share) by L-BFGS with Armijo backtracking.
 
-    ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on
-    all) and this rank's gradients, or ``(math.inf, None)`` where it is undefined (such a
-    trial point is rejected). Every inner product is summed over the ranks, so each rank
-    takes the step one process holding all the parameters would take (the same
-    collectives in the same order on every rank). ``replicated=True``: every rank holds all of
-    ``params`` and ``fun`` returns the full (already summed) gradient, so the inner products are
-    local (the ranks compute the same step). ``iters`` iterations at most; stops early when the
-    gradient vanishes or no step decreases ``fun``. Returns the final value.
+    Every inner product is summed over the ranks, so each rank takes the step one process
+    holding all the parameters would take (the same collectives in the same order on every
+    rank). Stops early when the gradient vanishes or no step decreases ``fun``.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on
+        all) and this rank's gradients, or ``(math.inf, None)`` where it is undefined (such a
+        trial point is rejected).
+    params : list of torch.Tensor
+        The tensors optimised in place.
+    iters : int
+        Iterations at most.
+    history : int, default 10
+        Number of (s, y) pairs kept.
+    device : str or torch.device, default "cpu"
+        Device of the inner products' accumulators.
+    replicated : bool, default False
+        Every rank holds all of ``params`` and ``fun`` returns the full (already summed)
+        gradient, so the inner products are local (the ranks compute the same step).
+
+    Returns
+    -------
+    float
+        The final value of ``fun``.
     """
     if replicated:      # every rank holds the whole vectors: local inner products
         def dot(a, b, device):
@@ -421,12 +460,28 @@ def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu"
 class StochasticELBO:
     """Negative minibatch ELBO for :func:`tandem.inference.fit` (a custom loss callable).
 
-    ``loss(model, guide, sdata)``: ``model``/``guide`` are :func:`model_params` /
-    :func:`guide_params` (or compatible registrations). ``batch``: windows per step
-    (``None`` or ≥ S: all windows, deterministic). ``local_iters``: L-BFGS iterations on
-    the drawn windows' q(X) per step (see the module docstring). ``windows``: fix the
-    windows of every step (evaluation, tests) instead of drawing them.
+    ``loss(model, guide, sdata, update=True)``: ``model``/``guide`` are :func:`model_params` /
+    :func:`guide_params` (or compatible registrations).
 
+    Parameters
+    ----------
+    batch : int or None, default None
+        Windows per step (``None`` or ≥ S: all windows, deterministic).
+    local_iters : int, default 20
+        L-BFGS iterations on the drawn windows' q(X) per step (see the module docstring).
+    windows : array_like, optional
+        Fix the windows of every step (evaluation, tests) instead of drawing them.
+    hyper_iters : int, default 0
+        L-BFGS iterations per epoch on the hyperparameters (0: the driver's Adam step on the
+        minibatch gradient every step); see below.
+
+    Raises
+    ------
+    ValueError
+        If ``local_iters`` < 1 or ``hyper_iters`` < 0.
+
+    Notes
+    -----
     With ``update=True`` (a training step) a call first updates the drawn windows' q(X)
     and the running statistics, sets q(V), q(U) to their optimum given the statistics, and
     then returns −ELBO of the minibatch whose gradient (hyperparameters only; the window
@@ -459,6 +514,25 @@ class StochasticELBO:
         return idx.cpu(), S / B
 
     def __call__(self, model, guide, sdata: StochasticData, update: bool = True) -> torch.Tensor:
+        """−ELBO of the drawn windows (window terms scaled by S/B) minus the global KL.
+
+        Parameters
+        ----------
+        model : callable
+            :func:`model_params` (registers the hyperparameters).
+        guide : callable
+            :func:`guide_params` (registers the windows' q(X) and q(V), q(U)).
+        sdata : StochasticData
+            The data.
+        update : bool, default True
+            A training step (local step, statistics, q(V), q(U)); ``False``: evaluate only.
+
+        Returns
+        -------
+        torch.Tensor
+            Scalar −ELBO of the minibatch (this rank's share); its gradient reaches the
+            hyperparameters only.
+        """
         S = sdata.windows.S
         idx, scale = self._draw(S)
         rank, world = rank_world()
@@ -573,9 +647,19 @@ def _q_kl(nat: dict, g_on: bool, J: int) -> torch.Tensor:
 
 @torch.no_grad()
 def refresh_statistics(sdata: StochasticData, chunk: int = 256) -> None:
-    """Recompute every view's running statistics over all windows (sharded over the ranks)
-    and set q(V), q(U) to their optimum given them (the full-data natural-gradient step of
-    length 1: the uncollapsed ELBO then equals the collapsed bound)."""
+    """Recompute every view's running statistics over all windows and set q(V), q(U) to their optimum.
+
+    Sharded over the ranks. Setting q(V), q(U) is the full-data natural-gradient step of length 1:
+    the uncollapsed ELBO then equals the collapsed bound. The statistics go to ``qstat_k`` in the
+    parameter store.
+
+    Parameters
+    ----------
+    sdata : StochasticData
+        The data.
+    chunk : int, default 256
+        Windows per chunk.
+    """
     store = pyro.get_param_store()
     hp = _detached(model_params(sdata))
     rank, world = rank_world()
@@ -651,17 +735,37 @@ class _LazyGrads:
 
 
 def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 64, lazy: bool = False):
-    """The full-data collapsed bound F(θ) at the windows' current q(X) and its gradient in the
-    hyperparameters' unconstrained tensors ``params``, streamed over chunks of windows.
+    """The full-data collapsed bound F(θ) at the windows' current q(X) and its gradient.
 
+    The gradient is in the hyperparameters' unconstrained tensors ``params``; both are streamed
+    over chunks of windows.
+
+    Parameters
+    ----------
+    sdata : StochasticData
+        The data.
+    params : list of torch.Tensor
+        The learned hyperparameters' unconstrained tensors.
+    chunk : int, default 64
+        Windows per chunk.
+    lazy : bool, default False
+        ``grads`` is computed (pass 2) when first iterated, at the parameters of then.
+
+    Returns
+    -------
+    F : float
+        The bound, or ``−inf`` where a factorisation fails (every rank alike).
+    grads : list of torch.Tensor or None
+        ∇θ F per tensor of ``params`` (summed over the ranks), ``None`` where F is ``−inf``.
+
+    Notes
+    -----
     ``F(θ) = Σ_i terms_i(θ) + Σ_k C_k(T_k(θ), θ)``, ``T_k = Σ_i s_ik(θ)`` (the summed statistics,
     :func:`_window_terms`), ``C_k`` the value at the optimal q(V), q(U) (:func:`_collapsed_value`).
     Pass 1 (no graph) sums ``terms`` and ``T``; then ``G_k = ∂C_k/∂T_k``, and pass 2 accumulates
     ``∇θ Σ_i [terms_i + Σ_k ⟨G_k, s_ik⟩]`` chunk by chunk plus the direct ``∇θ C_k(T_k, θ)`` at
     fixed T — the chain rule, with memory O(chunk) windows rather than O(N). Sharded: rank r takes
     windows ``r::world``; value and gradient are summed over the ranks (identical on all).
-    Returns ``(F, grads)``, or ``(−inf, None)`` where a factorisation fails (every rank alike);
-    ``lazy=True``: ``grads`` is computed (pass 2) when first iterated, at the parameters of then.
     """
     rank, world = rank_world()
     S = sdata.windows.S
@@ -732,11 +836,27 @@ def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
 
 @torch.no_grad()
 def hyper_step(sdata: StochasticData, iters: int, chunk: int = 64) -> float | None:
-    """``iters`` L-BFGS iterations (Armijo backtracking, :func:`lbfgs_sharded` with replicated
-    parameters) on the full-data collapsed bound in the learned hyperparameters at the windows'
-    current q(X) (:func:`collapsed_value_and_grad`), then :func:`refresh_statistics` at the new
-    values. The bound does not decrease (a step that fails Armijo is undone). Returns the bound
-    after the step, ``None`` when no hyperparameter is learned."""
+    """L-BFGS iterations on the full-data collapsed bound in the learned hyperparameters.
+
+    ``iters`` iterations (Armijo backtracking, :func:`lbfgs_sharded` with replicated
+    parameters) at the windows' current q(X) (:func:`collapsed_value_and_grad`), then
+    :func:`refresh_statistics` at the new values. The bound does not decrease (a step that
+    fails Armijo is undone).
+
+    Parameters
+    ----------
+    sdata : StochasticData
+        The data.
+    iters : int
+        L-BFGS iterations (≥ 1).
+    chunk : int, default 64
+        Windows per chunk of the streamed bound.
+
+    Returns
+    -------
+    float or None
+        The bound after the step, ``None`` when no hyperparameter is learned.
+    """
     check_int_range(iters, "iters", low=1)
     _, params = _learned_params(sdata)
     if not params:

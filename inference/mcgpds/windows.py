@@ -1,8 +1,7 @@
 """Windows of the stochastic McGPDS fit: the frames cut into independent time blocks, the
 data object of the stochastic model/guide, and the guide's per-window parameters.
 
-Windows (the approximation)
----------------------------
+**Windows (the approximation).**
 Sequences are cut into consecutive, non-overlapping windows of ``window`` frames (the
 last window of a sequence may be shorter); every window is an independent block of the
 time kernels, i.e. the model is McGPDS with ``seq_ids`` := window ids. Within a window
@@ -46,10 +45,34 @@ __all__ = ["StochasticData", "Windows", "guide_params", "model_params"]
 class Windows:
     """Frames cut into windows of at most ``window`` consecutive frames of one sequence.
 
-    ``seq_ids`` (N,) sequence labels (frames of a sequence in row order; they need not be
-    contiguous). Attributes: ``rows`` (S, L) frame indices (padding 0), ``mask`` (S, L)
-    bool, ``ids`` (N,) window id of every frame. Vectorised, O(N log N). The bookkeeping stays
-    on the CPU (:class:`StochasticData` moves ``rows`` and ``mask`` to the data's device).
+    Vectorised, O(N log N). The bookkeeping stays on the CPU (:class:`StochasticData` moves
+    ``rows`` and ``mask`` to the data's device).
+
+    Parameters
+    ----------
+    seq_ids : array_like or torch.Tensor
+        (N,) integer sequence labels, N ≥ 1 (frames of a sequence in row order; they need not be
+        contiguous).
+    window : int
+        Largest window length L (≥ 1).
+
+    Attributes
+    ----------
+    rows : torch.Tensor
+        (S, L) long frame indices of every window (padding 0).
+    mask : torch.Tensor
+        (S, L) bool, True on the real (unpadded) slots.
+    ids : torch.Tensor
+        (N,) long window id of every frame.
+    window : int
+        The largest window length L.
+    S : int
+        Number of windows (property).
+
+    Raises
+    ------
+    ValueError
+        If ``seq_ids`` is empty or ``window`` < 1.
     """
 
     def __init__(self, seq_ids, window: int):
@@ -79,6 +102,7 @@ class Windows:
 
     @property
     def S(self) -> int:
+        """Number of windows S."""
         return int(self.rows.shape[0])
 
 
@@ -90,7 +114,45 @@ class StochasticData:
     ``init``, ``V``, ``mapping_kernel``, ``private_prior``, ``time_white``, ``time_bias``,
     ``time_kernel``),
     so the hyperparameters are the model's own ``pyro.param`` s with its names and
-    constraints.
+    constraints. After construction it also holds ``mapping_kernel_obj`` (the mapping kernel
+    object), ``device`` (that of ``times``), ``rows`` and ``mask`` (the windows' (S, L) index
+    and mask tensors on that device), and the properties ``V`` (number of views) and ``N``
+    (number of frames).
+
+    Attributes
+    ----------
+    views : list of torch.Tensor
+        The standardised (N, D_k) views.
+    times : torch.Tensor
+        (N,) time stamps; their device is the data's device.
+    windows : Windows
+        The windows of the frames.
+    Q : int
+        Latent dimension.
+    M : int
+        Inducing points per view.
+    J : int
+        Inducing points of the shared mapping g.
+    init : dict
+        Initial values of the hyperparameters, by ``pyro.param`` name.
+    X0 : torch.Tensor
+        (N, Q) PCA initialisation of the private means.
+    fixed : frozenset, default frozenset()
+        Parameter groups held fixed.
+    mapping_kernel : str or tandem.models.kernels.MappingKernel, default "rbfard"
+        Kernel of the output mappings (normalised to its kind).
+    time_white : bool, default True
+        White-noise term in the paper's time kernel.
+    time_bias : bool, default True
+        Bias term in the paper's time kernel.
+    private_prior : {"mcgpds", "gplvm"}, default "mcgpds"
+        Prior of the private latent spaces.
+    lam_init : float, default 0.5
+        Initial variational precisions λ of q(X).
+    out_dims : list of int
+        D_k of each view (set from ``views``; any value given is overwritten).
+    time_kernel : tandem.models.kernels.TimeKernel or sequence of them, optional
+        ``None``: the paper's kernel; see ``tandem.models.mcgpds.time_kernels``.
     """
     views: list
     times: torch.Tensor
@@ -119,25 +181,55 @@ class StochasticData:
 
     @property
     def V(self) -> int:
+        """Number of views V."""
         return len(self.views)
 
     @property
     def N(self) -> int:
+        """Number of frames N."""
         return int(self.times.numel())
 
 
 # --------------------------------------------------------------------------- model / guide params
 def model_params(sdata: StochasticData, idx=None) -> dict:
-    """The model side: registers (or reads) the McGPDS hyperparameters, as the model does."""
+    """The model side: registers (or reads) the McGPDS hyperparameters, as the model does.
+
+    Parameters
+    ----------
+    sdata : StochasticData
+        The data.
+    idx : torch.Tensor, optional
+        The drawn windows (unused: the hyperparameters are global; the argument keeps the
+        signature of :func:`guide_params`).
+
+    Returns
+    -------
+    dict
+        :func:`tandem.models.mcgpds.hyperparams` of ``sdata``.
+    """
     return hyperparams(sdata)
 
 
 def guide_params(sdata: StochasticData, idx: torch.Tensor) -> dict:
     """The guide side for windows ``idx`` (B,): their q(X) parameters and q(V), q(U).
 
-    Returns ``mu``, ``lam``: V × (B, L, Q). Window i has ONE parameter ``sq_i`` (V, L, 2Q)
-    holding ``[μ, log λ]`` of every view (one tensor per window keeps the per-step optimiser
-    work at B small updates; λ = exp(·) > 0), created from the PCA init on first use. The
+    Parameters
+    ----------
+    sdata : StochasticData
+        The data.
+    idx : torch.Tensor
+        (B,) window indices (CPU).
+
+    Returns
+    -------
+    dict
+        ``mu``, ``lam``: V × (B, L, Q) tensors, the private means and precisions λ.
+
+    Notes
+    -----
+    Window i has ONE parameter ``sq_i`` (V, L, 2Q) holding ``[μ, log λ]`` of every view (one
+    tensor per window keeps the per-step optimiser work at B small updates; λ = exp(·) > 0),
+    created from the PCA init on first use. The
     natural parameters of the whitened q(ṽ), q(ũ) — ``qvP_k`` (M, M), ``qvT_k`` (M, D),
     ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and set to their
     optimum given the running statistics by :class:`StochasticELBO` (never by the
