@@ -43,6 +43,7 @@ NUMPY_STYLE = [
     "tandem.inference.mcgpds.predictor",
     "tandem.inference.mcgpds.missing",
     "tandem.models.missing",
+    "tandem.models.mcgpds",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
