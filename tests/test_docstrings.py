@@ -44,6 +44,7 @@ NUMPY_STYLE = [
     "tandem.inference.mcgpds.missing",
     "tandem.models.missing",
     "tandem.models.mcgpds",
+    "tandem.inference.mcgpds.bound",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
