@@ -45,6 +45,8 @@ NUMPY_STYLE = [
     "tandem.models.missing",
     "tandem.models.mcgpds",
     "tandem.inference.mcgpds.bound",
+    "tandem.models.gp_kernels",
+    "tandem.inference.mcgpds.streamed",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
