@@ -31,7 +31,24 @@ __all__ = ["kzz", "rbf_ard", "linear_ard", "time_kernel", "psi_rbf", "psi_linear
 
 
 def rbf_ard(X1: torch.Tensor, X2: torch.Tensor, variance: torch.Tensor, ard: torch.Tensor) -> torch.Tensor:
-    """ARD RBF kernel matrix (N1, N2); ``ard`` (Q,) are inverse squared lengthscales."""
+    """ARD RBF kernel matrix ``σ² exp(−½ Σ_q a_q (x_q − x'_q)²)``.
+
+    Parameters
+    ----------
+    X1 : torch.Tensor
+        (N1, Q) inputs.
+    X2 : torch.Tensor
+        (N2, Q) inputs.
+    variance : torch.Tensor
+        Scalar σ².
+    ard : torch.Tensor
+        (Q,) inverse squared lengthscales a_q.
+
+    Returns
+    -------
+    torch.Tensor
+        (N1, N2) kernel matrix.
+    """
     s = ard.sqrt()
     A, B = X1 * s, X2 * s
     d2 = (A * A).sum(-1)[:, None] + (B * B).sum(-1)[None, :] - 2.0 * A @ B.T
@@ -39,12 +56,51 @@ def rbf_ard(X1: torch.Tensor, X2: torch.Tensor, variance: torch.Tensor, ard: tor
 
 
 def linear_ard(X1: torch.Tensor, X2: torch.Tensor, ard: torch.Tensor) -> torch.Tensor:
-    """ARD linear kernel ``X1 diag(a) X2ᵀ`` (N1, N2)."""
+    """ARD linear kernel ``X1 diag(a) X2ᵀ``.
+
+    Parameters
+    ----------
+    X1 : torch.Tensor
+        (N1, Q) inputs.
+    X2 : torch.Tensor
+        (N2, Q) inputs.
+    ard : torch.Tensor
+        (Q,) weights a_q.
+
+    Returns
+    -------
+    torch.Tensor
+        (N1, N2) kernel matrix.
+    """
     return (X1 * ard) @ X2.T
 
 
 def kernel_matrix(kind: str, X1, X2, variance, ard):
-    """Dispatch on ``kind`` in {"rbfard", "linear"} (``variance`` unused for linear)."""
+    """Kernel matrix of the mapping kernel named ``kind`` (:func:`rbf_ard` or :func:`linear_ard`).
+
+    Parameters
+    ----------
+    kind : {"rbfard", "linear"}
+        The kernel.
+    X1 : torch.Tensor
+        (N1, Q) inputs.
+    X2 : torch.Tensor
+        (N2, Q) inputs.
+    variance : torch.Tensor or None
+        Scalar σ² (unused for linear).
+    ard : torch.Tensor
+        (Q,) ARD weights.
+
+    Returns
+    -------
+    torch.Tensor
+        (N1, N2) kernel matrix.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kind``.
+    """
     if kind == "rbfard":
         return rbf_ard(X1, X2, variance, ard)
     if kind == "linear":
@@ -56,8 +112,29 @@ def time_kernel(t1: torch.Tensor, t2: torch.Tensor, variance, invwidth, white=No
                 same: bool = True) -> torch.Tensor:
     """RBF time kernel over batched time vectors.
 
-    ``t1`` (..., n1), ``t2`` (..., n2) -> (..., n1, n2). ``white`` adds ``σ_w² I`` (only when
-    ``same``, i.e. ``t1 is t2`` describes the same points), ``bias`` adds a constant.
+    ``k(t, t') = σ_t² exp(−½ γ (t − t')²) + σ_w² δ(t, t') + σ_b²``.
+
+    Parameters
+    ----------
+    t1 : torch.Tensor
+        (..., n1) time stamps.
+    t2 : torch.Tensor
+        (..., n2) time stamps.
+    variance : torch.Tensor or float
+        σ_t².
+    invwidth : torch.Tensor or float
+        Inverse width γ.
+    white : torch.Tensor or float, optional
+        σ_w²: adds ``σ_w² I`` (only when ``same``).
+    bias : torch.Tensor or float, optional
+        σ_b²: adds a constant.
+    same : bool, default True
+        ``t1`` and ``t2`` describe the same points (the white term applies).
+
+    Returns
+    -------
+    torch.Tensor
+        (..., n1, n2) kernel matrices.
     """
     d = t1[..., :, None] - t2[..., None, :]
     K = variance * torch.exp(-0.5 * invwidth * d * d)
@@ -72,10 +149,29 @@ def psi_rbf(mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, variance: torch.
             ard: torch.Tensor, per_point: bool = False):
     """ψ-statistics of the ARD RBF kernel.
 
-    mu, s : (N, Q) means and variances of q(x_n);  Z : (M, Q).
-    Returns ``(psi0, Psi1, Psi2)``: scalar, (N, M) and (M, M) — or (N, M, M) when
-    ``per_point`` (then ``psi0`` is (N,)).
+    Parameters
+    ----------
+    mu : torch.Tensor
+        (N, Q) means of q(x_n).
+    s : torch.Tensor
+        (N, Q) variances of q(x_n).
+    Z : torch.Tensor
+        (M, Q) inducing inputs.
+    variance : torch.Tensor
+        Scalar σ².
+    ard : torch.Tensor
+        (Q,) inverse squared lengthscales a_q.
+    per_point : bool, default False
+        Return Ψ2 per point (N, M, M) and ψ0 per point (N,).
 
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(psi0, Psi1, Psi2)``: scalar, (N, M) and (M, M) — or (N,), (N, M), (N, M, M) when
+        ``per_point``.
+
+    Notes
+    -----
     ``Psi1[n,m] = σ² Π_q (1 + a_q s_nq)^{-½} exp(−½ a_q (μ_nq − z_mq)² / (1 + a_q s_nq))``
     ``Psi2[m,m'] = σ⁴ Σ_n Π_q (1 + 2a_q s_nq)^{-½}
                    exp(−a_q (z_mq − z_m'q)²/4 − a_q (μ_nq − z̄_q)² / (1 + 2 a_q s_nq))``,
@@ -223,6 +319,24 @@ def psi_linear(mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, ard: torch.Te
 
     ``psi0 = Σ_nq a_q (μ_nq² + s_nq)``, ``Psi1 = μ diag(a) Zᵀ``,
     ``Psi2 = Σ_n (Z a)(μ_n μ_nᵀ + diag s_n)(Z a)ᵀ``.
+
+    Parameters
+    ----------
+    mu : torch.Tensor
+        (N, Q) means of q(x_n).
+    s : torch.Tensor
+        (N, Q) variances of q(x_n).
+    Z : torch.Tensor
+        (M, Q) inducing inputs.
+    ard : torch.Tensor
+        (Q,) weights a_q.
+    per_point : bool, default False
+        Return ψ0 (N,) and Ψ2 (N, M, M) per point instead of their sums.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(psi0, Psi1 (N, M), Psi2 (M, M))`` (per point: (N,), (N, M), (N, M, M)).
     """
     Za = Z * ard                                                     # (M, Q)
     Psi1 = mu @ Za.T
@@ -236,7 +350,35 @@ def psi_linear(mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, ard: torch.Te
 
 
 def psi_stats(kind: str, mu, s, Z, variance, ard, per_point: bool = False):
-    """Dispatch on ``kind`` in {"rbfard", "linear"}."""
+    """ψ-statistics of the mapping kernel named ``kind`` (:func:`psi_rbf` or :func:`psi_linear`).
+
+    Parameters
+    ----------
+    kind : {"rbfard", "linear"}
+        The kernel.
+    mu : torch.Tensor
+        (N, Q) means of q(x_n).
+    s : torch.Tensor
+        (N, Q) variances of q(x_n).
+    Z : torch.Tensor
+        (M, Q) inducing inputs.
+    variance : torch.Tensor or None
+        Scalar σ² (unused for linear).
+    ard : torch.Tensor
+        (Q,) ARD weights.
+    per_point : bool, default False
+        Per-point ψ0 and Ψ2.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(psi0, Psi1, Psi2)`` as :func:`psi_rbf`.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kind``.
+    """
     if kind == "rbfard":
         return psi_rbf(mu, s, Z, variance, ard, per_point)
     if kind == "linear":
@@ -328,7 +470,29 @@ def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, va
 
 
 def kzz(kind: str, Z: torch.Tensor, variance, ard) -> torch.Tensor:
-    """K(Z, Z) with a small fixed jitter (1e-6 of the mean diagonal) for a stable Cholesky."""
+    """K(Z, Z) with a small fixed jitter (1e-6 of the mean diagonal) for a stable Cholesky.
+
+    Parameters
+    ----------
+    kind : {"rbfard", "linear"}
+        The kernel.
+    Z : torch.Tensor
+        (M, Q) inducing inputs.
+    variance : torch.Tensor or None
+        Scalar σ² (unused for linear).
+    ard : torch.Tensor
+        (Q,) ARD weights.
+
+    Returns
+    -------
+    torch.Tensor
+        (M, M) ``K_ZZ + jitter · I``.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kind``.
+    """
     K = kernel_matrix(kind, Z, Z, variance, ard)
     jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
     return K + jit * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)

@@ -91,7 +91,18 @@ SAFE_FIXED = frozenset({"alpha", "eps", "beta", "time", "W", "g"})
 
 
 def dims(V: int = 2) -> dict:
-    """Named dims of every site for V views (for :func:`tandem.inference.posterior_predictive`)."""
+    """Named dims of every site for V views (for :func:`tandem.inference.posterior_predictive`).
+
+    Parameters
+    ----------
+    V : int, default 2
+        Number of views.
+
+    Returns
+    -------
+    dict
+        ``{site name: [dim names]}`` for ``X_s`` and every view's ``X_k``, ``v_k``, ``u_k``, ``y_k``.
+    """
     d = {"X_s": ["latent_dim", "time"]}
     for k in range(V):
         d[f"X_{k}"] = ["latent_dim", "time"]
@@ -110,6 +121,16 @@ def param_group(name: str) -> str:
 
     "g" holds the kernel and inducing inputs of the g_j functions; fixing "W" at ≈ 0 (which
     switches g off) should fix "g" too, else L-BFGS wanders along their flat directions.
+
+    Parameters
+    ----------
+    name : str
+        A McGPDS parameter name (e.g. ``"kh_ard_0"``).
+
+    Returns
+    -------
+    str
+        One of :data:`PARAM_GROUPS` (names matching no other prefix are "kernel").
     """
     if name.startswith(("mu_", "lam_")):
         return "variational"
@@ -138,7 +159,25 @@ _CONSTRAINTS = {"alpha": constraints.unit_interval, "eps": _POS, "beta": _POS, "
 
 
 def constraint_of(name: str, data=None):
-    """The constraint of parameter ``name`` (time-kernel parameters: their kernel's declared one)."""
+    """The constraint of parameter ``name`` (time-kernel parameters: their kernel's declared one).
+
+    Parameters
+    ----------
+    name : str
+        A McGPDS parameter name.
+    data : McGPDSData, optional
+        The problem; needed for the constraints of a non-paper time kernel's parameters.
+
+    Returns
+    -------
+    torch.distributions.constraints.Constraint
+        The parameter's constraint.
+
+    Raises
+    ------
+    ValueError
+        An unknown parameter name.
+    """
     if data is not None and name.startswith("t_"):
         c = _time_constraints(data).get(name)
         if c is not None:
@@ -163,6 +202,18 @@ def time_kernels(data) -> dict:
     :class:`~tandem.models.kernels.TimeKernel` used for all of them (each with its own
     hyperparameters, as in the paper), or a sequence of V + 1 kernels (shared first, then
     view 0, 1, ...; with ``private_prior="gplvm"`` only the first is used).
+
+    Parameters
+    ----------
+    data : McGPDSData or object
+        Anything with the attributes ``time_kernel``, ``time_white``, ``time_bias``, ``V`` and
+        ``private_prior``.
+
+    Returns
+    -------
+    dict
+        ``{tag: TimeKernel}``; ``"s"`` the shared kernel, ``"0"``, ``"1"``, ... the private ones
+        (only with ``private_prior="mcgpds"``).
 
     Raises
     ------
@@ -191,6 +242,18 @@ def time_param_names(kernel: TimeKernel, tag: str) -> dict:
     The paper's kernel keeps the names of the string API (``t_var_s``, ``t_invw_s``,
     ``t_white_s``, ``t_bias_s``); any other kernel's parameter ``p`` is ``t_<p>_<tag>``
     (e.g. ``t_0.lengthscale_s`` for ``Matern32() + White()``). All are in the "time" group.
+
+    Parameters
+    ----------
+    kernel : tandem.models.kernels.TimeKernel
+        The time kernel.
+    tag : str
+        Its tag: ``"s"`` (shared) or the view index ``"0"``, ``"1"``, ...
+
+    Returns
+    -------
+    dict
+        ``{kernel parameter name: McGPDS parameter name}``.
     """
     if is_paper_kernel(kernel):
         return {n: f"{PAPER_NAMES[n]}_{tag}" for n in kernel.param_names}
@@ -213,6 +276,24 @@ def time_init_values(kernel: TimeKernel, times=None, invwidth=None, white_var=1e
     inverse width ``invwidth`` (default ``100/range(t)²``), white ``white_var``, bias ``bias_var``;
     for the other kernels a ``lengthscale`` of ``range(t)/10`` (the same scale: ``ℓ = γ^{-½}``),
     a ``period`` of ``range(t)/2`` and the class defaults for the rest.
+
+    Parameters
+    ----------
+    kernel : tandem.models.kernels.TimeKernel
+        The time kernel.
+    times : array_like, optional
+        (N,) time stamps; their range sets the scales (``None``: range 1).
+    invwidth : float, optional
+        RBF inverse width γ; ``None`` → ``100/range(t)²``.
+    white_var : float, default 1e-2
+        White-noise variance of the paper's kernel.
+    bias_var : float, default 1.0
+        Bias variance of the paper's kernel.
+
+    Returns
+    -------
+    dict
+        ``{kernel parameter name: float}``.
     """
     rng_t = 1.0
     if times is not None:
@@ -244,27 +325,66 @@ def time_init_values(kernel: TimeKernel, times=None, invwidth=None, white_var=1e
 class McGPDSData:
     """Everything the model, guide and losses need (the one argument they all take).
 
-    views : list of (N, D_k) arrays (numpy or torch; converted to float64 tensors), or
-        ``None`` to simulate (then ``out_dims``, a list of the D_k).
-    times : (N,); seq_ids : (N,) sequence labels (each sequence a block of the time kernels).
-    init : initial *constrained* value of every parameter (see :func:`default_init`); names
+    Validated on construction; NaN entries of a view are missing (masked likelihood), inf is
+    an error. Learning β together with W is allowed but warns (``RuntimeWarning``): the paper's
+    bound is unbounded in β then.
+
+    Attributes
+    ----------
+    views : list of array_like or None
+        The (N, D_k) views (numpy or torch; converted to float64 tensors), or ``None`` to
+        simulate (then ``out_dims`` gives the D_k).
+    times : torch.Tensor
+        (N,) time stamps; frames of one sequence must come in time order.
+    seq_ids : torch.Tensor
+        (N,) sequence labels (each sequence a block of the time kernels); integer labels are
+        kept, any other hashable labels are coded 0, 1, ...
+    Q : int
+        Latent dimension (≥ 1).
+    M : int
+        Number of inducing points per function (≥ 1).
+    J : int, default 1
+        Number of basis functions g_j per view.
+    mapping_kernel : str or tandem.models.kernels.MappingKernel, default "rbfard"
+        A :class:`~tandem.models.kernels.MappingKernel` (kept in ``mapping_kernel_obj``; the
+        bound calls its ψ-statistics) or an alias name; the attribute ``mapping_kernel`` holds
+        its name.
+    time_white : bool, default True
+        The paper's time kernel has a white-noise term.
+    time_bias : bool, default True
+        The paper's time kernel has a bias term.
+    private_prior : {"mcgpds", "gplvm"}, default "mcgpds"
+        Private latent prior: ``A_k = α_k² K_t^(k) + (1−α_k)² ε_k I``; "gplvm": ``K_t^(k) → I``.
+    fixed : frozenset of str, default SAFE_FIXED
+        Parameter groups held at their init values; default :data:`SAFE_FIXED` (α, ε, β, the
+        time kernels, W and g).
+    init : dict
+        Initial *constrained* value of every parameter (see :func:`default_init`); names
         missing from it get :func:`default_init`'s values, with the latent means from the PCA of
-        the (centred) views and β_k = 100 / var(Y_k) when data are given (``seed`` draws the
-        inducing inputs and W).
-    fixed : parameter groups held at their init values; default :data:`SAFE_FIXED` (α, ε, β, the
-        time kernels, W and g). Learning β together with W is allowed but warns: the paper's
-        bound is unbounded in β then.
-    time_kernel : ``None`` (the paper's RBF + white + bias, shaped by ``time_white`` /
-        ``time_bias``), a :class:`~tandem.models.kernels.TimeKernel` used for the shared and
-        every private time kernel (each with its own hyperparameters), or a sequence of V + 1
-        kernels (shared first); see :func:`time_kernels`. ``hyperparams`` returns each kernel's
-        values as a :class:`~tandem.models.kernels.TimeParams` carrying the kernel object.
-    mapping_kernel : a :class:`~tandem.models.kernels.MappingKernel` (kept in
-        ``mapping_kernel_obj``; the bound calls its ψ-statistics) or an alias name; the
-        attribute ``mapping_kernel`` holds its name.
-    device : where every tensor lives (data, time stamps, sequence labels, ``init``); default
+        the (centred) views and β_k = 100 / var(Y_k) when data are given.
+    out_dims : list of int, optional
+        The D_k; required when ``views`` is ``None``, else read from the views.
+    seed : int, default 0
+        Seed of the default initialisation (draws the inducing inputs and W).
+    device : torch.device or str, optional
+        Where every tensor lives (data, time stamps, sequence labels, ``init``); default
         ``None`` = the device of the first tensor among ``views`` and ``times`` (CPU for numpy
         inputs). The model, guide and bounds follow it.
+    time_kernel : None, TimeKernel or sequence of TimeKernel
+        ``None`` (the paper's RBF + white + bias, shaped by ``time_white`` / ``time_bias``), a
+        :class:`~tandem.models.kernels.TimeKernel` used for the shared and every private time
+        kernel (each with its own hyperparameters), or a sequence of V + 1 kernels (shared
+        first); see :func:`time_kernels`. ``hyperparams`` returns each kernel's values as a
+        :class:`~tandem.models.kernels.TimeParams` carrying the kernel object.
+
+    Raises
+    ------
+    ValueError
+        A bad parameter (fewer than 2 time stamps, wrong label count, frames out of time order,
+        Q/M/J < 1, unknown ``private_prior`` or ``fixed`` group, views of the wrong shape or
+        constant, an init value outside its constraint).
+    TypeError
+        A ``time_kernel`` of none of the accepted forms.
     """
     views: list | None
     times: torch.Tensor
@@ -381,22 +501,42 @@ class McGPDSData:
 
     @property
     def N(self) -> int:
+        """Number of time stamps (frames)."""
         return int(self.times.numel())
 
     @property
     def V(self) -> int:
+        """Number of views."""
         return len(self.out_dims)
 
     @property
     def n_entries(self) -> int:
+        """Number of entries ``N · Σ_k D_k`` of all views."""
         return self.N * sum(self.out_dims)
 
     def view_names(self):
+        """The view names ``["0", "1", ...]`` (the k of the site names)."""
         return [str(k) for k in range(self.V)]
 
 
 def pca_init(Y: torch.Tensor, q: int) -> torch.Tensor:
-    """Unit-variance principal-component scores (N, q) of the centred ``Y`` (PPCA embedding)."""
+    """Unit-variance principal-component scores (N, q) of the centred ``Y`` (PPCA embedding).
+
+    The sign of each column is fixed (its largest-magnitude entry positive), so the result is
+    deterministic.
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) data (no NaN).
+    q : int
+        Number of components.
+
+    Returns
+    -------
+    torch.Tensor
+        (N, q) scores ``U[:, :q] √(N − 1)``.
+    """
     Yc = Y - Y.mean(0)
     U, S, Vh = torch.linalg.svd(Yc, full_matrices=False)
     X = U[:, :q] * math.sqrt(max(Y.shape[0] - 1, 1))
@@ -406,7 +546,18 @@ def pca_init(Y: torch.Tensor, q: int) -> torch.Tensor:
 
 
 def required_params(data: "McGPDSData") -> list[str]:
-    """Names of every parameter the model and the guide's q(X) read for ``data``'s settings."""
+    """Names of every parameter the model and the guide's q(X) read for ``data``'s settings.
+
+    Parameters
+    ----------
+    data : McGPDSData
+        The problem (its V, time kernels and mapping kernel).
+
+    Returns
+    -------
+    list of str
+        The parameter names.
+    """
     names = []
     for tn, kern in time_kernels(data).items():
         names += list(time_param_names(kern, tn).values())
@@ -418,8 +569,20 @@ def required_params(data: "McGPDSData") -> list[str]:
 
 
 def check_init(init: dict) -> None:
-    """Raise ``ValueError`` naming the parameter if an initial value is outside its constraint
-    (α in [0, 1]; ε, β, time-kernel and RBF variances, ARD weights, λ positive) or not finite."""
+    """Check that every initial value is finite and inside its constraint.
+
+    α in [0, 1]; ε, β, time-kernel and RBF variances, ARD weights, λ positive.
+
+    Parameters
+    ----------
+    init : dict
+        ``{parameter name: torch.Tensor}`` of constrained values.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter, if a value is outside its constraint or not finite.
+    """
     for name, v in init.items():
         if not bool(torch.isfinite(v).all()):
             raise ValueError(f"init[{name!r}]: expected finite values")
@@ -439,15 +602,68 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
                  invwidth=None, white_var=1e-2, bias_var=1.0, w_scale=1e-6, lam=0.5,
                  private_prior: str = "mcgpds", generator: torch.Generator | None = None,
                  device=None, time_kernel=None) -> dict:
-    """Initial constrained values (spec/protocol rules): α=0.5, ε=1e-3, RBF variance 1,
-    ARD ``5/range(X_q)²``, time inverse width ``100/range(t)²``, W ~ 1e-6·U(0,1), λ = 0.5,
-    inducing inputs = rows of one random permutation of ``X0`` (first M for h, last M for g).
-    ``time_kernel``: as :attr:`McGPDSData.time_kernel` (``None``: the paper's kernel); its
-    initial values follow :func:`time_init_values`.
+    """Initial constrained values of every parameter (spec/protocol rules).
+
+    α=0.5, ε=1e-3, RBF variance 1, ARD ``5/range(X_q)²``, time inverse width ``100/range(t)²``,
+    W ~ 1e-6·U(0,1), λ = 0.5, inducing inputs = rows of one random permutation of ``X0`` (first
+    M for h, last M for g; with N < M jittered copies).
 
     The values are computed on the CPU (the ``generator`` is a CPU generator, so the same seed
     gives the same initial values on every device) and returned on ``device`` (default: the
     device of ``X0``, else of ``times``, else the CPU).
+
+    Parameters
+    ----------
+    N : int
+        Number of time stamps.
+    out_dims : list of int
+        The D_k of the V views.
+    Q : int
+        Latent dimension.
+    M : int
+        Inducing points per function.
+    J : int, default 1
+        Basis functions per view.
+    kind : str or MappingKernel, default "rbfard"
+        The mapping kernel (object or alias name).
+    X0 : torch.Tensor, optional
+        (N, Q) initial latent means (``mu_k``); ``None`` → standard normal draws.
+    times : torch.Tensor, optional
+        (N,) time stamps; ``None`` → ``linspace(0, 1, N)``.
+    time_white : bool, default True
+        The paper's time kernel has a white term.
+    time_bias : bool, default True
+        The paper's time kernel has a bias term.
+    alpha : float or sequence of float, default 0.5
+        α_k (one value or one per view).
+    eps : float or sequence of float, default 1e-3
+        ε_k (one value or one per view).
+    beta : float or sequence of float, optional
+        β_k; ``None`` → 100.
+    invwidth : float, optional
+        Time inverse width; ``None`` → ``100/range(t)²``.
+    white_var : float, default 1e-2
+        White variance of the paper's time kernel.
+    bias_var : float, default 1.0
+        Bias variance of the paper's time kernel.
+    w_scale : float, default 1e-6
+        W ~ ``w_scale``·U(0, 1), (D_k, J).
+    lam : float, default 0.5
+        Initial variational precisions λ, (N, Q).
+    private_prior : {"mcgpds", "gplvm"}, default "mcgpds"
+        With "gplvm" there are no private time kernels.
+    generator : torch.Generator, optional
+        CPU generator of the random draws.
+    device : torch.device or str, optional
+        Where the returned tensors live.
+    time_kernel : None, TimeKernel or sequence of TimeKernel
+        As :attr:`McGPDSData.time_kernel` (``None``: the paper's kernel); its initial values
+        follow :func:`time_init_values`.
+
+    Returns
+    -------
+    dict
+        ``{parameter name: torch.Tensor}`` (float64, on ``device``).
     """
     if device is None:
         device = X0.device if X0 is not None else times.device if isinstance(times, torch.Tensor) else "cpu"
@@ -505,9 +721,26 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
 
 
 def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
-    """The constrained value of parameter ``name``: ``data.init[name]`` if its group is in
-    ``data.fixed``, else the registered ``pyro.param`` (created from ``data.init``), detached
-    when its group is in ``frozen`` (or ``"model"`` is, for every non-variational group)."""
+    """The constrained value of parameter ``name``.
+
+    ``data.init[name]`` if its group is in ``data.fixed``, else the registered ``pyro.param``
+    (created from ``data.init``), detached when its group is in ``frozen`` (or ``"model"`` is,
+    for every non-variational group).
+
+    Parameters
+    ----------
+    data : McGPDSData
+        The problem (``init`` and ``fixed``).
+    name : str
+        The parameter name.
+    frozen : collection of str, default ()
+        Groups whose value is detached (no gradient).
+
+    Returns
+    -------
+    torch.Tensor
+        The constrained value.
+    """
     group = param_group(name)
     if group in data.fixed:
         return data.init[name]
@@ -538,9 +771,23 @@ def _mapping_object(kernel) -> MappingKernel:
 
 
 def hyperparams(data: McGPDSData, frozen=()) -> dict:
-    """Register (or read) every model hyperparameter; returns
-    ``{"time_s": {...}, "views": [{alpha, eps, beta, W (D,J), Zh (M,Q), Zg (J,M,Q), kh_var,
-    kh_ard (Q,), kg_var (J,), kg_ard (J,Q), time}, ...]}`` (constrained values)."""
+    """Register (or read) every model hyperparameter.
+
+    Parameters
+    ----------
+    data : McGPDSData
+        The problem.
+    frozen : collection of str, default ()
+        Groups whose values are detached (see :func:`param`).
+
+    Returns
+    -------
+    dict
+        ``{"time_s": TimeParams, "views": [{alpha, eps, beta, W (D,J), Zh (M,Q), Zg (J,M,Q),
+        kh_var, kh_ard (Q,), kg_var (J,), kg_ard (J,Q), time}, ...]}`` (constrained values;
+        ``kh_var``/``kg_var`` are None for kernels without a variance, ``time`` None for the
+        "gplvm" private prior).
+    """
     frozen = frozenset(frozen)
     tks = time_kernels(data)
     hp = {"time_s": _time_hp(data, "s", frozen, tks), "views": []}
@@ -556,12 +803,36 @@ def hyperparams(data: McGPDSData, frozen=()) -> dict:
 
 
 def block_mask(seq_ids: torch.Tensor) -> torch.Tensor:
-    """(N, N) 1/0 matrix: same sequence."""
+    """(N, N) 1/0 matrix: same sequence.
+
+    Parameters
+    ----------
+    seq_ids : torch.Tensor
+        (N,) sequence labels.
+
+    Returns
+    -------
+    torch.Tensor
+        (N, N) float64, 1 where the two frames belong to one sequence.
+    """
     return (seq_ids[:, None] == seq_ids[None, :]).to(DTYPE)
 
 
 def dense_time_K(data: McGPDSData, thp: dict | None) -> torch.Tensor:
-    """Full N×N block-diagonal time kernel (or I for the "gplvm" private prior)."""
+    """Full N×N block-diagonal time kernel (or I for the "gplvm" private prior).
+
+    Parameters
+    ----------
+    data : McGPDSData
+        The problem (time stamps and sequence labels).
+    thp : TimeParams or None
+        The kernel's hyperparameters; ``None`` → the identity.
+
+    Returns
+    -------
+    torch.Tensor
+        (N, N) ``K_t ⊙ [same sequence]``.
+    """
     N = data.N
     if thp is None:
         return torch.eye(N, dtype=DTYPE, device=data.times.device)
@@ -571,13 +842,38 @@ def dense_time_K(data: McGPDSData, thp: dict | None) -> torch.Tensor:
 
 
 def dense_A(data: McGPDSData, v: dict) -> torch.Tensor:
+    """The private prior covariance ``A_k = α_k² K_t^(k) + (1−α_k)² ε_k I``.
+
+    Parameters
+    ----------
+    data : McGPDSData
+        The problem.
+    v : dict
+        One view's hyperparameters (an entry of ``hyperparams(data)["views"]``).
+
+    Returns
+    -------
+    torch.Tensor
+        (N, N) A_k.
+    """
     a = v["alpha"]
     eye = torch.eye(data.N, dtype=DTYPE, device=data.times.device)
     return a * a * dense_time_K(data, v["time"]) + (1 - a) ** 2 * v["eps"] * eye
 
 
 def mcgpds_model(data: McGPDSData):
-    """The Pyro model (see module docstring for the sites). Returns dict of latent draws."""
+    """The Pyro model (see the module docstring for the sites and the ``paper_terms_k`` factor).
+
+    Parameters
+    ----------
+    data : McGPDSData
+        The problem; ``data.views`` observed (NaN entries masked), or ``None`` to draw them.
+
+    Returns
+    -------
+    dict
+        The draws ``X_s``, ``X_k`` (Q, N) and ``y_k`` (N, D_k) of every view k.
+    """
     hp = hyperparams(data)
     N, Q, M, J = data.N, data.Q, data.M, data.J
     kind = getattr(data, "mapping_kernel_obj", data.mapping_kernel)
@@ -639,7 +935,24 @@ def mcgpds_model(data: McGPDSData):
 
 
 def kzz_diag(kind, X, variance, ard):
-    """diag κ(X, X) (N,) of a mapping kernel (object or alias name)."""
+    """diag κ(X, X) (N,) of a mapping kernel (object or alias name).
+
+    Parameters
+    ----------
+    kind : str or MappingKernel
+        The mapping kernel.
+    X : torch.Tensor
+        (N, Q) inputs.
+    variance : torch.Tensor or None
+        Kernel variance (None for kernels without one).
+    ard : torch.Tensor
+        (Q,) ARD weights.
+
+    Returns
+    -------
+    torch.Tensor
+        (N,) κ(x_n, x_n).
+    """
     return Basis(kind, X[:1], variance, ard).diag(X)
 
 
@@ -647,8 +960,20 @@ _ALIAS_OBJECTS: dict = {}
 
 
 def mapping_object(kernel) -> MappingKernel:
-    """A :class:`~tandem.models.kernels.MappingKernel` from an object or an alias name
-    ("rbfard" / "linear", accepted here without a warning: internal callers carry names).
+    """A :class:`~tandem.models.kernels.MappingKernel` from an object or an alias name.
+
+    Alias names ("rbfard" / "linear") are accepted here without a warning: internal callers
+    carry names.
+
+    Parameters
+    ----------
+    kernel : str or MappingKernel
+        The kernel or its alias name.
+
+    Returns
+    -------
+    tandem.models.kernels.MappingKernel
+        The kernel object (one cached object per alias).
 
     Raises
     ------
@@ -673,6 +998,19 @@ class Basis:
     Cholesky, the ψ-statistics under q(X), the whitened ψ-statistics of the collapsed bound —
     so they are written once here, through the kernel object's ``psi`` / ``kzz`` / ``gram`` /
     ``diag`` methods.
+
+    Attributes
+    ----------
+    kind : MappingKernel or str
+        The mapping kernel (object or alias name).
+    Z : torch.Tensor
+        (M, Q) inducing inputs.
+    variance : torch.Tensor or None
+        Scalar kernel variance; None for kernels without one (e.g. linear).
+    ard : torch.Tensor
+        (Q,) ARD weights.
+    name : str, default "h"
+        The function's name ("h", "g_1", ...), used in error messages.
     """
     kind: object
     Z: torch.Tensor
@@ -700,24 +1038,83 @@ class Basis:
         return cholesky_jitter(self.kzz(), f"K_ZZ of {self.name}")
 
     def diag(self, X: torch.Tensor) -> torch.Tensor:
-        """``κ(x_n, x_n)`` (N,) at fixed inputs X (N, Q)."""
+        """``κ(x_n, x_n)`` (N,) at fixed inputs X.
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            (N, Q) inputs.
+
+        Returns
+        -------
+        torch.Tensor
+            (N,) diagonal of the kernel.
+        """
         return self.kernel.diag(X, self.params)
 
     def psi(self, mu: torch.Tensor, s: torch.Tensor, per_point: bool = False):
-        """ψ-statistics ``(ψ0, Ψ1 (N, M), Ψ2 (M, M) or (N, M, M))`` under ``N(mu, diag s)``."""
+        """ψ-statistics under ``N(mu, diag s)``.
+
+        Parameters
+        ----------
+        mu : torch.Tensor
+            (N, Q) means of q(X).
+        s : torch.Tensor
+            (N, Q) variances of q(X).
+        per_point : bool, default False
+            Return Ψ2 per point (N, M, M) instead of its sum (M, M).
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            ``(ψ0, Ψ1 (N, M), Ψ2 (M, M) or (N, M, M))``.
+        """
         return self.kernel.psi(mu, s, self.Z, self.params, per_point)
 
     def projection(self, X: torch.Tensor, L: torch.Tensor, per_point: bool = False):
-        """At fixed inputs X (N, Q): ``(K_ZZ⁻¹ K_ZX (M, N), tr(K_XX − K_XZ K_ZZ⁻¹ K_ZX))``
-        (``per_point``: the (N,) diagonal instead of its sum, for masked likelihoods)."""
+        """The projected-process pieces at fixed inputs X.
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            (N, Q) inputs.
+        L : torch.Tensor
+            (M, M) lower Cholesky factor of ``K_ZZ`` (see :meth:`chol`).
+        per_point : bool, default False
+            Return the (N,) diagonal of ``K_XX − K_XZ K_ZZ⁻¹ K_ZX`` instead of its trace (for
+            masked likelihoods).
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            ``(K_ZZ⁻¹ K_ZX (M, N), tr(K_XX − K_XZ K_ZZ⁻¹ K_ZX))`` (scalar, or (N,) with
+            ``per_point``).
+        """
         Kx = self.kernel.gram(X, self.Z, self.params)                       # (N, M)
         A = torch.cholesky_solve(Kx.mT, L)
         tr = self.diag(X) - (Kx * A.mT).sum(-1)
         return A, (tr if per_point else tr.sum())
 
     def whitened(self, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor):
-        """The collapsed bound's pieces ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``,
-        ``K_ZZ = L Lᵀ``, for inputs ``N(mu, diag s)`` (N, Q) and targets Y (N, D)."""
+        """The collapsed bound's whitened pieces, ``K_ZZ = L Lᵀ``.
+
+        The ψ-sums are streamed over chunks of frames (:func:`tandem.models.gp_kernels.psi_stream`):
+        memory O(chunk·M + M²).
+
+        Parameters
+        ----------
+        mu : torch.Tensor
+            (N, Q) means of the inputs ``N(mu, diag s)``.
+        s : torch.Tensor
+            (N, Q) variances of the inputs.
+        Y : torch.Tensor
+            (N, D) targets.
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``.
+        """
         # ψ-sums streamed over chunks of frames (gp_kernels.psi_stream): memory O(chunk·M + M²)
         psi0, P1Y, Psi2 = psi_stream(self.kernel, mu, s, self.Z, self.variance, self.ard, Y)
         L = self.chol()
@@ -728,10 +1125,21 @@ class Basis:
 
 
 def view_bases(v: dict, kind) -> tuple[Basis, list[Basis]]:
-    """``(h, [g_1, …, g_J])`` of one view from its hyperparameters ``v`` (an entry of
-    ``hyperparams(data)["views"]``: ``Zh`` (M, Q), ``kh_var``, ``kh_ard`` (Q,), ``Zg`` (J, M, Q),
-    ``kg_var`` (J,) or None, ``kg_ard`` (J, Q), ``W`` (D, J)); ``kind`` the mapping kernel
-    (object or alias name)."""
+    """``(h, [g_1, …, g_J])`` of one view from its hyperparameters.
+
+    Parameters
+    ----------
+    v : dict
+        An entry of ``hyperparams(data)["views"]``: ``Zh`` (M, Q), ``kh_var``, ``kh_ard`` (Q,),
+        ``Zg`` (J, M, Q), ``kg_var`` (J,) or None, ``kg_ard`` (J, Q), ``W`` (D, J).
+    kind : str or MappingKernel
+        The mapping kernel (object or alias name).
+
+    Returns
+    -------
+    tuple
+        ``(Basis h, list of J Basis g_j)``.
+    """
     kern = mapping_object(kind)
     h = Basis(kern, v["Zh"], v.get("kh_var"), v["kh_ard"], "h")
     kg = v.get("kg_var")
@@ -748,12 +1156,36 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
              mapping_kernel: str = "rbfard", seed: int = 0, **init_kwargs) -> dict:
     """Draw latents and data from the prior (default hyperparameters, :func:`default_init`).
 
-    Returns a dict of tensors keyed by the model's site names — ``X_s``, ``X_0``, ``X_1``, …
-    (Q, N), ``v_0``, … (D_k, M), ``u_0``, … (J, D_k, M) and ``y_0``, ``y_1``, … (N, D_k), one
-    of each per view k = 0 … V−1 — plus ``data``
-    (the :class:`McGPDSData` with ``views=None`` and the default ``fixed`` groups,
-    :data:`SAFE_FIXED`). Every hyperparameter comes from :func:`default_init` (``init_kwargs``
-    go to it, e.g. ``alpha``, ``eps``, ``beta``), never from Pyro's parameter store.
+    Every hyperparameter comes from :func:`default_init`, never from Pyro's parameter store.
+
+    Parameters
+    ----------
+    times : array_like
+        (N,) time stamps.
+    seq_ids : array_like
+        (N,) sequence labels.
+    out_dims : list of int
+        The D_k of the V views.
+    Q : int, default 2
+        Latent dimension.
+    M : int, default 10
+        Inducing points per function.
+    J : int, default 1
+        Basis functions per view.
+    mapping_kernel : str or MappingKernel, default "rbfard"
+        The mapping kernel.
+    seed : int, default 0
+        Seed of the initial values and of the draws.
+    **init_kwargs
+        Passed to :func:`default_init` (e.g. ``alpha``, ``eps``, ``beta``, ``time_kernel``).
+
+    Returns
+    -------
+    dict
+        Tensors keyed by the model's site names — ``X_s``, ``X_0``, ``X_1``, … (Q, N), ``v_0``,
+        … (D_k, M), ``u_0``, … (J, D_k, M) and ``y_0``, ``y_1``, … (N, D_k), one of each per view
+        k = 0 … V−1 — plus ``data`` (the :class:`McGPDSData` with ``views=None`` and the default
+        ``fixed`` groups, :data:`SAFE_FIXED`).
     """
     times = torch.as_tensor(times, dtype=DTYPE, device=times.device if isinstance(times, torch.Tensor) else None)
     gen = torch.Generator().manual_seed(seed)

@@ -47,6 +47,10 @@ NUMPY_STYLE = [
     "tandem.inference.mcgpds.stochastic_elbo",
     "tandem.inference.mcgpds.windows",
     "tandem.inference.experiments.mcgpds_protocol",
+    "tandem.models.mcgpds",
+    "tandem.inference.mcgpds.bound",
+    "tandem.models.gp_kernels",
+    "tandem.inference.mcgpds.streamed",
 ]
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",

@@ -50,8 +50,10 @@ PRIOR_CACHE_MB = 256.0
 
 
 def kl_chunked(V: int, Q: int, shapes) -> bool:
-    """Whether the KL is chunked: the (V, Q, blocks, n, n) stacks of all groups ((nb, n) in
-    ``shapes``) exceed :data:`KL_UNCHUNKED_MB` in total and :data:`KL_CHUNK_MB` is finite and > 0.
+    """Whether the KL is chunked.
+
+    True when the (V, Q, blocks, n, n) stacks of all groups ((nb, n) in ``shapes``) exceed
+    :data:`KL_UNCHUNKED_MB` in total and :data:`KL_CHUNK_MB` is finite and > 0.
 
     Parameters
     ----------
@@ -63,6 +65,7 @@ def kl_chunked(V: int, Q: int, shapes) -> bool:
     Returns
     -------
     bool
+        Chunk the KL's blocks (:func:`blocks_per_chunk` per chunk).
     """
     mb = float(KL_CHUNK_MB)
     if mb == 0 or math.isinf(mb):
@@ -144,8 +147,16 @@ def streaming(psi_chunk: int | None = None, kl_chunk_mb: float | None = None,
 
 
 def unstreamed():
-    """Context manager: the old all-at-once collapsed bound (every frame and every block in one
-    pass, the prior factors always cached), for comparisons with the streamed default."""
+    """Context manager: the old all-at-once collapsed bound, for comparisons with the streamed default.
+
+    Every frame and every block in one pass, the prior factors always cached
+    (``streaming(psi_chunk=0, kl_chunk_mb=0, prior_cache_mb=inf)``).
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        The :func:`streaming` context with those settings.
+    """
     return streaming(psi_chunk=0, kl_chunk_mb=0.0, prior_cache_mb=math.inf)
 
 
@@ -235,7 +246,11 @@ def h_term_stable(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor,
     mu, s : torch.Tensor
         (N, Q) means and variances of q(X).
     Z : torch.Tensor
-        (M, Q) inducing inputs; ``variance`` (scalar, RBF only) and ``ard`` (Q,) the kernel's.
+        (M, Q) inducing inputs.
+    variance : torch.Tensor or None
+        The kernel's variance (scalar, RBF only).
+    ard : torch.Tensor
+        (Q,) the kernel's ARD weights.
     Y : torch.Tensor
         (N, D) targets.
     beta : torch.Tensor
