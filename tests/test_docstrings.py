@@ -1,6 +1,6 @@
 """One docstring style (numpy, rendered by napoleon) for the public objects of the package.
 
-Every public function, class and public method of the modules in :data:`NUMPY_STYLE` has a
+Every public function, class and public method of every module of the package has a
 ``Parameters`` section (``Attributes`` for a dataclass) that documents exactly the parameters of
 its signature, so the API reference renders them as a table and cannot drift from the code.
 """
@@ -13,45 +13,17 @@ import re
 
 import pytest
 
-#: the modules converted to the numpy docstring style (the rest of the package follows)
-NUMPY_STYLE = [
-    "tandem.plots",
-    "tandem.inference.psis", "tandem.inference.predictive", "tandem.inference.metrics",
-    "tandem.inference.distances", "tandem.inference.numerics", "tandem.inference.distributed",
-    "tandem.inference.samtc.steps", "tandem.inference.samtc.spectral", "tandem.inference.samtc.algorithm",
-    "tandem.inference.samtc.simulate", "tandem.inference.samtc.model_fit",
-    "tandem.inference.coupled_projections.baselines",
-    "tandem.inference.twin_gp.divergences", "tandem.inference.twin_gp.ensemble",
-    "tandem.models.samtc", "tandem.models.twin_gp",
-    "tandem.guides.samtc", "tandem.guides.twin_gp", "tandem.guides.coupled_projections",
-    "tandem.inference.samtc.estimator", "tandem.inference.checkpoints", "tandem.inference.experiments.results",
-    "tandem.inference.experiments.cli",
-    "tandem.inference.datasets", "tandem.inference.datasets.coil20", "tandem.inference.datasets.cuave",
-    "tandem.inference.datasets.human_pose", "tandem.inference.datasets.manifolds", "tandem.inference.datasets.poser",
-    "tandem.inference.datasets.usps",
-    "tandem.models.coupled_projections", "tandem.inference.coupled_projections.solver",
-    "tandem.guides.mcgpds", "tandem.guides.mean_field", "tandem.inference.mcgpds.baselines",
-    "tandem.inference.datasets.text", "tandem.inference.datasets.oil", "tandem.inference.svi",
-    "tandem.inference.twin_gp.regressor", "tandem.inference.twin_gp.optimizer",
-    "tandem.inference.twin_gp.predictor", "tandem.inference.twin_gp.selection",
-    "tandem.models.kernels", "tandem.models.sequence_blocks",
-    "tandem.inference.params",
-    "tandem.inference.validation",
-    "tandem.inference.persistence",
-    "tandem.inference.mcgpds.fit",
-    "tandem.inference.mcgpds.api",
-    "tandem.inference.mcgpds.predictor",
-    "tandem.inference.mcgpds.missing",
-    "tandem.models.missing",
-    "tandem.inference.mcgpds.stochastic",
-    "tandem.inference.mcgpds.stochastic_elbo",
-    "tandem.inference.mcgpds.windows",
-    "tandem.inference.experiments.mcgpds_protocol",
-    "tandem.models.mcgpds",
-    "tandem.inference.mcgpds.bound",
-    "tandem.models.gp_kernels",
-    "tandem.inference.mcgpds.streamed",
-]
+
+def _package_modules() -> list[str]:
+    """Every module of the installed package (its subpackages included)."""
+    import pkgutil
+
+    import tandem
+    return ["tandem"] + sorted(m.name for m in pkgutil.walk_packages(tandem.__path__, "tandem."))
+
+
+#: every module of the package follows the numpy docstring style
+NUMPY_STYLE = _package_modules()
 
 _HEADER = re.compile(r"^(Parameters|Attributes|Returns|Yields|Raises|Warns|See Also|Notes|Examples|References)\n-{3,}$",
                      re.M)
