@@ -287,6 +287,10 @@ TABLES: tuple[Table, ...] = (
           row_headers=("N frames", "method"), command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
     Table("bench_scale_exponent", "bench_scale.json", ("method",), (("growth_exponent", "growth exponent"),),
           command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
+    Table("bench_scale_mem", "bench_scale_mem.json", ("n_frames", "M", "method"),
+          (("value_grad_peak_rss_mb", "peak RSS, value + gradient (MB)"), ("value_grad_cpu_s", "CPU (s)"),
+           ("bound", "bound")), row_headers=("N frames", "M", "method"), digits=6,
+          command="OMP_NUM_THREADS=1 python examples/bench_scale.py --mem-check"),
     *(Table(f"bench_scale_pose_seed{sd}", f"bench_scale_pose_seed{sd}.json", ("method",),
             (("bound", "bound"), ("mean_joint_error", "mean joint error")), digits=6,
             command=f"OMP_NUM_THREADS=1 python examples/bench_scale.py --pose --pose-steps 100 --seed {sd} "

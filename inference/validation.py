@@ -330,7 +330,9 @@ def resolve_device(device, *inputs) -> torch.device:
         return dev
     for x in inputs:
         for y in (x if isinstance(x, (list, tuple)) else [x]):
-            if isinstance(y, torch.Tensor):
+            # a meta tensor holds no data: it is not a place to run, and the array reader
+            # refuses it by name
+            if isinstance(y, torch.Tensor) and y.device.type != "meta":
                 return y.device
     return torch.device("cpu")
 

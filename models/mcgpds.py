@@ -297,7 +297,7 @@ def time_init_values(kernel: TimeKernel, times=None, invwidth=None, white_var=1e
     """
     rng_t = 1.0
     if times is not None:
-        t = torch.as_tensor(times, dtype=DTYPE)
+        t = torch.as_tensor(times, dtype=DTYPE, device=times.device if isinstance(times, torch.Tensor) else "cpu")
         rng_t = float(t.max() - t.min()) or 1.0
     invw = 100.0 / rng_t ** 2 if invwidth is None else float(invwidth)
     out = {}

@@ -421,6 +421,8 @@ class McGPDS(TandemEstimator):
             nm = "source_view_test" if sources is None else f"source_view_test (view {k})"
             # NaN entries of the test frames are missing: masked in the test-time latent step and the NN searches
             Ys = as_tensor(Y, nm, ndim=2, detach=True, finite=False).to(dev)
+            if bool(torch.isinf(Ys).any()):
+                raise ValueError(f"{nm}: expected finite values or NaN (missing), got an infinite entry")
             D_s = self.fitted_.data.out_dims[k]
             if Ys.shape[1] != D_s:
                 raise ValueError(f"{nm}: expected {D_s} columns (view {k}), got {Ys.shape[1]}")

@@ -55,7 +55,7 @@ from torch.utils.checkpoint import checkpoint
 
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter, limit_heap_fragmentation
-from tandem.models.kernels import time_params_kernel
+from tandem.models.kernels import mapping_kernel_kind, time_params_kernel
 from tandem.models.mcgpds import hyperparams, view_bases
 from tandem.models.sequence_blocks import Blocks
 
@@ -445,7 +445,9 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
     bh, bgs = view_bases(hp, kind)
     from tandem.inference.mcgpds import streamed
     if streamed.STABLE_H:   # least-squares form: no normal equations, no large cancellations
-        F = F + streamed.h_term_stable(kind, mu, s, bh.Z, bh.variance, bh.ard, Y, beta, bh.kzz(), bh.chol())
+        # the stable form has closed forms for the two built-in kernels only: it takes their dispatch name
+        F = F + streamed.h_term_stable(mapping_kernel_kind(kind), mu, s, bh.Z, bh.variance, bh.ard, Y, beta,
+                                       bh.kzz(), bh.chol())
     else:
         # h: shared Woodbury correction for all outputs (one M×M Cholesky)
         psi0, At, R = bh.whitened(mu, s, Y)                              # L⁻¹ ψ4 L⁻ᵀ, L⁻¹ ψ0ᵀ Y

@@ -325,11 +325,15 @@ class StochasticMcGPDS(TandemEstimator):
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
         dev = resolve_device(self.device, views, times)
-        for k, Y in enumerate(views):
-            if bool(np.isnan(np.asarray(Y.detach().cpu() if isinstance(Y, torch.Tensor) else Y, float)).any()):
+        # the one array reader first (it names the argument for every kind of bad input), then
+        # the NaN refusal: the stochastic fit does not mask missing entries yet
+        vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True, finite=False).to(dev) for k, Y in enumerate(views)]
+        for k, Y in enumerate(vs):
+            if bool(torch.isnan(Y).any()):
                 raise ValueError(f"views[{k}]: has missing (NaN) entries; the stochastic fit does not mask them yet "
                                  "— fit tandem.inference.mcgpds.McGPDS (masked collapsed bound) instead")
-        vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True).to(dev) for k, Y in enumerate(views)]
+            if bool(torch.isinf(Y).any()):
+                raise ValueError(f"views[{k}]: expected finite values, got an infinite entry")
         N = vs[0].shape[0]
         if any(Y.shape[0] != N for Y in vs):
             raise ValueError(f"views: every view must have the same number of rows, got {[Y.shape[0] for Y in vs]}")

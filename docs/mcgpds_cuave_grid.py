@@ -12,7 +12,7 @@ is how well the held-out number ranks the candidates.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python examples/mcgpds_cuave_grid.py --seed 0 --out results
+    OMP_NUM_THREADS=1 python docs/mcgpds_cuave_grid.py --seed 0 --out results
 """
 from __future__ import annotations
 
