@@ -27,7 +27,7 @@ from torch.utils.checkpoint import checkpoint
 from tandem.inference.numerics import limit_heap_fragmentation
 
 __all__ = ["kzz", "rbf_ard", "linear_ard", "time_kernel", "psi_rbf", "psi_linear", "kernel_matrix",
-           "psi_stats", "psi_stream"]
+           "psi_stats", "psi_stream", "stream_psi_sums"]
 
 
 def rbf_ard(X1: torch.Tensor, X2: torch.Tensor, variance: torch.Tensor, ard: torch.Tensor) -> torch.Tensor:
@@ -396,20 +396,14 @@ PSI_CHUNK_ENTRIES = 2 ** 21
 
 def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, variance, ard,
                Y: torch.Tensor, chunk: int | None = None):
-    """``(ψ0, Ψ1ᵀ Y, Ψ2)`` accumulated over chunks of frames, recomputed in the backward pass.
+    """``(ψ0, Ψ1ᵀ Y, Ψ2)`` of the built-in kernels, accumulated over chunks of frames.
 
-    The collapsed bound needs only the sums ``ψ0 = Σ_n ⟨κ(x_n, x_n)⟩``,
-    ``Ψ1ᵀ Y = Σ_n ⟨κ(Z, x_n)⟩ y_nᵀ`` (M, D) and ``Ψ2 = Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩`` (M, M), so
-    the frames are taken ``chunk`` at a time (default :data:`PSI_CHUNK`, else ``PSI_CHUNK_ENTRIES // M``): each chunk's
-    :func:`psi_stats` runs under :func:`torch.utils.checkpoint.checkpoint` (non-reentrant),
-    so autograd keeps only the chunk's inputs and recomputes its (chunk, M) tables in the
-    backward. Working memory O(chunk·M + M²) instead of O(N·M); the sums differ from the
-    unchunked ones only by the order of the additions.
+    :func:`stream_psi_sums` with :func:`psi_stats` of ``kind`` as the per-chunk statistics.
 
     Parameters
     ----------
-    kind : str or tandem.models.kernels.MappingKernel
-        ``"rbfard"`` or ``"linear"``, or a mapping-kernel object (its ``psi`` method is used).
+    kind : str
+        ``"rbfard"`` or ``"linear"``.
     mu, s : torch.Tensor
         (N, Q) means and variances of q(x_n).
     Z : torch.Tensor
@@ -418,6 +412,39 @@ def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, va
         Kernel variance (scalar; ignored for linear) and ARD weights (Q,).
     Y : torch.Tensor
         (N, D) targets.
+    chunk : int, optional
+        As in :func:`stream_psi_sums`.
+
+    Returns
+    -------
+    tuple
+        ``psi0`` (scalar), ``Psi1ᵀ Y`` (M, D), ``Psi2`` (M, M).
+    """
+    return stream_psi_sums(lambda mu_c, s_c: psi_stats(kind, mu_c, s_c, Z, variance, ard), mu, s, Y,
+                           Z.shape[0], chunk)
+
+
+def stream_psi_sums(psi, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor, M: int, chunk: int | None = None):
+    """``(ψ0, Ψ1ᵀ Y, Ψ2)`` accumulated over chunks of frames, recomputed in the backward pass.
+
+    The collapsed bound needs only the sums ``ψ0 = Σ_n ⟨κ(x_n, x_n)⟩``,
+    ``Ψ1ᵀ Y = Σ_n ⟨κ(Z, x_n)⟩ y_nᵀ`` (M, D) and ``Ψ2 = Σ_n ⟨κ(Z, x_n) κ(x_n, Z)⟩`` (M, M), so
+    the frames are taken ``chunk`` at a time (default :data:`PSI_CHUNK`, else ``PSI_CHUNK_ENTRIES // M``): each chunk's
+    statistics run under :func:`torch.utils.checkpoint.checkpoint` (non-reentrant),
+    so autograd keeps only the chunk's inputs and recomputes its (chunk, M) tables in the
+    backward. Working memory O(chunk·M + M²) instead of O(N·M); the sums differ from the
+    unchunked ones only by the order of the additions.
+
+    Parameters
+    ----------
+    psi : callable
+        ``psi(mu_c, s_c) -> (ψ0, Ψ1 (c, M), Ψ2 (M, M))`` of a chunk of frames (any kernel).
+    mu, s : torch.Tensor
+        (N, Q) means and variances of q(x_n).
+    Y : torch.Tensor
+        (N, D) targets.
+    M : int
+        Number of inducing inputs (sets the default chunk).
     chunk : int, optional
         Frames per chunk; ``None`` = :data:`PSI_CHUNK` (itself ``None``: ``PSI_CHUNK_ENTRIES // M``);
         ``0`` (or ≥ N) = one unchunked call.
@@ -433,27 +460,19 @@ def psi_stream(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, va
         ``chunk`` negative, or ``Y`` without N rows.
     """
     if chunk is None:
-        chunk = max(1, PSI_CHUNK_ENTRIES // max(Z.shape[0], 1)) if PSI_CHUNK is None else PSI_CHUNK
+        chunk = max(1, PSI_CHUNK_ENTRIES // max(M, 1)) if PSI_CHUNK is None else PSI_CHUNK
     chunk = int(chunk)
     if chunk < 0:
         raise ValueError(f"chunk: expected a non-negative number of frames, got {chunk}")
     N = mu.shape[0]
     if Y.shape[0] != N:
         raise ValueError(f"Y: expected {N} rows (one per frame of mu), got shape {tuple(Y.shape)}")
-    if hasattr(kind, "psi"):      # a tandem.models.kernels.MappingKernel object (duck-typed: no import cycle)
-        params = {n: {"variance": variance, "ard": ard}[n] for n in kind.param_names}
-
-        def stats(mu_c, s_c):
-            return kind.psi(mu_c, s_c, Z, params)
-    else:
-        def stats(mu_c, s_c):
-            return psi_stats(kind, mu_c, s_c, Z, variance, ard)
     if chunk == 0 or N <= chunk:
-        psi0, P1, P2 = stats(mu, s)
+        psi0, P1, P2 = psi(mu, s)
         return psi0, P1.mT @ Y, P2
 
     def part(mu_c, s_c, Y_c):
-        p0, P1, P2 = stats(mu_c, s_c)
+        p0, P1, P2 = psi(mu_c, s_c)
         return p0, P1.mT @ Y_c, P2
 
     limit_heap_fragmentation()

@@ -58,7 +58,7 @@ from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
 from tandem.inference.validation import as_tensor, check_int_range, check_time_order, label_codes, resolve_device
-from tandem.models.gp_kernels import psi_stream
+from tandem.models.gp_kernels import stream_psi_sums
 from tandem.models.kernels import (
     PAPER_NAMES,
     MappingKernel,
@@ -1098,7 +1098,7 @@ class Basis:
     def whitened(self, mu: torch.Tensor, s: torch.Tensor, Y: torch.Tensor):
         """The collapsed bound's whitened pieces, ``K_ZZ = L Lᵀ``.
 
-        The ψ-sums are streamed over chunks of frames (:func:`tandem.models.gp_kernels.psi_stream`):
+        The ψ-sums are streamed over chunks of frames (:func:`tandem.models.gp_kernels.stream_psi_sums`):
         memory O(chunk·M + M²).
 
         Parameters
@@ -1115,8 +1115,8 @@ class Basis:
         tuple of torch.Tensor
             ``(ψ0, Ã = L⁻¹ Ψ2 L⁻ᵀ (M, M), R = L⁻¹ Ψ1ᵀ Y (M, D))``.
         """
-        # ψ-sums streamed over chunks of frames (gp_kernels.psi_stream): memory O(chunk·M + M²)
-        psi0, P1Y, Psi2 = psi_stream(self.kernel, mu, s, self.Z, self.variance, self.ard, Y)
+        # ψ-sums streamed over chunks of frames (gp_kernels.stream_psi_sums): memory O(chunk·M + M²)
+        psi0, P1Y, Psi2 = stream_psi_sums(self.psi, mu, s, Y, self.Z.shape[0])
         L = self.chol()
         tmp = torch.linalg.solve_triangular(L, Psi2, upper=False)
         At = torch.linalg.solve_triangular(L, tmp.mT, upper=False)
