@@ -7,13 +7,14 @@ Lawrence 2013, "Gaussian processes for big data", with the ψ-statistics of Tits
 Lawrence 2010 for the uncertain latent inputs).
 
 The pieces live in :mod:`tandem.inference.mcgpds.windows` (the windows and the guide's
-parameters) and :mod:`tandem.inference.mcgpds.stochastic_elbo` (the objective and its updates);
+parameters), :mod:`tandem.inference.mcgpds.stochastic_elbo` (the objective and its updates) and
+:mod:`tandem.inference.mcgpds.hyper_step` (the per-epoch hyperparameter step);
 this module holds the configuration, the estimator and the simulator of long archives.
 
 Data parallel. On every rank the same windows are drawn; rank r owns windows
 ``I[r::world]`` (plus the global KL on rank 0). The local step's L-BFGS
-(:func:`lbfgs_sharded`) all-reduces the statistics, the objective value and every inner
-product, so each rank takes the step one process would; the per-epoch refresh is sharded
+(:func:`~tandem.inference.mcgpds.hyper_step.lbfgs_sharded`) all-reduces the statistics, the
+objective value and every inner product, so each rank takes the step one process would; the per-epoch refresh is sharded
 the same way, and :class:`tandem.inference.distributed.DataParallelLoss` all-reduces the
 hyperparameter gradients.
 
@@ -38,12 +39,12 @@ from tandem.guides.mcgpds import Guide, variational_params
 from tandem.inference.distances import Standardizer
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms, set_optimal_inducing
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, view_sites
+from tandem.inference.mcgpds.hyper_step import lbfgs_sharded
 from tandem.inference.mcgpds.stochastic_elbo import (
     StochasticELBO,
     _global_kl,
     _partition_term,
     _window_moments,
-    lbfgs_sharded,
     refresh_statistics,
     window_kl,
 )

@@ -43,13 +43,14 @@ With the hyperparameters fixed this is block-coordinate ascent on the collapsed 
 every window's statistics, so T is recomputed over all windows once per epoch (one pass
 without gradients; also at the first step, which sets q(V), q(U) from the initial q(X)).
 
-The default (``hyper_iters`` > 0, :func:`hyper_step`) moves the hyperparameters only at the
-start of an epoch instead: ``hyper_iters`` L-BFGS iterations with Armijo backtracking on the
-full-data collapsed bound at the windows' current q(X), its value and gradient streamed over
-chunks of windows (:func:`collapsed_value_and_grad`: memory O(chunk), one pass for the value
-and one for the gradient), then T is recomputed. Between two such steps the hyperparameters
-are fixed, so the whole fit is block-coordinate ascent on the full-data bound: it never
-decreases. (The Adam path learns from a T summed partly at older hyperparameters and a q(V),
+The default (``hyper_iters`` > 0, :func:`~tandem.inference.mcgpds.hyper_step.hyper_step`) moves the
+hyperparameters only at the start of an epoch instead: ``hyper_iters`` L-BFGS iterations with Armijo
+backtracking on the full-data collapsed bound at the windows' current q(X), its value and gradient
+streamed over chunks of windows
+(:func:`~tandem.inference.mcgpds.hyper_step.collapsed_value_and_grad`: memory O(chunk), one pass for
+the value and one for the gradient), then T is recomputed. Between two such steps the
+hyperparameters are fixed, so the whole fit is block-coordinate ascent on the full-data bound: it
+never decreases. (The Adam path learns from a T summed partly at older hyperparameters and a q(V),
 q(U) optimal for that stale T; on 10⁴ frames with the kernels and inducing inputs learned it
 diverged.)
 Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step touches
@@ -62,7 +63,6 @@ import math
 import pyro
 import pyro.optim
 import torch
-from pyro import poutine
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
@@ -73,8 +73,8 @@ from tandem.inference.validation import (
 from tandem.models.kernels import TimeParams, time_params_kernel
 from tandem.models.mcgpds import mapping_object
 
-__all__ = ["StochasticELBO", "collapsed_value_and_grad", "hyper_step", "lbfgs_sharded", "refresh_statistics",
-           "window_kl"]
+# hyper_step, collapsed_value_and_grad and lbfgs_sharded live in hyper_step.py (re-exported below)
+__all__ = ["StochasticELBO", "refresh_statistics", "window_kl"]
 
 
 def _natural_params(k: int) -> dict:
@@ -359,103 +359,6 @@ def _store_natural(store, k: int, nat: dict, g_on: bool) -> None:
             store[f"q{n}_{k}"].unconstrained().copy_(nat[n])
 
 
-# --------------------------------------------------------------------------- local optimiser
-def _dot(a: list, b: list, device) -> float:
-    """Σ over this rank's tensors of ⟨a, b⟩, summed over the ranks."""
-    tot = torch.zeros((), dtype=DTYPE, device=device)
-    for x, y in zip(a, b):
-        tot = tot + (x * y).sum()
-    return float(all_reduce_sum(tot))
-
-
-def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu", replicated: bool = False) -> float:
-    """Minimise ``fun`` over ``params`` (this rank's share) by L-BFGS with Armijo backtracking.
-
-    Every inner product is summed over the ranks, so each rank takes the step one process
-    holding all the parameters would take (the same collectives in the same order on every
-    rank). Stops early when the gradient vanishes or no step decreases ``fun``.
-
-    Parameters
-    ----------
-    fun : callable
-        ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on
-        all) and this rank's gradients, or ``(math.inf, None)`` where it is undefined (such a
-        trial point is rejected).
-    params : list of torch.Tensor
-        The tensors optimised in place.
-    iters : int
-        Iterations at most.
-    history : int, default 10
-        Number of (s, y) pairs kept.
-    device : str or torch.device, default "cpu"
-        Device of the inner products' accumulators.
-    replicated : bool, default False
-        Every rank holds all of ``params`` and ``fun`` returns the full (already summed)
-        gradient, so the inner products are local (the ranks compute the same step).
-
-    Returns
-    -------
-    float
-        The final value of ``fun``.
-    """
-    if replicated:      # every rank holds the whole vectors: local inner products
-        def dot(a, b, device):
-            return float(sum(((x * y).sum() for x, y in zip(a, b)), torch.zeros((), dtype=DTYPE, device=device)))
-    else:
-        dot = _dot
-    f, g = fun()
-    if g is None:
-        return f
-    hist = []                                         # (s, y, 1/sᵀy)
-    for it in range(iters):
-        gg = dot(g, g, device)
-        if not math.isfinite(gg) or gg <= 1e-20:
-            break
-        # two-loop recursion: d = −H g
-        qv = [x.clone() for x in g]
-        alphas = []
-        for s, y, r in reversed(hist):
-            a = r * dot(s, qv, device)
-            alphas.append(a)
-            qv = [q_ - a * y_ for q_, y_ in zip(qv, y)]
-        if hist:
-            s, y, r = hist[-1]
-            gamma = 1.0 / (r * dot(y, y, device))
-        else:
-            gamma = min(1.0, 1.0 / math.sqrt(gg))       # first step: at most unit length
-        qv = [gamma * q_ for q_ in qv]
-        for (s, y, r), a in zip(hist, reversed(alphas)):
-            b = r * dot(y, qv, device)
-            qv = [q_ + (a - b) * s_ for q_, s_ in zip(qv, s)]
-        d = [-q_ for q_ in qv]
-        gd = dot(g, d, device)
-        if not gd < 0:                                # not a descent direction: restart
-            hist, d, gd = [], [-x * min(1.0, 1.0 / math.sqrt(gg)) for x in g], -min(gg, math.sqrt(gg))
-        x0 = [p.detach().clone() for p in params]
-        t, accepted = 1.0, False
-        for _ in range(30):
-            with torch.no_grad():
-                for p, x, d_ in zip(params, x0, d):
-                    p.copy_(x + t * d_)
-            f_new, g_new = fun()                        # math.inf: a point outside the domain
-            if math.isfinite(f_new) and f_new <= f + 1e-4 * t * gd:
-                accepted = True
-                break
-            t *= 0.5
-        if not accepted:
-            with torch.no_grad():
-                for p, x in zip(params, x0):
-                    p.copy_(x)
-            break
-        s = [t * d_ for d_ in d]
-        y = [gn - go for gn, go in zip(g_new, g)]
-        sy = dot(s, y, device)
-        if sy > 1e-12 * math.sqrt(dot(y, y, device) * dot(s, s, device)):   # keep H positive definite
-            hist = (hist + [(s, y, 1.0 / sy)])[-history:]
-        f, g = f_new, g_new
-    return f
-
-
 # --------------------------------------------------------------------------- the objective
 class StochasticELBO:
     """Negative minibatch ELBO for :func:`tandem.inference.fit` (a custom loss callable).
@@ -490,8 +393,8 @@ class StochasticELBO:
 
     ``hyper_iters`` > 0: the hyperparameters are instead updated once per epoch, at the epoch's
     first step, by ``hyper_iters`` L-BFGS iterations on the full-data collapsed bound at the
-    windows' current q(X) (:func:`hyper_step`, streamed over the windows), after which the
-    statistics are recomputed; the returned loss then carries no hyperparameter gradient (the
+    windows' current q(X) (:func:`~tandem.inference.mcgpds.hyper_step.hyper_step`, streamed over the
+    windows), after which the statistics are recomputed; the returned loss then carries no hyperparameter gradient (the
     driver's optimiser moves nothing). Every epoch is then ascent on the full-data bound: the local
     steps are block-coordinate ascent with the statistics exact, the hyperparameter step an
     Armijo line search on the exact bound. ``hyper_iters = 0``: an Adam step of the driver on the
@@ -573,6 +476,7 @@ class StochasticELBO:
         # once at the start; once per epoch when hyperparameters are learned (their steps
         # change every window's statistics, and the incremental sum would drift)
         if n and n % per_epoch == 0 and learned and self.hyper_iters:
+            from tandem.inference.mcgpds.hyper_step import hyper_step  # (hyper_step imports this module)
             hyper_step(sdata, self.hyper_iters)       # ends with refresh_statistics
             hp = _detached(model_params(sdata))
         elif n == 0 or (n % per_epoch == 0 and learned):
@@ -616,6 +520,7 @@ class StochasticELBO:
                 grads = torch.autograd.grad(sur, params) if params else []
             return -value, [-g for g in grads]
 
+        from tandem.inference.mcgpds.hyper_step import lbfgs_sharded
         lbfgs_sharded(fun, params, self.local_iters, device=sdata.device)
         if world > 1:   # every rank keeps every window's q(X): share the windows this rank optimised
             rank = rank_world()[0]
@@ -710,164 +615,15 @@ def _partition_term(obj: StochasticELBO, d: StochasticData, idx: torch.Tensor, S
     return float((-val + _global_kl(d)) / c)
 
 
-# --------------------------------------------------------------------------- hyperparameter step
-def _learned_params(sdata: StochasticData) -> tuple[list, list]:
-    """Names and unconstrained tensors of the learned hyperparameters (the ``pyro.param`` s that
-    :func:`model_params` registers; fixed groups are constants there)."""
-    with poutine.trace(param_only=True) as tr:
-        model_params(sdata)
-    names = sorted(tr.trace.nodes)
-    store = pyro.get_param_store()
-    return names, [store[n].unconstrained() for n in names]
+# --------------------------------------------------------------------------- moved
+#: names that moved to :mod:`tandem.inference.mcgpds.hyper_step` (the per-epoch hyperparameter
+#: step imports this module, so they are re-exported lazily: either module may be imported first)
+_MOVED = ("collapsed_value_and_grad", "hyper_step", "lbfgs_sharded", "_LazyGrads", "_collapsed_grads",
+          "_learned_params", "_dot")
 
 
-class _LazyGrads:
-    """A sequence of gradients computed on first iteration (a line search's rejected trial
-    points never need theirs)."""
-
-    def __init__(self, fn):
-        self._fn, self._v = fn, None
-
-    def __iter__(self):
-        if self._v is None:
-            self._v = self._fn()
-        return iter(self._v)
-
-
-def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 64, lazy: bool = False):
-    """The full-data collapsed bound F(θ) at the windows' current q(X) and its gradient.
-
-    The gradient is in the hyperparameters' unconstrained tensors ``params``; both are streamed
-    over chunks of windows.
-
-    Parameters
-    ----------
-    sdata : StochasticData
-        The data.
-    params : list of torch.Tensor
-        The learned hyperparameters' unconstrained tensors.
-    chunk : int, default 64
-        Windows per chunk.
-    lazy : bool, default False
-        ``grads`` is computed (pass 2) when first iterated, at the parameters of then.
-
-    Returns
-    -------
-    F : float
-        The bound, or ``−inf`` where a factorisation fails (every rank alike).
-    grads : list of torch.Tensor or None
-        ∇θ F per tensor of ``params`` (summed over the ranks), ``None`` where F is ``−inf``.
-
-    Notes
-    -----
-    ``F(θ) = Σ_i terms_i(θ) + Σ_k C_k(T_k(θ), θ)``, ``T_k = Σ_i s_ik(θ)`` (the summed statistics,
-    :func:`_window_terms`), ``C_k`` the value at the optimal q(V), q(U) (:func:`_collapsed_value`).
-    Pass 1 (no graph) sums ``terms`` and ``T``; then ``G_k = ∂C_k/∂T_k``, and pass 2 accumulates
-    ``∇θ Σ_i [terms_i + Σ_k ⟨G_k, s_ik⟩]`` chunk by chunk plus the direct ``∇θ C_k(T_k, θ)`` at
-    fixed T — the chain rule, with memory O(chunk) windows rather than O(N). Sharded: rank r takes
-    windows ``r::world``; value and gradient are summed over the ranks (identical on all).
-    """
-    rank, world = rank_world()
-    S = sdata.windows.S
-    mine = torch.arange(S, device="cpu")[rank::world]
-    parts = [mine[lo:lo + chunk] for lo in range(0, mine.numel(), chunk)] or [mine]
-    M, J, dev = sdata.M, sdata.J, sdata.device
-    failed, terms = 0.0, torch.zeros((), dtype=DTYPE, device=dev)
-    tot = [torch.zeros(_stat_size(M, D, J), dtype=DTYPE, device=dev) for D in sdata.out_dims]
-    with torch.no_grad():
-        hp0 = _detached(model_params(sdata))
-        try:
-            for part in parts:
-                q = guide_params(sdata, part) if part.numel() else {}
-                t, f = _window_terms(sdata, hp0, _detached(q), part)
-                terms = terms + t
-                tot = [a + b for a, b in zip(tot, f)]
-        except NotPositiveDefiniteError:
-            failed = 1.0
-    head = all_reduce_sum(torch.stack([terms.detach() if not failed else torch.zeros((), dtype=DTYPE, device=dev),
-                                       torch.tensor(failed, dtype=DTYPE, device=dev)]))
-    if float(head[1]) > 0:
-        return -math.inf, None
-    tot = [all_reduce_sum(x) for x in tot]
-    g_on = [_g_on(sdata, v) for v in hp0["views"]]
-    value, Gs = float(head[0]), []
-    for k, D in enumerate(sdata.out_dims):
-        tk = tot[k].clone().requires_grad_()
-        with torch.enable_grad():
-            try:
-                c = _collapsed_value(_optimal_natural(hp0["views"][k], _unflatten(tk, M, D, J), g_on[k]), g_on[k])
-            except NotPositiveDefiniteError:
-                return -math.inf, None
-            (G,) = torch.autograd.grad(c, tk)
-        value += float(c)
-        Gs.append(G)
-    if lazy:
-        return value, _LazyGrads(lambda: _collapsed_grads(sdata, params, parts, Gs, tot, g_on))
-    return value, _collapsed_grads(sdata, params, parts, Gs, tot, g_on)
-
-
-def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
-    """Pass 2 of :func:`collapsed_value_and_grad`: the chain-rule gradient, summed over the ranks."""
-    rank, world = rank_world()
-    M, J = sdata.M, sdata.J
-    grads = [torch.zeros_like(p) for p in params]
-    with torch.enable_grad():
-        for part in parts:
-            if not part.numel():
-                continue
-            hp = model_params(sdata)
-            q = _detached(guide_params(sdata, part))
-            t, f = _window_terms(sdata, hp, q, part)
-            sur = t + sum((G * fk).sum() for G, fk in zip(Gs, f))
-            gs = torch.autograd.grad(sur, params, allow_unused=True)
-            grads = [a if b is None else a + b for a, b in zip(grads, gs)]
-        if rank == 0:          # the direct dependence of C_k on θ (β, W) at the summed statistics
-            hp = model_params(sdata)
-            sur = sum(_collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot[k], M, D, J), g_on[k]),
-                                       g_on[k]) for k, D in enumerate(sdata.out_dims))
-            if sur.requires_grad:
-                gs = torch.autograd.grad(sur, params, allow_unused=True)
-                grads = [a if b is None else a + b for a, b in zip(grads, gs)]
-    if world > 1:
-        flat = all_reduce_sum(torch.cat([g.reshape(-1) for g in grads]))
-        grads = [x.reshape(g.shape) for x, g in zip(flat.split([g.numel() for g in grads]), grads)]
-    return grads
-
-
-@torch.no_grad()
-def hyper_step(sdata: StochasticData, iters: int, chunk: int = 64) -> float | None:
-    """L-BFGS iterations on the full-data collapsed bound in the learned hyperparameters.
-
-    ``iters`` iterations (Armijo backtracking, :func:`lbfgs_sharded` with replicated
-    parameters) at the windows' current q(X) (:func:`collapsed_value_and_grad`), then
-    :func:`refresh_statistics` at the new values. The bound does not decrease (a step that
-    fails Armijo is undone).
-
-    Parameters
-    ----------
-    sdata : StochasticData
-        The data.
-    iters : int
-        L-BFGS iterations (≥ 1).
-    chunk : int, default 64
-        Windows per chunk of the streamed bound.
-
-    Returns
-    -------
-    float or None
-        The bound after the step, ``None`` when no hyperparameter is learned.
-    """
-    check_int_range(iters, "iters", low=1)
-    _, params = _learned_params(sdata)
-    if not params:
-        return None
-
-    def fun():
-        F, grads = collapsed_value_and_grad(sdata, params, chunk, lazy=True)
-        if grads is None:
-            return math.inf, None
-        return -F, _LazyGrads(lambda: [-g for g in grads])
-
-    f = lbfgs_sharded(fun, params, iters, device=sdata.device, replicated=True)
-    refresh_statistics(sdata)
-    return -f
+def __getattr__(name):
+    if name in _MOVED:
+        from tandem.inference.mcgpds import hyper_step as _hs
+        return getattr(_hs, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
