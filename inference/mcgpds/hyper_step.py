@@ -197,7 +197,8 @@ def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 6
     parts = [mine[lo:lo + chunk] for lo in range(0, mine.numel(), chunk)] or [mine]
     M, J, dev = sdata.M, sdata.J, sdata.device
     failed, terms = 0.0, torch.zeros((), dtype=DTYPE, device=dev)
-    tot = [torch.zeros(_stat_size(M, D, J), dtype=DTYPE, device=dev) for D in sdata.out_dims]
+    vms = sdata.view_masks
+    tot = [torch.zeros(_stat_size(M, D, J, vm), dtype=DTYPE, device=dev) for D, vm in zip(sdata.out_dims, vms)]
     with torch.no_grad():
         hp0 = _detached(model_params(sdata))
         try:
@@ -219,7 +220,8 @@ def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 6
         tk = tot[k].clone().requires_grad_()
         with torch.enable_grad():
             try:
-                c = _collapsed_value(_optimal_natural(hp0["views"][k], _unflatten(tk, M, D, J), g_on[k]), g_on[k])
+                c = _collapsed_value(_optimal_natural(hp0["views"][k], _unflatten(tk, M, D, J, vms[k]), g_on[k],
+                                                      vms[k]), g_on[k], vms[k])
             except NotPositiveDefiniteError:
                 return -math.inf, None
             (G,) = torch.autograd.grad(c, tk)
@@ -233,7 +235,7 @@ def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 6
 def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
     """Pass 2 of :func:`collapsed_value_and_grad`: the chain-rule gradient, summed over the ranks."""
     rank, world = rank_world()
-    M, J = sdata.M, sdata.J
+    M, J, vms = sdata.M, sdata.J, sdata.view_masks
     grads = [torch.zeros_like(p) for p in params]
     with torch.enable_grad():
         for part in parts:
@@ -247,8 +249,8 @@ def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
             grads = [a if b is None else a + b for a, b in zip(grads, gs)]
         if rank == 0:          # the direct dependence of C_k on θ (β, W) at the summed statistics
             hp = model_params(sdata)
-            sur = sum(_collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot[k], M, D, J), g_on[k]),
-                                       g_on[k]) for k, D in enumerate(sdata.out_dims))
+            sur = sum(_collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot[k], M, D, J, vms[k]), g_on[k],
+                                                        vms[k]), g_on[k], vms[k]) for k, D in enumerate(sdata.out_dims))
             if sur.requires_grad:
                 gs = torch.autograd.grad(sur, params, allow_unused=True)
                 grads = [a if b is None else a + b for a, b in zip(grads, gs)]
