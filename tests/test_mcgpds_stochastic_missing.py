@@ -225,3 +225,19 @@ def test_bad_missing_entries_raise_named_errors(sim):
     a[5], b[5] = NAN, NAN
     with pytest.raises(ValueError, match=r"frames \[5\].*every view"):
         m.fit([a, b], t, seq)
+
+
+def test_save_load_keeps_the_masks(sim, tmp_path):
+    """A fit with missing entries saved and loaded (safe format) has the same masks, ELBO and
+    imputation; data saved without the masks (older files) get them recomputed from the views."""
+    views = _gaps(sim, "columns")
+    m = st.StochasticMcGPDS(st.StochasticConfig(Q=2, M=4, window=24, batch=2, num_steps=3)).fit(
+        views, sim["times"], sim["seq_ids"], seed=0)
+    e, imp = m.elbo(), m.impute(0)
+    m.save(tmp_path / "m.tnd")
+    m2 = st.StochasticMcGPDS.load(tmp_path / "m.tnd")
+    assert [vm.P for vm in m2.data.view_masks] == [vm.P for vm in m.data.view_masks]
+    assert m2.elbo() == e
+    np.testing.assert_array_equal(m2.impute(0).values, imp.values)
+    del m2.data.__dict__["_view_masks"]
+    assert m2.elbo() == e

@@ -252,7 +252,19 @@ class StochasticData:
         self.device = self.times.device
         self.rows = self.windows.rows.to(self.device)
         self.mask = self.windows.mask.to(self.device)
-        self.view_masks = view_masks(self.views)
+        self._view_masks = view_masks(self.views)
+
+    @property
+    def view_masks(self) -> list:
+        """The missing entries of each view (:func:`view_masks`: a :class:`ViewMask`, or None for a
+        fully observed view); computed from ``views`` when absent (data saved before masks existed)."""
+        if "_view_masks" not in self.__dict__:
+            self._view_masks = view_masks(self.views)
+        return self._view_masks
+
+    @view_masks.setter
+    def view_masks(self, value: list) -> None:
+        self._view_masks = value
 
     @property
     def V(self) -> int:
