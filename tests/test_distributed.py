@@ -88,14 +88,25 @@ def _mcgpds_problem():
     return sim, cfg
 
 
-def _fit_mcgpds(wrapper):
+def _fit_mcgpds(wrapper, masked=False):
     sim, cfg = _mcgpds_problem()
-    m = st.StochasticMcGPDS(cfg).fit(sim["views"], sim["times"], sim["seq_ids"], seed=0, loss_wrapper=wrapper)
+    views = sim["views"]
+    if masked:      # missing entries: 30 % of view 1's frames, and view 0's first column in a quarter of the frames
+        g = torch.Generator().manual_seed(5)
+        views = [Y.clone() for Y in views]
+        N = views[0].shape[0]
+        views[1][torch.randperm(N, generator=g)[: int(0.3 * N)]] = float("nan")
+        views[0][torch.randperm(N, generator=g)[: N // 4], 0] = float("nan")
+    m = st.StochasticMcGPDS(cfg).fit(views, sim["times"], sim["seq_ids"], seed=0, loss_wrapper=wrapper)
     return {k: v.detach().clone() for k, v in m.param_store_.items()}, m.result.losses
 
 
 def _worker_mcgpds(rank, world):
     return _fit_mcgpds(DataParallelLoss)
+
+
+def _worker_mcgpds_masked(rank, world):
+    return _fit_mcgpds(DataParallelLoss, masked=True)
 
 
 def test_two_gloo_workers_equal_single_process_stochastic_mcgpds():
@@ -116,6 +127,23 @@ def test_two_gloo_workers_equal_single_process_stochastic_mcgpds():
             torch.testing.assert_close(params[k], v, rtol=1e-8, atol=1e-8 * scale, msg=k)
     # the minibatches covered the windows and the fit moved the parameters
     assert sum(k.startswith("sq_") for k in ref) == 8
+    assert ref_losses[-1] < ref_losses[0]
+
+
+def test_two_gloo_workers_equal_single_process_stochastic_mcgpds_with_missing_entries():
+    """The same with NaN entries (whole frames of view 1, part of a column of view 0): the masked
+    window statistics (per group of columns, q(v) precision per group) are all-reduced like the
+    unmasked ones, so the two workers' fit equals the single-process one at the tolerance of the
+    unmasked test."""
+    ref, ref_losses = _fit_mcgpds(None, masked=True)
+    assert ref["qvP_1"].shape[0] == 1 and ref["qvP_0"].shape[0] == 2     # one and two groups of columns
+    out = spawn(_worker_mcgpds_masked, 2)
+    for params, losses in out:
+        np.testing.assert_allclose(losses, ref_losses, rtol=1e-9)
+        assert set(params) == set(ref)
+        for k, v in ref.items():
+            scale = max(float(v.abs().max()), 1e-2) if v.numel() else 1.0
+            torch.testing.assert_close(params[k], v, rtol=1e-8, atol=1e-8 * scale, msg=k)
     assert ref_losses[-1] < ref_losses[0]
 
 

@@ -294,11 +294,3 @@ def test_predict_accepts_nan_in_source_test_frames():
     with pytest.raises(ValueError, match="every entry"):
         m.predict(bad, t[te], source=0, target=1)
 
-
-def test_stochastic_fit_refuses_missing_entries_clearly():
-    from tandem.inference.mcgpds.stochastic import StochasticMcGPDS
-    t, seq, Y1, Y2 = _toy(N=20)
-    Y2 = Y2.copy()
-    Y2[3] = np.nan
-    with pytest.raises(ValueError, match=r"views\[1\].*missing.*McGPDS"):
-        StochasticMcGPDS().fit([Y1, Y2], t)

@@ -56,7 +56,7 @@ from tandem.inference.mcgpds.fit import (
     predict_view,
     view_sites,
 )
-from tandem.inference.mcgpds.missing import check_missing_views
+from tandem.inference.mcgpds.missing import check_missing_views, impute_view
 from tandem.inference.mcgpds.predictor import select_predictor
 from tandem.inference.params import (
     AnyValue,
@@ -491,18 +491,12 @@ class McGPDS(TandemEstimator):
         self._check_fitted()
         f = self.fitted_
         check_int_range(view, "view", 0, f.data.V - 1)
-        from tandem.inference.mcgpds.bound import predict_moments, view_posterior
         from tandem.inference.mcgpds.fit import constant_hyperparams
         with torch.no_grad():
             hp = constant_hyperparams(f)
-            Y = f.data.views[view]
-            post = view_posterior(Y, f.mu[view], f.s_diag[view], hp["views"][view], f.data.mapping_kernel)
-            mean, var = predict_moments(post, f.mu[view], f.s_diag[view], components="h")
-            st = self.scalers_[view]
-            mean, var = st.inverse(mean), st.inverse_var(var)
-            miss = torch.isnan(Y)
-            values = torch.where(miss, mean, st.inverse(torch.nan_to_num(Y)))
-        return McGPDSImputation(values.cpu().numpy(), mean.cpu().numpy(), var.cpu().numpy(), miss.cpu().numpy())
+            out = impute_view(f.data.views[view], f.mu[view], f.s_diag[view], hp["views"][view],
+                              f.data.mapping_kernel, self.scalers_[view])
+        return McGPDSImputation(*(x.cpu().numpy() for x in out))
 
     # ------------------------------------------------------------------ save / load
     def save(self, path) -> None:

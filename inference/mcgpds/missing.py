@@ -43,7 +43,7 @@ from tandem.models.missing import (  # noqa: F401  (re-exported)
 )
 
 __all__ = ["has_missing", "observed_mask", "column_patterns", "masked_view_bound", "masked_view_posterior",
-           "check_missing_views", "nan_sq_dists", "fill_missing", "nan_var", "mean_fill"]
+           "impute_view", "check_missing_views", "nan_sq_dists", "fill_missing", "nan_var", "mean_fill"]
 
 
 def column_patterns(mask: torch.Tensor):
@@ -181,3 +181,44 @@ def masked_view_posterior(Y, mu, s, hp, kind, beta=None):
             bg[j][:, cp] = ((beta * w)[:, None] * torch.cholesky_solve(rhs, LGd)[..., 0]).mT
             Cg[j, cp] = Ginv[j][None] - torch.cholesky_inverse(LGd)
     return ViewPosterior(kind, hp, beta, bh, bg, Ch, Cg)
+
+
+@torch.no_grad()
+def impute_view(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kind, scaler):
+    """Predictive moments of a training view at every frame's own latent, and its imputed values.
+
+    For every training frame n the view's fitted predictive at ``q(x_n^(k)) = N(μ_n, diag s_n)``
+    is ``E[y_nd] = ψ1(x_n) b_d`` and ``Var[y_nd] = ψ0 − tr(C_d ψ2) + b_dᵀ ψ2 b_d − E[y_nd]² + β⁻¹``
+    (:func:`tandem.inference.mcgpds.bound.predict_moments`, h-only output layer), with the optimal
+    q(V) of :func:`tandem.inference.mcgpds.bound.view_posterior` (:func:`masked_view_posterior`
+    when ``Y`` has NaN entries: column d's q(v_d) uses only the frames where it is observed), mapped
+    to the data's units by ``scaler``. Used by ``McGPDS.impute`` and ``StochasticMcGPDS.impute``.
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) training view in the fit's (standardised) units, NaN where missing.
+    mu, s : torch.Tensor
+        (N, Q) means and variances of q(X^(k)) of the training frames.
+    hp : dict
+        The view's hyperparameters (constants).
+    kind : str or MappingKernel
+        The mapping kernel.
+    scaler : tandem.inference.distances.Standardizer
+        Maps the fit's units back to the data's (``inverse``, ``inverse_var``).
+
+    Returns
+    -------
+    values, mean, var : torch.Tensor
+        (N, D) in the data's units: the view with its missing entries replaced by the predictive
+        mean; the predictive mean and variance (noise included) at every entry.
+    missing : torch.Tensor
+        (N, D) boolean, True where ``Y`` is NaN.
+    """
+    from tandem.inference.mcgpds.bound import predict_moments, view_posterior
+    post = view_posterior(Y, mu, s, hp, kind)
+    mean, var = predict_moments(post, mu, s, components="h")
+    mean, var = scaler.inverse(mean), scaler.inverse_var(var)
+    miss = torch.isnan(Y)
+    values = torch.where(miss, mean, scaler.inverse(fill_missing(Y)))
+    return values, mean, var, miss

@@ -7,13 +7,14 @@ Lawrence 2013, "Gaussian processes for big data", with the ψ-statistics of Tits
 Lawrence 2010 for the uncertain latent inputs).
 
 The pieces live in :mod:`tandem.inference.mcgpds.windows` (the windows and the guide's
-parameters) and :mod:`tandem.inference.mcgpds.stochastic_elbo` (the objective and its updates);
+parameters), :mod:`tandem.inference.mcgpds.stochastic_elbo` (the objective and its updates) and
+:mod:`tandem.inference.mcgpds.hyper_step` (the per-epoch hyperparameter step);
 this module holds the configuration, the estimator and the simulator of long archives.
 
 Data parallel. On every rank the same windows are drawn; rank r owns windows
 ``I[r::world]`` (plus the global KL on rank 0). The local step's L-BFGS
-(:func:`lbfgs_sharded`) all-reduces the statistics, the objective value and every inner
-product, so each rank takes the step one process would; the per-epoch refresh is sharded
+(:func:`~tandem.inference.mcgpds.hyper_step.lbfgs_sharded`) all-reduces the statistics, the
+objective value and every inner product, so each rank takes the step one process would; the per-epoch refresh is sharded
 the same way, and :class:`tandem.inference.distributed.DataParallelLoss` all-reduces the
 hyperparameter gradients.
 
@@ -38,12 +39,14 @@ from tandem.guides.mcgpds import Guide, variational_params
 from tandem.inference.distances import Standardizer
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms, set_optimal_inducing
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, view_sites
+from tandem.inference.mcgpds.hyper_step import lbfgs_sharded
+from tandem.inference.mcgpds.missing import check_missing_views, impute_view, mean_fill
 from tandem.inference.mcgpds.stochastic_elbo import (
     StochasticELBO,
+    _detached,
     _global_kl,
     _partition_term,
     _window_moments,
-    lbfgs_sharded,
     refresh_statistics,
     window_kl,
 )
@@ -224,7 +227,8 @@ class StochasticMcGPDS(TandemEstimator):
     (the driver's FitResult), :meth:`elbo` (exact full-data ELBO), :meth:`latents` (per-frame q
     moments), :meth:`to_fitted` (a collapsed-code :class:`~tandem.inference.mcgpds.fit.McGPDSFitted`
     with the windows as sequences, for :func:`~tandem.inference.mcgpds.fit.predict_view`),
-    :meth:`to_inference_data` (ArviZ draws in the data's units).
+    :meth:`to_inference_data` (ArviZ draws in the data's units), :meth:`impute` (the missing entries of a
+    training view, with variances).
 
     Parameters
     ----------
@@ -301,7 +305,9 @@ class StochasticMcGPDS(TandemEstimator):
         Parameters
         ----------
         views : list of array_like
-            The (N, D_k) views, no NaN entries.
+            The (N, D_k) views; NaN entries are missing (not scored: the window statistics are summed
+            per group of columns over their observed frames, see
+            :mod:`tandem.inference.mcgpds.stochastic_elbo`).
         times : array_like
             (N,) time stamps, in time order within each sequence.
         seq_ids : array_like, optional
@@ -317,26 +323,21 @@ class StochasticMcGPDS(TandemEstimator):
         Raises
         ------
         ValueError
-            If a view has NaN entries (fit :class:`tandem.inference.mcgpds.McGPDS` instead), the
-            views' row counts or ``times`` disagree, the frames of a sequence are out of time order,
+            If a view has an infinite entry or no observed entry, a frame is missing (NaN) in every
+            view, the views' row counts or ``times`` disagree, the frames of a sequence are out of time order,
             or ``Q`` exceeds the total view dimension.
         """
         cfg = self._config()
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
         dev = resolve_device(self.device, views, times)
-        # the one array reader first (it names the argument for every kind of bad input), then
-        # the NaN refusal: the stochastic fit does not mask missing entries yet
+        # the one array reader first (it names the argument for every kind of bad input); NaN
+        # entries are missing (masked likelihood), checked by the collapsed path's validator
         vs = [as_tensor(Y, f"views[{k}]", ndim=2, detach=True, finite=False).to(dev) for k, Y in enumerate(views)]
-        for k, Y in enumerate(vs):
-            if bool(torch.isnan(Y).any()):
-                raise ValueError(f"views[{k}]: has missing (NaN) entries; the stochastic fit does not mask them yet "
-                                 "— fit tandem.inference.mcgpds.McGPDS (masked collapsed bound) instead")
-            if bool(torch.isinf(Y).any()):
-                raise ValueError(f"views[{k}]: expected finite values, got an infinite entry")
         N = vs[0].shape[0]
         if any(Y.shape[0] != N for Y in vs):
             raise ValueError(f"views: every view must have the same number of rows, got {[Y.shape[0] for Y in vs]}")
+        check_missing_views(vs)          # ±inf, a view with no observed entry, a frame missing in every view
         t = as_tensor(times, "times", ndim=1, detach=True).to(dev)
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per frame), got {t.numel()}")
@@ -356,7 +357,7 @@ class StochasticMcGPDS(TandemEstimator):
         self.scalers_ = [Standardizer(Y, per="matrix") for Y in vs]
         vs = [sc.transform(Y) for sc, Y in zip(self.scalers_, vs)]
         win = Windows(seq, cfg.window)
-        X0 = pca_init(torch.cat(vs, 1), cfg.Q)
+        X0 = pca_init(mean_fill(torch.cat(vs, 1)), cfg.Q)     # missing entries: column means, for the init only
         if cfg.time_invwidth is None:
             w0 = win.rows[0][win.mask[0]]
             rng_t = float(t[w0].max() - t[w0].min()) or float(t.max() - t.min()) or 1.0
@@ -617,6 +618,45 @@ class StochasticMcGPDS(TandemEstimator):
             mu[:, rows[valid]] = mub[:, valid]
             s[:, rows[valid]] = sd[:, valid]
         return {"mu": list(mu.unbind(0)), "s": list(s.unbind(0))}
+
+    @torch.no_grad()
+    @own_params
+    def impute(self, view: int):
+        """Impute the missing (NaN) entries of training view ``view`` with predictive variances.
+
+        The same predictive as :meth:`tandem.inference.mcgpds.McGPDS.impute` (shared code,
+        :func:`tandem.inference.mcgpds.missing.impute_view`): at every training frame's own latent
+        q(x_n^(k)) (:meth:`latents`, the windows' q(X)), with each column's q(v_d) optimal over the
+        frames where that column is observed, in the view's units. A frame missing from this view is
+        informed by the other views (the shared latent) and by the neighbouring frames of its window.
+
+        Parameters
+        ----------
+        view : int
+            The training view, 0 ≤ view < V.
+
+        Returns
+        -------
+        tandem.inference.mcgpds.McGPDSImputation
+            ``values`` (N, D): the view with its missing entries replaced by the predictive mean;
+            ``mean``, ``var`` (N, D): the predictive moments at every entry (noise included);
+            ``missing`` (N, D) boolean. numpy arrays, frames in the order given to :meth:`fit`.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        ValueError
+            If ``view`` is not a view index.
+        """
+        from tandem.inference.mcgpds.api import McGPDSImputation
+        d = self.data
+        check_int_range(view, "view", 0, d.V - 1)
+        lat = self.latents()
+        hp = _detached(model_params(d))
+        out = impute_view(d.views[view], lat["mu"][view], lat["s"][view], hp["views"][view], d.mapping_kernel_obj,
+                          self.scalers_[view])
+        return McGPDSImputation(*(x.cpu().numpy() for x in out))
 
     @own_params
     def collapsed_data(self) -> McGPDSData:

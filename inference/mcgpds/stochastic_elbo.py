@@ -16,6 +16,18 @@ L-BFGS step and the minibatch ELBO (:class:`StochasticELBO`).
   u_dj with weight w_dj, and ``KL(q(ṽ_d) ‖ N(0, I)) = ½ [tr S + mᵀm − M − log|S|]``.
 * The windows are drawn with ``pyro.plate("windows", S, subsample_size=B)`` from the
   seeded RNG and the window terms are scaled by ``S/B`` (unbiased).
+* **Missing (NaN) entries** are not scored (a masked likelihood, as in
+  :mod:`tandem.inference.mcgpds.missing`). The columns of a view with NaN entries are grouped by
+  their pattern of observed frames (:class:`~tandem.inference.mcgpds.windows.ViewMask`; groups
+  p = 1..P, D_p columns, observed frames O_p; columns never observed form one group whose
+  statistics are zero). A window's statistics are then per group:
+  ``ψ0_p = Σ_{n∈O_p} ψ0_n``, ``Ã_p = L_H⁻¹ (Σ_{n∈O_p} Ψ2_n) L_H⁻ᵀ`` (P, M, M), and
+  ``r_d = L_H⁻¹ Ψ1[O_p]ᵀ y_d[O_p]`` (d in group p), ``yᵀy`` over the observed entries and the count
+  ``n_obs`` of observed entries in place of ``n D``; column d's q(ṽ_d) has the precision
+  ``P_p = I + β Ã_p`` of its group (``qvP_k`` is (P, M, M)) and q(ũ_dj) uses ``Ã_jp``. Every
+  formula above holds with these per-group sums, so the running statistics, the local step, the
+  refresh, the sharding and the hyperparameter step need no other change; a fully observed view
+  keeps the unmasked code (P = 1 is the same algebra).
 
 Updates (incremental, Neal & Hinton 1998; the SVI of Hoffman et al. 2013 with the local
 step solved). The ELBO depends on the windows' q(X) only through the window terms and
@@ -43,13 +55,14 @@ With the hyperparameters fixed this is block-coordinate ascent on the collapsed 
 every window's statistics, so T is recomputed over all windows once per epoch (one pass
 without gradients; also at the first step, which sets q(V), q(U) from the initial q(X)).
 
-The default (``hyper_iters`` > 0, :func:`hyper_step`) moves the hyperparameters only at the
-start of an epoch instead: ``hyper_iters`` L-BFGS iterations with Armijo backtracking on the
-full-data collapsed bound at the windows' current q(X), its value and gradient streamed over
-chunks of windows (:func:`collapsed_value_and_grad`: memory O(chunk), one pass for the value
-and one for the gradient), then T is recomputed. Between two such steps the hyperparameters
-are fixed, so the whole fit is block-coordinate ascent on the full-data bound: it never
-decreases. (The Adam path learns from a T summed partly at older hyperparameters and a q(V),
+The default (``hyper_iters`` > 0, :func:`~tandem.inference.mcgpds.hyper_step.hyper_step`) moves the
+hyperparameters only at the start of an epoch instead: ``hyper_iters`` L-BFGS iterations with Armijo
+backtracking on the full-data collapsed bound at the windows' current q(X), its value and gradient
+streamed over chunks of windows
+(:func:`~tandem.inference.mcgpds.hyper_step.collapsed_value_and_grad`: memory O(chunk), one pass for
+the value and one for the gradient), then T is recomputed. Between two such steps the
+hyperparameters are fixed, so the whole fit is block-coordinate ascent on the full-data bound: it
+never decreases. (The Adam path learns from a T summed partly at older hyperparameters and a q(V),
 q(U) optimal for that stale T; on 10⁴ frames with the kernels and inducing inputs learned it
 diverged.)
 Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step touches
@@ -62,7 +75,6 @@ import math
 import pyro
 import pyro.optim
 import torch
-from pyro import poutine
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
@@ -73,8 +85,8 @@ from tandem.inference.validation import (
 from tandem.models.kernels import TimeParams, time_params_kernel
 from tandem.models.mcgpds import mapping_object
 
-__all__ = ["StochasticELBO", "collapsed_value_and_grad", "hyper_step", "lbfgs_sharded", "refresh_statistics",
-           "window_kl"]
+# hyper_step, collapsed_value_and_grad and lbfgs_sharded live in hyper_step.py (re-exported below)
+__all__ = ["StochasticELBO", "refresh_statistics", "window_kl"]
 
 
 def _natural_params(k: int) -> dict:
@@ -221,20 +233,73 @@ def _learns_hyperparams(hp) -> bool:
 
 
 # --------------------------------------------------------------------------- window terms
-def _stat_size(M: int, D: int, J: int) -> int:
-    """Length of one view's flat statistics ``[Ã_h, R_h, Ã_g1, R_g1, …]`` (M², M·D per function)."""
-    return (1 + J) * (M * M + M * D)
+def _stat_size(M: int, D: int, J: int, vm=None) -> int:
+    """Length of one view's flat statistics ``[Ã_h, R_h, Ã_g1, R_g1, …]`` (M², M·D per function;
+    P·M² for the Ã of a view with missing entries, one per group of columns, ``vm`` its
+    :class:`~tandem.inference.mcgpds.windows.ViewMask`)."""
+    P = 1 if vm is None else vm.P
+    return (1 + J) * (P * M * M + M * D)
 
 
-def _unflatten(flat: torch.Tensor, M: int, D: int, J: int) -> list:
-    """``[(Ã_h, R_h), (Ã_g1, R_g1), …]`` from a view's flat statistics."""
+def _unflatten(flat: torch.Tensor, M: int, D: int, J: int, vm=None) -> list:
+    """``[(Ã_h, R_h), (Ã_g1, R_g1), …]`` from a view's flat statistics; Ã is (M, M), or (P, M, M)
+    per group of columns for a view with missing entries (``vm``)."""
     out, off = [], 0
+    shape, P = ((M, M), 1) if vm is None else ((vm.P, M, M), vm.P)
     for _ in range(1 + J):
-        A = flat[off:off + M * M].reshape(M, M)
-        R = flat[off + M * M:off + M * M + M * D].reshape(M, D)
+        A = flat[off:off + P * M * M].reshape(shape)
+        R = flat[off + P * M * M:off + P * M * M + M * D].reshape(M, D)
         out.append((A, R))
-        off += M * M + M * D
+        off += P * M * M + M * D
     return out
+
+
+def _masked_view_terms(kind, v: dict, vm, frames: torch.Tensor, mk: torch.Tensor, sk: torch.Tensor,
+                       Yb: torch.Tensor, M: int, J: int, g_on: bool):
+    """The q(U)-free terms and flat statistics of one view with missing entries over rows ``frames``.
+
+    With ``O_p`` the frames observed by the columns of group p (``vm``, a
+    :class:`~tandem.inference.mcgpds.windows.ViewMask`), D_p their number, and the missing
+    entries of ``Yb`` set to 0 (so ``Ψ1ᵀ y_d`` sums over the observed frames of column d only):
+    ``terms = ½ n_obs log(β/2π) − β/2 [Σ_obs y² + Σ_p D_p (ψ0_p − tr Ã_p)]
+    − β/2 Σ_j Σ_p (Σ_{d∈p} w_dj²)(ψ0_jp − tr Ã_jp)`` with ``ψ0_p = Σ_{n∈O_p} ψ0_n``,
+    ``Ã_p = L⁻¹ (Σ_{n∈O_p} Ψ2_n) L⁻ᵀ`` and ``R[:, d] = L⁻¹ Ψ1[O_p]ᵀ y_d[O_p]`` (d ∈ p), over the
+    rows of this batch; the statistics are ``[Ã_h (P, M, M), R_h (M, D), Ã_g1, R_g1, …]`` flat
+    (zeros for a switched-off g). A fully observed view is the case P = 1 of this.
+    """
+    beta = v["beta"]
+    D = int(Yb.shape[1])
+    Y0 = torch.nan_to_num(Yb, nan=0.0)                       # missing entries: not scored
+    pat = vm.patterns[:, frames]                             # (P, n) observed rows of each group
+    n_obs = vm.obs[frames].sum()
+    terms = 0.5 * n_obs * (beta.log() - math.log(2 * math.pi)) - 0.5 * beta * (Y0 * Y0).sum()
+    kern = mapping_object(kind)
+    funcs = [(v["Zh"], v.get("kh_var"), v["kh_ard"], None)]
+    if g_on:
+        funcs += [(v["Zg"][j], v["kg_var"][j] if v.get("kg_var") is not None else None, v["kg_ard"][j],
+                   v["W"][:, j] ** 2) for j in range(J)]
+    parts = []
+    for Z, variance, ard, w2 in funcs:
+        params = {n: {"variance": variance, "ard": ard}[n] for n in kern.param_names}
+        LK = cholesky_jitter(kern.kzz(Z, params), "K_ZZ")
+        As, Rs = [], []
+        for p, cp in enumerate(vm.cols):
+            sel = pat[p]
+            if not bool(sel.any()):          # no row of this batch observed by the group
+                As.append(torch.zeros(M, M, dtype=DTYPE, device=Y0.device))
+                Rs.append(torch.zeros(M, cp.numel(), dtype=DTYPE, device=Y0.device))
+                continue
+            psi0, P1, P2 = kern.psi(mk[sel], sk[sel], Z, params)
+            tmp = torch.linalg.solve_triangular(LK, P2, upper=False)
+            At = torch.linalg.solve_triangular(LK, tmp.mT, upper=False)
+            Rs.append(torch.linalg.solve_triangular(LK, P1.mT @ Y0[sel][:, cp], upper=False))
+            As.append(At)
+            weight = vm.counts[p] if w2 is None else w2[cp].sum()
+            terms = terms - 0.5 * beta * weight * (psi0 - At.diagonal().sum())
+        parts += [torch.stack(As).reshape(-1), torch.cat(Rs, 1)[:, vm.unperm].reshape(-1)]
+    if not g_on:
+        parts.append(torch.zeros(J * (vm.P * M * M + M * D), dtype=DTYPE, device=Y0.device))
+    return terms, torch.cat(parts)
 
 
 def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor):
@@ -251,7 +316,8 @@ def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor)
     terms = torch.zeros((), dtype=DTYPE, device=dev)
     flats = []
     if not local.numel():
-        return terms, [torch.zeros(_stat_size(M, D, J), dtype=DTYPE, device=dev) for D in sdata.out_dims]
+        return terms, [torch.zeros(_stat_size(M, D, J, vm), dtype=DTYPE, device=dev)
+                       for D, vm in zip(sdata.out_dims, sdata.view_masks)]
     li = local.to(dev)
     # padding sits at the end of a window: drop the slots that are padding in every window
     # of the batch (windows of uneven length cost O(L³) at the batch's longest, not at L)
@@ -267,6 +333,12 @@ def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor)
         v = hp["views"][k]
         beta = v["beta"]
         Yb, mk, sk = Y[rows[valid]], mu[k][valid], sdiag[k][valid]
+        vm = sdata.view_masks[k]
+        if vm is not None:               # missing entries: statistics per group of columns
+            t_k, f_k = _masked_view_terms(kind, v, vm, rows[valid], mk, sk, Yb, M, J, _g_on(sdata, v))
+            terms = terms + t_k
+            flats.append(f_k)
+            continue
         n, D = Yb.shape
         _, psi0, At, R = _whitened_stats(kind, mk, sk, Yb, v["Zh"], v.get("kh_var"), v["kh_ard"])
         terms = terms + 0.5 * n * D * (beta.log() - math.log(2 * math.pi)) \
@@ -285,46 +357,70 @@ def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor)
     return terms, flats
 
 
-def _psd_part(flat: torch.Tensor, M: int, D: int, J: int) -> torch.Tensor:
+def _psd_part(flat: torch.Tensor, M: int, D: int, J: int, vm=None) -> torch.Tensor:
     """The flat statistics with every Ã replaced by its nearest PSD matrix (negative
-    eigenvalues set to 0; R unchanged)."""
+    eigenvalues set to 0; R unchanged); ``vm``: the view's missing entries (Ã per group)."""
     out = flat.clone()
     off = 0
+    shape, P = ((M, M), 1) if vm is None else ((vm.P, M, M), vm.P)
     for _ in range(1 + J):
-        A = out[off:off + M * M].reshape(M, M)
+        A = out[off:off + P * M * M].reshape(shape)
         w, U = torch.linalg.eigh(0.5 * (A + A.mT))
         if float(w.min()) < 0:
-            out[off:off + M * M] = ((U * w.clamp_min(0)) @ U.mT).reshape(-1)
-        off += M * M + M * D
+            out[off:off + P * M * M] = ((U * w.clamp_min(0).unsqueeze(-2)) @ U.mT).reshape(-1)
+        off += P * M * M + M * D
     return out
 
 
-def _expected_fit(v: dict, stats: list, nat: dict, g_on: bool) -> torch.Tensor:
+def _group_moments(P: torch.Tensor, T: torch.Tensor, vm):
+    """Means (M, D) and precision Choleskys (P, M, M) of the per-group q(ṽ_d) of a view with missing
+    entries: ``m_d = P_p⁻¹ θ_d`` for the columns d of group p (``vm``)."""
+    LP = cholesky_jitter(0.5 * (P + P.mT), "precision of q(U)")
+    blocks = [torch.cholesky_solve(T[:, cp], LP[p]) for p, cp in enumerate(vm.cols)]
+    return torch.cat(blocks, 1)[:, vm.unperm], LP
+
+
+def _expected_fit(v: dict, stats: list, nat: dict, g_on: bool, vm=None) -> torch.Tensor:
     """The q(U)-dependent part of view k's expected log-likelihood given its statistics.
 
     ``β Σ_d r_dᵀ m_d − β/2 Σ_d [m_dᵀ Ã m_d + tr(Ã S)]`` for h and the same with weights
     w_dj (and per-output S_dj) for every w_j g_j; q(ṽ), q(ũ) from the natural parameters ``nat``.
+    With missing entries (``vm``) column d uses its group's Ã_p and S_p = P_p⁻¹.
     """
     beta = v["beta"]
-    mv, LPv = _q_moments(nat["vP"], nat["vT"])
     (At, R), gstats = stats[0], stats[1:]
     D = R.shape[1]
-    trAS = torch.cholesky_solve(At, LPv).diagonal().sum()
-    out = beta * (R * mv).sum() - 0.5 * beta * ((mv * (At @ mv)).sum() + D * trAS)
+    if vm is None:
+        mv, LPv = _q_moments(nat["vP"], nat["vT"])
+        trAS = torch.cholesky_solve(At, LPv).diagonal().sum()
+        out = beta * (R * mv).sum() - 0.5 * beta * ((mv * (At @ mv)).sum() + D * trAS)
+    else:
+        mv, LPv = _group_moments(nat["vP"], nat["vT"], vm)
+        trAS = (vm.counts * torch.cholesky_solve(At, LPv).diagonal(dim1=-2, dim2=-1).sum(-1)).sum()
+        quad = sum((mv[:, cp] * (At[p] @ mv[:, cp])).sum() for p, cp in enumerate(vm.cols))
+        out = beta * (R * mv).sum() - 0.5 * beta * (quad + trAS)
     if g_on:
         for j, (Ag, Rg) in enumerate(gstats):
             w = v["W"][:, j]
             mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
             mu_ = mu_[..., 0].mT                                                # (M, D)
-            trASg = torch.cholesky_solve(Ag.expand(LPu.shape), LPu).diagonal(dim1=-2, dim2=-1).sum(-1)   # (D,)
+            if vm is None:
+                trASg = torch.cholesky_solve(Ag.expand(LPu.shape), LPu).diagonal(dim1=-2, dim2=-1).sum(-1)   # (D,)
+                Amu = Ag @ mu_
+            else:                                                               # Ã of each column's group
+                Agd = Ag[vm.group]                                              # (D, M, M)
+                trASg = torch.cholesky_solve(Agd, LPu).diagonal(dim1=-2, dim2=-1).sum(-1)
+                Amu = torch.einsum("dij,jd->id", Agd, mu_)
             out = out + beta * (w * (Rg * mu_).sum(0)).sum() \
-                - 0.5 * beta * (w * w * ((mu_ * (Ag @ mu_)).sum(0) + trASg)).sum()
+                - 0.5 * beta * (w * w * ((mu_ * Amu).sum(0) + trASg)).sum()
     return out
 
 
-def _optimal_natural(v: dict, stats: list, g_on: bool) -> dict:
+def _optimal_natural(v: dict, stats: list, g_on: bool, vm=None) -> dict:
     """Natural parameters of the optimal q(ṽ), q(ũ) given view k's total statistics:
-    ``P = I + β Ã``, ``θ = β R`` (h); ``P_d = I + β w_d² Ã_j``, ``θ_d = β w_d r_jd`` (g_j)."""
+    ``P = I + β Ã``, ``θ = β R`` (h); ``P_d = I + β w_d² Ã_j``, ``θ_d = β w_d r_jd`` (g_j).
+    With missing entries (``vm``) Ã is per group of columns: ``P_p = I + β Ã_p`` (P, M, M) for h,
+    and ``P_d`` uses the Ã_jp of column d's group."""
     beta = v["beta"]
     (At, R), gstats = stats[0], stats[1:]
     M, D = R.shape
@@ -334,18 +430,23 @@ def _optimal_natural(v: dict, stats: list, g_on: bool) -> dict:
         uP, uT = [], []
         for j, (Ag, Rg) in enumerate(gstats):
             w = v["W"][:, j]
-            uP.append(eye + (beta * w * w)[:, None, None] * Ag)
+            uP.append(eye + (beta * w * w)[:, None, None] * (Ag if vm is None else Ag[vm.group]))
             uT.append(beta * w * Rg)
         nat["uP"], nat["uT"] = torch.stack(uP), torch.stack(uT)
     return nat
 
 
-def _collapsed_value(nat: dict, g_on: bool) -> torch.Tensor:
+def _collapsed_value(nat: dict, g_on: bool, vm=None) -> torch.Tensor:
     """``max_q [E_q fit − KL(q ‖ p)]`` of the q(U)-dependent part: ``½ θᵀP⁻¹θ − ½ log|P|``
-    summed over the outputs (h: one P shared by the D outputs; g_j: one P_d per output)."""
+    summed over the outputs (h: one P shared by the D outputs, or by the D_p columns of each group
+    of a view with missing entries, ``vm``; g_j: one P_d per output)."""
     LP = cholesky_jitter(0.5 * (nat["vP"] + nat["vP"].mT), "precision of q(V)")
     T = nat["vT"]
-    out = 0.5 * (T * torch.cholesky_solve(T, LP)).sum() - 0.5 * T.shape[1] * cho_logdet(LP)
+    if vm is None:
+        out = 0.5 * (T * torch.cholesky_solve(T, LP)).sum() - 0.5 * T.shape[1] * cho_logdet(LP)
+    else:
+        out = sum(0.5 * (T[:, cp] * torch.cholesky_solve(T[:, cp], LP[p])).sum() for p, cp in enumerate(vm.cols)) \
+            - 0.5 * (vm.counts * cho_logdet(LP)).sum()
     if g_on:
         LPu = cholesky_jitter(0.5 * (nat["uP"] + nat["uP"].mT), "precision of q(U)")      # (J, D, M, M)
         Tu = nat["uT"].mT[..., None]                                                       # (J, D, M, 1)
@@ -357,103 +458,6 @@ def _store_natural(store, k: int, nat: dict, g_on: bool) -> None:
     with torch.no_grad():
         for n in ("vP", "vT") + (("uP", "uT") if g_on else ()):
             store[f"q{n}_{k}"].unconstrained().copy_(nat[n])
-
-
-# --------------------------------------------------------------------------- local optimiser
-def _dot(a: list, b: list, device) -> float:
-    """Σ over this rank's tensors of ⟨a, b⟩, summed over the ranks."""
-    tot = torch.zeros((), dtype=DTYPE, device=device)
-    for x, y in zip(a, b):
-        tot = tot + (x * y).sum()
-    return float(all_reduce_sum(tot))
-
-
-def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu", replicated: bool = False) -> float:
-    """Minimise ``fun`` over ``params`` (this rank's share) by L-BFGS with Armijo backtracking.
-
-    Every inner product is summed over the ranks, so each rank takes the step one process
-    holding all the parameters would take (the same collectives in the same order on every
-    rank). Stops early when the gradient vanishes or no step decreases ``fun``.
-
-    Parameters
-    ----------
-    fun : callable
-        ``fun()`` returns ``(value, grads)``: the value summed over the ranks (identical on
-        all) and this rank's gradients, or ``(math.inf, None)`` where it is undefined (such a
-        trial point is rejected).
-    params : list of torch.Tensor
-        The tensors optimised in place.
-    iters : int
-        Iterations at most.
-    history : int, default 10
-        Number of (s, y) pairs kept.
-    device : str or torch.device, default "cpu"
-        Device of the inner products' accumulators.
-    replicated : bool, default False
-        Every rank holds all of ``params`` and ``fun`` returns the full (already summed)
-        gradient, so the inner products are local (the ranks compute the same step).
-
-    Returns
-    -------
-    float
-        The final value of ``fun``.
-    """
-    if replicated:      # every rank holds the whole vectors: local inner products
-        def dot(a, b, device):
-            return float(sum(((x * y).sum() for x, y in zip(a, b)), torch.zeros((), dtype=DTYPE, device=device)))
-    else:
-        dot = _dot
-    f, g = fun()
-    if g is None:
-        return f
-    hist = []                                         # (s, y, 1/sᵀy)
-    for it in range(iters):
-        gg = dot(g, g, device)
-        if not math.isfinite(gg) or gg <= 1e-20:
-            break
-        # two-loop recursion: d = −H g
-        qv = [x.clone() for x in g]
-        alphas = []
-        for s, y, r in reversed(hist):
-            a = r * dot(s, qv, device)
-            alphas.append(a)
-            qv = [q_ - a * y_ for q_, y_ in zip(qv, y)]
-        if hist:
-            s, y, r = hist[-1]
-            gamma = 1.0 / (r * dot(y, y, device))
-        else:
-            gamma = min(1.0, 1.0 / math.sqrt(gg))       # first step: at most unit length
-        qv = [gamma * q_ for q_ in qv]
-        for (s, y, r), a in zip(hist, reversed(alphas)):
-            b = r * dot(y, qv, device)
-            qv = [q_ + (a - b) * s_ for q_, s_ in zip(qv, s)]
-        d = [-q_ for q_ in qv]
-        gd = dot(g, d, device)
-        if not gd < 0:                                # not a descent direction: restart
-            hist, d, gd = [], [-x * min(1.0, 1.0 / math.sqrt(gg)) for x in g], -min(gg, math.sqrt(gg))
-        x0 = [p.detach().clone() for p in params]
-        t, accepted = 1.0, False
-        for _ in range(30):
-            with torch.no_grad():
-                for p, x, d_ in zip(params, x0, d):
-                    p.copy_(x + t * d_)
-            f_new, g_new = fun()                        # math.inf: a point outside the domain
-            if math.isfinite(f_new) and f_new <= f + 1e-4 * t * gd:
-                accepted = True
-                break
-            t *= 0.5
-        if not accepted:
-            with torch.no_grad():
-                for p, x in zip(params, x0):
-                    p.copy_(x)
-            break
-        s = [t * d_ for d_ in d]
-        y = [gn - go for gn, go in zip(g_new, g)]
-        sy = dot(s, y, device)
-        if sy > 1e-12 * math.sqrt(dot(y, y, device) * dot(s, s, device)):   # keep H positive definite
-            hist = (hist + [(s, y, 1.0 / sy)])[-history:]
-        f, g = f_new, g_new
-    return f
 
 
 # --------------------------------------------------------------------------- the objective
@@ -490,8 +494,8 @@ class StochasticELBO:
 
     ``hyper_iters`` > 0: the hyperparameters are instead updated once per epoch, at the epoch's
     first step, by ``hyper_iters`` L-BFGS iterations on the full-data collapsed bound at the
-    windows' current q(X) (:func:`hyper_step`, streamed over the windows), after which the
-    statistics are recomputed; the returned loss then carries no hyperparameter gradient (the
+    windows' current q(X) (:func:`~tandem.inference.mcgpds.hyper_step.hyper_step`, streamed over the
+    windows), after which the statistics are recomputed; the returned loss then carries no hyperparameter gradient (the
     driver's optimiser moves nothing). Every epoch is then ascent on the full-data bound: the local
     steps are block-coordinate ascent with the statistics exact, the hyperparameter step an
     Armijo line search on the exact bound. ``hyper_iters = 0``: an Adam step of the driver on the
@@ -553,10 +557,11 @@ class StochasticELBO:
             v = hp["views"][k]
             g_on = _g_on(sdata, v)
             nat = _natural_params(k)
+            vm = sdata.view_masks[k]
             if local.numel():
-                elbo = elbo + scale * _expected_fit(v, _unflatten(flats[k], sdata.M, D, sdata.J), nat, g_on)
+                elbo = elbo + scale * _expected_fit(v, _unflatten(flats[k], sdata.M, D, sdata.J, vm), nat, g_on, vm)
             if rank == 0:
-                elbo = elbo - _q_kl(nat, g_on, sdata.J)
+                elbo = elbo - _q_kl(nat, g_on, sdata.J, vm)
         return -elbo
 
     # ------------------------------------------------------------------ training step
@@ -573,6 +578,7 @@ class StochasticELBO:
         # once at the start; once per epoch when hyperparameters are learned (their steps
         # change every window's statistics, and the incremental sum would drift)
         if n and n % per_epoch == 0 and learned and self.hyper_iters:
+            from tandem.inference.mcgpds.hyper_step import hyper_step  # (hyper_step imports this module)
             hyper_step(sdata, self.hyper_iters)       # ends with refresh_statistics
             hp = _detached(model_params(sdata))
         elif n == 0 or (n % per_epoch == 0 and learned):
@@ -583,8 +589,9 @@ class StochasticELBO:
         # the other windows' statistics; their Ã are sums of PSD matrices, but when the
         # hyperparameters moved since T was summed the difference can lose that (and with it
         # P = I + β Ã its definiteness): clamp negative eigenvalues (T is recomputed each epoch)
-        others = [_psd_part(s - all_reduce_sum(o.clone()), sdata.M, D, sdata.J)
-                  for s, o, D in zip(stats, old, sdata.out_dims)]
+        vms = sdata.view_masks
+        others = [_psd_part(s - all_reduce_sum(o.clone()), sdata.M, D, sdata.J, vm)
+                  for s, o, D, vm in zip(stats, old, sdata.out_dims, vms)]
         params = [store[f"sq_{i}"].unconstrained() for i in local.tolist()]
         g_on = [_g_on(sdata, v) for v in hp["views"]]
         M, J = sdata.M, sdata.J
@@ -608,14 +615,15 @@ class StochasticELBO:
                 sur = terms
                 for k, D in enumerate(sdata.out_dims):
                     tot = (others[k] + all_reduce_sum(flats[k].detach().clone())).requires_grad_()
-                    c = _collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot, M, D, J), g_on[k]),
-                                         g_on[k])
+                    c = _collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot, M, D, J, vms[k]), g_on[k],
+                                                          vms[k]), g_on[k], vms[k])
                     (G,) = torch.autograd.grad(c, tot)
                     value += float(c.detach())
                     sur = sur + (G * flats[k]).sum()      # chain rule through the summed statistics
                 grads = torch.autograd.grad(sur, params) if params else []
             return -value, [-g for g in grads]
 
+        from tandem.inference.mcgpds.hyper_step import lbfgs_sharded
         lbfgs_sharded(fun, params, self.local_iters, device=sdata.device)
         if world > 1:   # every rank keeps every window's q(X): share the windows this rank optimised
             rank = rank_world()[0]
@@ -630,14 +638,24 @@ class StochasticELBO:
         for k, D in enumerate(sdata.out_dims):
             tot = others[k] + all_reduce_sum(new[k].clone())
             store[f"qstat_{k}"].unconstrained().copy_(tot)
-            _store_natural(store, k, _optimal_natural(hp["views"][k], _unflatten(tot, M, D, J), g_on[k]), g_on[k])
+            _store_natural(store, k, _optimal_natural(hp["views"][k], _unflatten(tot, M, D, J, vms[k]), g_on[k],
+                                                      vms[k]), g_on[k])
         store["stoch_steps"].unconstrained().add_(1)
 
 
-def _q_kl(nat: dict, g_on: bool, J: int) -> torch.Tensor:
-    """KL(q(ṽ), q(ũ) ‖ N(0, I)) of one view from its natural parameters."""
-    mv, LPv = _q_moments(nat["vP"], nat["vT"])
-    out = _kl_white(mv, LPv)
+def _q_kl(nat: dict, g_on: bool, J: int, vm=None) -> torch.Tensor:
+    """KL(q(ṽ), q(ũ) ‖ N(0, I)) of one view from its natural parameters (``vm``: its missing
+    entries; column d of group p has covariance P_p⁻¹)."""
+    if vm is None:
+        mv, LPv = _q_moments(nat["vP"], nat["vT"])
+        out = _kl_white(mv, LPv)
+    else:
+        mv, LPv = _group_moments(nat["vP"], nat["vT"], vm)
+        M = LPv.shape[-1]
+        eye = torch.eye(M, dtype=mv.dtype, device=mv.device)
+        Linv = torch.linalg.solve_triangular(LPv, eye.expand(LPv.shape), upper=False)
+        trS, logdetS = (Linv * Linv).sum((-1, -2)), -cho_logdet(LPv)           # (P,) each
+        out = 0.5 * ((vm.counts * (trS - logdetS)).sum() + (mv * mv).sum() - M * mv.shape[1])
     if g_on:
         for j in range(J):
             mu_, LPu = _q_moments(nat["uP"][j], nat["uT"][j].mT[..., None])
@@ -665,7 +683,8 @@ def refresh_statistics(sdata: StochasticData, chunk: int = 256) -> None:
     rank, world = rank_world()
     S = sdata.windows.S
     mine = torch.arange(S, device="cpu")[rank::world]
-    tot = [torch.zeros(_stat_size(sdata.M, D, sdata.J), dtype=DTYPE, device=sdata.device) for D in sdata.out_dims]
+    tot = [torch.zeros(_stat_size(sdata.M, D, sdata.J, vm), dtype=DTYPE, device=sdata.device)
+           for D, vm in zip(sdata.out_dims, sdata.view_masks)]
     for lo in range(0, max(mine.numel(), 1), chunk):
         part = mine[lo:lo + chunk]
         q = guide_params(sdata, part) if part.numel() else {}
@@ -679,7 +698,8 @@ def refresh_statistics(sdata: StochasticData, chunk: int = 256) -> None:
         g_on = _g_on(sdata, v)
         store.setdefault(f"qstat_{k}", torch.zeros_like(t))
         store[f"qstat_{k}"].unconstrained().copy_(t)
-        _store_natural(store, k, _optimal_natural(v, _unflatten(t, sdata.M, D, sdata.J), g_on), g_on)
+        vm = sdata.view_masks[k]
+        _store_natural(store, k, _optimal_natural(v, _unflatten(t, sdata.M, D, sdata.J, vm), g_on, vm), g_on)
 
 
 def _window_moments(d: StochasticData, hp: dict, idx: torch.Tensor):
@@ -698,7 +718,7 @@ def _window_moments(d: StochasticData, hp: dict, idx: torch.Tensor):
 def _global_kl(d: StochasticData) -> torch.Tensor:
     """Σ_k KL(q(ṽ_k), q(ũ_k) ‖ p) at the stored natural parameters."""
     hp = model_params(d)
-    return sum((_q_kl(_natural_params(k), _g_on(d, v), d.J) for k, v in enumerate(hp["views"])),
+    return sum((_q_kl(_natural_params(k), _g_on(d, v), d.J, d.view_masks[k]) for k, v in enumerate(hp["views"])),
                torch.zeros((), dtype=DTYPE, device=d.device))
 
 
@@ -710,164 +730,15 @@ def _partition_term(obj: StochasticELBO, d: StochasticData, idx: torch.Tensor, S
     return float((-val + _global_kl(d)) / c)
 
 
-# --------------------------------------------------------------------------- hyperparameter step
-def _learned_params(sdata: StochasticData) -> tuple[list, list]:
-    """Names and unconstrained tensors of the learned hyperparameters (the ``pyro.param`` s that
-    :func:`model_params` registers; fixed groups are constants there)."""
-    with poutine.trace(param_only=True) as tr:
-        model_params(sdata)
-    names = sorted(tr.trace.nodes)
-    store = pyro.get_param_store()
-    return names, [store[n].unconstrained() for n in names]
+# --------------------------------------------------------------------------- moved
+#: names that moved to :mod:`tandem.inference.mcgpds.hyper_step` (the per-epoch hyperparameter
+#: step imports this module, so they are re-exported lazily: either module may be imported first)
+_MOVED = ("collapsed_value_and_grad", "hyper_step", "lbfgs_sharded", "_LazyGrads", "_collapsed_grads",
+          "_learned_params", "_dot")
 
 
-class _LazyGrads:
-    """A sequence of gradients computed on first iteration (a line search's rejected trial
-    points never need theirs)."""
-
-    def __init__(self, fn):
-        self._fn, self._v = fn, None
-
-    def __iter__(self):
-        if self._v is None:
-            self._v = self._fn()
-        return iter(self._v)
-
-
-def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 64, lazy: bool = False):
-    """The full-data collapsed bound F(θ) at the windows' current q(X) and its gradient.
-
-    The gradient is in the hyperparameters' unconstrained tensors ``params``; both are streamed
-    over chunks of windows.
-
-    Parameters
-    ----------
-    sdata : StochasticData
-        The data.
-    params : list of torch.Tensor
-        The learned hyperparameters' unconstrained tensors.
-    chunk : int, default 64
-        Windows per chunk.
-    lazy : bool, default False
-        ``grads`` is computed (pass 2) when first iterated, at the parameters of then.
-
-    Returns
-    -------
-    F : float
-        The bound, or ``−inf`` where a factorisation fails (every rank alike).
-    grads : list of torch.Tensor or None
-        ∇θ F per tensor of ``params`` (summed over the ranks), ``None`` where F is ``−inf``.
-
-    Notes
-    -----
-    ``F(θ) = Σ_i terms_i(θ) + Σ_k C_k(T_k(θ), θ)``, ``T_k = Σ_i s_ik(θ)`` (the summed statistics,
-    :func:`_window_terms`), ``C_k`` the value at the optimal q(V), q(U) (:func:`_collapsed_value`).
-    Pass 1 (no graph) sums ``terms`` and ``T``; then ``G_k = ∂C_k/∂T_k``, and pass 2 accumulates
-    ``∇θ Σ_i [terms_i + Σ_k ⟨G_k, s_ik⟩]`` chunk by chunk plus the direct ``∇θ C_k(T_k, θ)`` at
-    fixed T — the chain rule, with memory O(chunk) windows rather than O(N). Sharded: rank r takes
-    windows ``r::world``; value and gradient are summed over the ranks (identical on all).
-    """
-    rank, world = rank_world()
-    S = sdata.windows.S
-    mine = torch.arange(S, device="cpu")[rank::world]
-    parts = [mine[lo:lo + chunk] for lo in range(0, mine.numel(), chunk)] or [mine]
-    M, J, dev = sdata.M, sdata.J, sdata.device
-    failed, terms = 0.0, torch.zeros((), dtype=DTYPE, device=dev)
-    tot = [torch.zeros(_stat_size(M, D, J), dtype=DTYPE, device=dev) for D in sdata.out_dims]
-    with torch.no_grad():
-        hp0 = _detached(model_params(sdata))
-        try:
-            for part in parts:
-                q = guide_params(sdata, part) if part.numel() else {}
-                t, f = _window_terms(sdata, hp0, _detached(q), part)
-                terms = terms + t
-                tot = [a + b for a, b in zip(tot, f)]
-        except NotPositiveDefiniteError:
-            failed = 1.0
-    head = all_reduce_sum(torch.stack([terms.detach() if not failed else torch.zeros((), dtype=DTYPE, device=dev),
-                                       torch.tensor(failed, dtype=DTYPE, device=dev)]))
-    if float(head[1]) > 0:
-        return -math.inf, None
-    tot = [all_reduce_sum(x) for x in tot]
-    g_on = [_g_on(sdata, v) for v in hp0["views"]]
-    value, Gs = float(head[0]), []
-    for k, D in enumerate(sdata.out_dims):
-        tk = tot[k].clone().requires_grad_()
-        with torch.enable_grad():
-            try:
-                c = _collapsed_value(_optimal_natural(hp0["views"][k], _unflatten(tk, M, D, J), g_on[k]), g_on[k])
-            except NotPositiveDefiniteError:
-                return -math.inf, None
-            (G,) = torch.autograd.grad(c, tk)
-        value += float(c)
-        Gs.append(G)
-    if lazy:
-        return value, _LazyGrads(lambda: _collapsed_grads(sdata, params, parts, Gs, tot, g_on))
-    return value, _collapsed_grads(sdata, params, parts, Gs, tot, g_on)
-
-
-def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
-    """Pass 2 of :func:`collapsed_value_and_grad`: the chain-rule gradient, summed over the ranks."""
-    rank, world = rank_world()
-    M, J = sdata.M, sdata.J
-    grads = [torch.zeros_like(p) for p in params]
-    with torch.enable_grad():
-        for part in parts:
-            if not part.numel():
-                continue
-            hp = model_params(sdata)
-            q = _detached(guide_params(sdata, part))
-            t, f = _window_terms(sdata, hp, q, part)
-            sur = t + sum((G * fk).sum() for G, fk in zip(Gs, f))
-            gs = torch.autograd.grad(sur, params, allow_unused=True)
-            grads = [a if b is None else a + b for a, b in zip(grads, gs)]
-        if rank == 0:          # the direct dependence of C_k on θ (β, W) at the summed statistics
-            hp = model_params(sdata)
-            sur = sum(_collapsed_value(_optimal_natural(hp["views"][k], _unflatten(tot[k], M, D, J), g_on[k]),
-                                       g_on[k]) for k, D in enumerate(sdata.out_dims))
-            if sur.requires_grad:
-                gs = torch.autograd.grad(sur, params, allow_unused=True)
-                grads = [a if b is None else a + b for a, b in zip(grads, gs)]
-    if world > 1:
-        flat = all_reduce_sum(torch.cat([g.reshape(-1) for g in grads]))
-        grads = [x.reshape(g.shape) for x, g in zip(flat.split([g.numel() for g in grads]), grads)]
-    return grads
-
-
-@torch.no_grad()
-def hyper_step(sdata: StochasticData, iters: int, chunk: int = 64) -> float | None:
-    """L-BFGS iterations on the full-data collapsed bound in the learned hyperparameters.
-
-    ``iters`` iterations (Armijo backtracking, :func:`lbfgs_sharded` with replicated
-    parameters) at the windows' current q(X) (:func:`collapsed_value_and_grad`), then
-    :func:`refresh_statistics` at the new values. The bound does not decrease (a step that
-    fails Armijo is undone).
-
-    Parameters
-    ----------
-    sdata : StochasticData
-        The data.
-    iters : int
-        L-BFGS iterations (≥ 1).
-    chunk : int, default 64
-        Windows per chunk of the streamed bound.
-
-    Returns
-    -------
-    float or None
-        The bound after the step, ``None`` when no hyperparameter is learned.
-    """
-    check_int_range(iters, "iters", low=1)
-    _, params = _learned_params(sdata)
-    if not params:
-        return None
-
-    def fun():
-        F, grads = collapsed_value_and_grad(sdata, params, chunk, lazy=True)
-        if grads is None:
-            return math.inf, None
-        return -F, _LazyGrads(lambda: [-g for g in grads])
-
-    f = lbfgs_sharded(fun, params, iters, device=sdata.device, replicated=True)
-    refresh_statistics(sdata)
-    return -f
+def __getattr__(name):
+    if name in _MOVED:
+        from tandem.inference.mcgpds import hyper_step as _hs
+        return getattr(_hs, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,7 +38,7 @@ from tandem.models.mcgpds import (
     mapping_object,
 )
 
-__all__ = ["StochasticData", "Windows", "guide_params", "model_params"]
+__all__ = ["StochasticData", "ViewMask", "Windows", "guide_params", "model_params", "view_masks"]
 
 
 # --------------------------------------------------------------------------- windows
@@ -106,6 +106,78 @@ class Windows:
         return int(self.rows.shape[0])
 
 
+# --------------------------------------------------------------------------- missing entries
+class ViewMask:
+    """The missingness of one view with NaN entries: its columns grouped by observation pattern.
+
+    Column d of the view is observed on the frames ``O_d``; columns with the same ``O_d`` form a
+    group (:func:`tandem.inference.mcgpds.missing.column_patterns`), and columns never observed
+    form one more group with the empty pattern (their statistics are zero, so their q(v_d) stays
+    at the prior and they add nothing to the objective). The masked statistics of the stochastic
+    fit are per group (:func:`tandem.inference.mcgpds.stochastic_elbo._window_terms`).
+
+    Parameters
+    ----------
+    Y : torch.Tensor
+        (N, D) view, NaN where missing (at least one NaN).
+
+    Attributes
+    ----------
+    obs : torch.Tensor
+        (N, D) boolean, True where observed (on the view's device).
+    patterns : torch.Tensor
+        (P, N) boolean: row p is the frames observed by the columns of group p.
+    cols : list of torch.Tensor
+        P (D_p,) long tensors, the columns of each group.
+    group : torch.Tensor
+        (D,) long: the group of every column.
+    counts : torch.Tensor
+        (P,) float64: D_p, the number of columns of each group.
+    unperm : torch.Tensor
+        (D,) long: ``torch.cat(blocks, 1)[:, unperm]`` puts per-group column blocks back in column order.
+    """
+
+    def __init__(self, Y: torch.Tensor):
+        from tandem.inference.mcgpds.missing import column_patterns, observed_mask
+        obs = observed_mask(Y)
+        pats, cols = column_patterns(obs)
+        never = torch.nonzero(~obs.any(0)).reshape(-1)
+        if never.numel():               # columns never observed: one group with the empty pattern
+            pats.append(torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device))
+            cols.append(never)
+        dev = Y.device
+        self.obs = obs
+        self.patterns = torch.stack(pats).to(dev)
+        self.cols = [c.to(dev) for c in cols]
+        D = int(Y.shape[1])
+        self.group = torch.empty(D, dtype=torch.long, device=dev)
+        for p, c in enumerate(self.cols):
+            self.group[c] = p
+        self.counts = torch.tensor([float(c.numel()) for c in self.cols], dtype=DTYPE, device=dev)
+        self.unperm = torch.argsort(torch.cat(self.cols))
+
+    @property
+    def P(self) -> int:
+        """Number of groups P."""
+        return len(self.cols)
+
+
+def view_masks(views: list) -> list:
+    """One :class:`ViewMask` per view with NaN entries, ``None`` for a fully observed view.
+
+    Parameters
+    ----------
+    views : list of torch.Tensor
+        The (N, D_k) views.
+
+    Returns
+    -------
+    list
+        V entries, :class:`ViewMask` or None.
+    """
+    return [ViewMask(Y) if bool(torch.isnan(Y).any()) else None for Y in views]
+
+
 @dataclass
 class StochasticData:
     """The one argument of the stochastic model/guide/objective (scaled views on ``device``).
@@ -116,13 +188,15 @@ class StochasticData:
     so the hyperparameters are the model's own ``pyro.param`` s with its names and
     constraints. After construction it also holds ``mapping_kernel_obj`` (the mapping kernel
     object), ``device`` (that of ``times``), ``rows`` and ``mask`` (the windows' (S, L) index
-    and mask tensors on that device), and the properties ``V`` (number of views) and ``N``
-    (number of frames).
+    and mask tensors on that device), ``view_masks`` (:func:`view_masks`: the missing entries of
+    each view, None where none), and the properties ``V`` (number of views) and ``N`` (number of
+    frames).
 
     Attributes
     ----------
     views : list of torch.Tensor
-        The standardised (N, D_k) views.
+        The standardised (N, D_k) views, NaN where missing (a masked likelihood: a missing entry
+        is not scored).
     times : torch.Tensor
         (N,) time stamps; their device is the data's device.
     windows : Windows
@@ -178,6 +252,19 @@ class StochasticData:
         self.device = self.times.device
         self.rows = self.windows.rows.to(self.device)
         self.mask = self.windows.mask.to(self.device)
+        self._view_masks = view_masks(self.views)
+
+    @property
+    def view_masks(self) -> list:
+        """The missing entries of each view (:func:`view_masks`: a :class:`ViewMask`, or None for a
+        fully observed view); computed from ``views`` when absent (data saved before masks existed)."""
+        if "_view_masks" not in self.__dict__:
+            self._view_masks = view_masks(self.views)
+        return self._view_masks
+
+    @view_masks.setter
+    def view_masks(self, value: list) -> None:
+        self._view_masks = value
 
     @property
     def V(self) -> int:
@@ -230,7 +317,8 @@ def guide_params(sdata: StochasticData, idx: torch.Tensor) -> dict:
     Window i has ONE parameter ``sq_i`` (V, L, 2Q) holding ``[μ, log λ]`` of every view (one
     tensor per window keeps the per-step optimiser work at B small updates; λ = exp(·) > 0),
     created from the PCA init on first use. The
-    natural parameters of the whitened q(ṽ), q(ũ) — ``qvP_k`` (M, M), ``qvT_k`` (M, D),
+    natural parameters of the whitened q(ṽ), q(ũ) — ``qvP_k`` (M, M), or (P, M, M) for a view with
+    missing entries (one precision per group of columns, :class:`ViewMask`), ``qvT_k`` (M, D),
     ``quP_k`` (J, D, M, M), ``quT_k`` (J, M, D) — are registered here and set to their
     optimum given the running statistics by :class:`StochasticELBO` (never by the
     optimiser), so they enter the loss detached.
@@ -249,7 +337,8 @@ def guide_params(sdata: StochasticData, idx: torch.Tensor) -> dict:
     lams = list(packed[..., Q:].exp().unbind(0))
     eye = torch.eye(M, dtype=DTYPE, device=dev)
     for k, D in enumerate(sdata.out_dims):
-        pyro.param(f"qvP_{k}", lambda: eye.clone())
+        vm = sdata.view_masks[k]
+        pyro.param(f"qvP_{k}", lambda vm=vm: eye.clone() if vm is None else eye.expand(vm.P, M, M).clone())
         pyro.param(f"qvT_{k}", lambda D=D: torch.zeros(M, D, dtype=DTYPE, device=dev))
         pyro.param(f"quP_{k}", lambda D=D: eye.expand(J, D, M, M).clone())
         pyro.param(f"quT_{k}", lambda D=D: torch.zeros(J, M, D, dtype=DTYPE, device=dev))
