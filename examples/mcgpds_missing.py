@@ -50,7 +50,7 @@ from tandem.inference.distances import Standardizer, knn
 from tandem.inference.experiments.cli import base_parser, prepare_out, seed_list, set_seed
 from tandem.inference.experiments.mcgpds_protocol import protocol_config
 from tandem.inference.experiments.results import Results
-from tandem.inference.mcgpds.baselines import gpy_available
+from tandem.inference.mcgpds.baselines import fit_gpy_bgplvm_missing, gpy_available
 from tandem.inference.mcgpds.bound import predict_moments, view_posterior
 from tandem.inference.mcgpds.fit import constant_hyperparams, fit_mcgpds
 from tandem.inference.mcgpds.missing import mean_fill
@@ -105,28 +105,36 @@ def _gpy_peers(m1, m2, m1_test, gone, Q, M_ind, iters, seed):
                 for bg, Yk in zip(mdl.bgplvms, (m1, m2)):
                     bg.likelihood.variance[:] = 0.01 * float(np.nanvar(Yk))
             else:
-                from GPy.models.bayesian_gplvm_minibatch import BayesianGPLVMMiniBatch
-                mdl = BayesianGPLVMMiniBatch(Yc, Q, X=X0.copy(), num_inducing=M_ind, missing_data=True,
-                                             kernel=GPy.kern.RBF(Q, ARD=True) + GPy.kern.Bias(Q))
-                mdl.likelihood.variance[:] = 0.01 * float(np.nanvar(Yc))
+                r = fit_gpy_bgplvm_missing(m1, m2, m1_test, Q=Q, M=M_ind, max_iters=iters, seed=seed, X=X0)
+                out[name] = (r.impute_mean[gone], r.impute_var[gone], r.test_mean, time.perf_counter() - t0)
+                continue
             mdl.optimize(max_iters=iters, messages=False)
             mu = np.asarray(mdl.X.mean)
-            if name == MRD:
-                imp, iv = mdl.bgplvms[1].predict(mu[gone], include_likelihood=True)
-                Xn, _ = mdl.bgplvms[0].infer_newX(m1_test, optimize=True)
-                te, _ = mdl.bgplvms[1].predict(mu[knn(np.asarray(Xn.mean), mu, 1)[:, 0]])
-            else:
-                imp, iv = mdl.predict(mu[gone], include_likelihood=True)
-                imp, iv = imp[:, D1:], np.broadcast_to(iv, imp.shape)[:, D1:]
-                # no test prediction: GPy's infer_newX of a missing-data BGPLVM refuses several frames
-                # ("only support one data point at a time") and fails on one frame with NaN columns
-                # (a reshape error; GPy 1.15) — so the peer is scored on imputation only
-                te = None
+            imp, iv = mdl.bgplvms[1].predict(mu[gone], include_likelihood=True)
+            Xn, _ = mdl.bgplvms[0].infer_newX(m1_test, optimize=True)
+            te, _ = mdl.bgplvms[1].predict(mu[knn(np.asarray(Xn.mean), mu, 1)[:, 0]])
             out[name] = (np.asarray(imp), np.broadcast_to(np.asarray(iv), np.shape(imp)).copy(),
                          None if te is None else np.asarray(te), time.perf_counter() - t0)
         except Exception as e:   # a peer failing must not lose the run: recorded in the config
             out[name] = f"{type(e).__name__}: {e}"
     return out
+
+
+def _score_gpy_peers(res, pct, data, m2, gone, s2, b2, truth_imp, msll_mask, args, seed):
+    """Fit the GPy peers on one mask and seed and add their scores (a failed peer goes into the config)."""
+    peers = _gpy_peers(data.m1, m2, data.m1_test, gone, args.gpy_q, 100, args.gpy_iters, seed)
+    for name, r in peers.items():
+        if isinstance(r, str):
+            res.config.setdefault("gpy_failures", {})[f"{name}, {pct}, seed {seed}"] = r
+            print(f"[{pct}] seed {seed}: {name} failed: {r}", flush=True)
+            continue
+        imp, iv, te, secs = r
+        res.time(name, "train+predict", secs)
+        _scores(res, name, pct, truth_imp, imp * s2 + b2, iv * s2 ** 2, data.Y2_test,
+                None if te is None else te * s2 + b2, msll_mask)
+        print(f"[{pct}] seed {seed}: {name} impute RMSE {M.rmse(imp * s2 + b2, truth_imp):.3f}"
+              + ("" if te is None else f", test RMSE {M.rmse(te * s2 + b2, data.Y2_test):.3f}")
+              + f" ({secs:.0f} s)", flush=True)
 
 
 def parser():
@@ -200,19 +208,9 @@ def main(args):
             _scores(res, MCGPDS, pct, truth_imp, imp, imp_var, data.Y2_test, te, msll_mask)
             print(f"[{pct}] seed {seed}: McGPDS impute RMSE {M.rmse(imp, truth_imp):.3f}, test RMSE "
                   f"{M.rmse(te, data.Y2_test):.3f} (train {res.timings[MCGPDS]['train']:.0f} s so far)", flush=True)
-        res.write(out)           # after every mask: a long run keeps what it has
-        if use_gpy and gpy_available():
-            peers = _gpy_peers(data.m1, m2, data.m1_test, gone, args.gpy_q, 100, args.gpy_iters, seeds[0])
-            for name, r in peers.items():
-                if isinstance(r, str):
-                    res.config.setdefault("gpy_failures", {})[f"{name}, {pct}"] = r
-                    print(f"[{pct}] {name} failed: {r}")
-                    continue
-                imp, iv, te, secs = r
-                res.time(name, "train+predict", secs)
-                _scores(res, name, pct, truth_imp, imp * s2 + b2, iv * s2 ** 2, data.Y2_test,
-                        None if te is None else te * s2 + b2, msll_mask)
-        res.write(out)           # after every mask: a long run keeps what it has
+            if use_gpy and gpy_available():
+                _score_gpy_peers(res, pct, data, m2, gone, s2, b2, truth_imp, msll_mask, args, seed)
+            res.write(out)           # after every fit: a long run keeps what it has
     print(res.table(("removed",)))
     path = res.write(out)
     print(f"wrote {path}")
