@@ -233,7 +233,10 @@ def merge_results(paths, provenance: dict | None = None) -> dict:
     """Join results files of one experiment run on disjoint seeds (e.g. seeds run in parallel).
 
     The records are concatenated (one record per seed and cell stays one record: a table pools
-    them), the seeds joined in order, the timings of each method and phase summed, and the configs
+    them), except that a record identical in every field, values included, to one of an earlier
+    file is kept once: that is a seed-free baseline (a nearest neighbour, a training mean) which
+    every run computes the same way, and keeping both copies would count it twice. The seeds are
+    joined in order, the timings of each method and phase summed, and the configs
     united (nested dicts key by key, e.g. each run's list of failed peers). The environment is the
     first file's.
 
@@ -273,7 +276,16 @@ def merge_results(paths, provenance: dict | None = None) -> dict:
             d = timings.setdefault(method, {})
             for phase, secs in phases.items():
                 d[phase] = d.get(phase, 0.0) + float(secs)
-    out = {"experiment": names.pop(), "seeds": seeds, "results": [rec for r in runs for rec in r["results"]],
+    records, seen = [], set()
+    for r in runs:
+        fresh = []
+        for rec in r["results"]:
+            key = json.dumps(rec, sort_keys=True)
+            if key not in seen:
+                fresh.append(rec)
+        seen.update(json.dumps(rec, sort_keys=True) for rec in r["results"])
+        records += fresh
+    out = {"experiment": names.pop(), "seeds": seeds, "results": records,
            "timings_s": timings, "config": config, "environment": runs[0].get("environment")}
     if provenance is not None:
         out["provenance"] = dict(provenance)
