@@ -254,9 +254,7 @@ TABLES: tuple[Table, ...] = (
     Table("mcgpds_missing", "recorded/mcgpds_missing.json", ("removed", "method"),
           (("impute_rmse", "imputation RMSE"), ("impute_msll", "imputation MSLL"), ("test_rmse", "test RMSE"),
            ("test_mean_joint_error", "test mean joint error")),
-          row_headers=("pose frames removed", "method"), digits=4,
-          command="OMP_NUM_THREADS=1 python examples/mcgpds_missing.py --cycles 3 --var-iters 20 --model-iters 20 "
-                  "--joint-iters 200 --gpy --gpy-iters 100 --no-progress --out docs/results/recorded"),
+          row_headers=("pose frames removed", "method"), digits=4, pool=True),
     # ---- twin GP
     *(Table(f"twin_gp_{toy}{run}", f"twin_gp_{toy}{run}.json", ("data_set",), _cols(*_TWIN_TOY_METHODS),
             column_key="method", row_headers=("data",), digits=4, command=_TWIN_TOY_CMD.format(toy=toy, seed=seed))

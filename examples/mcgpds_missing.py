@@ -23,23 +23,37 @@ Methods (every one sees exactly the same masked data):
 * "training mean": per-coordinate mean of the observed poses (Gaussian predictive with their
   variance).
 * "GPy MRD (missing_data)", "GPy BGPLVM (missing_data)" (``--gpy``; skipped cleanly when GPy is
-  not installed): GPy's MRD (it switches its missing-data inference on for a view with NaN) and
-  a Bayesian GPLVM with ``missing_data=True`` on the concatenated views, both Q = ``--gpy-q``,
-  M = 100, PCA init on the mean-filled data. Imputation = the model's predictive at the
-  removed frame's latent mean; test prediction (MRD only) as MRD's pose demo (infer q(X*) from
-  the silhouettes, nearest training latent, predictive there). GPy's ``infer_newX`` fails for a
-  missing-data BGPLVM, so the BGPLVM is scored on imputation only.
+  not installed; fitted on every seed, numpy's generator seeded with it): GPy's MRD (it switches
+  its missing-data inference on for a view with NaN) and a Bayesian GPLVM with
+  ``missing_data=True`` on the concatenated views [silhouette, pose], both Q = ``--gpy-q``,
+  M = 100, ARD RBF + bias kernels, the same PCA init on the mean-filled data, ``--gpy-iters``
+  L-BFGS iterations; neither sees the test frames while fitting. Imputation = the model's pose
+  predictive at the removed frame's latent mean. Test prediction, MRD: as MRD's pose demo (infer
+  q(X*) from the silhouettes with the silhouette view's ``infer_newX``, take the nearest
+  training latent mean, pose predictive there). Test prediction, BGPLVM
+  (:func:`tandem.inference.mcgpds.baselines.fit_gpy_bgplvm_missing`): q(x*) inferred from the
+  silhouettes by GPy's ``infer_newX`` on the bound of the silhouette columns (observed in every
+  training frame, so an ordinary BGPLVM with the fitted q(X), Z, kernel and noise holds exactly
+  their part of the missing-data bound), pose predictive at the inferred latent mean.
+
+``--merge A.json B.json --out DIR`` joins the results files of runs on disjoint seeds (one
+process per seed) into one file (:func:`tandem.inference.experiments.results.merge_results`).
 
 Usage::
 
     python examples/mcgpds_missing.py --quick --seeds 1                       # smoke test
     # the recorded run (docs/mcgpds_recordings.md, "Recordings with gaps"; reduced schedule)
-    OMP_NUM_THREADS=1 python examples/mcgpds_missing.py --cycles 3 --var-iters 20 --model-iters 20 \
-        --joint-iters 200 --gpy --gpy-iters 100 --no-progress --out docs/results/recorded
+    for s in 0 1; do OMP_NUM_THREADS=1 python examples/mcgpds_missing.py --seed $s --cycles 3 \
+        --var-iters 20 --model-iters 20 --joint-iters 200 --gpy --gpy-iters 100 --no-progress \
+        --out /tmp/missing/s$s & done; wait
+    python examples/mcgpds_missing.py --merge /tmp/missing/s0/mcgpds_missing.json \
+        /tmp/missing/s1/mcgpds_missing.json --out docs/results/recorded --provenance-command "..."
 """
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -49,12 +63,13 @@ from tandem.inference.datasets.human_pose import constant_columns, load_human_po
 from tandem.inference.distances import Standardizer, knn
 from tandem.inference.experiments.cli import base_parser, prepare_out, seed_list, set_seed
 from tandem.inference.experiments.mcgpds_protocol import protocol_config
-from tandem.inference.experiments.results import Results
-from tandem.inference.mcgpds.baselines import gpy_available
+from tandem.inference.experiments.results import Results, merge_results
+from tandem.inference.mcgpds.baselines import fit_gpy_bgplvm_missing, gpy_available
 from tandem.inference.mcgpds.bound import predict_moments, view_posterior
 from tandem.inference.mcgpds.fit import constant_hyperparams, fit_mcgpds
 from tandem.inference.mcgpds.missing import mean_fill
 from tandem.inference.mcgpds.predictor import calibrated_prediction
+from tandem.inference.persistence import write_text_atomic
 
 EXPERIMENT = "mcgpds_missing"
 MCGPDS = "McGPDS (masked likelihood)"
@@ -105,28 +120,36 @@ def _gpy_peers(m1, m2, m1_test, gone, Q, M_ind, iters, seed):
                 for bg, Yk in zip(mdl.bgplvms, (m1, m2)):
                     bg.likelihood.variance[:] = 0.01 * float(np.nanvar(Yk))
             else:
-                from GPy.models.bayesian_gplvm_minibatch import BayesianGPLVMMiniBatch
-                mdl = BayesianGPLVMMiniBatch(Yc, Q, X=X0.copy(), num_inducing=M_ind, missing_data=True,
-                                             kernel=GPy.kern.RBF(Q, ARD=True) + GPy.kern.Bias(Q))
-                mdl.likelihood.variance[:] = 0.01 * float(np.nanvar(Yc))
+                r = fit_gpy_bgplvm_missing(m1, m2, m1_test, Q=Q, M=M_ind, max_iters=iters, seed=seed, X=X0)
+                out[name] = (r.impute_mean[gone], r.impute_var[gone], r.test_mean, time.perf_counter() - t0)
+                continue
             mdl.optimize(max_iters=iters, messages=False)
             mu = np.asarray(mdl.X.mean)
-            if name == MRD:
-                imp, iv = mdl.bgplvms[1].predict(mu[gone], include_likelihood=True)
-                Xn, _ = mdl.bgplvms[0].infer_newX(m1_test, optimize=True)
-                te, _ = mdl.bgplvms[1].predict(mu[knn(np.asarray(Xn.mean), mu, 1)[:, 0]])
-            else:
-                imp, iv = mdl.predict(mu[gone], include_likelihood=True)
-                imp, iv = imp[:, D1:], np.broadcast_to(iv, imp.shape)[:, D1:]
-                # no test prediction: GPy's infer_newX of a missing-data BGPLVM refuses several frames
-                # ("only support one data point at a time") and fails on one frame with NaN columns
-                # (a reshape error; GPy 1.15) — so the peer is scored on imputation only
-                te = None
+            imp, iv = mdl.bgplvms[1].predict(mu[gone], include_likelihood=True)
+            Xn, _ = mdl.bgplvms[0].infer_newX(m1_test, optimize=True)
+            te, _ = mdl.bgplvms[1].predict(mu[knn(np.asarray(Xn.mean), mu, 1)[:, 0]])
             out[name] = (np.asarray(imp), np.broadcast_to(np.asarray(iv), np.shape(imp)).copy(),
                          None if te is None else np.asarray(te), time.perf_counter() - t0)
         except Exception as e:   # a peer failing must not lose the run: recorded in the config
             out[name] = f"{type(e).__name__}: {e}"
     return out
+
+
+def _score_gpy_peers(res, pct, data, m2, gone, s2, b2, truth_imp, msll_mask, args, seed):
+    """Fit the GPy peers on one mask and seed and add their scores (a failed peer goes into the config)."""
+    peers = _gpy_peers(data.m1, m2, data.m1_test, gone, args.gpy_q, 100, args.gpy_iters, seed)
+    for name, r in peers.items():
+        if isinstance(r, str):
+            res.config.setdefault("gpy_failures", {})[f"{name}, {pct}, seed {seed}"] = r
+            print(f"[{pct}] seed {seed}: {name} failed: {r}", flush=True)
+            continue
+        imp, iv, te, secs = r
+        res.time(name, "train+predict", secs)
+        _scores(res, name, pct, truth_imp, imp * s2 + b2, iv * s2 ** 2, data.Y2_test,
+                None if te is None else te * s2 + b2, msll_mask)
+        print(f"[{pct}] seed {seed}: {name} impute RMSE {M.rmse(imp * s2 + b2, truth_imp):.3f}"
+              + ("" if te is None else f", test RMSE {M.rmse(te * s2 + b2, data.Y2_test):.3f}")
+              + f" ({secs:.0f} s)", flush=True)
 
 
 def parser():
@@ -136,14 +159,39 @@ def parser():
     p.add_argument("--gpy", action="store_true", help="also fit GPy MRD and BGPLVM with missing data (needs GPy)")
     p.add_argument("--gpy-q", type=int, default=5, help="latent dimension of the GPy peers")
     p.add_argument("--gpy-iters", type=int, default=300, help="L-BFGS iterations of the GPy peers")
+    p.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                   help="join the results files of runs on disjoint seeds (e.g. one process per seed) into "
+                        "--out/mcgpds_missing.json and stop (fits nothing)")
+    p.add_argument("--provenance-command", default=None,
+                   help="with --merge: the commands that wrote the joined files, stored as the provenance")
+    p.add_argument("--provenance-note", default="", help="with --merge: a note stored with the provenance")
     g = p.add_argument_group("reduced runs (default: the protocol's values)")
     for k in ("Q", "M", "cycles", "var_iters", "model_iters", "joint_iters"):
         g.add_argument("--" + k.replace("_", "-"), dest=k, type=int, default=None)
     return p
 
 
+def merge(args) -> Path:
+    """``--merge``: write the join of the given results files (:func:`merge_results`) to ``--out``."""
+    prov = None
+    if args.provenance_command:
+        prov = {"command": args.provenance_command,
+                "source": "the JSON files written by these commands, joined by examples/mcgpds_missing.py "
+                          "--merge; not regenerated by this build",
+                "note": args.provenance_note}
+    data = merge_results(args.merge, provenance=prov)
+    if data["experiment"] != EXPERIMENT:
+        raise SystemExit(f"--merge: expected {EXPERIMENT} results, got {data['experiment']!r}")
+    path = Path(args.out) / f"{EXPERIMENT}.json"
+    write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False))
+    print(f"joined seeds {data['seeds']} into {path}")
+    return path
+
+
 def main(args):
     out = prepare_out(args)
+    if args.merge:
+        return merge(args)
     data = load_human_pose(args.data_dir)
     fractions = [float(f) for f in str(args.fractions).split(",") if f.strip()]
     if not fractions or any(not 0 < f < 1 for f in fractions):
@@ -200,19 +248,9 @@ def main(args):
             _scores(res, MCGPDS, pct, truth_imp, imp, imp_var, data.Y2_test, te, msll_mask)
             print(f"[{pct}] seed {seed}: McGPDS impute RMSE {M.rmse(imp, truth_imp):.3f}, test RMSE "
                   f"{M.rmse(te, data.Y2_test):.3f} (train {res.timings[MCGPDS]['train']:.0f} s so far)", flush=True)
-        res.write(out)           # after every mask: a long run keeps what it has
-        if use_gpy and gpy_available():
-            peers = _gpy_peers(data.m1, m2, data.m1_test, gone, args.gpy_q, 100, args.gpy_iters, seeds[0])
-            for name, r in peers.items():
-                if isinstance(r, str):
-                    res.config.setdefault("gpy_failures", {})[f"{name}, {pct}"] = r
-                    print(f"[{pct}] {name} failed: {r}")
-                    continue
-                imp, iv, te, secs = r
-                res.time(name, "train+predict", secs)
-                _scores(res, name, pct, truth_imp, imp * s2 + b2, iv * s2 ** 2, data.Y2_test,
-                        None if te is None else te * s2 + b2, msll_mask)
-        res.write(out)           # after every mask: a long run keeps what it has
+            if use_gpy and gpy_available():
+                _score_gpy_peers(res, pct, data, m2, gone, s2, b2, truth_imp, msll_mask, args, seed)
+            res.write(out)           # after every fit: a long run keeps what it has
     print(res.table(("removed",)))
     path = res.write(out)
     print(f"wrote {path}")

@@ -130,3 +130,17 @@ def test_missing_quick(tmp_path):
     assert nn["mean"] < mean["mean"]          # the silhouettes carry the pose: NN beats the mean
     assert "skipped" in str(res["config"]["gpy"])
     assert "impute_rmse" in proc.stdout
+    # --merge joins runs on disjoint seeds (one process per seed): a second run's file with seed 1
+    first = json.loads((tmp_path / "mcgpds_missing.json").read_text())
+    second = dict(first, seeds=[1])
+    (tmp_path / "s1").mkdir()
+    (tmp_path / "s1" / "mcgpds_missing.json").write_text(json.dumps(second))
+    run_example("mcgpds_missing.py", "--merge", str(tmp_path / "mcgpds_missing.json"),
+                str(tmp_path / "s1" / "mcgpds_missing.json"), "--out", str(tmp_path / "joined"),
+                "--provenance-command", "two runs", "--provenance-note", "test")
+    joined = json.loads((tmp_path / "joined" / "mcgpds_missing.json").read_text())
+    assert joined["seeds"] == [0, 1] and joined["results"] == first["results"]   # identical records kept once
+    assert joined["provenance"]["command"] == "two runs"
+    with pytest.raises(AssertionError, match="occur in more than one file"):   # the same seed twice
+        run_example("mcgpds_missing.py", "--merge", str(tmp_path / "mcgpds_missing.json"),
+                    str(tmp_path / "mcgpds_missing.json"), "--out", str(tmp_path / "joined"))

@@ -117,6 +117,8 @@ def test_gpy_wrapper_raises_import_error_when_absent(monkeypatch):
     assert not B.gpy_available()
     with pytest.raises(ImportError, match="GPy"):
         B.fit_gpy_mrd(np.zeros((5, 2)), np.zeros((5, 2)), np.zeros((1, 2)))
+    with pytest.raises(ImportError, match="GPy"):
+        B.fit_gpy_bgplvm_missing(np.zeros((5, 2)), np.zeros((5, 2)), np.zeros((1, 2)))
 
 
 # ------------------------------------------------------------------ human pose (protocol §1)

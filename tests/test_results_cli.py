@@ -73,3 +73,35 @@ def test_unwritable_out_is_detected_when_parsing(tmp_path, capsys):
     args = base_parser("x").parse_args(["--out", str(tmp_path / "a" / "b"), "--seed", "4", "--seeds", "3"])
     assert (tmp_path / "a" / "b").is_dir() and seed_list(args) == [4, 5, 6]
     assert prepare_out(args) == tmp_path / "a" / "b"
+
+
+def _run_file(tmp_path, name, seed, config, value):
+    r = Results("exp", [seed], config=config)
+    r.add("m", "rmse", value, removed="10 %")
+    r.add("seed-free baseline", "rmse", 7.0, removed="10 %")
+    r.time("m", "train", 2.0)
+    return r.write(tmp_path / name)
+
+
+def test_merge_results_joins_runs_on_disjoint_seeds(tmp_path):
+    """Runs of one setting on seeds 0 and 1 (one process each) join into one file: records kept per
+    seed, a seed-free baseline's identical record once, seeds in order, timings summed, nested
+    configs united; a repeated seed or a conflicting setting is refused naming it."""
+    from tandem.inference.experiments.results import merge_results
+    a = _run_file(tmp_path, "a", 0, {"q": 5, "failures": {"x, seed 0": "err"}}, 1.0)
+    b = _run_file(tmp_path, "b", 1, {"q": 5, "failures": {"x, seed 1": "err"}}, 3.0)
+    out = merge_results([a, b], provenance={"command": "c", "note": "n"})
+    assert out["seeds"] == [0, 1]
+    assert [(r["method"], r["values"]) for r in out["results"]] == [("m", [1.0]), ("seed-free baseline", [7.0]),
+                                                                    ("m", [3.0])]
+    assert out["timings_s"] == {"m": {"train": 4.0}}
+    assert out["config"] == {"q": 5, "failures": {"x, seed 0": "err", "x, seed 1": "err"}}
+    assert out["provenance"] == {"command": "c", "note": "n"}
+    json.dumps(out, allow_nan=False)
+    with pytest.raises(ValueError, match="seeds"):
+        merge_results([a, a])
+    c = _run_file(tmp_path, "c", 2, {"q": 10}, 2.0)
+    with pytest.raises(ValueError, match=r"config\.q"):
+        merge_results([a, c])
+    with pytest.raises(ValueError, match="at least two"):
+        merge_results([a])

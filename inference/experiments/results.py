@@ -213,3 +213,80 @@ class Results:
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
+
+
+def _merge_config(a: dict, b: dict, where: str = "config") -> dict:
+    """Union of two configs; a key with two different non-dict values is a conflict."""
+    out = dict(a)
+    for k, v in b.items():
+        if k not in out:
+            out[k] = v
+        elif isinstance(out[k], dict) and isinstance(v, dict):
+            out[k] = _merge_config(out[k], v, f"{where}.{k}")
+        elif out[k] != v:
+            raise ValueError(f"paths: the runs differ in {where}.{k} ({out[k]!r} vs {v!r}); only runs of one "
+                             "setting on disjoint seeds can be joined")
+    return out
+
+
+def merge_results(paths, provenance: dict | None = None) -> dict:
+    """Join results files of one experiment run on disjoint seeds (e.g. seeds run in parallel).
+
+    The records are concatenated (one record per seed and cell stays one record: a table pools
+    them), except that a record identical in every field, values included, to one of an earlier
+    file is kept once: that is a seed-free baseline (a nearest neighbour, a training mean) which
+    every run computes the same way, and keeping both copies would count it twice. The seeds are
+    joined in order, the timings of each method and phase summed, and the configs
+    united (nested dicts key by key, e.g. each run's list of failed peers). The environment is the
+    first file's.
+
+    Parameters
+    ----------
+    paths : sequence of str or pathlib.Path
+        Two or more results files of the same experiment.
+    provenance : dict, optional
+        Stored as the joined file's ``provenance`` (``command``, ``source``, ``note``: how the
+        numbers were made; docs/make_tables.py prints it above the table).
+
+    Returns
+    -------
+    dict
+        The joined results, ready for :func:`json.dumps`.
+
+    Raises
+    ------
+    ValueError
+        If fewer than two files are given, the experiments differ, a seed occurs twice, or the
+        configs conflict.
+    """
+    paths = [Path(p) for p in paths]
+    if len(paths) < 2:
+        raise ValueError(f"paths: expected at least two results files to join, got {len(paths)}")
+    runs = [json.loads(p.read_text()) for p in paths]
+    names = {r["experiment"] for r in runs}
+    if len(names) != 1:
+        raise ValueError(f"paths: the files hold different experiments {sorted(names)}")
+    seeds = [s for r in runs for s in r["seeds"]]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"paths: seeds {seeds} occur in more than one file; join runs on disjoint seeds")
+    config, timings = {}, {}
+    for r in runs:
+        config = _merge_config(config, r.get("config") or {})
+        for method, phases in (r.get("timings_s") or {}).items():
+            d = timings.setdefault(method, {})
+            for phase, secs in phases.items():
+                d[phase] = d.get(phase, 0.0) + float(secs)
+    records, seen = [], set()
+    for r in runs:
+        fresh = []
+        for rec in r["results"]:
+            key = json.dumps(rec, sort_keys=True)
+            if key not in seen:
+                fresh.append(rec)
+        seen.update(json.dumps(rec, sort_keys=True) for rec in r["results"])
+        records += fresh
+    out = {"experiment": names.pop(), "seeds": seeds, "results": records,
+           "timings_s": timings, "config": config, "environment": runs[0].get("environment")}
+    if provenance is not None:
+        out["provenance"] = dict(provenance)
+    return _jsonable(out)

@@ -12,6 +12,10 @@
   point in a learned latent space (e.g. McGPDS's shared means μ^(s)).
 * :func:`fit_gpy_mrd` / :func:`gpy_available` — GPy's MRD (Damianou et al.) as an external
   peer; raises a clear ``ImportError`` when GPy (optional extra ``peers``) is absent.
+* :func:`fit_gpy_bgplvm_missing` — GPy's Bayesian GPLVM with ``missing_data=True`` on the
+  concatenated views [view 1, view 2] with NaN entries in view 2; imputes view 2 and predicts it
+  for new frames from view 1 alone (:func:`gpy_observed_columns_model`: the test latents are
+  inferred with GPy's ``infer_newX`` on the bound of the fully observed view-1 columns).
 """
 from __future__ import annotations
 
@@ -21,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tandem.inference.distances import Standardizer, nearest
-from tandem.inference.validation import as_array, check_same_rows
+from tandem.inference.validation import as_array, check_int_range, check_real_range, check_same_rows
 
 __all__ = ["nn_y_space", "training_mean_predictor", "nn_latent_space", "gpy_available", "fit_gpy_mrd",
-           "MRDResult"]
+           "MRDResult", "fit_gpy_bgplvm_missing", "gpy_observed_columns_model", "BGPLVMResult"]
 
 
 def _nn_rows(train, test, Y2, train_name: str, test_name: str, standardise: bool = False):
@@ -258,3 +262,188 @@ def fit_gpy_mrd(m1, m2, m1_test, Q: int = 5, M: int = 100, max_iters: int = 1000
     predict_s = time.perf_counter() - t1
     return MRDResult(mean=np.asarray(mean), var=var, nn_index=idx, train_s=train_s,
                      predict_s=predict_s, model=model)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPy Bayesian GPLVM with missing data (optional dependency)
+
+@dataclass
+class BGPLVMResult:
+    """Imputation and prediction of a GPy missing-data Bayesian GPLVM on [view 1, view 2].
+
+    Attributes
+    ----------
+    impute_mean : numpy.ndarray
+        (N, D2) view-2 predictive mean at every training frame's latent mean (the frames whose
+        view 2 was NaN are the imputations), in the units of the inputs given.
+    impute_var : numpy.ndarray
+        (N, D2) its variance (including noise).
+    test_mean : numpy.ndarray
+        (N*, D2) view-2 predictive mean at the test latents inferred from view 1.
+    test_var : numpy.ndarray
+        (N*, D2) its variance (including noise).
+    test_latent : numpy.ndarray
+        (N*, Q) means of the inferred test latents q(x*).
+    train_s : float
+        Training time in seconds.
+    predict_s : float
+        Prediction time in seconds (imputation and test).
+    model : object, default None
+        The fitted ``BayesianGPLVMMiniBatch``.
+    """
+    impute_mean: np.ndarray
+    impute_var: np.ndarray
+    test_mean: np.ndarray
+    test_var: np.ndarray
+    test_latent: np.ndarray
+    train_s: float
+    predict_s: float
+    model: object = None
+
+
+def gpy_observed_columns_model(model, columns):
+    """A plain GPy Bayesian GPLVM holding one fully observed block of a missing-data BGPLVM.
+
+    In GPy's missing-data Bayesian GPLVM (``missing_data=True``) the bound is a sum over output
+    columns d of a collapsed VarDTC bound on the frames observed in column d,
+    ``L = Σ_d L_d(Y[obs_d, d]; q(X)[obs_d], Z, θ, σ²) − KL(q(X) ‖ p(X))``, each column with its own
+    posterior (woodbury vector and inverse). For a column observed in every frame, ``L_d`` is
+    exactly the column's term of an ordinary Bayesian GPLVM on all frames. So an ordinary
+    ``GPy.models.BayesianGPLVM`` on ``Y[:, columns]`` (fully observed) with the missing-data
+    model's q(X) (means and variances), inducing inputs Z, kernel and noise variance has the
+    same posterior for those columns, and GPy's ``infer_newX`` on it optimises q(x*) of new frames
+    on the bound of those columns alone (GPy's inference model: the training posterior held
+    fixed). This is how test frames that observe only those columns get their latents: GPy
+    1.15's ``infer_newX`` on the missing-data model itself accepts one frame at a time and then
+    fails on frames with NaN columns.
+
+    Parameters
+    ----------
+    model : GPy.models.bayesian_gplvm_minibatch.BayesianGPLVMMiniBatch
+        A fitted missing-data Bayesian GPLVM with a Gaussian likelihood.
+    columns : array_like of int
+        The output columns to keep; each must be observed (no NaN) in every training frame.
+
+    Returns
+    -------
+    GPy.models.BayesianGPLVM
+        The ordinary model (N, len(columns)) with the same parameters.
+
+    Raises
+    ------
+    ValueError
+        If a column is out of range or has a NaN training entry.
+    """
+    GPy = _import_gpy()
+    cols = np.asarray(columns, dtype=np.int64).ravel()
+    Y = np.asarray(model.Y)
+    if cols.size == 0 or cols.min() < 0 or cols.max() >= Y.shape[1]:
+        raise ValueError(f"columns: expected indices in [0, {Y.shape[1]}), got {cols.tolist()}")
+    Yk = Y[:, cols]
+    if not np.isfinite(Yk).all():
+        bad = cols[~np.isfinite(Yk).all(0)]
+        raise ValueError(f"columns: {bad.tolist()} have missing training entries; only fully observed "
+                         "columns give an ordinary Bayesian GPLVM")
+    Z = np.asarray(model.Z).copy()
+    plain = GPy.models.BayesianGPLVM(Yk, model.input_dim, X=np.asarray(model.X.mean).copy(),
+                                     X_variance=np.asarray(model.X.variance).copy(), Z=Z,
+                                     num_inducing=Z.shape[0], kernel=model.kern.copy())
+    plain.likelihood.variance[:] = np.asarray(model.likelihood.variance).ravel()
+    return plain
+
+
+def fit_gpy_bgplvm_missing(m1, m2, m1_test, Q: int = 5, M: int = 100, max_iters: int = 300,
+                           seed: int = 0, X=None, noise_share: float = 0.01) -> BGPLVMResult:
+    """Fit GPy's missing-data Bayesian GPLVM on [view 1, view 2]; impute view 2 and predict it.
+
+    Training: ``BayesianGPLVMMiniBatch([m1, m2], Q, num_inducing=M, missing_data=True)`` with an
+    ARD RBF + bias kernel, latent means initialised at ``X`` (default: PCA of the concatenation
+    with NaN entries filled by their column's observed mean, scaled to unit variance per
+    latent), noise variance initialised at ``noise_share`` × the observed entries' variance, then
+    ``max_iters`` L-BFGS iterations; the NaN entries of ``m2`` are not scored.
+
+    Imputation: the view-2 predictive at each training frame's latent mean. Test prediction
+    (inductive: the test frames take no part in the fit): q(x*) of each test frame is inferred
+    from its view 1 by GPy's ``infer_newX`` on the bound of the view-1 columns
+    (:func:`gpy_observed_columns_model`), and view 2 is the missing-data model's predictive at
+    the inferred latent mean.
+
+    Parameters
+    ----------
+    m1 : array_like
+        (N, D1) scaled training frames of view 1, fully observed.
+    m2 : array_like
+        (N, D2) scaled training frames of view 2; NaN marks a missing entry.
+    m1_test : array_like
+        (N*, D1) scaled test frames of view 1, fully observed.
+    Q : int, default 5
+        Latent dimension.
+    M : int, default 100
+        Number of inducing points (capped at N).
+    max_iters : int, default 300
+        L-BFGS iterations.
+    seed : int, default 0
+        Seed of numpy's global generator (GPy draws its inducing inputs from it).
+    X : array_like, optional
+        (N, Q) initial latent means.
+    noise_share : float, default 0.01
+        Initial noise variance as a share of the observed entries' variance.
+
+    Returns
+    -------
+    BGPLVMResult
+        Imputation, test prediction, test latents and timings.
+
+    Raises
+    ------
+    ImportError
+        If GPy is not installed.
+    ValueError
+        If the views have different numbers of rows or columns (view 1 and test view 1), view 1
+        has a non-finite entry, ``m2`` has an infinite entry or an all-missing column, or ``X``
+        has the wrong shape.
+    """
+    GPy = _import_gpy()
+    from GPy.models.bayesian_gplvm_minibatch import BayesianGPLVMMiniBatch
+    m1 = as_array(m1, "m1", ndim=2)
+    m2 = as_array(m2, "m2", ndim=2, finite=False)
+    m1_test = as_array(m1_test, "m1_test", ndim=2)
+    check_same_rows({"m1": m1, "m2": m2}, "training frames")
+    if np.isinf(m2).any():
+        raise ValueError("m2: has infinite entries; NaN marks a missing entry, inf is not allowed")
+    if np.isnan(m2).all(0).any():
+        raise ValueError(f"m2: columns {np.flatnonzero(np.isnan(m2).all(0)).tolist()} are missing in every frame")
+    if m1_test.shape[1] != m1.shape[1]:
+        raise ValueError(f"m1_test: expected {m1.shape[1]} columns like m1, got {m1_test.shape[1]}")
+    Q = check_int_range(Q, "Q", low=1)
+    M = check_int_range(M, "M", low=1)
+    max_iters = check_int_range(max_iters, "max_iters", low=0)
+    noise_share = check_real_range(noise_share, "noise_share", low=0.0, low_open=True)
+    N, D1 = m1.shape
+    Yc = np.concatenate([m1, m2], 1)
+    if X is None:
+        filled = np.where(np.isnan(Yc), np.nanmean(Yc, 0), Yc)
+        U, s, _ = np.linalg.svd(filled - filled.mean(0), full_matrices=False)
+        X = U[:, :Q] * s[:Q]
+        X = X / X.std(0)
+    X = as_array(X, "X", ndim=2)
+    if X.shape != (N, Q):
+        raise ValueError(f"X: expected shape ({N}, {Q}), got {X.shape}")
+    np.random.seed(seed)
+    t0 = time.perf_counter()
+    model = BayesianGPLVMMiniBatch(Yc, Q, X=X.copy(), num_inducing=min(M, N), missing_data=True,
+                                   kernel=GPy.kern.RBF(Q, ARD=True) + GPy.kern.Bias(Q))
+    model.likelihood.variance[:] = noise_share * float(np.nanvar(Yc))
+    model.optimize(max_iters=max_iters, messages=False)
+    train_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    mu = np.asarray(model.X.mean)
+    imp, iv = model.predict(mu, include_likelihood=True)
+    Xnew, _ = gpy_observed_columns_model(model, np.arange(D1)).infer_newX(m1_test, optimize=True)
+    mu_te = np.asarray(Xnew.mean)
+    te, tv = model.predict(mu_te, include_likelihood=True)
+    predict_s = time.perf_counter() - t1
+    full = lambda a, like: np.broadcast_to(np.asarray(a), like.shape)[:, D1:].copy()  # noqa: E731
+    return BGPLVMResult(impute_mean=np.asarray(imp)[:, D1:].copy(), impute_var=full(iv, imp),
+                        test_mean=np.asarray(te)[:, D1:].copy(), test_var=full(tv, te), test_latent=mu_te,
+                        train_s=train_s, predict_s=predict_s, model=model)
