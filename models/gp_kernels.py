@@ -268,13 +268,16 @@ class _PairExpSum(torch.autograd.Function):
 #: frames per block of the RBF ψ2 pair sum (:class:`_BlockedPairExpSum`); ``0`` selects the
 #: unblocked :class:`_PairExpSum` (the old path, kept for comparison: :func:`psi2_pair_path`,
 #: ``examples/bench_mcgpds.py --psi2-block 0`` / ``--compare-old``). 64 frames × 5050 pairs
-#: (M = 100) is a 2.6 MB block; on pose (CPU time per evaluation, one thread) 32, 48 and 64
-#: measured within 5 % of each other, 64 the lowest.
+#: (M = 100) is a 2.6 MB block, which stays in cache between its product, ``exp`` and sum.
 PSI2_BLOCK = 64
+#: largest (N, P) exp table (MB) that :class:`_BlockedPairExpSum` keeps for its backward; a larger
+#: one is not kept and each block is recomputed in the backward instead (working memory
+#: O(b·P), independent of N). Pose (566 frames, M = 100): 23 MB, kept.
+PSI2_KEEP_MB = 64.0
 
 
 @contextlib.contextmanager
-def psi2_pair_path(block: int):
+def psi2_pair_path(block: int, keep_mb: float | None = None):
     """Select the RBF ψ2 pair sum inside a ``with`` block (restored on exit).
 
     Parameters
@@ -282,6 +285,9 @@ def psi2_pair_path(block: int):
     block : int
         Frames per block of :class:`_BlockedPairExpSum`; ``0`` = the unblocked (P, N) table of
         :class:`_PairExpSum` (the old path). Sets :data:`PSI2_BLOCK` for the duration.
+    keep_mb : float, optional
+        Sets :data:`PSI2_KEEP_MB` for the duration (``0``: always recompute in the backward);
+        default: unchanged.
 
     Yields
     ------
@@ -291,33 +297,41 @@ def psi2_pair_path(block: int):
     Raises
     ------
     ValueError
-        ``block`` negative.
+        ``block`` negative, or ``keep_mb`` negative or NaN.
     """
-    global PSI2_BLOCK
+    global PSI2_BLOCK, PSI2_KEEP_MB
     block = int(block)
     if block < 0:
         raise ValueError(f"block: expected a non-negative number of frames, got {block}")
-    old, PSI2_BLOCK = PSI2_BLOCK, block
+    keep = PSI2_KEEP_MB if keep_mb is None else float(keep_mb)
+    if not keep >= 0:
+        raise ValueError(f"keep_mb: expected a non-negative size in MB, got {keep_mb}")
+    old = (PSI2_BLOCK, PSI2_KEEP_MB)
+    PSI2_BLOCK, PSI2_KEEP_MB = block, keep
     try:
         yield block
     finally:
-        PSI2_BLOCK = old
+        PSI2_BLOCK, PSI2_KEEP_MB = old
 
 
 class _BlockedPairExpSum(torch.autograd.Function):
     """The same ``s_p = Σ_n exp(g_n + F_n · G_p)`` as :class:`_PairExpSum`, cache-blocked.
 
     The frames are taken ``PSI2_BLOCK`` (= b) at a time: the (b, P) block
-    ``E_b = exp([F_b, g_b] [G, 1]ᵀ)`` is written into one reused buffer (no allocation per block;
-    b = 64, M = 100: 2.6 MB, it stays in cache), exponentiated in place and
-    summed over its rows; nothing of size P·N is kept. The block is laid out (frames, pairs) so
-    that the product's long dimension P is the contiguous one (measured ≈ 20 % faster than
-    (P, b) in MKL for these thin products, inner dimension 2Q + 1).
-    The backward recomputes each block into the buffer and accumulates
-    ``[∂F_b, ∂g_b] = R_b [G, 1]`` and ``[∂G, ·]ᵀ += [F_b, g_b]ᵀ R_b`` with ``R_b = E_b ∘ ḡ_sᵀ``
-    (the latter only when G needs a gradient). Working memory O(P·b) instead of O(P·N); one
-    extra ``exp`` per entry in the backward instead of a (P, N) table streamed through memory.
-    The sums differ from :class:`_PairExpSum` only by the order of the additions.
+    ``E_b = exp([F_b, g_b] [G, 1]ᵀ)`` (b = 64, M = 100: 2.6 MB) is written by one product,
+    exponentiated in place and summed over its rows while it is in cache (the unblocked path
+    streams the whole (P, N) table through memory three times). The blocks are laid out
+    (frames, pairs), so the products' long dimension P is the contiguous one.
+
+    When the whole (N, P) table is within :data:`PSI2_KEEP_MB` the blocks are written into one
+    table kept for the backward; beyond it one (b, P) buffer is reused and the backward
+    recomputes each block (working memory O(b·P), independent of N).
+
+    Backward, with ``R_b = E_b diag(ḡ_s)``: ``[∂F_b, ∂g_b] = R_b [G, 1] = E_b (ḡ_s ∘ [G, 1])`` and
+    ``[∂G, ·]ᵀ = Σ_b [F_b, g_b]ᵀ R_b = (Σ_b [F_b, g_b]ᵀ E_b) diag(ḡ_s)``: the upstream gradient
+    scales the (P, K+1) factors, never the (b, P) blocks, so the backward is two products per
+    block (plus the recomputation when the table is not kept), the second only when G needs a
+    gradient. The sums differ from :class:`_PairExpSum` only by the order of the additions.
     """
 
     @staticmethod
@@ -326,41 +340,46 @@ class _BlockedPairExpSum(torch.autograd.Function):
         Fa = torch.cat([F, g[:, None]], 1)                           # (N, K+1)
         GaT = torch.cat([G, G.new_ones(G.shape[0], 1)], 1).mT.contiguous()   # (K+1, P)
         N, P = Fa.shape[0], GaT.shape[1]
+        keep = N * P * GaT.element_size() <= PSI2_KEEP_MB * 2 ** 20
+        table = G.new_empty(N, P) if keep else None
+        buf = None if keep else G.new_empty(min(b, N), P)
         out = G.new_zeros(P)
-        buf = G.new_empty(min(b, N), P)
         for i in range(0, N, b):
             Fb = Fa[i:i + b]
-            E = buf[:Fb.shape[0]]
+            E = table[i:i + b] if keep else buf[:Fb.shape[0]]
             torch.mm(Fb, GaT, out=E).exp_()
             out += E.sum(0)
         ctx.block = b
-        ctx.save_for_backward(Fa, GaT)
+        ctx.save_for_backward(Fa, GaT, table)
         return out
 
     @staticmethod
     def backward(ctx, gs):
-        Fa, GaT = ctx.saved_tensors
+        Fa, GaT, table = ctx.saved_tensors
         b = ctx.block
         need_f = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         need_g = ctx.needs_input_grad[2]
         N, P = Fa.shape[0], GaT.shape[1]
+        GsT = GaT * gs                                               # (K+1, P): ḡ_s scales G's side
         dFa = torch.empty_like(Fa) if need_f else None
         dGaT = torch.zeros_like(GaT) if need_g else None
-        buf = GaT.new_empty(min(b, N), P)
-        gs = gs.contiguous()
+        buf = None if table is not None else GaT.new_empty(min(b, N), P)
         for i in range(0, N, b):
             Fb = Fa[i:i + b]
-            R = buf[:Fb.shape[0]]
-            torch.mm(Fb, GaT, out=R).exp_().mul_(gs)                 # (b, P)
+            if table is not None:
+                E = table[i:i + b]
+            else:
+                E = buf[:Fb.shape[0]]
+                torch.mm(Fb, GaT, out=E).exp_()                       # recomputed (b, P) block
             if need_f:
-                torch.mm(R, GaT.mT, out=dFa[i:i + b])
+                torch.mm(E, GsT.mT, out=dFa[i:i + b])
             if need_g:
-                dGaT.addmm_(Fb.mT, R)
+                dGaT.addmm_(Fb.mT, E)
         dg = dF = dG = None
         if need_f:
             dF, dg = dFa[:, :-1], dFa[:, -1]
         if need_g:
-            dG = dGaT[:-1].mT
+            dG = dGaT.mul_(gs)[:-1].mT
         return dg, dF, dG
 
 
