@@ -146,6 +146,9 @@ def compare_old(args, data, cfg, seeds, pred_kw, idx_raw):
     for k in ("old", "new"):
         res.add(f"McGPDS ({k} ψ2 path)", "cpu_time_s", cpu[k])
         res.add(f"McGPDS ({k} ψ2 path)", "final_bound", [r["bound"] for r in runs[k]])
+        res.add(f"McGPDS ({k} ψ2 path)", "prediction_spread", {"old": self_old, "new": self_new}[k])
+    res.add("new / old", "cpu_time_ratio", ratio_min)
+    res.add("new / old", "max_abs_prediction_difference", d_pred)
     res.write(Path(args.out))
     print(res.table())
     return res
