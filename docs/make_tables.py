@@ -217,8 +217,8 @@ _CUAVE_GRID_FITS = _cols(*(f"{sc} scale, Q = {q}, {k}" for sc in ("view", "colum
 #: the pose fit's old (unblocked) and new (blocked) ψ2 paths: times, then bounds and predictions
 _COMPARE_OLD = (
     ("", (("cpu_time_s", "fit + predict, CPU s"), ("cpu_time_ratio", "CPU ratio (minima)")), 3),
-    ("_agreement", (("final_bound", "final bound"), ("prediction_spread", "max |Δ prediction| within the path"),
-                    ("max_abs_prediction_difference", "max |Δ prediction| new − old")), 10),
+    ("_agreement", (("final_bound", "final bound"), ("prediction_spread", "max abs Δ prediction within the path"),
+                    ("max_abs_prediction_difference", "max abs Δ prediction, new − old")), 10),
 )
 
 TABLES: tuple[Table, ...] = (
