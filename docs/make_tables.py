@@ -214,6 +214,13 @@ _CUAVE_GRID_FITS = _cols(*(f"{sc} scale, Q = {q}, {k}" for sc in ("view", "colum
                            for k in ("RBF-ARD", "linear-ARD") if not (sc == "column" and q == 10)))
 
 #: every table of the results pages, in page order
+#: the pose fit's old (unblocked) and new (blocked) ψ2 paths: times, then bounds and predictions
+_COMPARE_OLD = (
+    ("", (("cpu_time_s", "fit + predict, CPU s"), ("cpu_time_ratio", "CPU ratio (minima)")), 3),
+    ("_agreement", (("final_bound", "final bound"), ("prediction_spread", "max abs Δ prediction within the path"),
+                    ("max_abs_prediction_difference", "max abs Δ prediction, new − old")), 10),
+)
+
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS
     Table("quickstart", "quickstart.json", ("method",), (("rmse", "RMSE"), ("msll", "MSLL")),
@@ -251,6 +258,10 @@ TABLES: tuple[Table, ...] = (
     Table("bench_mcgpds", "recorded/bench_mcgpds.json", ("method",),
           (("wall_time_s", "train + predict, wall s"), ("cpu_time_s", "CPU s"),
            ("mean_joint_error", "mean joint error"), ("msll", "MSLL"))),
+    *(Table(f"bench_mcgpds_compare_old{suffix}", "bench_mcgpds_compare_old.json", ("method",), cols, digits=dig,
+            command="OMP_NUM_THREADS=1 python examples/bench_mcgpds.py --compare-old --repeats 2 --no-progress "
+                    "--out docs/results")
+      for suffix, cols, dig in _COMPARE_OLD),
     Table("mcgpds_missing", "recorded/mcgpds_missing.json", ("removed", "method"),
           (("impute_rmse", "imputation RMSE"), ("impute_msll", "imputation MSLL"), ("test_rmse", "test RMSE"),
            ("test_mean_joint_error", "test mean joint error")),

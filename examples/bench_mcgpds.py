@@ -26,12 +26,18 @@ Times: wall (``time.perf_counter``) in ``timings_s``; CPU (``time.process_time``
 records "cpu_time_s". Run with ``OMP_NUM_THREADS=1`` on a shared machine (torch and numpy
 with 2 threads under load are far slower); ``--threads`` sets torch's thread count.
 
+``--compare-old`` times only the McGPDS fit + code-faithful prediction with the old ψ2 path
+(the unblocked (P, N) pair table, ``gp_kernels.psi2_pair_path(0)``) and the default blocked one,
+interleaved old/new/new/old per two repeats, and prints the CPU time ratio new / old, the final
+bounds and the largest prediction difference (``bench_mcgpds_compare_old.json``).
+
 Writes ``bench_mcgpds.json`` with ``timings_s`` keys "McGPDS" and "GPy MRD" (plus the tandem
 predictor's prediction time) and records "mean_joint_error", "msll", "wall_time_s" and
 "cpu_time_s" (train + predict) per method.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -78,14 +84,82 @@ def parser():
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--learn-W", action="store_true", help="learn W (the protocol) instead of fixing it at 1e-6")
     p.add_argument("--psi2-block", type=int, default=None,
-                   help="frames per block of the RBF ψ2 pair sum (default 32; 0 = the old unblocked (P, N) table)")
+                   help=f"frames per block of the RBF ψ2 pair sum (default {gp_kernels.PSI2_BLOCK}; "
+                        "0 = the old unblocked (P, N) table)")
+    p.add_argument("--compare-old", action="store_true",
+                   help="only time the McGPDS fit + code-faithful prediction with the old ψ2 path (unblocked "
+                        "table) and the new one, interleaved in this run, and print the CPU time ratio, the "
+                        "final bounds and the largest prediction difference")
+    p.add_argument("--repeats", type=int, default=2, help="runs of each path with --compare-old (default 2)")
     return p
+
+
+def compare_old(args, data, cfg, seeds, pred_kw, idx_raw):
+    """Old (unblocked ψ2 table) vs new (blocked) path, interleaved ABBA, CPU time of fit + prediction.
+
+    First one short untimed fit per path (1 cycle of 2 + 2 iterations: the process's one-time
+    costs, library initialisation and heap growth, would otherwise fall on the first timed run).
+    Each pair of repeats runs old, new, new, old (so that a drift in the machine's load falls on both);
+    reports the ratio of the minimum CPU times (``time.process_time``) new / old and of the
+    means, the final bound of each run and the largest absolute difference between the old and
+    new predicted means (and the spread of each path across its own repeats).
+    """
+    s = seeds[0]
+    warm = dataclasses.replace(cfg, cycles=1, var_iters=2, model_iters=2, joint_iters=0)
+    for block in (0, gp_kernels.PSI2_BLOCK):
+        with gp_kernels.psi2_pair_path(block):
+            fit_mcgpds(data.views, data.t, seq_ends=data.seq_ends, config=warm, seed=s, progress=False)
+    runs = {"old": [], "new": []}
+    reps = max(1, int(args.repeats))
+    order = (["old", "new", "new", "old"] * ((reps + 1) // 2))[:2 * reps]
+    for name in order:
+        block = 0 if name == "old" else gp_kernels.PSI2_BLOCK
+        with gp_kernels.psi2_pair_path(block):
+            set_seed(s)
+            c0 = time.process_time()
+            fitted = fit_mcgpds(data.views, data.t, seq_ends=data.seq_ends, config=cfg, seed=s,
+                                progress=not args.no_progress)
+            c1 = time.process_time()
+            pred = predict_view(fitted, data.m1_test, data.t_test, nn_index_y=idx_raw, seed=s, **pred_kw)
+            c2 = time.process_time()
+        runs[name].append(dict(cpu_s=c2 - c0, train_cpu_s=c1 - c0, bound=float(fitted.bound),
+                               steps=len(fitted.losses), mean=_np(pred.mean)))
+        print(f"{name} (psi2 block {block}): fit + predict {c2 - c0:.2f} s CPU (fit {c1 - c0:.2f} s), "
+              f"final bound {fitted.bound:.10g}, {len(fitted.losses)} L-BFGS steps", flush=True)
+    cpu = {k: [r["cpu_s"] for r in v] for k, v in runs.items()}
+    ratio_min = min(cpu["new"]) / min(cpu["old"])
+    ratio_mean = float(np.mean(cpu["new"]) / np.mean(cpu["old"]))
+    d_pred = max(float(np.abs(a["mean"] - b["mean"]).max()) for a in runs["old"] for b in runs["new"])
+    self_old = max(float(np.abs(a["mean"] - runs["old"][0]["mean"]).max()) for a in runs["old"])
+    self_new = max(float(np.abs(a["mean"] - runs["new"][0]["mean"]).max()) for a in runs["new"])
+    scale = float(np.abs(runs["old"][0]["mean"]).max())
+    print(f"CPU time new / old = {ratio_min:.3f} (minima), {ratio_mean:.3f} (means); "
+          f"old {', '.join(f'{c:.2f}' for c in cpu['old'])} s, new {', '.join(f'{c:.2f}' for c in cpu['new'])} s")
+    print(f"final bound old {[r['bound'] for r in runs['old']]}, new {[r['bound'] for r in runs['new']]}")
+    print(f"max |prediction new − old| = {d_pred:.3g} (predictions up to {scale:.3g}); "
+          f"within old {self_old:.3g}, within new {self_new:.3g}")
+    res = Results(EXPERIMENT + "_compare_old", [s], config={
+        "mcgpds_config": repr(cfg), "predictor": pred_kw, "new_psi2_block": gp_kernels.PSI2_BLOCK,
+        "order": order, "torch_threads": torch.get_num_threads(), "cpu_ratio_new_over_old_min": ratio_min,
+        "cpu_ratio_new_over_old_mean": ratio_mean, "max_abs_prediction_difference": d_pred,
+        "max_abs_prediction_difference_within_old": self_old, "max_abs_prediction_difference_within_new": self_new})
+    for k in ("old", "new"):
+        res.add(f"McGPDS ({k} ψ2 path)", "cpu_time_s", cpu[k])
+        res.add(f"McGPDS ({k} ψ2 path)", "final_bound", [r["bound"] for r in runs[k]])
+        res.add(f"McGPDS ({k} ψ2 path)", "prediction_spread", {"old": self_old, "new": self_new}[k])
+    res.add("new / old", "cpu_time_ratio", ratio_min)
+    res.add("new / old", "max_abs_prediction_difference", d_pred)
+    res.write(Path(args.out))
+    print(res.table())
+    return res
 
 
 def main(args):
     torch.set_num_threads(max(1, int(args.threads)))
     if getattr(args, "psi2_block", None) is not None:
-        gp_kernels.PSI2_BLOCK = max(int(args.psi2_block), 0)
+        if args.psi2_block < 0:
+            raise SystemExit(f"--psi2-block: expected a non-negative number of frames, got {args.psi2_block}")
+        gp_kernels.PSI2_BLOCK = int(args.psi2_block)
     data = load_human_pose(args.data_dir)
     seeds = seed_list(args)
     mask = data.Y2.std(axis=0) > 0
@@ -101,6 +175,10 @@ def main(args):
     nn_raw, idx_raw = nn_y_space(data.Y1, data.Y2, data.Y1_test)
     m_mean, v_mean, _ = training_mean_predictor(data.Y2, data.n_test)
     cfg = protocol_config("pose", args.quick, seeds[0], data, **sched)
+    if getattr(args, "compare_old", False):
+        if args.compare_old and gp_kernels.PSI2_BLOCK == 0:
+            raise SystemExit("--compare-old compares the unblocked path with a blocked one: --psi2-block must be > 0")
+        return compare_old(args, data, cfg, seeds, pred_kw, idx_raw)
     res = Results(EXPERIMENT, seeds, config={
         "mcgpds_config": repr(cfg), "schedule": sched, "predictor": pred_kw, "quick": bool(args.quick),
         "torch_threads": torch.get_num_threads(),

@@ -21,13 +21,15 @@ so that the only (N, M) / (N, M(M+1)/2) work is one matrix product and one ``exp
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.utils.checkpoint import checkpoint
 
 from tandem.inference.numerics import limit_heap_fragmentation
 
 __all__ = ["kzz", "rbf_ard", "linear_ard", "time_kernel", "psi_rbf", "psi_linear", "kernel_matrix",
-           "psi_stats", "psi_stream", "stream_psi_sums"]
+           "psi_stats", "psi_stream", "stream_psi_sums", "psi2_pair_path"]
 
 
 def rbf_ard(X1: torch.Tensor, X2: torch.Tensor, variance: torch.Tensor, ard: torch.Tensor) -> torch.Tensor:
@@ -264,52 +266,120 @@ class _PairExpSum(torch.autograd.Function):
 
 
 #: frames per block of the RBF ψ2 pair sum (:class:`_BlockedPairExpSum`); ``0`` selects the
-#: unblocked :class:`_PairExpSum` (kept for comparison: ``examples/bench_mcgpds.py --psi2-block 0``).
-PSI2_BLOCK = 32
+#: unblocked :class:`_PairExpSum` (the old path, kept for comparison: :func:`psi2_pair_path`,
+#: ``examples/bench_mcgpds.py --psi2-block 0`` / ``--compare-old``). 64 frames × 5050 pairs
+#: (M = 100) is a 2.6 MB block, which stays in cache between its product, ``exp`` and sum.
+PSI2_BLOCK = 64
+#: largest (N, P) exp table (MB) that :class:`_BlockedPairExpSum` keeps for its backward; a larger
+#: one is not kept and each block is recomputed in the backward instead (working memory
+#: O(b·P), independent of N). Pose (566 frames, M = 100): 23 MB, kept.
+PSI2_KEEP_MB = 64.0
+
+
+@contextlib.contextmanager
+def psi2_pair_path(block: int, keep_mb: float | None = None):
+    """Select the RBF ψ2 pair sum inside a ``with`` block (restored on exit).
+
+    Parameters
+    ----------
+    block : int
+        Frames per block of :class:`_BlockedPairExpSum`; ``0`` = the unblocked (P, N) table of
+        :class:`_PairExpSum` (the old path). Sets :data:`PSI2_BLOCK` for the duration.
+    keep_mb : float, optional
+        Sets :data:`PSI2_KEEP_MB` for the duration (``0``: always recompute in the backward);
+        default: unchanged.
+
+    Yields
+    ------
+    int
+        The block size in force.
+
+    Raises
+    ------
+    ValueError
+        ``block`` negative, or ``keep_mb`` negative or NaN.
+    """
+    global PSI2_BLOCK, PSI2_KEEP_MB
+    block = int(block)
+    if block < 0:
+        raise ValueError(f"block: expected a non-negative number of frames, got {block}")
+    keep = PSI2_KEEP_MB if keep_mb is None else float(keep_mb)
+    if not keep >= 0:
+        raise ValueError(f"keep_mb: expected a non-negative size in MB, got {keep_mb}")
+    old = (PSI2_BLOCK, PSI2_KEEP_MB)
+    PSI2_BLOCK, PSI2_KEEP_MB = block, keep
+    try:
+        yield block
+    finally:
+        PSI2_BLOCK, PSI2_KEEP_MB = old
 
 
 class _BlockedPairExpSum(torch.autograd.Function):
     """The same ``s_p = Σ_n exp(g_n + F_n · G_p)`` as :class:`_PairExpSum`, cache-blocked.
 
-    The frames are taken ``PSI2_BLOCK`` at a time: the (P, b) block ``E_b = exp([G, 1][F_b, g_b]ᵀ)``
-    (b = 32, M = 100: 1.3 MB, it stays in cache) is summed at once and dropped; nothing of size
-    P·N is kept. The backward recomputes each block and accumulates ``[∂F_b, ∂g_b] = R_bᵀ [G, 1]``,
-    ``∂G += R_b F_b`` with ``R_b = E_b ∘ ḡ_s``. Working memory O(P·b) instead of O(P·N); one extra
-    ``exp`` per entry in the backward, but no (P, N) table allocated and streamed through memory.
+    The frames are taken ``PSI2_BLOCK`` (= b) at a time: the (b, P) block
+    ``E_b = exp([F_b, g_b] [G, 1]ᵀ)`` (b = 64, M = 100: 2.6 MB) is written by one product,
+    exponentiated in place and summed over its rows while it is in cache (the unblocked path
+    streams the whole (P, N) table through memory three times). The blocks are laid out
+    (frames, pairs), so the products' long dimension P is the contiguous one.
+
+    When the whole (N, P) table is within :data:`PSI2_KEEP_MB` the blocks are written into one
+    table kept for the backward; beyond it one (b, P) buffer is reused and the backward
+    recomputes each block (working memory O(b·P), independent of N).
+
+    Backward, with ``R_b = E_b diag(ḡ_s)``: ``[∂F_b, ∂g_b] = R_b [G, 1] = E_b (ḡ_s ∘ [G, 1])`` and
+    ``[∂G, ·]ᵀ = Σ_b [F_b, g_b]ᵀ R_b = (Σ_b [F_b, g_b]ᵀ E_b) diag(ḡ_s)``: the upstream gradient
+    scales the (P, K+1) factors, never the (b, P) blocks, so the backward is two products per
+    block (plus the recomputation when the table is not kept), the second only when G needs a
+    gradient. The sums differ from :class:`_PairExpSum` only by the order of the additions.
     """
 
     @staticmethod
     def forward(ctx, g, F, G):
         b = max(int(PSI2_BLOCK), 1)
         Fa = torch.cat([F, g[:, None]], 1)                           # (N, K+1)
-        Ga = torch.cat([G, G.new_ones(G.shape[0], 1)], 1)            # (P, K+1)
-        out = G.new_zeros(G.shape[0])
-        for i in range(0, Fa.shape[0], b):
-            out += (Ga @ Fa[i:i + b].mT).exp_().sum(1)
+        GaT = torch.cat([G, G.new_ones(G.shape[0], 1)], 1).mT.contiguous()   # (K+1, P)
+        N, P = Fa.shape[0], GaT.shape[1]
+        keep = N * P * GaT.element_size() <= PSI2_KEEP_MB * 2 ** 20
+        table = G.new_empty(N, P) if keep else None
+        buf = None if keep else G.new_empty(min(b, N), P)
+        out = G.new_zeros(P)
+        for i in range(0, N, b):
+            Fb = Fa[i:i + b]
+            E = table[i:i + b] if keep else buf[:Fb.shape[0]]
+            torch.mm(Fb, GaT, out=E).exp_()
+            out += E.sum(0)
         ctx.block = b
-        ctx.save_for_backward(Fa, Ga)
+        ctx.save_for_backward(Fa, GaT, table)
         return out
 
     @staticmethod
     def backward(ctx, gs):
-        Fa, Ga = ctx.saved_tensors
+        Fa, GaT, table = ctx.saved_tensors
         b = ctx.block
         need_f = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         need_g = ctx.needs_input_grad[2]
+        N, P = Fa.shape[0], GaT.shape[1]
+        GsT = GaT * gs                                               # (K+1, P): ḡ_s scales G's side
         dFa = torch.empty_like(Fa) if need_f else None
-        dGa = torch.zeros_like(Ga) if need_g else None
-        for i in range(0, Fa.shape[0], b):
+        dGaT = torch.zeros_like(GaT) if need_g else None
+        buf = None if table is not None else GaT.new_empty(min(b, N), P)
+        for i in range(0, N, b):
             Fb = Fa[i:i + b]
-            R = (Ga @ Fb.mT).exp_().mul_(gs[:, None])                 # (P, b)
+            if table is not None:
+                E = table[i:i + b]
+            else:
+                E = buf[:Fb.shape[0]]
+                torch.mm(Fb, GaT, out=E).exp_()                       # recomputed (b, P) block
             if need_f:
-                dFa[i:i + b] = R.mT @ Ga
+                torch.mm(E, GsT.mT, out=dFa[i:i + b])
             if need_g:
-                dGa += R @ Fb
+                dGaT.addmm_(Fb.mT, E)
         dg = dF = dG = None
         if need_f:
             dF, dg = dFa[:, :-1], dFa[:, -1]
         if need_g:
-            dG = dGa[:, :-1]
+            dG = dGaT.mul_(gs)[:-1].mT
         return dg, dF, dG
 
 

@@ -80,6 +80,27 @@ def test_bench_quick(tmp_path):
         assert "GPy MRD" not in res["timings_s"]
 
 
+def test_bench_compare_old_quick(tmp_path):
+    """``--compare-old``: both ψ2 paths timed in one run; their fits agree (same problem, same start)."""
+    _run("bench_mcgpds.py", tmp_path, "--compare-old", "--repeats", "1")
+    res = _load(tmp_path, "bench_mcgpds_compare_old")
+    rec = {(r["method"], r["metric"]): r for r in res["results"]}
+    cpu_old, cpu_new = rec[("McGPDS (old ψ2 path)", "cpu_time_s")], rec[("McGPDS (new ψ2 path)", "cpu_time_s")]
+    assert len(cpu_old["values"]) == len(cpu_new["values"]) == 1 and cpu_old["mean"] > 0 and cpu_new["mean"] > 0
+    ratio = rec[("new / old", "cpu_time_ratio")]["mean"]
+    assert ratio == pytest.approx(cpu_new["mean"] / cpu_old["mean"], rel=1e-9)
+    b_old = rec[("McGPDS (old ψ2 path)", "final_bound")]["mean"]
+    b_new = rec[("McGPDS (new ψ2 path)", "final_bound")]["mean"]
+    assert b_new == pytest.approx(b_old, rel=1e-6)
+    assert res["config"]["order"] == ["old", "new"]
+    assert 0 <= rec[("new / old", "max_abs_prediction_difference")]["mean"] < 1e-3
+
+
+def test_bench_psi2_block_rejects_negative(tmp_path):
+    proc = run_example("bench_mcgpds.py", "--quick", "--psi2-block", "-1", "--out", str(tmp_path), returncode=None)
+    assert proc.returncode != 0 and "--psi2-block" in proc.stderr
+
+
 def test_missing_data_dir_names_file(tmp_path):
     proc = run_example("mcgpds_cuave.py", "--quick", "--data-dir", str(tmp_path), "--out", str(tmp_path),
                        timeout=120, returncode=None)
