@@ -77,11 +77,11 @@ from tandem.inference.mcgpds.fitted import (  # noqa: F401
 )
 from tandem.inference.mcgpds.missing import check_missing_views, has_missing, mean_fill, nan_var, observed_mask
 from tandem.inference.mcgpds.view_prediction import (  # noqa: F401
-    _check_test_missing,
     _index,
     _sources,
     _test_loss,
     calibrated_extra_var,
+    check_test_sources,
     holdout_folds,
     holdout_predictions,
     predict_view,

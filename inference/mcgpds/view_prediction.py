@@ -26,18 +26,40 @@ from tandem.inference.svi import LBFGS, minimize
 from tandem.inference.validation import as_tensor, check_time_order
 from tandem.models.kernels import time_params_kernel
 
-__all__ = ["predict_view", "holdout_folds", "holdout_predictions", "calibrated_extra_var"]
+__all__ = ["predict_view", "holdout_folds", "holdout_predictions", "calibrated_extra_var", "check_test_sources"]
 
 
-def _check_test_missing(Y: torch.Tensor, name: str) -> None:
-    """Test frames of the source view may have NaN (missing) entries, masked in the test-time
-    latent step; an infinite entry or a frame with no observed entry is a ``ValueError``."""
-    if bool(torch.isinf(Y).any()):
-        raise ValueError(f"{name}: expected finite values or NaN (missing), got an infinite entry")
-    empty = torch.isnan(Y).all(1)
+def check_test_sources(sources, names) -> None:
+    """Refuse test frames of the source view(s) that the test-time latent step cannot use.
+
+    NaN entries are missing (masked in the test-time latent step and the nearest-neighbour
+    searches). An infinite entry of a source is a ``ValueError`` naming that source; so is a
+    frame with no observed entry in any source (a frame missing from one source but observed
+    in another is valid: its shared latent is informed by the other source).
+
+    Parameters
+    ----------
+    sources : list of torch.Tensor
+        The S source views' test frames, (N*, D_k) each with the same N*.
+    names : list of str
+        The S argument names used in the error messages (e.g. ``"Y_source_test[0]"``).
+
+    Raises
+    ------
+    ValueError
+        An infinite entry (naming its source), or frames with every entry missing in every source.
+    """
+    for Y, name in zip(sources, names):
+        if bool(torch.isinf(Y).any()):
+            raise ValueError(f"{name}: expected finite values or NaN (missing), got an infinite entry")
+    empty = torch.stack([torch.isnan(Y).all(1) for Y in sources]).all(0)
     if bool(empty.any()):
-        raise ValueError(f"{name}: test frames {torch.nonzero(empty).reshape(-1)[:10].tolist()} have every entry "
-                         "missing (NaN); a test frame needs at least one observed entry of the source view")
+        frames = torch.nonzero(empty).reshape(-1)[:10].tolist()
+        if len(names) == 1:
+            raise ValueError(f"{names[0]}: test frames {frames} have every entry missing (NaN); a test frame "
+                             "needs at least one observed entry of the source view")
+        raise ValueError(f"{', '.join(names)}: test frames {frames} have every entry missing (NaN) in every "
+                         "source; a test frame needs at least one observed entry in one of the source views")
 
 
 # ------------------------------------------------------------------ prediction
@@ -216,8 +238,8 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
         if Yl and Yk.shape[0] != Yl[0].shape[0]:
             raise ValueError(f"{nm}: expected {Yl[0].shape[0]} rows like the first source, got {Yk.shape[0]}")
         Yl.append(Yk)
+    check_test_sources(Yl, [f"Y_source_test[{i}]" if multi else "Y_source_test" for i in range(len(Yl))])
     Ys = torch.cat(Yl, 1)                       # Y-space NN features: the sources side by side
-    _check_test_missing(Ys, "Y_source_test")
     ts = as_tensor(t_test, "t_test", ndim=1, detach=True).to(dev)
     check_time_order(ts, None, times_name="t_test")
     Ns = Ys.shape[0]
