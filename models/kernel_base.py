@@ -174,3 +174,10 @@ class Kernel:
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.given_init.items()))
         return f"{type(self).__name__}({args})"
+
+
+# checkpoint and cache fingerprints (tandem.inference.checkpoints), saved files (tandem.inference.
+# persistence) and pickles name a class by module and qualname: the classes keep the module
+# that defined them before it was split, so those names (and keys) stay the same
+for _cls in (Kernel,):
+    _cls.__module__ = "tandem.models.kernels"

@@ -399,3 +399,10 @@ def mapping_kernel_kind(kernel) -> str:
         return kernel
     raise ValueError(f"mapping_kernel: expected a MappingKernel (models.kernels.RBFARD() / LinearARD()) or one of "
                      f"{sorted(_MAPPING_ALIASES)}, got {kernel!r}")
+
+
+# checkpoint and cache fingerprints (tandem.inference.checkpoints), saved files (tandem.inference.
+# persistence) and pickles name a class by module and qualname: the classes keep the module
+# that defined them before it was split, so those names (and keys) stay the same
+for _cls in (MappingKernel, RBFARD, LinearARD):
+    _cls.__module__ = "tandem.models.kernels"

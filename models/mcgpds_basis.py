@@ -240,3 +240,10 @@ def view_bases(v: dict, kind) -> tuple[Basis, list[Basis]]:
     gs = [Basis(kern, v["Zg"][j], None if kg is None else kg[j], v["kg_ard"][j], f"g_{j + 1}")
           for j in range(v["W"].shape[1])]
     return h, gs
+
+
+# checkpoint and cache fingerprints (tandem.inference.checkpoints), saved files (tandem.inference.
+# persistence) and pickles name a class by module and qualname: the classes keep the module
+# that defined them before it was split, so those names (and keys) stay the same
+for _cls in (Basis,):
+    _cls.__module__ = "tandem.models.mcgpds"

@@ -537,3 +537,10 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
         init[f"mu_{k}"] = X0.clone()
         init[f"lam_{k}"] = torch.full((N, Q), float(lam), dtype=DTYPE, device="cpu")
     return {k: v.to(device) for k, v in init.items()}
+
+
+# checkpoint and cache fingerprints (tandem.inference.checkpoints), saved files (tandem.inference.
+# persistence) and pickles name a class by module and qualname: the classes keep the module
+# that defined them before it was split, so those names (and keys) stay the same
+for _cls in (McGPDSData,):
+    _cls.__module__ = "tandem.models.mcgpds"

@@ -112,3 +112,10 @@ def sign_fix(V: np.ndarray) -> np.ndarray:
     s = np.sign(V[j, np.arange(V.shape[1])])
     s[s == 0] = 1.0
     return V * s
+
+
+# checkpoint and cache fingerprints (tandem.inference.checkpoints), saved files (tandem.inference.
+# persistence) and pickles name a class by module and qualname: the classes keep the module
+# that defined them before it was split, so those names (and keys) stay the same
+for _cls in (PCA,):
+    _cls.__module__ = "tandem.inference.coupled_projections.solver"

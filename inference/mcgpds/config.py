@@ -143,3 +143,10 @@ def time_kernel_from_spec(spec):
     if isinstance(spec, (list, tuple)):
         return [kernel_from_spec(s) for s in spec]
     return kernel_from_spec(spec)
+
+
+# checkpoint and cache fingerprints (tandem.inference.checkpoints), saved files (tandem.inference.
+# persistence) and pickles name a class by module and qualname: the classes keep the module
+# that defined them before it was split, so those names (and keys) stay the same
+for _cls in (McGPDSConfig,):
+    _cls.__module__ = "tandem.inference.mcgpds.fit"

@@ -240,3 +240,10 @@ def load_fitted(path) -> McGPDSFitted:
         A damaged or foreign file, naming it.
     """
     return fitted_from_dict(load(path, "McGPDSFitted"))
+
+
+# checkpoint and cache fingerprints (tandem.inference.checkpoints), saved files (tandem.inference.
+# persistence) and pickles name a class by module and qualname: the classes keep the module
+# that defined them before it was split, so those names (and keys) stay the same
+for _cls in (McGPDSFitted, Prediction):
+    _cls.__module__ = "tandem.inference.mcgpds.fit"
