@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from tandem.models.kernels import kernel_from_spec, mapping_kernel_kind
 
-__all__ = ["McGPDSConfig", "time_kernel_spec", "time_kernel_from_spec"]
+__all__ = ["McGPDSConfig"]
 
 
 @dataclass

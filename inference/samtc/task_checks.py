@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from tandem.inference.validation import as_array, label_codes
 from tandem.models.samtc import check_task_layout
 
-__all__ = ["validate_tasks", "validate_labels"]
+__all__ = ["validate_tasks"]
 
 
 def validate_tasks(tasks, n_clusters, labels=None):
