@@ -19,7 +19,7 @@ MOVED_CLASSES = {
     ("tandem.models.kernels", "tandem.models.mapping_kernels"): ["MappingKernel", "RBFARD", "LinearARD"],
     ("tandem.models.mcgpds", "tandem.models.mcgpds_data"): ["McGPDSData"],
     ("tandem.models.mcgpds", "tandem.models.mcgpds_basis"): ["Basis"],
-    ("tandem.inference.mcgpds.fit", "tandem.inference.mcgpds.config"): ["McGPDSConfig"],
+    ("tandem.inference.mcgpds.fit", "tandem.inference.mcgpds.fit_config"): ["McGPDSConfig"],
     ("tandem.inference.mcgpds.fit", "tandem.inference.mcgpds.fitted"): ["McGPDSFitted", "Prediction"],
     ("tandem.inference.coupled_projections.solver", "tandem.inference.coupled_projections.pca"): ["PCA"],
 }

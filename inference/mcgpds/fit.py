@@ -63,9 +63,9 @@ from tandem.inference.mcgpds.bound import (
     set_optimal_inducing,
 )
 
-# the config, the fitted container (.fitted) and the prediction (.view_prediction) live in their
+# the config (.fit_config), the fitted container (.fitted) and the prediction (.view_prediction) live in their
 # own modules; the "noqa: F401" imports keep their names importable from here
-from tandem.inference.mcgpds.config import McGPDSConfig, time_kernel_from_spec, time_kernel_spec  # noqa: F401
+from tandem.inference.mcgpds.fit_config import McGPDSConfig, time_kernel_from_spec, time_kernel_spec  # noqa: F401
 from tandem.inference.mcgpds.fitted import (  # noqa: F401
     McGPDSFitted,
     Prediction,

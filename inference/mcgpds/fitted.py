@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from tandem.inference.mcgpds.config import McGPDSConfig, time_kernel_from_spec, time_kernel_spec
+from tandem.inference.mcgpds.fit_config import McGPDSConfig, time_kernel_from_spec, time_kernel_spec
 from tandem.inference.persistence import dump, load
 from tandem.models.mcgpds import PARAM_GROUPS, McGPDSData, hyperparams
 
