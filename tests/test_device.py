@@ -45,9 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: the modules whose device placement is checked line by line
 DEVICE_FILES = [
-    "models/mcgpds.py", "models/gp_kernels.py", "models/sequence_blocks.py", "models/coupled_projections.py",
+    "models/mcgpds.py", "models/mcgpds_data.py", "models/mcgpds_time.py", "models/mcgpds_basis.py",
+    "models/gp_kernels.py", "models/sequence_blocks.py", "models/coupled_projections.py",
     "models/samtc.py", "guides/mcgpds.py", "guides/coupled_projections.py", "guides/samtc.py",
-    "inference/mcgpds/bound.py", "inference/mcgpds/fit.py", "inference/mcgpds/api.py",
+    "inference/mcgpds/bound.py", "inference/mcgpds/fit.py", "inference/mcgpds/fit_config.py",
+    "inference/mcgpds/fitted.py", "inference/mcgpds/view_prediction.py", "inference/mcgpds/api.py",
     "inference/mcgpds/predictor.py", "inference/mcgpds/stochastic.py", "inference/mcgpds/stochastic_elbo.py",
     "inference/mcgpds/windows.py", "inference/samtc/model_fit.py",
     "inference/validation.py", "inference/svi.py",

@@ -41,26 +41,39 @@ With α = 0 and full 1:1 pairing the problem is CCA: the canonical correlations 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
 import pyro.optim
 import scipy.linalg as sla
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from tandem.guides.coupled_projections import Guide
-from tandem.inference.distances import knn, nearest, sq_dists
+
+# the graphs, the pairs and Ω, and the PCA helpers live in their own modules; the
+# "noqa: F401" imports keep their names importable from here
+from tandem.inference.coupled_projections.correspondences import (  # noqa: F401
+    alignment_omega,
+    check_pairs,
+    correspondence_laplacian,
+    correspondence_matrix,
+    objective_loops,
+    objective_trace,
+)
+from tandem.inference.coupled_projections.graphs import (  # noqa: F401
+    _connect,
+    _knn_mask,
+    graph_laplacian,
+    heat_width,
+    knn_heat_weights,
+)
+from tandem.inference.coupled_projections.pca import PCA, nearest_partner, sign_fix  # noqa: F401
 from tandem.inference.params import Interval, OneOf, SequenceOf, TandemEstimator, own_params
 from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.svi import fit
 from tandem.inference.validation import (
     NotFittedError,
     as_array,
-    as_index_array,
     check_int_range,
-    check_real_range,
     check_weights,
 )
 from tandem.models import coupled_projections as cp_model
@@ -69,404 +82,6 @@ __all__ = ["knn_heat_weights", "graph_laplacian", "check_pairs",
            "correspondence_matrix", "correspondence_laplacian", "alignment_omega",
            "objective_loops", "objective_trace", "PCA", "CoupledProjections", "nearest_partner",
            "heat_width", "sign_fix"]
-
-
-# ----------------------------------------------------------------------------- graphs
-
-def _knn_mask(X: np.ndarray, k: int) -> np.ndarray:
-    """Boolean symmetrised k-NN adjacency of the rows of X (no self-loops; ties → lower index)."""
-    n = X.shape[0]
-    idx = knn(X, k=k, exclude_self=True)
-    M = np.zeros((n, n), bool)
-    M[np.repeat(np.arange(n), k), idx.ravel()] = True
-    return M | M.T
-
-
-def heat_width(d2: np.ndarray, mask: np.ndarray) -> float:
-    """Default heat-kernel width: mean squared length of the graph's edges (> 0).
-
-    Parameters
-    ----------
-    d2 : numpy.ndarray
-        (N, N) squared distances.
-    mask : numpy.ndarray
-        (N, N) boolean adjacency (the graph's edges).
-
-    Returns
-    -------
-    float
-        t > 0 (1.0 for a graph without edges or with only zero-length edges).
-    """
-    t = float(d2[mask].mean()) if mask.any() else 1.0
-    return t if t > 0 else 1.0
-
-
-def _connect(d2: np.ndarray, M: np.ndarray) -> np.ndarray:
-    """Add the edges of a Euclidean minimum spanning tree to the adjacency ``M`` when it
-    has several connected components (so every point is reachable; unchanged otherwise)."""
-    if connected_components(csr_matrix(M), directed=False)[0] == 1:
-        return M
-    # tiny offset keeps zero distances (duplicate points) as edges of the sparse MST
-    T = minimum_spanning_tree(csr_matrix(np.sqrt(d2) + 1e-300 * (1 - np.eye(len(d2))))).toarray() > 0
-    return M | T | T.T
-
-
-def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool = False,
-                     connect: bool = True):
-    """Symmetrised k-NN graph with heat-kernel weights.
-
-    S_ii' = exp(−‖x_i − x_i'‖² / t) when i' is among the k nearest neighbours of i or
-    vice versa, else 0; S_ii = 0. ``t=None``: mean squared edge length; ``t=np.inf``:
-    0/1 weights. With ``connect`` (default), a graph that falls into several components is
-    joined by the edges of the Euclidean minimum spanning tree (a k-NN graph of a closed
-    pose circle can break where consecutive images differ most).
-
-    Parameters
-    ----------
-    X : array_like
-        (N, D) points (rows), N ≥ 2.
-    k : int, default 5
-        Number of neighbours, 1 ≤ k ≤ N − 1.
-    t : float or None, default None
-        Heat-kernel width (> 0, ``np.inf`` for 0/1 weights); None: mean squared edge length.
-    return_width : bool, default False
-        Also return the width t used.
-    connect : bool, default True
-        Join a disconnected graph by minimum-spanning-tree edges.
-
-    Returns
-    -------
-    numpy.ndarray or tuple
-        S (N, N), or ``(S, t)`` with ``return_width``.
-
-    Raises
-    ------
-    ValueError
-        If X has fewer than 2 rows, ``k`` is out of range or ``t`` is not positive.
-    """
-    X = as_array(X, "X", ndim=2)
-    n = X.shape[0]
-    k = check_int_range(k, "k (number of neighbours)", 1, max(1, n - 1))
-    if n < 2:
-        raise ValueError(f"X: a neighbourhood graph needs at least 2 points, got {n}")
-    d2 = sq_dists(X)
-    M = _knn_mask(X, k)
-    if connect:
-        M = _connect(d2, M)
-    if t is None:
-        t = heat_width(d2, M)
-    else:
-        t = check_real_range(t, "t (heat-kernel width)", 0.0, None, low_open=True) if np.isfinite(t) else np.inf
-    S = np.where(M, np.exp(-d2 / t) if np.isfinite(t) else 1.0, 0.0)
-    return (S, t) if return_width else S
-
-
-def graph_laplacian(S: np.ndarray) -> np.ndarray:
-    """Unnormalised graph Laplacian L = D − S, D = diag(S 1).
-
-    Parameters
-    ----------
-    S : numpy.ndarray
-        (N, N) symmetric non-negative weights.
-
-    Returns
-    -------
-    numpy.ndarray
-        (N, N) L.
-    """
-    return np.diag(S.sum(1)) - S
-
-
-# ------------------------------------------------------------------- correspondences
-
-def check_pairs(pairs, nx: int, ny: int, d: int | None = None) -> np.ndarray:
-    """Validate the known pairs: an integer array (K, 2) of (i, j) with 0 ≤ i < N_x, 0 ≤ j < N_y.
-
-    Parameters
-    ----------
-    pairs : array_like
-        (K, 2) index pairs (i, j), x_i ↔ y_j.
-    nx : int
-        N_x, the number of x points.
-    ny : int
-        N_y, the number of y points.
-    d : int, optional
-        The latent dimension: at least ``d`` pairs are required.
-
-    Returns
-    -------
-    numpy.ndarray
-        (K, 2) int64 pairs.
-
-    Raises
-    ------
-    ValueError
-        For a wrong shape, non-integer entries, an index out of range, duplicated pairs, no
-        pair, or fewer than ``d`` pairs (the latent dimension).
-    """
-    a = as_index_array(pairs, "pairs")
-    if a.ndim != 2 or a.shape[1] != 2:
-        raise ValueError(f"pairs: expected an integer array of shape (K, 2) of (i, j) index pairs, "
-                         f"got shape {a.shape}")
-    K = a.shape[0]
-    if K == 0:
-        raise ValueError("pairs: expected at least one known correspondence, got none")
-    for col, n, nm in ((0, nx, "x (N_x)"), (1, ny, "y (N_y)")):
-        bad = (a[:, col] < 0) | (a[:, col] >= n)
-        if bad.any():
-            r = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"pairs: correspondence index out of range at row {r}: {tuple(a[r])}; "
-                             f"column {col} indexes {nm} and must lie in [0, {n - 1}]")
-    if len({(int(i), int(j)) for i, j in a}) != K:
-        raise ValueError("pairs: contains duplicated (i, j) pairs")
-    if d is not None and K < d:
-        raise ValueError(f"pairs: {K} known correspondences are fewer than the latent dimension "
-                         f"d = {d}; the alignment is under-determined (need K ≥ d)")
-    return a
-
-
-def correspondence_matrix(pairs: np.ndarray, nx: int, ny: int) -> np.ndarray:
-    """W_C (N_x × N_y) with W_C[i, j] = 1 for every known pair (i, j).
-
-    Parameters
-    ----------
-    pairs : numpy.ndarray
-        (K, 2) validated integer pairs (:func:`check_pairs`).
-    nx : int
-        N_x.
-    ny : int
-        N_y.
-
-    Returns
-    -------
-    numpy.ndarray
-        (N_x, N_y) W_C.
-    """
-    W = np.zeros((nx, ny))
-    W[pairs[:, 0], pairs[:, 1]] = 1.0
-    return W
-
-
-def correspondence_laplacian(pairs: np.ndarray, nx: int, ny: int) -> np.ndarray:
-    """L_C = [[diag(W_C 1), −W_C], [−W_Cᵀ, diag(W_Cᵀ 1)]], shape (N_x+N_y, N_x+N_y).
-
-    vᵀ L_C v = Σ_{(i,j)∈C} (v_x[i] − v_y[j])² for v = [v_x; v_y] (the Laplacian of the
-    bipartite graph of known pairs).
-
-    Parameters
-    ----------
-    pairs : numpy.ndarray
-        (K, 2) validated integer pairs (:func:`check_pairs`).
-    nx : int
-        N_x.
-    ny : int
-        N_y.
-
-    Returns
-    -------
-    numpy.ndarray
-        (N_x + N_y, N_x + N_y) L_C.
-    """
-    W = correspondence_matrix(pairs, nx, ny)
-    return np.block([[np.diag(W.sum(1)), -W], [-W.T, np.diag(W.sum(0))]])
-
-
-def alignment_omega(Lx: np.ndarray, Ly: np.ndarray, pairs: np.ndarray, alpha_x: float = 1.0,
-                    alpha_y: float = 1.0) -> np.ndarray:
-    """Ω = (1/K) L_C + blockdiag(2α_x/N_x² · L^x, 2α_y/N_y² · L^y) (spec, matrix form).
-
-    Parameters
-    ----------
-    Lx : numpy.ndarray
-        (N_x, N_x) graph Laplacian of view x.
-    Ly : numpy.ndarray
-        (N_y, N_y) graph Laplacian of view y.
-    pairs : numpy.ndarray
-        (K, 2) validated integer pairs.
-    alpha_x : float, default 1.0
-        α_x, weight of view x's neighbourhood term.
-    alpha_y : float, default 1.0
-        α_y, weight of view y's neighbourhood term.
-
-    Returns
-    -------
-    numpy.ndarray
-        (N_x + N_y, N_x + N_y) Ω.
-    """
-    nx, ny = Lx.shape[0], Ly.shape[0]
-    K = pairs.shape[0]
-    Om = correspondence_laplacian(pairs, nx, ny) / K
-    Om[:nx, :nx] += 2.0 * alpha_x / nx ** 2 * Lx
-    Om[nx:, nx:] += 2.0 * alpha_y / ny ** 2 * Ly
-    return Om
-
-
-def objective_loops(Px, Py, X, Y, pairs, Sx, Sy, alpha_x=1.0, alpha_y=1.0) -> float:
-    """The paper's objective J written as explicit loops over pairs and graph edges.
-
-    Slow reference used by the tests (O(N²) Python-level sums).
-
-    Parameters
-    ----------
-    Px : numpy.ndarray
-        (D_x, d) map of view x.
-    Py : numpy.ndarray
-        (D_y, d) map of view y.
-    X : numpy.ndarray
-        (N_x, D_x) points (rows).
-    Y : numpy.ndarray
-        (N_y, D_y) points (rows).
-    pairs : array_like
-        (K, 2) known pairs (i, j).
-    Sx : numpy.ndarray
-        (N_x, N_x) neighbourhood weights of view x.
-    Sy : numpy.ndarray
-        (N_y, N_y) neighbourhood weights of view y.
-    alpha_x : float, default 1.0
-        α_x.
-    alpha_y : float, default 1.0
-        α_y.
-
-    Returns
-    -------
-    float
-        J.
-    """
-    Ux, Uy = X @ Px, Y @ Py
-    K = len(pairs)
-    J = sum(float(np.sum((Ux[i] - Uy[j]) ** 2)) for i, j in pairs) / K
-    for U, S, a in ((Ux, Sx, alpha_x), (Uy, Sy, alpha_y)):
-        n = U.shape[0]
-        s = 0.0
-        for i in range(n):
-            for i2 in range(n):
-                if S[i, i2] != 0.0:
-                    s += float(np.sum((U[i] - U[i2]) ** 2)) * S[i, i2]
-        J += a / n ** 2 * s
-    return J
-
-
-def objective_trace(P: np.ndarray, Z: np.ndarray, Omega: np.ndarray) -> float:
-    """Tr(Pᵀ Z Ω Zᵀ P) with Z = blockdiag(Xᵀ, Yᵀ) (D × N, columns are points).
-
-    Parameters
-    ----------
-    P : numpy.ndarray
-        (D, d) stacked maps [P_x; P_y].
-    Z : numpy.ndarray
-        (D, N) block-diagonal data, columns are points.
-    Omega : numpy.ndarray
-        (N, N) alignment matrix Ω.
-
-    Returns
-    -------
-    float
-        The objective J.
-    """
-    ZP = Z.T @ P
-    return float(np.trace(ZP.T @ Omega @ ZP))
-
-
-# ----------------------------------------------------------------------------- PCA
-
-@dataclass
-class PCA:
-    """Centring + projection on leading principal directions: x ↦ (x − mean) V, V (D × p).
-
-    Parameters
-    ----------
-    n_components : int or None, default None
-        p, the number of directions kept; None keeps every direction with singular value
-        above ``rtol · s_max`` (the rank of the centred data).
-    rtol : float, default 1e-10
-        Relative singular-value threshold of the rank.
-
-    Attributes
-    ----------
-    mean : numpy.ndarray
-        (D,) mean of the fitted data (set by :meth:`fit`).
-    components : numpy.ndarray
-        (D, p) V, the kept principal directions (set by :meth:`fit`).
-    singular_values : numpy.ndarray
-        (p,) their singular values (set by :meth:`fit`).
-    rank : int
-        Rank of the centred data (set by :meth:`fit`).
-    """
-    n_components: int | None = None
-    rtol: float = 1e-10
-    mean: np.ndarray = field(init=False, repr=False)
-    components: np.ndarray = field(init=False, repr=False)
-    singular_values: np.ndarray = field(init=False, repr=False)
-    rank: int = field(init=False, default=0)
-
-    def fit(self, X: np.ndarray) -> "PCA":
-        """Centre X and keep its leading principal directions.
-
-        Parameters
-        ----------
-        X : numpy.ndarray
-            (N, D) points (rows).
-
-        Returns
-        -------
-        PCA
-            ``self``, fitted.
-
-        Raises
-        ------
-        ValueError
-            If every point is identical after centring (zero variance).
-        """
-        self.mean = X.mean(0)
-        Xc = X - self.mean
-        _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
-        self.rank = int(np.sum(s > self.rtol * (s[0] if s.size and s[0] > 0 else 1.0)))
-        if self.rank == 0:
-            raise ValueError("data: every point is identical after centring (zero variance); "
-                             "nothing to project")
-        p = self.rank if self.n_components is None else min(self.n_components, self.rank)
-        self.components = Vt[:p].T
-        self.singular_values = s[:p]
-        return self
-
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        """Project points: (x − mean) V.
-
-        Parameters
-        ----------
-        X : numpy.ndarray
-            (M, D) points (rows).
-
-        Returns
-        -------
-        numpy.ndarray
-            (M, p) coordinates.
-        """
-        return (X - self.mean) @ self.components
-
-
-#: index of the nearest row of ``Ub`` for every row of ``Ua`` (Euclidean; ties → lower index):
-#: :func:`tandem.inference.distances.nearest`, under the name the alignment docs use.
-nearest_partner = nearest
-
-
-def sign_fix(V: np.ndarray) -> np.ndarray:
-    """Columns of V signed so that each column's largest-magnitude entry is positive.
-
-    Parameters
-    ----------
-    V : numpy.ndarray
-        (D, d) matrix.
-
-    Returns
-    -------
-    numpy.ndarray
-        (D, d) V with each column's sign fixed.
-    """
-    j = np.argmax(np.abs(V), axis=0)
-    s = np.sign(V[j, np.arange(V.shape[1])])
-    s[s == 0] = 1.0
-    return V * s
 
 
 # ---------------------------------------------------------------------------- solver

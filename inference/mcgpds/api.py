@@ -52,6 +52,7 @@ from tandem.inference.mcgpds.bound import set_optimal_inducing
 from tandem.inference.mcgpds.fit import (
     McGPDSConfig,
     Prediction,
+    check_test_sources,
     fit_mcgpds,
     predict_view,
     view_sites,
@@ -416,21 +417,22 @@ class McGPDS(TandemEstimator):
                                  f"(one per source), a list of all {V} views, or a dict view -> array")
         as_torch = isinstance(tests[0], torch.Tensor)
         dev = self.fitted_.data.device
-        Zs = []
+        raws, names = [], []
         for k, Y in zip(srcs, tests):
             nm = "source_view_test" if sources is None else f"source_view_test (view {k})"
             # NaN entries of the test frames are missing: masked in the test-time latent step and the NN searches
             Ys = as_tensor(Y, nm, ndim=2, detach=True, finite=False).to(dev)
-            if bool(torch.isinf(Ys).any()):
-                raise ValueError(f"{nm}: expected finite values or NaN (missing), got an infinite entry")
             D_s = self.fitted_.data.out_dims[k]
             if Ys.shape[1] != D_s:
                 raise ValueError(f"{nm}: expected {D_s} columns (view {k}), got {Ys.shape[1]}")
             if Ys.shape[0] == 0:
                 raise ValueError(f"{nm}: expected at least one test frame (row), got 0")
-            if Zs and Ys.shape[0] != Zs[0].shape[0]:
-                raise ValueError(f"{nm}: expected {Zs[0].shape[0]} rows like the other sources, got {Ys.shape[0]}")
-            Zs.append(self.scalers_[k].transform(Ys))
+            if raws and Ys.shape[0] != raws[0].shape[0]:
+                raise ValueError(f"{nm}: expected {raws[0].shape[0]} rows like the other sources, got {Ys.shape[0]}")
+            raws.append(Ys)
+            names.append(nm)
+        check_test_sources(raws, names)     # inf refused per source, named; all-missing frames across sources
+        Zs = [self.scalers_[k].transform(Ys) for k, Ys in zip(srcs, raws)]
         if t_test is not None:
             t_test = as_tensor(t_test, "t_test", ndim=1, detach=True).to(dev)
             check_time_order(t_test, None, times_name="t_test")

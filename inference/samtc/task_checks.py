@@ -1,0 +1,75 @@
+"""SAMTC input checks: the tasks, their cluster counts and true labels, and each task's own-task metric.
+
+Re-exported by :mod:`tandem.inference.samtc.algorithm`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from tandem.inference.validation import as_array, label_codes
+from tandem.models.samtc import check_task_layout
+
+__all__ = ["validate_tasks"]
+
+
+def validate_tasks(tasks, n_clusters, labels=None):
+    """Check the tasks and convert them to float64.
+
+    The structure (task count, empty tasks, one feature space, integer h_t ≥ 2, n_t ≥ h_t) is
+    checked by :func:`tandem.models.samtc.check_task_layout`, shared with the Pyro model; here
+    also that every task is a 2-d numeric array (dense or scipy.sparse) of finite numbers, and
+    that ``labels`` (if given) hold one label per point.
+
+    Parameters
+    ----------
+    tasks : list of array_like or scipy.sparse matrices
+        Task t's (n_t, d) data.
+    n_clusters : list of int
+        h_t per task.
+    labels : list of array_like, optional
+        Per-task true labels.
+
+    Returns
+    -------
+    tasks : list
+        float64 csr matrices or dense arrays.
+    n_clusters : list of int
+        h_t per task.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the task and what is wrong.
+    """
+    if tasks is None or len(tasks) == 0:
+        raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
+    out = []
+    for t, X in enumerate(tasks):
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=np.float64)
+        else:
+            X = as_array(X, f"tasks[{t}]", ndim=2, finite=False)
+        out.append(X)
+    hs = check_task_layout([X.shape for X in out], n_clusters, h_name="n_clusters")
+    for t, X in enumerate(out):
+        bad = int((~np.isfinite(X.data if sp.issparse(X) else X)).sum())
+        if bad:
+            raise ValueError(f"tasks[{t}]: contains {bad} NaN or inf entries; expected finite values")
+    validate_labels(labels, out)
+    return out, hs
+
+
+def validate_labels(labels, tasks) -> list | None:
+    """Per-task class labels as int64 codes (:func:`tandem.inference.validation.label_codes`:
+    any hashable labels, NaN/None refused, one per point of ``tasks[t]``); ``None`` stays ``None``."""
+    if labels is None:
+        return None
+    if len(labels) != len(tasks):
+        raise ValueError(f"labels: expected one array per task ({len(tasks)}), got {len(labels)}")
+    return [label_codes(y, X.shape[0], f"labels[{t}]") for t, (y, X) in enumerate(zip(labels, tasks))]
+
+
+def _metric_for(X):
+    """Own-task similarity: cosine for sparse (text) data, Euclidean for dense data."""
+    return "cosine" if sp.issparse(X) else "euclidean"
