@@ -122,7 +122,17 @@ def main(argv=None):
         best_on_test_oracle=grid[int(np.argmin(e))],
         stacked_chosen_by_heldout=min(stacked, key=lambda r: r["heldout_train_rmse"]),
         stacked_best_on_test_oracle=min(stacked, key=lambda r: r["rmse"]))
-    print(json.dumps(res.config["summary"], indent=1))
+    summ = res.config["summary"]
+    for key, head in (("chosen_by_heldout", "chosen by held-out RMSE"), ("best_on_test_oracle", "best on test (oracle)"),
+                      ("stacked_chosen_by_heldout", "stacked, chosen by held-out RMSE"),
+                      ("stacked_best_on_test_oracle", "stacked, best on test (oracle)")):
+        r = summ[key]
+        for met in ("heldout_train_rmse", "rmse", "msll"):
+            res.add(head, met, r[met], fit="summary", predictor=r["method"], fit_of=r["fit"])
+    for key in ("pearson_heldout_vs_test_rmse", "spearman_heldout_vs_test_rmse"):
+        res.add(key.split("_")[0].capitalize() + " correlation, held-out vs test RMSE (96 candidates)", "value",
+                summ[key], fit="summary")
+    print(json.dumps(summ, indent=1))
     path = res.write(args.out)
     print(f"wrote {path}")
     return res

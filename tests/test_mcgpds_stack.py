@@ -158,3 +158,24 @@ def test_stacked_prediction_rejects_bad_members(fitted):
     with pytest.raises(ValueError, match="do not match"):
         stacked_prediction(f, {"a": cp, "b": short})
     assert set(TANDEM_CANDIDATES) <= set(sel.results)
+
+
+def test_stacked_predictor_is_stacking_of_every_stack_candidate_and_mcgpds_predict_uses_it():
+    from tandem.inference.mcgpds import McGPDS
+    from tandem.inference.mcgpds.predictor import TANDEM_STACK_CANDIDATES, stacked_predictor
+    train, test, t, tt = _two_views(seed=2)
+    est = McGPDS(Q=2, M=12, seed=0, fixed=("alpha", "eps", "beta", "time", "W"), **SHORT).fit(train, times=t)
+    f = est.fitted_
+    zs = est.scalers_[0].transform(torch.as_tensor(test[0]))
+    sp = stacked_predictor(f, zs, tt, test_iters=3)
+    assert set(sp.members) == set(TANDEM_STACK_CANDIDATES) and len(TANDEM_STACK_CANDIDATES) == 12
+    assert sp.weights.keys() == set(TANDEM_STACK_CANDIDATES) | {TRAINING_MEAN}
+    # a candidate's own features are used: the raw-feature members differ from their std twins
+    assert not torch.equal(sp.members["raw features, source-space 1-NN"].holdout_mean,
+                           sp.members["std features, source-space 1-NN"].holdout_mean)
+    again = stacked_prediction(f, sp.members, include_mean=True)
+    torch.testing.assert_close(again.prediction.mean, sp.prediction.mean)
+    pred = est.predict(test[0], tt, method="stacked", test_iters=3)
+    st = est.scalers_[1]
+    np.testing.assert_allclose(pred.mean, st.inverse(sp.prediction.mean).numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(pred.var, st.inverse_var(sp.prediction.var).numpy(), rtol=1e-10, atol=1e-12)

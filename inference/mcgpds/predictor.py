@@ -41,7 +41,7 @@ from tandem.inference.validation import as_tensor, check_int_range
 
 __all__ = ["TANDEM_PREDICTOR", "TANDEM_CANDIDATES", "CalibratedPrediction", "PredictorSelection", "nn_features",
            "calibrated_prediction", "select_predictor", "StackedPrediction", "simplex_least_squares",
-           "stacked_prediction", "TRAINING_MEAN"]
+           "stacked_prediction", "stacked_predictor", "TRAINING_MEAN", "TANDEM_STACK_CANDIDATES"]
 
 #: ``predict_view`` keywords of the tandem predictor (k-NN size and the NN features apart)
 TANDEM_PREDICTOR = dict(method="code", test_iters=8, fixll=True, beta_target_override=None,
@@ -58,6 +58,18 @@ TANDEM_CANDIDATES = {
     "shared-space 1-NN": dict(k_neighbours=1),
     "source-space 5-NN": dict(k_neighbours=5, latent_for_prediction="y_nn"),
     "source-space 20-NN": dict(k_neighbours=20, latent_for_prediction="y_nn"),
+}
+
+
+#: the members of the stacked predictor (:func:`stacked_predictor`): Y-space NN features ∈
+#: {std, raw} × k ∈ {1, 5, 20} × the target latent at the shared-space or the source-space
+#: neighbours — every combination of what :func:`calibrated_prediction` offers. Stacking
+#: (weights fitted on held-out training frames) decides how much each contributes; on CUAVE
+#: the raw-feature source-space 1-NN member carries signal the standardised features miss.
+TANDEM_STACK_CANDIDATES = {
+    f"{feat} features, {'shared' if lat == 'shared_nn' else 'source'}-space {k}-NN":
+        dict(features=feat, k_neighbours=k, **({} if lat == "shared_nn" else {"latent_for_prediction": "y_nn"}))
+    for feat in ("std", "raw") for k in (1, 5, 20) for lat in ("shared_nn", "y_nn")
 }
 
 
@@ -254,7 +266,8 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
     target : int, default 1
         Target view index.
     candidates : dict, optional
-        Label → keywords of :func:`calibrated_prediction` (default :data:`TANDEM_CANDIDATES`).
+        Label → keywords of :func:`calibrated_prediction` (default :data:`TANDEM_CANDIDATES`); a
+        candidate's own ``features`` replaces ``features``.
     features : str or tuple, default "std"
         The Y-space NN features (:func:`calibrated_prediction`).
     n_chunks : int, default 5
@@ -283,8 +296,9 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
     for label, kw in cands.items():
         if int(kw.get("k_neighbours", 1)) > n_other:     # too few training frames for this k: not a candidate
             continue
-        cp = calibrated_prediction(fitted, Y_source_test, t_test, source, target, features=features,
-                                   n_chunks=n_chunks, **{**predict_kwargs, **kw})
+        kw_c = {**predict_kwargs, **kw}
+        cp = calibrated_prediction(fitted, Y_source_test, t_test, source, target,
+                                   features=kw_c.pop("features", features), n_chunks=n_chunks, **kw_c)
         scores[label] = float(((Y - cp.holdout_mean) ** 2).nanmean())     # NaN: missing training entries
         results[label] = cp
         if best is None or scores[label] < scores[best[0]]:
@@ -363,6 +377,8 @@ class StackedPrediction:
         Member label → weight used for the test prediction (fitted on every held-out frame).
     fold_weights : list of dict
         Per fold, the weights used for its held-out frames.
+    members : dict or None
+        Label → :class:`CalibratedPrediction` of every member (set by :func:`stacked_predictor`).
     """
     prediction: Prediction
     holdout_mean: torch.Tensor
@@ -370,6 +386,7 @@ class StackedPrediction:
     delta: torch.Tensor
     weights: dict
     fold_weights: list
+    members: dict | None = None
 
 
 def _stack_weights(means: list, Y: torch.Tensor, rows) -> np.ndarray:
@@ -485,3 +502,58 @@ def stacked_prediction(fitted: McGPDSFitted, members: dict, target: int = 1, *, 
 def _nanvar(Y: torch.Tensor) -> torch.Tensor:
     # per-column variance (ddof 0) of the observed entries
     return ((Y - Y.nanmean(0)) ** 2).nanmean(0)
+
+
+def stacked_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, target: int = 1, *,
+                      candidates=None, include_mean: bool = True, features="std", n_chunks: int = 5,
+                      **predict_kwargs) -> StackedPrediction:
+    """The stacked tandem predictor: every candidate, mixed with weights fitted on held-out TRAINING frames.
+
+    Every candidate (label → keywords of :func:`calibrated_prediction`, a candidate's own
+    ``features`` included; default :data:`TANDEM_STACK_CANDIDATES`) predicts the training target
+    view fold by fold (as in :func:`select_predictor`) and the test frames; the candidates and,
+    with ``include_mean``, the training mean are mixed by :func:`stacked_prediction` (convex
+    weights minimising the held-out squared error, moment-matched variance, held-out calibrated
+    δ). A candidate whose ``k_neighbours`` exceeds the training frames outside the largest fold
+    is skipped. The test frames enter no choice.
+
+    Parameters
+    ----------
+    fitted : tandem.inference.mcgpds.fit.McGPDSFitted
+        A trained model.
+    Y_source_test : array_like or list of array_like
+        (N*, D_s) test frames of the source view, model units (one array per source for several).
+    t_test : array_like
+        (N*,) test time stamps.
+    source : int or list of int, default 0
+        Source view index, or several.
+    target : int, default 1
+        Target view index.
+    candidates : dict, optional
+        Label → keywords of :func:`calibrated_prediction` (default :data:`TANDEM_STACK_CANDIDATES`).
+    include_mean : bool, default True
+        Add the training mean of the target view as a member.
+    features : str or tuple, default "std"
+        The Y-space NN features of a candidate that names none.
+    n_chunks : int, default 5
+        Held-out chunks of a single training sequence.
+    **predict_kwargs
+        Passed to every candidate (a candidate's own keywords take precedence).
+
+    Returns
+    -------
+    StackedPrediction
+        The stacked test prediction, its cross-validated held-out predictions, the weights and
+        every member (``members``).
+
+    Raises
+    ------
+    ValueError
+        ``candidates`` empty or not a mapping of label → dict of keywords, or none feasible.
+    """
+    sel = select_predictor(fitted, Y_source_test, t_test, source, target,
+                           candidates=TANDEM_STACK_CANDIDATES if candidates is None else candidates,
+                           features=features, n_chunks=n_chunks, **predict_kwargs)
+    sp = stacked_prediction(fitted, sel.results, target, include_mean=include_mean, n_chunks=n_chunks)
+    sp.members = sel.results
+    return sp
