@@ -123,7 +123,8 @@ def main(argv=None):
         stacked_chosen_by_heldout=min(stacked, key=lambda r: r["heldout_train_rmse"]),
         stacked_best_on_test_oracle=min(stacked, key=lambda r: r["rmse"]))
     summ = res.config["summary"]
-    for key, head in (("chosen_by_heldout", "chosen by held-out RMSE"), ("best_on_test_oracle", "best on test (oracle)"),
+    for key, head in (("chosen_by_heldout", "chosen by held-out RMSE"),
+                      ("best_on_test_oracle", "best on test (oracle)"),
                       ("stacked_chosen_by_heldout", "stacked, chosen by held-out RMSE"),
                       ("stacked_best_on_test_oracle", "stacked, best on test (oracle)")):
         r = summ[key]
