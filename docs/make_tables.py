@@ -214,9 +214,9 @@ _CUAVE_GRID_FITS = _cols(*(f"{sc} scale, Q = {q}, {k}" for sc in ("view", "colum
                            for k in ("RBF-ARD", "linear-ARD")))
 _CUAVE_GRID_CMD = ("OMP_NUM_THREADS=1 nice python docs/mcgpds_cuave_grid.py --seed 0 "
                    "--fit-cache results/cuave_grid_fits "
-                   "--out results/cuave_grid")
+                   "--out docs/results")
 _CUAVE_STACK_CMD = ("OMP_NUM_THREADS=1 nice python docs/mcgpds_cuave_stack.py --seeds 5 "
-                    "--mrd-cache results/cuave_fitcache --out results/cuave_stack")
+                    "--mrd-cache results/cuave_fitcache --out docs/results")
 
 #: every table of the results pages, in page order
 TABLES: tuple[Table, ...] = (

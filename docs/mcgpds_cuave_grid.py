@@ -87,8 +87,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore", DeprecationWarning)
     d = load_cuave(args.data_dir)
-    res = Results(EXPERIMENT, [args.seed], dict(fits=[fit_label(*f) for f in FITS], held_out="5 contiguous chunks",
-                                                units="raw MFCC"))
+    res = Results(f"{EXPERIMENT}_seed{args.seed}", [args.seed],
+                  dict(fits=[fit_label(*f) for f in FITS], held_out="5 contiguous chunks", units="raw MFCC"))
     rows = []
     t_test = torch.as_tensor(d.t_test, dtype=torch.float64)
     for scale, Q, kern in FITS:
