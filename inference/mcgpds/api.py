@@ -95,7 +95,7 @@ class McGPDSPrediction:
     raw : tandem.inference.mcgpds.fit.Prediction
         The model-unit prediction (latents, NN indices, ...).
     method : str
-        The method asked for ("tandem", "paper", "code" or "generative").
+        The method asked for ("tandem", "stacked", "paper", "code" or "generative").
     """
     mean: np.ndarray | torch.Tensor
     var: np.ndarray | torch.Tensor

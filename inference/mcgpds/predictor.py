@@ -18,6 +18,10 @@ restricted to the other folds (:func:`tandem.inference.mcgpds.fit.holdout_predic
 ``δ_d = max(0, mean_n (y_nd − m_nd)² − mean_n v_nd)`` makes the mean held-out predictive
 variance match the mean held-out squared error
 (:func:`tandem.inference.mcgpds.fit.calibrated_extra_var`). No test data enters any choice.
+
+:func:`select_predictor` picks one candidate by its held-out error; :func:`stacked_predictor`
+mixes all of them (and the training mean) with convex weights fitted on the held-out frames
+(:func:`stacked_prediction`, ``McGPDS.predict(..., method="stacked")``).
 """
 from __future__ import annotations
 
