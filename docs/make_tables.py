@@ -205,13 +205,18 @@ _TWIN_TOY_RUNS = (("", 100), ("_fresh", 200))
 
 #: the headline rows of the CUAVE runs against GPy MRD (issue 20 item 4)
 _CUAVE_HEADLINE = ("training mean", "NN in Y space (raw)", "NN in Y space (standardised)", "GPy MRD (Q = 5)",
-                   "GPy MRD (Q = 10)", "McGPDS (tandem default)",
+                   "GPy MRD (Q = 10)", "McGPDS (tandem default)", "McGPDS (tandem stacked)",
                    "McGPDS (tandem default candidate: shared-space 1-NN)",
                    "McGPDS (tandem default candidate: source-space 5-NN)",
                    "McGPDS (tandem default candidate: source-space 20-NN)")
 
 _CUAVE_GRID_FITS = _cols(*(f"{sc} scale, Q = {q}, {k}" for sc in ("view", "column") for q in (5, 10)
-                           for k in ("RBF-ARD", "linear-ARD") if not (sc == "column" and q == 10)))
+                           for k in ("RBF-ARD", "linear-ARD")))
+_CUAVE_GRID_CMD = ("OMP_NUM_THREADS=1 nice python docs/mcgpds_cuave_grid.py --seed 0 "
+                   "--fit-cache results/cuave_grid_fits "
+                   "--out docs/results")
+_CUAVE_STACK_CMD = ("OMP_NUM_THREADS=1 nice python docs/mcgpds_cuave_stack.py --seeds 5 "
+                    "--mrd-cache results/cuave_fitcache --out docs/results")
 
 #: every table of the results pages, in page order
 #: the pose fit's old (unblocked) and new (blocked) ψ2 paths: times, then bounds and predictions
@@ -249,9 +254,18 @@ TABLES: tuple[Table, ...] = (
           where={"method": _CUAVE_HEADLINE}, order=_CUAVE_HEADLINE, digits=4),
     Table("mcgpds_cuave_protocol", "recorded/mcgpds_cuave_protocol.json", ("method",),
           (("rmse", "RMSE"), ("msll", "MSLL"), ("heldout_train_rmse", "held-out training RMSE"))),
-    *(Table(f"mcgpds_cuave_grid_{met}", "recorded/mcgpds_cuave_grid_seed0.json", ("method",), _CUAVE_GRID_FITS,
-            column_key="fit", where={"metric": met}, row_headers=(f"{head}: predictor (rows) × fit (columns)",))
-      for met, head in (("heldout_train_rmse", "held-out training RMSE"), ("rmse", "test RMSE"))),
+    *(Table(f"mcgpds_cuave_grid_{met}", "mcgpds_cuave_grid_seed0.json", ("method",), _CUAVE_GRID_FITS,
+            column_key="fit", where={"metric": met}, row_headers=(f"{head}: predictor (rows) × fit (columns)",),
+            digits=4, command=_CUAVE_GRID_CMD)
+      for met, head in (("heldout_train_rmse", "held-out training RMSE"), ("rmse", "test RMSE"),
+                        ("msll", "test MSLL"))),
+    Table("mcgpds_cuave_grid_summary", "mcgpds_cuave_grid_seed0.json", ("method", "predictor", "fit_of"),
+          (("heldout_train_rmse", "held-out training RMSE"), ("rmse", "test RMSE"), ("msll", "test MSLL"),
+           ("value", "value")), where={"fit": "summary"}, row_headers=("", "predictor", "fit"), digits=4,
+          command=_CUAVE_GRID_CMD),
+    Table("mcgpds_cuave_stack", "mcgpds_cuave_stack.json", ("method",),
+          (("rmse", "RMSE"), ("msll", "MSLL"), ("heldout_train_rmse", "held-out training RMSE")), digits=4,
+          command=_CUAVE_STACK_CMD),
     Table("mcgpds_oil", "recorded/mcgpds_oil.json", ("setting",),
           _cols("McGPDS latent (labels as view 2)", "CGPDS latent (12-d only)", "data, standardised", "data, raw"),
           column_key="method", row_headers=("training size, evaluation",)),

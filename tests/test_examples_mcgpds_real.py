@@ -56,6 +56,10 @@ def test_cuave_quick(tmp_path):
     mean = next(r for r in res["results"] if r["method"] == "training mean" and r["metric"] == "rmse")
     assert round(mean["mean"], 3) == 1.106
     assert "McGPDS (tandem: held-out selected, calibrated)" in _methods(res, "msll")
+    # the stacked predictor of the default fit, with its weights on the simplex
+    assert {"McGPDS (tandem default)", "McGPDS (tandem stacked)"} <= _methods(res, "rmse") & _methods(res, "msll")
+    w = res["config"]["tandem stacked: weights fitted on held-out training frames"][0]["weights"]
+    assert abs(sum(w.values()) - 1) < 1e-3 and min(w.values()) >= 0
     assert "training mean" in proc.stdout
     assert (tmp_path / "mcgpds_cuave.png").stat().st_size > 0
 

@@ -278,6 +278,8 @@ def calibrated_predictor(fitted, data, metric: str, mask, label: str, kw: dict, 
 #: name of the row of ``McGPDS(seed=s).fit(...).predict(...)`` with every default (the object a
 #: user gets), fitted on the training views in their original units
 DEFAULT_ROW = "McGPDS (tandem default)"
+#: the stacked tandem predictor of the same fit (``predict(..., method="stacked")``)
+STACKED_ROW = "McGPDS (tandem stacked)"
 
 #: reduced schedule of the default row in ``--quick`` smoke runs
 _QUICK_DEFAULT = dict(Q=3, M=10, cycles=1, var_iters=2, model_iters=2, joint_iters=4, lbfgs_max_iter=4)
@@ -333,25 +335,36 @@ def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir
         Prediction seconds.
     selection : tandem.inference.mcgpds.predictor.PredictorSelection or types.SimpleNamespace
         The selection with ``test`` added: label → (mean, var) of every candidate in original
-        units, and ``loaded``; read from the cache it is a namespace with ``label``, ``scores``,
-        ``test`` and ``loaded``.
+        units, ``stacked`` (mean, var) of :func:`tandem.inference.mcgpds.predictor.stacked_predictor`
+        on the same fit (original units), ``stacked_weights``, ``stacked_heldout_mse`` (model
+        units, cross-validated) and ``loaded``; read from the cache it is a namespace with
+        ``label``, ``scores``, ``test``, the three ``stacked`` fields and ``loaded``.
     """
     import types
 
     import torch
 
     from tandem.inference.mcgpds.api import McGPDS
-    from tandem.inference.mcgpds.predictor import TANDEM_CANDIDATES, select_predictor
+    from tandem.inference.mcgpds.predictor import (
+        TANDEM_CANDIDATES,
+        TANDEM_STACK_CANDIDATES,
+        select_predictor,
+        stacked_predictor,
+    )
     path = None
     if cache_dir is not None:
-        key = content_hash("mcgpds_default/1", data.Y1, data.Y2, data.t, list(data.seq_ends), data.Y1_test,
-                           data.t_test, int(seed), bool(quick), repr(TANDEM_CANDIDATES), length=64)
+        key = content_hash("mcgpds_default/2", data.Y1, data.Y2, data.t, list(data.seq_ends), data.Y1_test,
+                           data.t_test, int(seed), bool(quick), repr(TANDEM_CANDIDATES),
+                           repr(TANDEM_STACK_CANDIDATES), length=64)
         path = Path(cache_dir) / f"mcgpds_default_seed{seed}_{key[:16]}.json"
         if path.exists():
             z = json.loads(path.read_text())
             if z.get("fingerprint") == key:
                 test = {k: (np.asarray(m), np.asarray(v)) for k, (m, v) in z["test"].items()}
-                sel = types.SimpleNamespace(label=z["label"], scores=z["scores"], test=test, loaded=True)
+                sel = types.SimpleNamespace(label=z["label"], scores=z["scores"], test=test, loaded=True,
+                                            stacked=(np.asarray(z["stacked"][0]), np.asarray(z["stacked"][1])),
+                                            stacked_weights=z["stacked_weights"],
+                                            stacked_heldout_mse=z["stacked_heldout_mse"])
                 mean, var = test[sel.label]
                 return mean, var, z["train_s"], z["predict_s"], sel
     t0 = time.perf_counter()
@@ -365,12 +378,20 @@ def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir
                 for lab, cp in sel.results.items()}
     mean, var = sel.test[sel.label]
     tr_s, pr_s = t1 - t0, time.perf_counter() - t1
+    # the stacked predictor of the same fit (its own timing is not part of the default's)
+    sp = stacked_predictor(est.fitted_, zs, torch.as_tensor(data.t_test, dtype=torch.float64), seed=est.seed)
+    sel.stacked = (_np(st.inverse(sp.prediction.mean)), _np(st.inverse_var(sp.prediction.var)))
+    sel.stacked_weights = sp.weights
+    sel.stacked_heldout_mse = float(((est.fitted_.views[1] - sp.holdout_mean) ** 2).nanmean())
     sel.loaded = False
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps({"fingerprint": key, "seed": seed, "label": sel.label, "scores": sel.scores,
                                             "test": {k: [m.tolist(), v.tolist()] for k, (m, v) in sel.test.items()},
-                                            "train_s": tr_s, "predict_s": pr_s}))
+                                            "train_s": tr_s, "predict_s": pr_s,
+                                            "stacked": [a.tolist() for a in sel.stacked],
+                                            "stacked_weights": sel.stacked_weights,
+                                            "stacked_heldout_mse": sel.stacked_heldout_mse}))
     return mean, var, tr_s, pr_s, sel
 
 
@@ -577,6 +598,11 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
             acc.setdefault((row, "heldout_train_mse_model_units"), []).append(sel.scores[lab])
         res.config.setdefault("tandem default: selection by held-out training MSE (model units)", []).append(
             {"seed": s, "selected": sel.label, "heldout_mse": {k: round(v, 5) for k, v in sel.scores.items()}})
+        m_st, v_st = sel.stacked
+        put(STACKED_ROW, err_fn(m_st, data.Y2_test), M.msll(m_st, v_st, data.Y2_test, mask=mask))
+        acc.setdefault((STACKED_ROW, "heldout_train_mse_model_units"), []).append(sel.stacked_heldout_mse)
+        res.config.setdefault("tandem stacked: weights fitted on held-out training frames", []).append(
+            {"seed": s, "weights": {k: round(v, 4) for k, v in sel.stacked_weights.items() if v > 5e-5}})
         if s == seeds[0]:
             keep[DEFAULT_ROW] = (m_d, v_d)
         # GPy MRD, the peer, on every seed and at every latent dimension asked for

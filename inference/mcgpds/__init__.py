@@ -22,6 +22,8 @@ _LAZY = {
     "predict_view": "fit", "cached_fit": "fit", "save_fitted": "fit", "load_fitted": "fit",
     "calibrated_prediction": "predictor", "CalibratedPrediction": "predictor", "TANDEM_PREDICTOR": "predictor",
     "select_predictor": "predictor", "PredictorSelection": "predictor", "TANDEM_CANDIDATES": "predictor",
+    "stacked_predictor": "predictor", "stacked_prediction": "predictor", "StackedPrediction": "predictor",
+    "TANDEM_STACK_CANDIDATES": "predictor",
     "collapsed_loss": "bound", "set_optimal_inducing": "bound",
 }
 

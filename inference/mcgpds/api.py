@@ -58,7 +58,7 @@ from tandem.inference.mcgpds.fit import (
     view_sites,
 )
 from tandem.inference.mcgpds.missing import check_missing_views, impute_view
-from tandem.inference.mcgpds.predictor import select_predictor
+from tandem.inference.mcgpds.predictor import select_predictor, stacked_predictor
 from tandem.inference.params import (
     AnyValue,
     Boolean,
@@ -96,7 +96,7 @@ class McGPDSPrediction:
     raw : tandem.inference.mcgpds.fit.Prediction
         The model-unit prediction (latents, NN indices, ...).
     method : str
-        The method asked for ("tandem", "paper", "code" or "generative").
+        The method asked for ("tandem", "stacked", "paper", "code" or "generative").
     """
     mean: np.ndarray | torch.Tensor
     var: np.ndarray | torch.Tensor
@@ -365,7 +365,10 @@ class McGPDS(TandemEstimator):
             "tandem" (default: the calibrated predictor chosen on held-out training frames among
             :data:`tandem.inference.mcgpds.predictor.TANDEM_CANDIDATES`,
             :func:`tandem.inference.mcgpds.predictor.select_predictor`; ``candidates={label:
-            {...}}`` gives other choices, a single entry fixes the predictor), or "paper", "code",
+            {...}}`` gives other choices, a single entry fixes the predictor), "stacked" (every
+            candidate of :data:`tandem.inference.mcgpds.predictor.TANDEM_STACK_CANDIDATES` and the
+            training mean, mixed with convex weights fitted on held-out training frames,
+            :func:`tandem.inference.mcgpds.predictor.stacked_predictor`), or "paper", "code",
             "generative" (:func:`tandem.inference.mcgpds.fit.predict_view`).
         **kwargs
             Passed to that function.
@@ -444,10 +447,13 @@ class McGPDS(TandemEstimator):
         if method == "tandem":
             raw = select_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed,
                                    **kwargs).result.prediction
+        elif method == "stacked":
+            raw = stacked_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed,
+                                    **kwargs).prediction
         elif method in ("paper", "code", "generative"):
             raw = predict_view(self.fitted_, Z_arg, t_test, src_arg, target, method=method, seed=self.seed, **kwargs)
         else:
-            raise ValueError(f"method: expected 'tandem', 'paper', 'code' or 'generative', got {method!r}")
+            raise ValueError(f"method: expected 'tandem', 'stacked', 'paper', 'code' or 'generative', got {method!r}")
         st = self.scalers_[target]
         mean, var = st.inverse(raw.mean), st.inverse_var(raw.var)
         if as_torch:

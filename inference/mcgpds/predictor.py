@@ -18,13 +18,19 @@ restricted to the other folds (:func:`tandem.inference.mcgpds.fit.holdout_predic
 ``δ_d = max(0, mean_n (y_nd − m_nd)² − mean_n v_nd)`` makes the mean held-out predictive
 variance match the mean held-out squared error
 (:func:`tandem.inference.mcgpds.fit.calibrated_extra_var`). No test data enters any choice.
+
+:func:`select_predictor` picks one candidate by its held-out error; :func:`stacked_predictor`
+mixes all of them (and the training mean) with convex weights fitted on the held-out frames
+(:func:`stacked_prediction`, ``McGPDS.predict(..., method="stacked")``).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.optimize import minimize
 
 from tandem.inference.distances import Standardizer, knn
 from tandem.inference.mcgpds.fit import (
@@ -38,7 +44,8 @@ from tandem.inference.mcgpds.fit import (
 from tandem.inference.validation import as_tensor, check_int_range
 
 __all__ = ["TANDEM_PREDICTOR", "TANDEM_CANDIDATES", "CalibratedPrediction", "PredictorSelection", "nn_features",
-           "calibrated_prediction", "select_predictor"]
+           "calibrated_prediction", "select_predictor", "StackedPrediction", "simplex_least_squares",
+           "stacked_prediction", "stacked_predictor", "TRAINING_MEAN", "TANDEM_STACK_CANDIDATES"]
 
 #: ``predict_view`` keywords of the tandem predictor (k-NN size and the NN features apart)
 TANDEM_PREDICTOR = dict(method="code", test_iters=8, fixll=True, beta_target_override=None,
@@ -55,6 +62,18 @@ TANDEM_CANDIDATES = {
     "shared-space 1-NN": dict(k_neighbours=1),
     "source-space 5-NN": dict(k_neighbours=5, latent_for_prediction="y_nn"),
     "source-space 20-NN": dict(k_neighbours=20, latent_for_prediction="y_nn"),
+}
+
+
+#: the members of the stacked predictor (:func:`stacked_predictor`): Y-space NN features ∈
+#: {std, raw} × k ∈ {1, 5, 20} × the target latent at the shared-space or the source-space
+#: neighbours — every combination of what :func:`calibrated_prediction` offers. Stacking
+#: (weights fitted on held-out training frames) decides how much each contributes; on CUAVE
+#: the raw-feature source-space 1-NN member carries signal the standardised features miss.
+TANDEM_STACK_CANDIDATES = {
+    f"{feat} features, {'shared' if lat == 'shared_nn' else 'source'}-space {k}-NN":
+        dict(features=feat, k_neighbours=k, **({} if lat == "shared_nn" else {"latent_for_prediction": "y_nn"}))
+    for feat in ("std", "raw") for k in (1, 5, 20) for lat in ("shared_nn", "y_nn")
 }
 
 
@@ -251,7 +270,8 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
     target : int, default 1
         Target view index.
     candidates : dict, optional
-        Label → keywords of :func:`calibrated_prediction` (default :data:`TANDEM_CANDIDATES`).
+        Label → keywords of :func:`calibrated_prediction` (default :data:`TANDEM_CANDIDATES`); a
+        candidate's own ``features`` replaces ``features``.
     features : str or tuple, default "std"
         The Y-space NN features (:func:`calibrated_prediction`).
     n_chunks : int, default 5
@@ -280,8 +300,9 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
     for label, kw in cands.items():
         if int(kw.get("k_neighbours", 1)) > n_other:     # too few training frames for this k: not a candidate
             continue
-        cp = calibrated_prediction(fitted, Y_source_test, t_test, source, target, features=features,
-                                   n_chunks=n_chunks, **{**predict_kwargs, **kw})
+        kw_c = {**predict_kwargs, **kw}
+        cp = calibrated_prediction(fitted, Y_source_test, t_test, source, target,
+                                   features=kw_c.pop("features", features), n_chunks=n_chunks, **kw_c)
         scores[label] = float(((Y - cp.holdout_mean) ** 2).nanmean())     # NaN: missing training entries
         results[label] = cp
         if best is None or scores[label] < scores[best[0]]:
@@ -290,3 +311,253 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
         raise ValueError(f"candidates: every candidate needs more neighbours than the {n_other} training frames "
                          "outside a held-out fold")
     return PredictorSelection(best[0], best[1], scores, best[2], results)
+
+
+#: label of the training-mean member of :func:`stacked_prediction` (``include_mean=True``)
+TRAINING_MEAN = "training mean"
+
+
+def simplex_least_squares(A, b) -> np.ndarray:
+    r"""Weights on the probability simplex minimising a least-squares error.
+
+    ``w = argmin_{w ≥ 0, Σ_c w_c = 1} ‖A w − b‖²`` (a convex quadratic programme; SLSQP from the
+    uniform start, with the exact gradient ``2 Aᵀ(A w − b)``; the result is clipped at 0 and
+    renormalised to remove the solver's rounding).
+
+    Parameters
+    ----------
+    A : array_like
+        (n, C) one column per member (its predictions, flattened over frames and outputs).
+    b : array_like
+        (n,) the targets.
+
+    Returns
+    -------
+    numpy.ndarray
+        (C,) the weights (non-negative, summing to one).
+
+    Raises
+    ------
+    ValueError
+        ``A`` not 2-D with at least one column, ``b`` of another length, or non-finite entries.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if A.ndim != 2 or A.shape[1] < 1 or b.shape != (A.shape[0],):
+        raise ValueError(f"A, b: expected A (n, C) with C >= 1 and b (n,), got {A.shape} and {b.shape}")
+    if not (np.isfinite(A).all() and np.isfinite(b).all()):
+        raise ValueError("A, b: expected finite entries")
+    C = A.shape[1]
+    if C == 1:
+        return np.ones(1)
+    # scaled so the tolerance of SLSQP does not depend on the data's size and units
+    s = max(float(np.sqrt(np.mean(b ** 2))), 1e-300)
+    G, h = A.T @ A / (A.shape[0] * s * s), A.T @ b / (A.shape[0] * s * s)
+    res = minimize(lambda w: w @ G @ w - 2 * h @ w, np.full(C, 1.0 / C), jac=lambda w: 2 * (G @ w - h),
+                   method="SLSQP", bounds=[(0.0, 1.0)] * C,
+                   constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones(C)}],
+                   options={"ftol": 1e-14, "maxiter": 500})
+    w = np.clip(res.x, 0.0, None)
+    return w / w.sum()
+
+
+@dataclass
+class StackedPrediction:
+    """Output of :func:`stacked_prediction` (model units); reads like a :class:`CalibratedPrediction`.
+
+    Attributes
+    ----------
+    prediction : tandem.inference.mcgpds.fit.Prediction
+        The test prediction: the weighted mixture of the members, ``delta`` added to its
+        variance (the latent fields are those of the member with the largest weight).
+    holdout_mean : torch.Tensor
+        (N, D_t) cross-validated held-out means of the training target view: each fold's frames
+        mix the members' held-out means with weights fitted on the other folds.
+    holdout_var : torch.Tensor
+        (N, D_t) their mixture variances (before ``delta``).
+    delta : torch.Tensor
+        (D_t,) the calibrated extra variance of the stack.
+    weights : dict
+        Member label → weight used for the test prediction (fitted on every held-out frame).
+    fold_weights : list of dict
+        Per fold, the weights used for its held-out frames.
+    members : dict or None
+        Label → :class:`CalibratedPrediction` of every member (set by :func:`stacked_predictor`).
+    """
+    prediction: Prediction
+    holdout_mean: torch.Tensor
+    holdout_var: torch.Tensor
+    delta: torch.Tensor
+    weights: dict
+    fold_weights: list
+    members: dict | None = None
+
+
+def _stack_weights(means: list, Y: torch.Tensor, rows) -> np.ndarray:
+    # the observed entries of the given rows, one column per member
+    obs = ~torch.isnan(Y[rows])
+    A = np.stack([m[rows][obs].cpu().numpy() for m in means], 1)
+    return simplex_least_squares(A, Y[rows][obs].cpu().numpy())
+
+
+def _mixture(w, means: list, variances: list):
+    # moment matching of the mixture Σ_c w_c N(m_c, v_c): mean Σ w m, variance Σ w (v + m²) − mean²
+    mean = sum(float(wc) * m for wc, m in zip(w, means))
+    second = sum(float(wc) * (v + m * m) for wc, v, m in zip(w, variances, means))
+    return mean, (second - mean * mean).clamp_min(0.0)
+
+
+def stacked_prediction(fitted: McGPDSFitted, members: dict, target: int = 1, *, include_mean: bool = True,
+                       n_chunks: int = 5) -> StackedPrediction:
+    r"""Mix the candidate predictors with weights fitted on held-out TRAINING frames (stacking).
+
+    ``members`` (label → :class:`CalibratedPrediction`, e.g. :attr:`PredictorSelection.results`)
+    carry held-out means ``m^c`` of the training target view (the folds of
+    :func:`tandem.inference.mcgpds.fit.holdout_folds`). With ``include_mean`` the training mean
+    of the target view is one more member (variance: the training variance per output). The
+    weights are convex and shared by the outputs,
+
+    .. math::
+
+        w = \operatorname{argmin}_{w \ge 0,\ \sum_c w_c = 1}
+            \sum_{(n,d) \in O} \bigl(y_{nd} - \sum_c w_c m^c_{nd}\bigr)^2
+
+    (:func:`simplex_least_squares`; O the observed training entries), and the stack is the
+    moment-matched mixture: mean ``Σ_c w_c m^c``, variance ``Σ_c w_c (v^c + (m^c)²) − mean²`` with
+    the members' variances before their own δ. Its held-out predictions are cross-validated:
+    the frames of each fold are mixed with the weights fitted on the other folds, so its held-out
+    error is comparable with a member's. Its extra variance δ is calibrated on them
+    (:func:`tandem.inference.mcgpds.fit.calibrated_extra_var`); the test prediction uses the
+    weights fitted on every fold. No test data enters any choice.
+
+    Parameters
+    ----------
+    fitted : tandem.inference.mcgpds.fit.McGPDSFitted
+        The trained model the members were computed from.
+    members : dict
+        Label → :class:`CalibratedPrediction` (at least one; the same test frames).
+    target : int, default 1
+        Target view index.
+    include_mean : bool, default True
+        Add the training mean of the target view as a member (label :data:`TRAINING_MEAN`).
+    n_chunks : int, default 5
+        Chunks of a single training sequence (the folds the members were held out on).
+
+    Returns
+    -------
+    StackedPrediction
+        The test prediction, the cross-validated held-out predictions, δ and the weights.
+
+    Raises
+    ------
+    ValueError
+        No members, a member that is not a :class:`CalibratedPrediction`, or shapes that differ.
+    """
+    if not isinstance(members, dict) or not members:
+        raise ValueError("members: expected a non-empty dict of label -> CalibratedPrediction")
+    for lab, cp in members.items():
+        if not isinstance(cp, CalibratedPrediction):
+            raise ValueError(f"members[{lab!r}]: expected a CalibratedPrediction, got {type(cp).__name__}")
+    if include_mean and TRAINING_MEAN in members:
+        raise ValueError(f"members: the label {TRAINING_MEAN!r} is taken by include_mean=True")
+    Y = fitted.views[target]
+    labels = list(members)
+    first = members[labels[0]]
+    for lab in labels:
+        cp = members[lab]
+        if cp.holdout_mean.shape != Y.shape or cp.prediction.mean.shape != first.prediction.mean.shape:
+            raise ValueError(f"members[{lab!r}]: held-out predictions {tuple(cp.holdout_mean.shape)} or test "
+                             f"predictions {tuple(cp.prediction.mean.shape)} do not match the target view "
+                             f"{tuple(Y.shape)} / the first member")
+    folds = holdout_folds(fitted, n_chunks)
+    N = Y.shape[0]
+    h_means = [members[lab].holdout_mean for lab in labels]
+    h_vars = [members[lab].holdout_var for lab in labels]
+    t_means = [members[lab].prediction.mean for lab in labels]
+    t_vars = [members[lab].prediction.var - members[lab].delta for lab in labels]      # before their own δ
+    if include_mean:
+        labels.append(TRAINING_MEAN)
+        # the training mean of each fold is that of the OTHER folds (held out like the members)
+        hm, hv = torch.empty_like(Y), torch.empty_like(Y)
+        for f in folds:
+            other = torch.ones(N, dtype=torch.bool, device=Y.device)
+            other[f] = False
+            hm[f], hv[f] = Y[other].nanmean(0), _nanvar(Y[other])
+        h_means.append(hm)
+        h_vars.append(hv)
+        t_means.append(Y.nanmean(0).expand_as(t_means[0]).clone())
+        t_vars.append(_nanvar(Y).expand_as(t_means[0]).clone())
+    cv_mean, cv_var = torch.empty_like(Y), torch.empty_like(Y)
+    fold_weights = []
+    for f in folds:
+        other = torch.ones(N, dtype=torch.bool, device=Y.device)
+        other[f] = False
+        w = _stack_weights(h_means, Y, other)
+        fold_weights.append(dict(zip(labels, w.tolist())))
+        cv_mean[f], cv_var[f] = _mixture(w, [m[f] for m in h_means], [v[f] for v in h_vars])
+    delta = calibrated_extra_var(cv_mean, cv_var, Y)
+    w = _stack_weights(h_means, Y, torch.ones(N, dtype=torch.bool, device=Y.device))
+    mean, var = _mixture(w, t_means, t_vars)
+    base_label = labels[int(np.argmax(w[:len(members)]))]
+    pred = dataclasses.replace(members[base_label].prediction, mean=mean, var=var + delta, method="stacked")
+    return StackedPrediction(pred, cv_mean, cv_var, delta, dict(zip(labels, w.tolist())), fold_weights)
+
+
+def _nanvar(Y: torch.Tensor) -> torch.Tensor:
+    # per-column variance (ddof 0) of the observed entries
+    return ((Y - Y.nanmean(0)) ** 2).nanmean(0)
+
+
+def stacked_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, target: int = 1, *,
+                      candidates=None, include_mean: bool = True, features="std", n_chunks: int = 5,
+                      **predict_kwargs) -> StackedPrediction:
+    """The stacked tandem predictor: every candidate, mixed with weights fitted on held-out TRAINING frames.
+
+    Every candidate (label → keywords of :func:`calibrated_prediction`, a candidate's own
+    ``features`` included; default :data:`TANDEM_STACK_CANDIDATES`) predicts the training target
+    view fold by fold (as in :func:`select_predictor`) and the test frames; the candidates and,
+    with ``include_mean``, the training mean are mixed by :func:`stacked_prediction` (convex
+    weights minimising the held-out squared error, moment-matched variance, held-out calibrated
+    δ). A candidate whose ``k_neighbours`` exceeds the training frames outside the largest fold
+    is skipped. The test frames enter no choice.
+
+    Parameters
+    ----------
+    fitted : tandem.inference.mcgpds.fit.McGPDSFitted
+        A trained model.
+    Y_source_test : array_like or list of array_like
+        (N*, D_s) test frames of the source view, model units (one array per source for several).
+    t_test : array_like
+        (N*,) test time stamps.
+    source : int or list of int, default 0
+        Source view index, or several.
+    target : int, default 1
+        Target view index.
+    candidates : dict, optional
+        Label → keywords of :func:`calibrated_prediction` (default :data:`TANDEM_STACK_CANDIDATES`).
+    include_mean : bool, default True
+        Add the training mean of the target view as a member.
+    features : str or tuple, default "std"
+        The Y-space NN features of a candidate that names none.
+    n_chunks : int, default 5
+        Held-out chunks of a single training sequence.
+    **predict_kwargs
+        Passed to every candidate (a candidate's own keywords take precedence).
+
+    Returns
+    -------
+    StackedPrediction
+        The stacked test prediction, its cross-validated held-out predictions, the weights and
+        every member (``members``).
+
+    Raises
+    ------
+    ValueError
+        ``candidates`` empty or not a mapping of label → dict of keywords, or none feasible.
+    """
+    sel = select_predictor(fitted, Y_source_test, t_test, source, target,
+                           candidates=TANDEM_STACK_CANDIDATES if candidates is None else candidates,
+                           features=features, n_chunks=n_chunks, **predict_kwargs)
+    sp = stacked_prediction(fitted, sel.results, target, include_mean=include_mean, n_chunks=n_chunks)
+    sp.members = sel.results
+    return sp
