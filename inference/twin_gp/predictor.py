@@ -644,6 +644,9 @@ class TwinGP:
         ``init`` defaults to ridge regression for KLTGP and to the KLTGP prediction for
         IKLTGP/SMTGP (the paper's procedure). ``batch_size`` splits the test points into
         chunks (memory); the default is all at once (one chunk of 64 for the local model).
+        On the CPU each batched evaluation of the global model also runs over equal blocks of
+        test points with (b, N) arrays of about 16 MB (cache-sized passes; every point's value
+        and gradient are its own row's, so only rounding changes).
         ``max_step`` (default ρ_y) is the trust radius of one step in output units.
         ``progress=True`` shows a tqdm bar of the test points whose optimisation has stopped
         (the KLTGP starting point of IKLTGP/SMTGP gets its own bar).
@@ -745,7 +748,9 @@ class TwinGP:
                 # same, but the per-point (b, N) arrays stay cache-sized (one pass over a
                 # (4649, 4649) array streams 173 MB through memory; at full size the unblocked
                 # passes cost 30 % on top of the product, blocked 9 %)
-                step = idx.numel() if block is None else block
+                # equal blocks (no small remainder block, whose GEMM runs at a lower rate)
+                n = idx.numel()
+                step = n if block is None or n <= block else -(-n // -(-n // block))
                 parts = [self._fg_rows(y[i:i + step], idx[i:i + step], ctx, rows, b, form, ref)
                          for i in range(0, idx.numel(), step)]
                 if ref is not None and "ell" not in ref:
