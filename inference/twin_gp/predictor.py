@@ -119,11 +119,6 @@ def _warn_unconverged(method: str, capped: torch.Tensor, stalled: torch.Tensor, 
             warnings.warn(cls(f"{method}: {n} of {B} test points {why}", n), stacklevel=3)
 
 
-# one batched evaluation of the global model runs over blocks of test points whose (b, N)
-# arrays are about this size (measured at N = 4649 on USPS, one thread: the value and gradient
-# of all 4649 points cost 1.30-1.43x the (B, N) x (N, 2N) product unblocked, 1.09x in blocks of 512)
-_EVAL_BLOCK_BYTES = 2 ** 24
-_EVAL_BLOCK_MIN_ROWS = 16
 # context entries that value_and_grad_internal never reads (TwinGP._sub does not gather them)
 _UNREAD_BY_OBJECTIVES = ("Kx", "Xt", "nn_index")
 
@@ -413,28 +408,6 @@ class TwinGP:
             ctx["sx"] = (Kx * vx).sum(1)
         return ctx
 
-    def _eval_block(self, ctx: dict) -> int | None:
-        """Test points per block of one batched evaluation of the global model on the CPU:
-        as many as keep one (b, N) float64 array near ``_EVAL_BLOCK_BYTES`` (None: no blocking,
-        for the local model, whose per-point matrices are already per block, and on CUDA,
-        where one large kernel launch beats several small ones)."""
-        if self.device.type != "cpu" or (ctx["W"] is not None and ctx["W"].dim() == 3):
-            return None
-        return max(_EVAL_BLOCK_MIN_ROWS, _EVAL_BLOCK_BYTES // (8 * self.N))
-
-    def _fg_rows(self, y, idx, ctx, rows, beta, form, ref):
-        """One evaluation of the test points ``idx`` at y (b, d_y) in internal units →
-        (f (b,), g (b, d_y), ℓ_α (b,) or None). ``ref`` (``form="sm"`` only, else None) holds
-        the per-point reference ``ref["ell"]`` once the first call has recorded it; until
-        then the reference is ℓ_α(y) itself, returned third for the caller to record."""
-        sub = self._sub(ctx, idx, rows)
-        if ref is not None and "ell" in ref:
-            f, g = self.value_and_grad_internal(y, sub, beta=beta, form=form, ref=ref["ell"][idx])
-            return f, g, None
-        st = None if ref is None else {}
-        f, g = self.value_and_grad_internal(y, sub, beta=beta, form=form, stats=st)
-        return f, g, None if st is None else st["ell"]
-
     @staticmethod
     def _sub(ctx: dict, idx: torch.Tensor, rows: "_RowCache | None" = None) -> dict:
         """Restrict a context to the test points ``idx``; with ``rows``, the local model's
@@ -644,9 +617,6 @@ class TwinGP:
         ``init`` defaults to ridge regression for KLTGP and to the KLTGP prediction for
         IKLTGP/SMTGP (the paper's procedure). ``batch_size`` splits the test points into
         chunks (memory); the default is all at once (one chunk of 64 for the local model).
-        On the CPU each batched evaluation of the global model also runs over equal blocks of
-        test points with (b, N) arrays of about 16 MB (cache-sized passes; every point's value
-        and gradient are its own row's, so only rounding changes).
         ``max_step`` (default ρ_y) is the trust radius of one step in output units.
         ``progress=True`` shows a tqdm bar of the test points whose optimisation has stopped
         (the KLTGP starting point of IKLTGP/SMTGP gets its own bar).
@@ -740,24 +710,14 @@ class TwinGP:
             ref = {} if form == "sm" else None
 
             rows = _RowCache(ctx["W"]) if ctx["W"] is not None and ctx["W"].dim() == 3 else None
-            block = self._eval_block(ctx)
 
-            def fg(y, idx, ctx=ctx, ref=ref, rows=rows, block=block):
-                # the rows of one call are evaluated in blocks of ``block`` test points: every
-                # point's value and gradient depend on its own row only, so the result is the
-                # same, but the per-point (b, N) arrays stay cache-sized (one pass over a
-                # (4649, 4649) array streams 173 MB through memory; at full size the unblocked
-                # passes cost 30 % on top of the product, blocked 9 %)
-                # equal blocks (no small remainder block, whose GEMM runs at a lower rate)
-                n = idx.numel()
-                step = n if block is None or n <= block else -(-n // -(-n // block))
-                parts = [self._fg_rows(y[i:i + step], idx[i:i + step], ctx, rows, b, form, ref)
-                         for i in range(0, idx.numel(), step)]
-                if ref is not None and "ell" not in ref:
-                    ref["ell"] = torch.cat([p[2] for p in parts])
-                if len(parts) == 1:
-                    return parts[0][:2]
-                return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+            def fg(y, idx, ctx=ctx, ref=ref, rows=rows):
+                sub = self._sub(ctx, idx, rows)
+                if ref is None:
+                    return self.value_and_grad_internal(y, sub, beta=b, form=form)
+                if "ell" not in ref:
+                    return self.value_and_grad_internal(y, sub, beta=b, form=form, stats=ref)
+                return self.value_and_grad_internal(y, sub, beta=b, form=form, ref=ref["ell"][idx])
             with torch.no_grad():
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
                                            ftol=ftol, max_step=self._ry if max_step is None else max_step,
