@@ -31,7 +31,11 @@ the evaluation does not change the fit). Its CPU time is not counted. The trace 
 (cumulative training CPU seconds incl. the warm-up epoch, F) pairs is recorded; with F* the best
 bound any method reached at that N and device, the time to quality is the first traced time with
 F ≥ F* − 0.01·|F*| (within 1 %) and with F ≥ F* − 0.1·N (within 0.1 nats/frame); NaN (JSON
-``null``) if never reached. At least ``--min-epochs`` timed epochs are run.
+``null``) if never reached. At least ``--min-epochs`` timed epochs are run; with ``--flat-tol``
+epochs continue until one gains less than that many nats per frame (the curve has flattened:
+the fit's own best is then the reference where it is the only method), and ``--max-cpu`` caps a
+fit's training CPU seconds (``stop`` in the record says which rule ended it). Each trace point is
+also printed to stderr as it is taken, so a run stopped early leaves its curve in the log.
 
 Divergence: a timed fit diverges when a traced bound is non-finite or F falls between two
 consecutive trace points by more than ``--diverge-tol`` nats per frame (default 1.0). The
@@ -52,6 +56,7 @@ import math
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,6 +96,11 @@ def parser():
                    help="time epochs until this many seconds have passed (mean per epoch)")
     p.add_argument("--min-epochs", type=int, default=3,
                    help="time at least this many epochs (after the warm-up) so the bound trace has several points")
+    p.add_argument("--flat-tol", type=float, default=None,
+                   help="keep running epochs until one raises the full-data bound by less than this many nats "
+                        "per frame (default: off, --min-epochs/--min-time decide)")
+    p.add_argument("--max-cpu", type=float, default=math.inf,
+                   help="stop a fit once its training CPU seconds exceed this (default: no cap)")
     p.add_argument("--lr", type=float, default=None,
                    help="learning rate (default: the stochastic config's 0.05; Adam 0.01 for the collapsed bound)")
     p.add_argument("--hyper-iters", type=int, default=None,
@@ -173,8 +183,8 @@ def run_one(method: str, N: int, device: str, args) -> dict:
         first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
         bound = lambda: _stochastic_bound(m)                  # noqa: E731
         trace = [(first_cpu, bound())]
-        walls, cpus = _epochs(lambda: m.train(spe, seed=args.seed, progress=False), sync, args.min_time,
-                              args.min_epochs, bound, trace)
+        walls, cpus, stop = _epochs(lambda: m.train(spe, seed=args.seed, progress=False), sync, args.min_time,
+                                    args.min_epochs, bound, trace, **_stop_rules(args, N, method))
         with torch.no_grad():
             ceiling = bound_ceiling([v["beta"] for v in st.model_params(m.data)["views"]], m.data.out_dims,
                                     m.data.N)
@@ -200,13 +210,15 @@ def run_one(method: str, N: int, device: str, args) -> dict:
             with torch.no_grad():
                 return -float(collapsed_loss(mcgpds_model, mcgpds_guide, data))
         trace = [(first_cpu, bound())]
-        walls, cpus = _epochs(step, sync, args.min_time, args.min_epochs, bound, trace)
+        walls, cpus, stop = _epochs(step, sync, args.min_time, args.min_epochs, bound, trace,
+                                    **_stop_rules(args, N, method))
         with torch.no_grad():
             ceiling = bound_ceiling([v["beta"] for v in hyperparams(data)["views"]],
                                     [int(Y.shape[1]) for Y in data.views], out["n_frames"])
         out.update(epoch_time_s=float(np.mean(walls)), epoch_cpu_s=float(np.mean(cpus)), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=1, final_loss=float(res.losses[-1]))
     out["trace"] = [[float(c), float(b)] for c, b in trace]
+    out["stop"] = stop
     out["final_bound"] = float(trace[-1][1])
     out["bound_ceiling"] = ceiling
     out["diverged"] = check_divergence(trace, out["n_frames"], args.diverge_tol, method, device, ceiling)
@@ -298,27 +310,56 @@ def mem_check(args):
     return res
 
 
-def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, trace=None):
+def _stop_rules(args, N: int, label: str) -> dict:
+    """The keyword arguments of :func:`_epochs` from the command line: ``--flat-tol`` (per
+    frame, so × N nats), ``--max-cpu`` and a label for the progress lines."""
+    flat = None if args.flat_tol is None else args.flat_tol * N
+    return {"flat_tol": flat, "max_cpu": args.max_cpu, "label": f"{label} N={N}", "n_frames": N}
+
+
+def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, trace=None, flat_tol=None,
+            max_cpu: float = math.inf, label: str = "", n_frames: int | None = None):
     """Run epochs until ``min_time`` wall seconds have passed and at least ``min_epochs``
     (≥ 1) were run; per-epoch wall and CPU (``time.process_time``, this process) seconds. CPU
     time is the number that a shared machine does not distort (one thread: CPU time = work).
 
     ``bound``/``trace``: after each epoch append (cumulative training CPU s, ``bound()``) to
-    ``trace`` (its last entry holds the CPU time so far); the evaluation is not timed. Stops
-    early at a non-finite bound (the fit has diverged; nothing more to learn from it)."""
+    ``trace`` (its last entry holds the CPU time so far) and print it to stderr; the evaluation
+    is not timed. Stops early at a non-finite bound (the fit has diverged; nothing more to learn
+    from it). ``flat_tol`` (nats, needs ``bound``): besides the above, continue until an epoch
+    raises the bound by less than this. ``max_cpu``: stop once the cumulative training CPU
+    seconds (the trace's clock when traced) exceed it, whatever the other rules say.
+
+    Returns ``(walls, cpus, stop)`` with ``stop`` one of "min_epochs" (the minimum rules were
+    met), "flat", "max_cpu" or "non_finite"."""
+    if flat_tol is not None and (bound is None or not flat_tol >= 0):
+        raise ValueError(f"flat_tol: expected a non-negative number of nats with a bound, got {flat_tol!r}")
     walls, cpus = [], []
-    while not walls or sum(walls) < min_time or len(walls) < min_epochs:
+    stop = "min_epochs"
+    while True:
         sync()
         w0, c0 = time.perf_counter(), time.process_time()
         run_epoch()
         sync()
         walls.append(time.perf_counter() - w0)
         cpus.append(time.process_time() - c0)
+        spent = sum(cpus)
         if bound is not None:
             trace.append((trace[-1][0] + cpus[-1], bound()))
+            spent = trace[-1][0]
+            per = f" ({trace[-1][1] / n_frames:.6g} nats/frame)" if n_frames else ""
+            print(f"trace {label}: epoch {len(walls)}, CPU {trace[-1][0]:.2f} s, wall {sum(walls):.1f} s, "
+                  f"bound {trace[-1][1]:.10g}{per}", file=sys.stderr, flush=True)
             if not math.isfinite(trace[-1][1]):
-                break
-    return walls, cpus
+                return walls, cpus, "non_finite"
+        if spent > max_cpu:
+            return walls, cpus, "max_cpu"
+        if sum(walls) < min_time or len(walls) < min_epochs:
+            continue
+        if flat_tol is None:
+            return walls, cpus, stop
+        if trace[-1][1] - trace[-2][1] < flat_tol:
+            return walls, cpus, "flat"
 
 
 def _stochastic_bound(m) -> float:
@@ -389,13 +430,24 @@ def _child(method, N, device, args) -> dict:
            "--seq-len", str(args.seq_len), "--window", str(args.window), "--batch", str(args.batch),
            "--Q", str(args.Q), "--M", str(args.M), "--dims", *map(str, args.dims), "--min-time", str(args.min_time),
            "--min-epochs", str(args.min_epochs), "--diverge-tol", str(args.diverge_tol),
+           "--max-cpu", str(args.max_cpu), *(["--flat-tol", str(args.flat_tol)] if args.flat_tol is not None else []),
            "--peer-lr", str(args.peer_lr), "--peer-tol", str(args.peer_tol), "--peer-max-cpu", str(args.peer_max_cpu),
            *(["--lr", str(args.lr)] if args.lr is not None else []),
            *(["--hyper-iters", str(args.hyper_iters)] if args.hyper_iters is not None else [])]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        return {"method": method, "n_frames": N, "device": device, "error": r.stderr.strip().splitlines()[-1:]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    # stderr is echoed line by line (the per-epoch trace lines show progress in a long run's log)
+    # (stdout to a temporary file, so a full stdout pipe cannot block the child while stderr is read)
+    with tempfile.TemporaryFile("w+") as fout, \
+            subprocess.Popen(cmd, stdout=fout, stderr=subprocess.PIPE, text=True) as proc:
+        err = []
+        for line in proc.stderr:
+            err.append(line.rstrip("\n"))
+            print(line, end="", file=sys.stderr, flush=True)
+        proc.wait()
+        fout.seek(0)
+        out = fout.read()
+    if proc.returncode != 0:
+        return {"method": method, "n_frames": N, "device": device, "error": [e for e in err if e.strip()][-1:]}
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def growth_exponent(ns, ts) -> float:
