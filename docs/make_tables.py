@@ -84,6 +84,8 @@ def _cell(rec: dict, digits: int) -> str:
     std to the same decimal place, and shows no spread for a single value.
     """
     std = rec.get("std")
+    if rec.get("mean") is None:       # a non-finite value (JSON null): e.g. a time to quality never reached
+        return "not reached" if rec.get("metric", "").startswith("time_to") else "n/a"
     if "decimals" in rec:
         dm, *ds = rec["decimals"]
         text = f"{rec['mean']:.{dm}f}"
@@ -214,6 +216,13 @@ _CUAVE_GRID_FITS = _cols(*(f"{sc} scale, Q = {q}, {k}" for sc in ("view", "colum
                            for k in ("RBF-ARD", "linear-ARD") if not (sc == "column" and q == 10)))
 
 #: every table of the results pages, in page order
+#: how docs/results/bench_scale.json was written: a 10³/10⁴ run and a 10⁵ stochastic run, joined
+BENCH_SCALE_COMMAND = (
+    "OMP_NUM_THREADS=1 python examples/bench_scale.py --sizes 1000 10000 --min-time 0 --flat-tol 0.01 "
+    "--max-cpu 300 --collapsed-max-cpu 30 --peer-max-cpu 40 --out A`, `... --one stochastic 100000 cpu "
+    "--min-time 0 --min-epochs 1 --flat-tol 0.01 --max-cpu 1500 > B.json`, then `... --rows-from "
+    "A/bench_scale_rows.json B.json --out results")
+
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS
     Table("quickstart", "quickstart.json", ("method",), (("rmse", "RMSE"), ("msll", "MSLL")),
@@ -284,9 +293,15 @@ TABLES: tuple[Table, ...] = (
     Table("bench_scale", "bench_scale.json", ("n_frames", "method"),
           (("epoch_cpu_time_s", "epoch CPU time (s)"), ("epoch_time_s", "epoch wall time (s)"),
            ("peak_memory_mb", "peak RSS (MB)"), ("not_run_estimated_memory_gb", "not run: estimated memory (GB)")),
-          row_headers=("N frames", "method"), command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
-    Table("bench_scale_exponent", "bench_scale.json", ("method",), (("growth_exponent", "growth exponent"),),
-          command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
+          row_headers=("N frames", "method"), command=BENCH_SCALE_COMMAND),
+    Table("bench_scale_exponent", "bench_scale.json", ("method",),
+          (("growth_exponent", "epoch CPU time"), ("time_to_1pct_growth_exponent", "time to 1 %"),
+           ("time_to_0.1nat_growth_exponent", "time to 0.1 nats/frame")),
+          command=BENCH_SCALE_COMMAND),
+    Table("bench_scale_quality", "bench_scale.json", ("n_frames", "method"),
+          (("final_bound_per_frame", "last bound (nats/frame)"), ("training_cpu_s", "training CPU (s)"),
+           ("time_to_1pct_cpu_s", "CPU s to within 1 %"), ("time_to_0.1nat_cpu_s", "CPU s to within 0.1 nats/frame")),
+          row_headers=("N frames", "method"), digits=4, command=BENCH_SCALE_COMMAND),
     Table("bench_scale_mem", "bench_scale_mem.json", ("n_frames", "M", "method"),
           (("value_grad_peak_rss_mb", "peak RSS, value + gradient (MB)"), ("value_grad_cpu_s", "CPU (s)"),
            ("bound", "bound")), row_headers=("N frames", "M", "method"), digits=6,
