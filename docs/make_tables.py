@@ -219,7 +219,7 @@ _CUAVE_GRID_FITS = _cols(*(f"{sc} scale, Q = {q}, {k}" for sc in ("view", "colum
 #: how docs/results/bench_scale.json was written: a 10³/10⁴ run and a 10⁵ stochastic run, joined
 BENCH_SCALE_COMMAND = (
     "OMP_NUM_THREADS=1 python examples/bench_scale.py --sizes 1000 10000 --min-time 0 --flat-tol 0.01 "
-    "--max-cpu 300 --collapsed-max-cpu 30 --peer-max-cpu 40 --out A`, `... --one stochastic 100000 cpu "
+    "--max-cpu 300 --collapsed-max-cpu 30 --skip-peer --out A`, `... --one stochastic 100000 cpu "
     "--min-time 0 --min-epochs 1 --flat-tol 0.01 --max-cpu 1500 > B.json`, then `... --rows-from "
     "A/bench_scale_rows.json B.json --out results")
 
