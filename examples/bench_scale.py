@@ -191,12 +191,13 @@ def run_one(method: str, N: int, device: str, args) -> dict:
         first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
         bound = lambda: _stochastic_bound(m)                  # noqa: E731
         trace = [(first_cpu, bound())]
+        _print_point(f"{method} N={N}", 0, trace[0], first, N)
         walls, cpus, stop = _epochs(lambda: m.train(spe, seed=args.seed, progress=False), sync, args.min_time,
                                     args.min_epochs, bound, trace, **_stop_rules(args, N, method))
         with torch.no_grad():
             ceiling = bound_ceiling([v["beta"] for v in st.model_params(m.data)["views"]], m.data.out_dims,
                                     m.data.N)
-        out.update(epoch_time_s=float(np.mean(walls)), epoch_cpu_s=float(np.mean(cpus)), epochs_timed=len(walls),
+        out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=spe, final_loss=float(m.result.losses[-1]))
     else:
         cfg = st.StochasticConfig(Q=args.Q, M=args.M, window=seq_len, batch=1, num_steps=0,
@@ -218,12 +219,13 @@ def run_one(method: str, N: int, device: str, args) -> dict:
             with torch.no_grad():
                 return -float(collapsed_loss(mcgpds_model, mcgpds_guide, data))
         trace = [(first_cpu, bound())]
+        _print_point(f"{method} N={N}", 0, trace[0], first, N)
         walls, cpus, stop = _epochs(step, sync, args.min_time, args.min_epochs, bound, trace,
                                     **_stop_rules(args, N, method))
         with torch.no_grad():
             ceiling = bound_ceiling([v["beta"] for v in hyperparams(data)["views"]],
                                     [int(Y.shape[1]) for Y in data.views], out["n_frames"])
-        out.update(epoch_time_s=float(np.mean(walls)), epoch_cpu_s=float(np.mean(cpus)), epochs_timed=len(walls),
+        out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=1, final_loss=float(res.losses[-1]))
     out["trace"] = [[float(c), float(b)] for c, b in trace]
     out["stop"] = stop
@@ -342,7 +344,8 @@ def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, t
     raises the bound by less than this. ``max_cpu``: stop once the cumulative training CPU
     seconds (the trace's clock when traced) exceed it, whatever the other rules say.
 
-    SIGTERM ends the run after the last complete epoch (the one under way is dropped).
+    SIGTERM ends the run after the last complete epoch (the one under way is dropped; with none
+    complete the lists are empty and the caller reports the warm-up epoch).
 
     Returns ``(walls, cpus, stop)`` with ``stop`` one of "min_epochs" (the minimum rules were
     met), "flat", "max_cpu", "non_finite" or "interrupted" (SIGTERM)."""
@@ -367,9 +370,7 @@ def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, t
                 point = (trace[-1][0] + cpus[-1], bound())
                 trace.append(point)
                 spent = point[0]
-                per = f" ({point[1] / n_frames:.6g} nats/frame)" if n_frames else ""
-                print(f"trace {label}: epoch {len(walls)}, CPU {point[0]:.2f} s, wall {sum(walls):.1f} s, "
-                      f"bound {point[1]:.10g}{per}", file=sys.stderr, flush=True)
+                _print_point(label, len(walls), point, sum(walls), n_frames)
                 if not math.isfinite(point[1]):
                     return walls, cpus, "non_finite"
             if spent > max_cpu:
@@ -384,12 +385,22 @@ def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, t
         # SIGTERM (a run stopped for time): the epoch under way is dropped, the completed ones kept
         if bound is not None:     # an epoch whose bound was being evaluated is dropped too
             del walls[len(trace) - 1:], cpus[len(trace) - 1:]
-        if not walls:
-            raise SystemExit(f"{label}: stopped (SIGTERM) before a timed epoch was complete") from None
         print(f"trace {label}: stopped by SIGTERM after {len(walls)} complete epochs", file=sys.stderr, flush=True)
         return walls, cpus, "interrupted"
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def _mean_or(xs, default: float) -> float:
+    """Mean of ``xs``; ``default`` (the warm-up epoch's time) when no timed epoch completed."""
+    return float(np.mean(xs)) if xs else float(default)
+
+
+def _print_point(label: str, epoch: int, point, wall: float, n_frames: int | None) -> None:
+    """One trace point on stderr (epoch 0 = after the warm-up epoch)."""
+    per = f" ({point[1] / n_frames:.6g} nats/frame)" if n_frames else ""
+    print(f"trace {label}: epoch {epoch}, CPU {point[0]:.2f} s, wall {wall:.1f} s, bound {point[1]:.10g}{per}",
+          file=sys.stderr, flush=True)
 
 
 class _Stopped(BaseException):
