@@ -757,6 +757,7 @@ def summarise(rows: list, args, res) -> Results:
                 device=dev)
         res.add(name, "training_cpu_s", r["trace"][-1][0], n_frames=r["n_frames"], device=dev,
                 epochs=len(r["trace"]), stop=r.get("stop"))
+        res.add(name, "epochs_timed", len(r["trace"]) - 1, n_frames=r["n_frames"], device=dev, stop=r.get("stop"))
         print(f"{name:32s} N={r['n_frames']:>8d}  epoch {r['epoch_time_s']:9.3f} s wall "
               f"{r['epoch_cpu_s']:9.3f} s CPU "
               f"({r['steps_per_epoch']} steps)  peak {r['peak_memory_mb']:8.0f} MB  "
