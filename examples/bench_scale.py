@@ -137,7 +137,8 @@ def parser():
                    help="--mem-check: also the old all-at-once bound (streamed.unstreamed; memory grows with N)")
     p.add_argument("--rows-from", type=Path, nargs="+", default=None,
                    help="run nothing: summarise raw rows from these files (a run's bench_scale_rows.json or the "
-                        "JSON line of single-method runs) into bench_scale.json, e.g. to add a long 10^5 run")
+                        "JSON line of single-method runs) into bench_scale.json, e.g. to add a long 10^5 run; a "
+                        "later file's row replaces an earlier one of the same method, N and device")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "N", "DEVICE"), help=argparse.SUPPRESS)
     p.add_argument("--one-mem", nargs=3, metavar=("MODE", "N", "M"), help=argparse.SUPPRESS)
     return p
@@ -691,10 +692,15 @@ def main(args):
     res = Results(EXPERIMENT, [args.seed], {k: v for k, v in vars(args).items() if k not in ("out", "one")}
                   | {"cuda_note": cuda_note})
     if args.rows_from:
-        rows = []
-        for f in args.rows_from:
+        rows = {}
+        for f in args.rows_from:      # a later file's row replaces an earlier one of the same method, N, device
             got = json.loads(Path(f).read_text())
-            rows.extend(got if isinstance(got, list) else [got])
+            for r in got if isinstance(got, list) else [got]:
+                key = (r["method"], r["n_frames"], r["device"])
+                if key in rows:
+                    print(f"rows from {f}: {key} replaces the row of an earlier file")
+                rows[key] = r
+        rows = list(rows.values())
         print(f"rows from {', '.join(map(str, args.rows_from))}: {len(rows)} rows, nothing run")
     else:
         rows = run_rows(args, res, devices)

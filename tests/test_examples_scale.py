@@ -166,7 +166,8 @@ def _row(method, N, times, bounds, ceiling=0.0):
 
 def test_rows_from_summarises_time_to_quality_and_its_growth(tmp_path):
     """--rows-from: saved rows of separate runs give the time to quality against the best bound of
-    each N (naming the method that found it) and its growth exponent; times ∝ N² give 2."""
+    each N (naming the method that found it) and its growth exponent; times ∝ N² give 2. A later
+    file's row replaces an earlier one of the same method, N and device."""
     rows = []
     for N in (1000, 10000, 100000):
         k = (N / 1000) ** 2
@@ -174,7 +175,8 @@ def test_rows_from_summarises_time_to_quality_and_its_growth(tmp_path):
         if N < 100000:    # the collapsed bound at 10³, 10⁴ only; best there at 10⁴
             best = -1.0 * N if N == 1000 else -0.99 * N
             rows.append(_row("collapsed", N, [0.5, 1.0], [-2.0 * N, best]))
-    (tmp_path / "a.json").write_text(json.dumps(rows[:-1]))
+    stale = _row("stochastic", 100000, [1.0, 2.0], [-9.0e5, -8.0e5])   # replaced by the later file's row
+    (tmp_path / "a.json").write_text(json.dumps(rows[:-1] + [stale]))
     (tmp_path / "b.json").write_text(json.dumps(rows[-1]))          # a single-method run's JSON line
     r = _run("bench_scale.py", "--rows-from", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
              "--skip-peer", "--out", str(tmp_path / "out"))
@@ -203,7 +205,7 @@ def test_rows_from_summarises_time_to_quality_and_its_growth(tmp_path):
     assert get("stochastic", "growth_exponent")[0]["mean"] == pytest.approx(1.0)       # epoch CPU ∝ N
     assert get("stochastic", "final_bound", 100000)[0]["stop"] == "flat"
     saved = json.loads((tmp_path / "out" / "bench_scale_rows.json").read_text())
-    assert len(saved) == len(rows)
+    assert len(saved) == len(rows) and "replaces the row of an earlier file" in r.stdout
 
 
 def test_gpytorch_peer_is_skipped_cleanly_when_absent(monkeypatch, capsys):
