@@ -785,6 +785,8 @@ def summarise(rows: list, args, res) -> Results:
             for r in here:
                 name = f"McGPDS {r['method']} ({dev})"
                 tq = time_to_quality(r["trace"], best, N)
+                if len(r["trace"]) < 2:   # no timed epoch (stopped in the first): no curve to measure
+                    tq = {"1pct": float("nan"), "0.1nat": float("nan")}
                 for key, metric in (("1pct", "time_to_1pct_cpu_s"), ("0.1nat", "time_to_0.1nat_cpu_s")):
                     res.add(name, metric, tq[key], n_frames=N, device=dev, best_bound=best, reference=ref,
                             methods_run=sorted(x["method"] for x in here))
