@@ -84,6 +84,8 @@ def _cell(rec: dict, digits: int) -> str:
     std to the same decimal place, and shows no spread for a single value.
     """
     std = rec.get("std")
+    if rec.get("mean") is None:       # a non-finite value (JSON null): e.g. a time to quality never reached
+        return "not reached" if rec.get("metric", "").startswith("time_to") else "n/a"
     if "decimals" in rec:
         dm, *ds = rec["decimals"]
         text = f"{rec['mean']:.{dm}f}"
@@ -225,6 +227,14 @@ _COMPARE_OLD = (
     ("_agreement", (("final_bound", "final bound"), ("prediction_spread", "max abs Δ prediction within the path"),
                     ("max_abs_prediction_difference", "max abs Δ prediction, new − old")), 10),
 )
+#: how docs/results/bench_scale.json was written: a 10³/10⁴ run, the stochastic fit at 10⁴ and at
+#: 10⁵ each on its own (the first run's own 10⁴ stochastic fit was stopped at its start), joined
+BENCH_SCALE_COMMAND = (
+    "OMP_NUM_THREADS=1 python examples/bench_scale.py --sizes 1000 10000 --min-time 0 --flat-tol 0.01 "
+    "--max-cpu 300 --collapsed-max-cpu 30 --skip-peer --out A`, `... --one stochastic 10000 cpu --min-time 0 "
+    "--min-epochs 3 --flat-tol 0.01 --max-cpu 300 > C.json`, `... --one stochastic 100000 cpu --min-time 0 "
+    "--min-epochs 1 --flat-tol 0.01 --max-cpu 1500 > B.json`, then `... --rows-from A/bench_scale_rows.json "
+    "C.json B.json --out results")
 
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS
@@ -307,9 +317,16 @@ TABLES: tuple[Table, ...] = (
     Table("bench_scale", "bench_scale.json", ("n_frames", "method"),
           (("epoch_cpu_time_s", "epoch CPU time (s)"), ("epoch_time_s", "epoch wall time (s)"),
            ("peak_memory_mb", "peak RSS (MB)"), ("not_run_estimated_memory_gb", "not run: estimated memory (GB)")),
-          row_headers=("N frames", "method"), command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
-    Table("bench_scale_exponent", "bench_scale.json", ("method",), (("growth_exponent", "growth exponent"),),
-          command="OMP_NUM_THREADS=1 python examples/bench_scale.py --out results"),
+          row_headers=("N frames", "method"), command=BENCH_SCALE_COMMAND),
+    Table("bench_scale_exponent", "bench_scale.json", ("method",),
+          (("growth_exponent", "epoch CPU time"), ("time_to_1pct_growth_exponent", "time to 1 %"),
+           ("time_to_0.1nat_growth_exponent", "time to 0.1 nats/frame")),
+          command=BENCH_SCALE_COMMAND),
+    Table("bench_scale_quality", "bench_scale.json", ("n_frames", "method"),
+          (("final_bound_per_frame", "last bound (nats/frame)"), ("epochs_timed", "epochs after the warm-up"),
+           ("training_cpu_s", "training CPU (s)"),
+           ("time_to_1pct_cpu_s", "CPU s to within 1 %"), ("time_to_0.1nat_cpu_s", "CPU s to within 0.1 nats/frame")),
+          row_headers=("N frames", "method"), digits=4, command=BENCH_SCALE_COMMAND),
     Table("bench_scale_mem", "bench_scale_mem.json", ("n_frames", "M", "method"),
           (("value_grad_peak_rss_mb", "peak RSS, value + gradient (MB)"), ("value_grad_cpu_s", "CPU (s)"),
            ("bound", "bound")), row_headers=("N frames", "M", "method"), digits=6,

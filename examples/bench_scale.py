@@ -31,7 +31,11 @@ the evaluation does not change the fit). Its CPU time is not counted. The trace 
 (cumulative training CPU seconds incl. the warm-up epoch, F) pairs is recorded; with F* the best
 bound any method reached at that N and device, the time to quality is the first traced time with
 F ≥ F* − 0.01·|F*| (within 1 %) and with F ≥ F* − 0.1·N (within 0.1 nats/frame); NaN (JSON
-``null``) if never reached. At least ``--min-epochs`` timed epochs are run.
+``null``) if never reached. At least ``--min-epochs`` timed epochs are run; with ``--flat-tol``
+epochs continue until one gains less than that many nats per frame (the curve has flattened:
+the fit's own best is then the reference where it is the only method), and ``--max-cpu`` caps a
+fit's training CPU seconds (``stop`` in the record says which rule ended it). Each trace point is
+also printed to stderr as it is taken, so a run stopped early leaves its curve in the log.
 
 Divergence: a timed fit diverges when a traced bound is non-finite or F falls between two
 consecutive trace points by more than ``--diverge-tol`` nats per frame (default 1.0). The
@@ -49,9 +53,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,6 +98,14 @@ def parser():
                    help="time epochs until this many seconds have passed (mean per epoch)")
     p.add_argument("--min-epochs", type=int, default=3,
                    help="time at least this many epochs (after the warm-up) so the bound trace has several points")
+    p.add_argument("--flat-tol", type=float, default=None,
+                   help="keep running epochs until one raises the full-data bound by less than this many nats "
+                        "per frame (default: off, --min-epochs/--min-time decide)")
+    p.add_argument("--max-cpu", type=float, default=math.inf,
+                   help="stop a fit once its training CPU seconds exceed this (default: no cap)")
+    p.add_argument("--collapsed-max-cpu", type=float, default=None,
+                   help="the collapsed method's own CPU cap (default: --max-cpu); its one Adam step per epoch "
+                        "measures an epoch's cost and gains slowly, so a long run need not wait for it")
     p.add_argument("--lr", type=float, default=None,
                    help="learning rate (default: the stochastic config's 0.05; Adam 0.01 for the collapsed bound)")
     p.add_argument("--hyper-iters", type=int, default=None,
@@ -120,6 +135,10 @@ def parser():
     p.add_argument("--mem-M", type=int, nargs="+", default=[20, 100], help="--mem-check: inducing points")
     p.add_argument("--mem-old", action="store_true",
                    help="--mem-check: also the old all-at-once bound (streamed.unstreamed; memory grows with N)")
+    p.add_argument("--rows-from", type=Path, nargs="+", default=None,
+                   help="run nothing: summarise raw rows from these files (a run's bench_scale_rows.json or the "
+                        "JSON line of single-method runs) into bench_scale.json, e.g. to add a long 10^5 run; a "
+                        "later file's row replaces an earlier one of the same method, N and device")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "N", "DEVICE"), help=argparse.SUPPRESS)
     p.add_argument("--one-mem", nargs=3, metavar=("MODE", "N", "M"), help=argparse.SUPPRESS)
     return p
@@ -173,12 +192,13 @@ def run_one(method: str, N: int, device: str, args) -> dict:
         first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
         bound = lambda: _stochastic_bound(m)                  # noqa: E731
         trace = [(first_cpu, bound())]
-        walls, cpus = _epochs(lambda: m.train(spe, seed=args.seed, progress=False), sync, args.min_time,
-                              args.min_epochs, bound, trace)
+        _print_point(f"{method} N={N}", 0, trace[0], first, N)
+        walls, cpus, stop = _epochs(lambda: m.train(spe, seed=args.seed, progress=False), sync, args.min_time,
+                                    args.min_epochs, bound, trace, **_stop_rules(args, N, method))
         with torch.no_grad():
             ceiling = bound_ceiling([v["beta"] for v in st.model_params(m.data)["views"]], m.data.out_dims,
                                     m.data.N)
-        out.update(epoch_time_s=float(np.mean(walls)), epoch_cpu_s=float(np.mean(cpus)), epochs_timed=len(walls),
+        out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=spe, final_loss=float(m.result.losses[-1]))
     else:
         cfg = st.StochasticConfig(Q=args.Q, M=args.M, window=seq_len, batch=1, num_steps=0,
@@ -200,13 +220,16 @@ def run_one(method: str, N: int, device: str, args) -> dict:
             with torch.no_grad():
                 return -float(collapsed_loss(mcgpds_model, mcgpds_guide, data))
         trace = [(first_cpu, bound())]
-        walls, cpus = _epochs(step, sync, args.min_time, args.min_epochs, bound, trace)
+        _print_point(f"{method} N={N}", 0, trace[0], first, N)
+        walls, cpus, stop = _epochs(step, sync, args.min_time, args.min_epochs, bound, trace,
+                                    **_stop_rules(args, N, method))
         with torch.no_grad():
             ceiling = bound_ceiling([v["beta"] for v in hyperparams(data)["views"]],
                                     [int(Y.shape[1]) for Y in data.views], out["n_frames"])
-        out.update(epoch_time_s=float(np.mean(walls)), epoch_cpu_s=float(np.mean(cpus)), epochs_timed=len(walls),
+        out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=1, final_loss=float(res.losses[-1]))
     out["trace"] = [[float(c), float(b)] for c, b in trace]
+    out["stop"] = stop
     out["final_bound"] = float(trace[-1][1])
     out["bound_ceiling"] = ceiling
     out["diverged"] = check_divergence(trace, out["n_frames"], args.diverge_tol, method, device, ceiling)
@@ -298,27 +321,92 @@ def mem_check(args):
     return res
 
 
-def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, trace=None):
+def _stop_rules(args, N: int, label: str) -> dict:
+    """The keyword arguments of :func:`_epochs` from the command line: ``--flat-tol`` (per
+    frame, so × N nats), ``--max-cpu`` (``--collapsed-max-cpu`` for the collapsed method when
+    given) and a label for the progress lines."""
+    flat = None if args.flat_tol is None else args.flat_tol * N
+    cap = args.max_cpu
+    if label == "collapsed" and args.collapsed_max_cpu is not None:
+        cap = args.collapsed_max_cpu
+    return {"flat_tol": flat, "max_cpu": cap, "label": f"{label} N={N}", "n_frames": N}
+
+
+def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, trace=None, flat_tol=None,
+            max_cpu: float = math.inf, label: str = "", n_frames: int | None = None):
     """Run epochs until ``min_time`` wall seconds have passed and at least ``min_epochs``
     (≥ 1) were run; per-epoch wall and CPU (``time.process_time``, this process) seconds. CPU
     time is the number that a shared machine does not distort (one thread: CPU time = work).
 
     ``bound``/``trace``: after each epoch append (cumulative training CPU s, ``bound()``) to
-    ``trace`` (its last entry holds the CPU time so far); the evaluation is not timed. Stops
-    early at a non-finite bound (the fit has diverged; nothing more to learn from it)."""
+    ``trace`` (its last entry holds the CPU time so far) and print it to stderr; the evaluation
+    is not timed. Stops early at a non-finite bound (the fit has diverged; nothing more to learn
+    from it). ``flat_tol`` (nats, needs ``bound``): besides the above, continue until an epoch
+    raises the bound by less than this. ``max_cpu``: stop once the cumulative training CPU
+    seconds (the trace's clock when traced) exceed it, whatever the other rules say.
+
+    SIGTERM ends the run after the last complete epoch (the one under way is dropped; with none
+    complete the lists are empty and the caller reports the warm-up epoch).
+
+    Returns ``(walls, cpus, stop)`` with ``stop`` one of "min_epochs" (the minimum rules were
+    met), "flat", "max_cpu", "non_finite" or "interrupted" (SIGTERM)."""
+    if flat_tol is not None and (bound is None or not flat_tol >= 0):
+        raise ValueError(f"flat_tol: expected a non-negative number of nats with a bound, got {flat_tol!r}")
     walls, cpus = [], []
-    while not walls or sum(walls) < min_time or len(walls) < min_epochs:
-        sync()
-        w0, c0 = time.perf_counter(), time.process_time()
-        run_epoch()
-        sync()
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
-        if bound is not None:
-            trace.append((trace[-1][0] + cpus[-1], bound()))
-            if not math.isfinite(trace[-1][1]):
-                break
-    return walls, cpus
+
+    def on_term(signum, frame):
+        raise _Stopped(signum)
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        while True:
+            sync()
+            w0, c0 = time.perf_counter(), time.process_time()
+            run_epoch()
+            sync()
+            walls.append(time.perf_counter() - w0)
+            cpus.append(time.process_time() - c0)
+            spent = sum(cpus)
+            if bound is not None:
+                point = (trace[-1][0] + cpus[-1], bound())
+                trace.append(point)
+                spent = point[0]
+                _print_point(label, len(walls), point, sum(walls), n_frames)
+                if not math.isfinite(point[1]):
+                    return walls, cpus, "non_finite"
+            if spent > max_cpu:
+                return walls, cpus, "max_cpu"
+            if sum(walls) < min_time or len(walls) < min_epochs:
+                continue
+            if flat_tol is None:
+                return walls, cpus, "min_epochs"
+            if trace[-1][1] - trace[-2][1] < flat_tol:
+                return walls, cpus, "flat"
+    except _Stopped:
+        # SIGTERM (a run stopped for time): the epoch under way is dropped, the completed ones kept
+        if bound is not None:     # an epoch whose bound was being evaluated is dropped too
+            del walls[len(trace) - 1:], cpus[len(trace) - 1:]
+        print(f"trace {label}: stopped by SIGTERM after {len(walls)} complete epochs", file=sys.stderr, flush=True)
+        return walls, cpus, "interrupted"
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _mean_or(xs, default: float) -> float:
+    """Mean of ``xs``; ``default`` (the warm-up epoch's time) when no timed epoch completed."""
+    return float(np.mean(xs)) if xs else float(default)
+
+
+def _print_point(label: str, epoch: int, point, wall: float, n_frames: int | None) -> None:
+    """One trace point on stderr (epoch 0 = after the warm-up epoch)."""
+    per = f" ({point[1] / n_frames:.6g} nats/frame)" if n_frames else ""
+    print(f"trace {label}: epoch {epoch}, CPU {point[0]:.2f} s, wall {wall:.1f} s, bound {point[1]:.10g}{per}",
+          file=sys.stderr, flush=True)
+
+
+class _Stopped(BaseException):
+    """Raised by :func:`_epochs`'s SIGTERM handler (a BaseException, so no ``except Exception`` in
+    the fit swallows it)."""
 
 
 def _stochastic_bound(m) -> float:
@@ -389,13 +477,26 @@ def _child(method, N, device, args) -> dict:
            "--seq-len", str(args.seq_len), "--window", str(args.window), "--batch", str(args.batch),
            "--Q", str(args.Q), "--M", str(args.M), "--dims", *map(str, args.dims), "--min-time", str(args.min_time),
            "--min-epochs", str(args.min_epochs), "--diverge-tol", str(args.diverge_tol),
+           "--max-cpu", str(args.max_cpu),
+           *(["--collapsed-max-cpu", str(args.collapsed_max_cpu)] if args.collapsed_max_cpu is not None else []),
+           *(["--flat-tol", str(args.flat_tol)] if args.flat_tol is not None else []),
            "--peer-lr", str(args.peer_lr), "--peer-tol", str(args.peer_tol), "--peer-max-cpu", str(args.peer_max_cpu),
            *(["--lr", str(args.lr)] if args.lr is not None else []),
            *(["--hyper-iters", str(args.hyper_iters)] if args.hyper_iters is not None else [])]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        return {"method": method, "n_frames": N, "device": device, "error": r.stderr.strip().splitlines()[-1:]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    # stderr is echoed line by line (the per-epoch trace lines show progress in a long run's log)
+    # (stdout to a temporary file, so a full stdout pipe cannot block the child while stderr is read)
+    with tempfile.TemporaryFile("w+") as fout, \
+            subprocess.Popen(cmd, stdout=fout, stderr=subprocess.PIPE, text=True) as proc:
+        err = []
+        for line in proc.stderr:
+            err.append(line.rstrip("\n"))
+            print(line, end="", file=sys.stderr, flush=True)
+        proc.wait()
+        fout.seek(0)
+        out = fout.read()
+    if proc.returncode != 0:
+        return {"method": method, "n_frames": N, "device": device, "error": [e for e in err if e.strip()][-1:]}
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def growth_exponent(ns, ts) -> float:
@@ -590,6 +691,27 @@ def main(args):
             print(cuda_note)
     res = Results(EXPERIMENT, [args.seed], {k: v for k, v in vars(args).items() if k not in ("out", "one")}
                   | {"cuda_note": cuda_note})
+    if args.rows_from:
+        rows = {}
+        for f in args.rows_from:      # a later file's row replaces an earlier one of the same method, N, device
+            got = json.loads(Path(f).read_text())
+            for r in got if isinstance(got, list) else [got]:
+                key = (r["method"], r["n_frames"], r["device"])
+                if key in rows:
+                    print(f"rows from {f}: {key} replaces the row of an earlier file")
+                rows[key] = r
+        rows = list(rows.values())
+        print(f"rows from {', '.join(map(str, args.rows_from))}: {len(rows)} rows, nothing run")
+    else:
+        rows = run_rows(args, res, devices)
+    return summarise(rows, args, res)
+
+
+def run_rows(args, res, devices) -> list:
+    """Run every (device, N, method) of the command line, each in a fresh subprocess (or in this
+    process with ``--in-process``), then the GPyTorch peer; returns the raw rows (dicts of
+    :func:`run_one` / :func:`run_peer`, or ``{"error": ...}``). The collapsed bound is skipped
+    (a ``not_run_estimated_memory_gb`` record in ``res``) beyond ``--collapsed-max-gb``."""
     rows = []
     for dev in devices:
         for N in args.sizes:
@@ -606,71 +728,123 @@ def main(args):
                 r = run_one(method, N, dev, args) if args.in_process else _child(method, N, dev, args)
                 rows.append(r)
                 if "error" in r:
-                    print(f"{method} N={N} {dev}: FAILED {r['error']}")
-                    continue
-                name = f"McGPDS {method} ({dev})"
-                res.add(name, "epoch_time_s", r["epoch_time_s"], n_frames=r["n_frames"], device=dev,
-                        steps_per_epoch=r["steps_per_epoch"], first_epoch_s=r["first_epoch_s"],
-                        epochs_timed=r["epochs_timed"])
-                res.add(name, "epoch_cpu_time_s", r["epoch_cpu_s"], n_frames=r["n_frames"], device=dev)
-                res.add(name, "peak_memory_mb", r["peak_memory_mb"], n_frames=r["n_frames"], device=dev)
-                res.time(name, f"epoch_N{r['n_frames']}", r["epoch_time_s"])
-                res.add(name, "final_bound", r["final_bound"], n_frames=r["n_frames"], device=dev, trace=r["trace"])
-                res.add(name, "final_bound_per_frame", r["final_bound"] / r["n_frames"], n_frames=r["n_frames"],
-                        device=dev)
-                print(f"{name:32s} N={r['n_frames']:>8d}  epoch {r['epoch_time_s']:9.3f} s wall "
-                      f"{r['epoch_cpu_s']:9.3f} s CPU "
-                      f"({r['steps_per_epoch']} steps)  peak {r['peak_memory_mb']:8.0f} MB  "
-                      f"bound {r['final_bound'] / r['n_frames']:.4g} nats/frame after {len(r['trace'])} epochs "
-                      f"({r['trace'][-1][0]:.2f} s CPU)", flush=True)
-                if r["diverged"]:
-                    print(f"DIVERGED: {r['diverged']}", flush=True)
+                    print(f"{method} N={N} {dev}: FAILED {r['error']}", flush=True)
+    return rows + peer_rows(args, res)
+
+
+def summarise(rows: list, args, res) -> Results:
+    """Records, time to quality, growth exponents, plot and the rows file from raw rows.
+
+    Adds per McGPDS row the epoch times, peak memory, ``final_bound`` (qualifier ``trace``) and
+    ``stop``; per (N, device) the time to quality of every method against the best bound any of
+    them reached (qualifiers ``best_bound``, ``reference``: the method that reached it); per
+    method/device the growth exponent of the epoch time and of the time to within 1 % and within
+    0.1 nats/frame (least-squares slope on log N over the sizes where it was reached); the peer's
+    records (:func:`peer_records`). Writes ``bench_scale.json``, ``bench_scale_rows.json`` (the raw
+    rows, for ``--rows-from``) and the plot; exits non-zero when a fit diverged."""
+    peers = [r for r in rows if r.get("method") == "gpytorch_bgplvm"]
+    rows = [r for r in rows if r.get("method") != "gpytorch_bgplvm"]
+    for r in rows:
+        if "error" in r:
+            res.add(f"McGPDS {r['method']} ({r['device']})", "failed", 1.0, n_frames=r["n_frames"],
+                    device=r["device"], error=r["error"])
+            continue
+        dev = r["device"]
+        name = f"McGPDS {r['method']} ({dev})"
+        res.add(name, "epoch_time_s", r["epoch_time_s"], n_frames=r["n_frames"], device=dev,
+                steps_per_epoch=r["steps_per_epoch"], first_epoch_s=r["first_epoch_s"],
+                epochs_timed=r["epochs_timed"])
+        res.add(name, "epoch_cpu_time_s", r["epoch_cpu_s"], n_frames=r["n_frames"], device=dev)
+        res.add(name, "peak_memory_mb", r["peak_memory_mb"], n_frames=r["n_frames"], device=dev)
+        res.time(name, f"epoch_N{r['n_frames']}", r["epoch_time_s"])
+        res.add(name, "final_bound", r["final_bound"], n_frames=r["n_frames"], device=dev, trace=r["trace"],
+                stop=r.get("stop"))
+        res.add(name, "final_bound_per_frame", r["final_bound"] / r["n_frames"], n_frames=r["n_frames"],
+                device=dev)
+        res.add(name, "training_cpu_s", r["trace"][-1][0], n_frames=r["n_frames"], device=dev,
+                epochs=len(r["trace"]), stop=r.get("stop"))
+        res.add(name, "epochs_timed", len(r["trace"]) - 1, n_frames=r["n_frames"], device=dev, stop=r.get("stop"))
+        print(f"{name:32s} N={r['n_frames']:>8d}  epoch {r['epoch_time_s']:9.3f} s wall "
+              f"{r['epoch_cpu_s']:9.3f} s CPU "
+              f"({r['steps_per_epoch']} steps)  peak {r['peak_memory_mb']:8.0f} MB  "
+              f"bound {r['final_bound'] / r['n_frames']:.4g} nats/frame after {len(r['trace'])} epochs "
+              f"({r['trace'][-1][0]:.2f} s CPU; stopped: {r.get('stop')})", flush=True)
+        if r["diverged"]:
+            print(f"DIVERGED: {r['diverged']}", flush=True)
+    ok = [r for r in rows if "error" not in r]
+    devices = sorted({r["device"] for r in ok})
+    tq_pts = {}
     for dev in devices:      # time to quality against the best bound any method reached at (N, device)
-        for N in sorted({r["n_frames"] for r in rows if r["device"] == dev and "error" not in r}):
-            here = [r for r in rows if r["device"] == dev and r["n_frames"] == N and "error" not in r]
-            finite = [b for r in here for _, b in r["trace"] if math.isfinite(b) and b <= r["bound_ceiling"]]
+        for N in sorted({r["n_frames"] for r in ok if r["device"] == dev}):
+            here = [r for r in ok if r["device"] == dev and r["n_frames"] == N]
+            finite = [(b, r["method"]) for r in here for _, b in r["trace"]
+                      if math.isfinite(b) and b <= r["bound_ceiling"]]
             if not finite:
                 continue
-            best = max(finite)
+            best, ref = max(finite)
             for r in here:
                 name = f"McGPDS {r['method']} ({dev})"
                 tq = time_to_quality(r["trace"], best, N)
-                res.add(name, "time_to_1pct_cpu_s", tq["1pct"], n_frames=N, device=dev, best_bound=best)
-                res.add(name, "time_to_0.1nat_cpu_s", tq["0.1nat"], n_frames=N, device=dev, best_bound=best)
-                print(f"{name:32s} N={N:>8d}  best bound {best / N:.4g} nats/frame; time to 1 %: "
+                if len(r["trace"]) < 2:   # no timed epoch (stopped in the first): no curve to measure
+                    tq = {"1pct": float("nan"), "0.1nat": float("nan")}
+                for key, metric in (("1pct", "time_to_1pct_cpu_s"), ("0.1nat", "time_to_0.1nat_cpu_s")):
+                    res.add(name, metric, tq[key], n_frames=N, device=dev, best_bound=best, reference=ref,
+                            methods_run=sorted(x["method"] for x in here))
+                    tq_pts.setdefault((r["method"], dev, key), []).append((N, tq[key]))
+                print(f"{name:32s} N={N:>8d}  best bound {best / N:.4g} nats/frame ({ref}); time to 1 %: "
                       f"{_fmt_s(tq['1pct'])}, to 0.1 nats/frame: {_fmt_s(tq['0.1nat'])} (CPU)")
-    peer_rows(args, res)
+    peer_records(peers, args, res)
     exps = {}
     for dev in devices:
         for method in ("collapsed", "stochastic"):
             key = "epoch_cpu_s" if dev == "cpu" else "epoch_time_s"   # CPU time: robust on a shared machine
-            pts = [(r["n_frames"], r[key]) for r in rows
-                   if r["method"] == method and r["device"] == dev and "error" not in r]
+            pts = [(r["n_frames"], r[key]) for r in ok if r["method"] == method and r["device"] == dev]
             if len(pts) >= 2:
                 e = growth_exponent(*zip(*pts))
                 exps[method, dev] = e
                 res.add(f"McGPDS {method} ({dev})", "growth_exponent", e, sizes=[p[0] for p in pts], time=key)
                 print(f"growth exponent of the epoch time ({key}), {method} ({dev}): {e:.3f}")
+            for tq_key, metric in (("1pct", "time_to_1pct_growth_exponent"),
+                                   ("0.1nat", "time_to_0.1nat_growth_exponent")):
+                pts = [(n, t) for n, t in tq_pts.get((method, dev, tq_key), []) if math.isfinite(t)]
+                if len(pts) >= 2:
+                    e = growth_exponent(*zip(*pts))
+                    res.add(f"McGPDS {method} ({dev})", metric, e, sizes=[p[0] for p in pts],
+                            times_cpu_s=[p[1] for p in pts])
+                    print(f"growth exponent of the time to {tq_key} ({method}, {dev}): {e:.3f} over N = "
+                          f"{[p[0] for p in pts]}")
     print(res.table(("n_frames", "device")))
     path = res.write(args.out)
-    _plot(rows, exps, Path(args.out) / f"{EXPERIMENT}.png")
+    _write_json_atomic(Path(args.out) / f"{EXPERIMENT}_rows.json", rows + peers)
+    _plot(ok, exps, Path(args.out) / f"{EXPERIMENT}.png")
     print(f"wrote {path}")
-    diverged = [r["diverged"] for r in rows if r.get("diverged")]
+    diverged = [r["diverged"] for r in ok if r.get("diverged")]
     if diverged:
         raise SystemExit("bench_scale: a timed fit diverged (tolerance "
                          f"{args.diverge_tol} nats/frame per epoch):\n" + "\n".join(diverged))
     return res
 
 
+def _write_json_atomic(path: Path, obj) -> None:
+    """``obj`` as JSON at ``path``: a temporary file in the same folder, then ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 PEER = "GPyTorch BayesianGPLVM (cpu)"
 
 
 def peer_rows(args, res) -> list:
-    """Time GPyTorch's Bayesian GPLVM (:func:`run_peer`) at every N on the CPU and add its records
-    (``epoch_cpu_time_s``, ``epoch_time_s``, ``time_to_converge_cpu_s``, ``final_elbo_per_frame``
-    with qualifier ``trace``, ``peak_memory_mb``) to ``res``; a reference, kept out of the time to
-    quality (its ELBO is another model's). Skipped, saying so, with ``--skip-peer`` or without
-    GPyTorch (the ``peers`` extra). Returns the rows."""
+    """Time GPyTorch's Bayesian GPLVM (:func:`run_peer`) at every N on the CPU; returns the rows
+    (their records are added by :func:`peer_records`). Skipped, saying so (a ``not_run`` record),
+    with ``--skip-peer`` or without GPyTorch (the ``peers`` extra)."""
     if args.skip_peer:
         print("GPyTorch peer skipped (--skip-peer)")
         return []
@@ -678,12 +852,17 @@ def peer_rows(args, res) -> list:
         print("GPyTorch not installed (optional extra 'peers'): its Bayesian GPLVM is skipped")
         res.add(PEER, "not_run", float("nan"), reason="gpytorch not installed (optional extra peers)")
         return []
-    out = []
-    for N in args.sizes:
-        r = run_peer(N, args) if args.in_process else _child("gpytorch_bgplvm", N, "cpu", args)
-        out.append(r)
+    return [run_peer(N, args) if args.in_process else _child("gpytorch_bgplvm", N, "cpu", args)
+            for N in args.sizes]
+
+
+def peer_records(rows: list, args, res) -> None:
+    """Add the peer rows' records (``epoch_cpu_time_s``, ``epoch_time_s``, ``time_to_converge_cpu_s``,
+    ``final_elbo_per_frame`` with qualifier ``trace``, ``peak_memory_mb``) to ``res``; a
+    reference, kept out of the time to quality (its ELBO is another model's)."""
+    for r in rows:
         if "error" in r:
-            print(f"GPyTorch peer N={N}: FAILED {r['error']}")
+            print(f"GPyTorch peer N={r['n_frames']}: FAILED {r['error']}")
             continue
         q = dict(n_frames=r["n_frames"], device="cpu")
         res.add(PEER, "epoch_cpu_time_s", r["epoch_cpu_s"], steps_per_epoch=r["steps_per_epoch"],
@@ -698,7 +877,6 @@ def peer_rows(args, res) -> list:
         print(f"{PEER:32s} N={r['n_frames']:>8d}  epoch {r['epoch_cpu_s']:9.3f} s CPU ({r['steps_per_epoch']} steps of "
               f"{r['batch_frames']} frames), {conv} ({r['steps']} steps), ELBO {r['final_elbo_per_frame']:.4g} "
               "nats/frame (its own model: not comparable with McGPDS bounds)", flush=True)
-    return out
 
 
 def _fmt_s(x: float) -> str:

@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,100 @@ def test_check_divergence_and_time_to_quality():
     tq = b.time_to_quality(ok, -3990.0, 10)      # 0.1 nats/frame = 1 nat: only the last point
     assert tq["0.1nat"] == 4.0
     assert math.isnan(b.time_to_quality(ok, -100.0, N)["1pct"])
+
+
+def test_epochs_stop_rules():
+    """_epochs: the flat rule stops at the first epoch gaining less than flat_tol (after
+    min_epochs), max_cpu stops whatever the rest says, SIGTERM keeps the complete epochs."""
+    import os
+    import signal
+    b = _bench_module()
+    values = iter([-100.0, -60.0, -50.0, -49.5, -49.45, -49.44, -49.43])
+
+    def run(trace, **kw):
+        return b._epochs(lambda: None, lambda: None, 0.0, bound=lambda: next(values), trace=trace, **kw)
+
+    trace = [(0.0, -200.0)]
+    walls, cpus, stop = run(trace, min_epochs=2, flat_tol=1.0)
+    # gains 100, 40, 10, 0.5: the 4th epoch is the first gaining < 1 nat
+    assert stop == "flat" and len(walls) == len(cpus) == 4 and [v for _, v in trace] == [-200, -100, -60, -50, -49.5]
+    assert all(c1 >= c0 for (c0, _), (c1, _) in zip(trace, trace[1:]))
+    values = iter([-100.0, -60.0, -50.0])
+    walls, _, stop = run([(0.0, -200.0)], min_epochs=3, flat_tol=1e9)     # flat at once, but min_epochs first
+    assert stop == "flat" and len(walls) == 3
+    values = iter([-100.0, -60.0])
+    walls, _, stop = run([(0.0, -200.0)], min_epochs=5, max_cpu=-1.0)    # the cap wins over min_epochs
+    assert stop == "max_cpu" and len(walls) == 1
+    values = iter([-100.0, math.nan])
+    assert run([(0.0, -200.0)], min_epochs=5)[2] == "non_finite"
+    with pytest.raises(ValueError, match="flat_tol"):
+        b._epochs(lambda: None, lambda: None, 0.0, flat_tol=1.0)
+    # SIGTERM during the third epoch: two complete epochs kept, the handler restored
+    calls = []
+
+    def epoch():
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)        # the signal interrupts this
+    before = signal.getsignal(signal.SIGTERM)
+    values = iter([-100.0, -60.0, -50.0, -40.0])
+    trace = [(0.0, -200.0)]
+    walls, cpus, stop = b._epochs(epoch, lambda: None, 0.0, min_epochs=10, bound=lambda: next(values), trace=trace)
+    assert stop == "interrupted" and len(walls) == len(cpus) == 2 and len(trace) == 3
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def _row(method, N, times, bounds, ceiling=0.0):
+    trace = [[float(t), float(v)] for t, v in zip(times, bounds)]
+    return {"method": method, "n_frames": N, "device": "cpu", "epoch_time_s": 1.0, "epoch_cpu_s": N / 1000,
+            "epochs_timed": len(trace) - 1, "first_epoch_s": 1.0, "steps_per_epoch": N // 1000,
+            "peak_memory_mb": 100.0, "trace": trace, "final_bound": trace[-1][1], "bound_ceiling": ceiling,
+            "diverged": None, "stop": "flat"}
+
+
+def test_rows_from_summarises_time_to_quality_and_its_growth(tmp_path):
+    """--rows-from: saved rows of separate runs give the time to quality against the best bound of
+    each N (naming the method that found it) and its growth exponent; times ∝ N² give 2. A later
+    file's row replaces an earlier one of the same method, N and device."""
+    rows = []
+    for N in (1000, 10000, 100000):
+        k = (N / 1000) ** 2
+        rows.append(_row("stochastic", N, [k, 2 * k, 3 * k], [-3.0 * N, -1.005 * N, -1.0 * N]))
+        if N < 100000:    # the collapsed bound at 10³, 10⁴ only; best there at 10⁴
+            best = -1.0 * N if N == 1000 else -0.99 * N
+            rows.append(_row("collapsed", N, [0.5, 1.0], [-2.0 * N, best]))
+    stale = _row("stochastic", 100000, [1.0, 2.0], [-9.0e5, -8.0e5])   # replaced by the later file's row
+    (tmp_path / "a.json").write_text(json.dumps(rows[:-1] + [stale]))
+    (tmp_path / "b.json").write_text(json.dumps(rows[-1]))          # a single-method run's JSON line
+    r = _run("bench_scale.py", "--rows-from", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+             "--skip-peer", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    recs = json.loads((tmp_path / "out" / "bench_scale.json").read_text())["results"]
+
+    def get(method, metric, N=None):
+        return [x for x in recs if x["method"] == f"McGPDS {method} (cpu)" and x["metric"] == metric
+                and (N is None or x["n_frames"] == N)]
+    # 10³: stochastic's −1.0·N is the best (the collapsed one equal, found later in max order); 1 % at t = 2k
+    t1 = get("stochastic", "time_to_1pct_cpu_s", 1000)[0]
+    assert t1["mean"] == 2.0 and t1["best_bound"] == -1000.0
+    # 10⁴: the collapsed bound (−9900) is best; 1 % needs ≥ −9999: the stochastic fit's best −10000 never
+    # gets there; 0.1 nats/frame needs ≥ −10900: reached at its second point (t = 2k = 200)
+    t1 = get("stochastic", "time_to_1pct_cpu_s", 10000)[0]
+    assert t1["reference"] == "collapsed" and t1["best_bound"] == -9900.0
+    assert t1["mean"] is None or math.isnan(t1["mean"])
+    assert get("stochastic", "time_to_0.1nat_cpu_s", 10000)[0]["mean"] == 200.0
+    # 10⁵: only the stochastic fit: its own best is the reference
+    t5 = get("stochastic", "time_to_1pct_cpu_s", 100000)[0]
+    assert t5["reference"] == "stochastic" and t5["methods_run"] == ["stochastic"] and t5["mean"] == 2e4
+    # growth: to 1 % reached at 10³ and 10⁵ only, times 2 and 2·10⁴: slope 2
+    g = get("stochastic", "time_to_1pct_growth_exponent")[0]
+    assert g["sizes"] == [1000, 100000] and g["mean"] == pytest.approx(2.0)
+    assert get("stochastic", "time_to_0.1nat_growth_exponent")[0]["mean"] == pytest.approx(2.0)
+    assert get("stochastic", "growth_exponent")[0]["mean"] == pytest.approx(1.0)       # epoch CPU ∝ N
+    assert get("stochastic", "final_bound", 100000)[0]["stop"] == "flat"
+    saved = json.loads((tmp_path / "out" / "bench_scale_rows.json").read_text())
+    assert len(saved) == len(rows) and "replaces the row of an earlier file" in r.stdout
 
 
 def test_gpytorch_peer_is_skipped_cleanly_when_absent(monkeypatch, capsys):
