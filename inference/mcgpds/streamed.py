@@ -174,8 +174,18 @@ PAIR_CHUNK_ENTRIES = 2 ** 22
 def _cov_rbf_part(mu, s, Z, variance, ard):
     """``(Ψ1 (c, M), C_c (M, M))`` of a chunk of frames for the ARD RBF kernel, where
     ``C_c = Σ_n (⟨k_n k_nᵀ⟩ − ⟨k_n⟩⟨k_n⟩ᵀ)`` is computed as ``Σ_n ψ1_nm ψ1_nm' expm1(δ_nmm')``
-    with ``δ = log ψ2_n,mm' − log ψ1_nm − log ψ1_nm'`` (no cancellation between the two
-    products: δ is small where the posterior variance is small)."""
+    with ``δ = log ψ2_n,mm' − log ψ1_nm − log ψ1_nm'`` in closed form.
+
+    With ``u = μ_n − z̄``, ``z̄ = (z_m + z_m')/2``, ``Δ = z_m − z_m'`` (so that
+    ``(μ − z_m)² + (μ − z_m')² = 2u² + Δ²/2``), per latent dimension q
+
+        δ = Σ_q [ a² s u² / ((1 + a s)(1 + 2 a s)) − a² s Δ² / (4 (1 + a s))
+                  + ½ log1p(a² s² / (1 + 2 a s)) ].
+
+    Every term is O(a s): δ is small where the posterior variance is small and is obtained
+    without subtracting the O(1) exponents of ψ2 and ψ1ψ1 (their difference lost ≈ |log ψ|/|δ|
+    ulps of δ, i.e. of C, which the data fit amplifies through the conditioning of K_ZZ).
+    """
     from tandem.models.gp_kernels import _pairs
     M = Z.shape[0]
     Z2 = Z * Z
@@ -184,15 +194,18 @@ def _cov_rbf_part(mu, s, Z, variance, ard):
     g1 = -0.5 * (c1 * mu * mu).sum(-1) - 0.5 * d1.log().sum(-1)
     log1 = torch.addmm(g1[:, None], torch.cat([c1 * mu, -0.5 * c1], 1), torch.cat([Z, Z2], 1).T)   # (c, M)
     d2 = 1.0 + 2.0 * ard * s
-    c2 = ard / d2
-    g2 = -(c2 * mu * mu).sum(-1) - 0.5 * d2.log().sum(-1)
+    a2s = ard * ard * s
+    al = a2s / (d1 * d2)                                                              # (c, Q)
+    be = 0.25 * a2s / d1
+    ga = 0.5 * torch.log1p(a2s * s / d2).sum(-1) + (al * mu * mu).sum(-1)            # (c,)
     im, ip, full = _pairs(M, Z.device)
     zbar = 0.5 * (Z[im] + Z[ip])
     dz = Z[im] - Z[ip]
-    lpref = -0.25 * (ard * dz * dz).sum(-1)                                           # (P,)
-    log2 = torch.addmm(g2[:, None], torch.cat([2.0 * c2 * mu, -c2], 1), torch.cat([zbar, zbar * zbar], 1).T) + lpref
+    # al (μ − z̄)² expanded: its rounding is ε·al·(μ² + z̄²), small in absolute terms since al = O(a s)
+    delta = torch.addmm(ga[:, None], torch.cat([-2.0 * al * mu, al, -be], 1),
+                        torch.cat([zbar, zbar * zbar, dz * dz], 1).T)                # (c, P)
     a = log1[:, im] + log1[:, ip]                                                     # (c, P)
-    Cp = (a.exp() * torch.expm1(log2 - a)).sum(0)
+    Cp = (a.exp() * torch.expm1(delta)).sum(0)
     return variance * log1.exp(), (variance * variance) * Cp[full].reshape(M, M)
 
 
