@@ -444,7 +444,7 @@ def view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: dict, kin
     F = -0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * beta.log()
     bh, bgs = view_bases(hp, kind)
     from tandem.inference.mcgpds import streamed
-    if streamed.STABLE_H:   # least-squares form: no normal equations, no large cancellations
+    if streamed.use_stable_h(kind, N):   # least-squares form: no normal equations, no large cancellations
         # the stable form has closed forms for the two built-in kernels only: it takes their dispatch name
         F = F + streamed.h_term_stable(mapping_kernel_kind(kind), mu, s, bh.Z, bh.variance, bh.ard, Y, beta,
                                        bh.kzz(), bh.chol())

@@ -35,8 +35,8 @@ from torch.utils.checkpoint import checkpoint
 from tandem.inference.numerics import limit_heap_fragmentation
 from tandem.models import gp_kernels
 
-__all__ = ["KL_CHUNK_MB", "KL_UNCHUNKED_MB", "PRIOR_CACHE_MB", "STABLE_H", "PAIR_CHUNK_ENTRIES", "kl_chunked",
-           "blocks_per_chunk", "unstreamed", "streaming", "h_term_stable"]
+__all__ = ["KL_CHUNK_MB", "KL_UNCHUNKED_MB", "PRIOR_CACHE_MB", "STABLE_H", "STABLE_H_MIN_FRAMES",
+           "PAIR_CHUNK_ENTRIES", "kl_chunked", "blocks_per_chunk", "unstreamed", "streaming", "h_term_stable", "use_stable_h"]
 
 #: target size (MB) of one chunk's (V, Q, blocks, n, n) float64 stack in the KL; ``0`` or
 #: ``inf`` = every group at once (the old path)
@@ -161,12 +161,57 @@ def unstreamed():
 
 
 # --------------------------------------------------------------------------- stable h term
-#: use :func:`h_term_stable` for the h part of the view bound. Off by default: measured at
-#: N = 10⁴ (M = 20, kernel and inducing inputs learned) it cuts the bound's noise under 1e-9
-#: parameter perturbations only from ≈ 6e-7 to ≈ 1e-7 relative (the data-fit residual stays
-#: sensitive to the rounding of Ψ1 through the ill-conditioned K_ZZ), at the cost of a second
-#: transcendental per (frame, pair) entry.
-STABLE_H = False
+#: the form of the h part of the view bound: ``True`` the least-squares form
+#: :func:`h_term_stable`, ``False`` the normal equations of
+#: :func:`tandem.inference.mcgpds.bound.view_bound`, ``"auto"`` (default) the least-squares form
+#: for views of at least :data:`STABLE_H_MIN_FRAMES` frames with a built-in mapping kernel
+#: (:func:`use_stable_h`). Measured at N = 10⁴ (M = 20, kernel and inducing inputs learned,
+#: ``docs/mcgpds_bound_noise.py``): under 1e-9 parameter perturbations the normal equations
+#: move the view term by up to 1.2 nats (3.4e-6 of |F|) and sit 0.5 nats from a long-double
+#: reference; the least-squares form by 8e-4 nats (2.3e-9), 1.4e-4 nats from the reference, at
+#: ≈ 3.4× the view term's time (0.10 s against 0.03 s for a value + gradient there).
+STABLE_H = "auto"
+#: with ``STABLE_H = "auto"``: the fewest frames of a view that get :func:`h_term_stable`. The
+#: normal equations' cancellation grows with N; below this (every real data set of the
+#: project: human pose 566 frames, CUAVE 194) the faster normal equations are kept, so fits
+#: and their recorded numbers there are unchanged. Fixed per problem (never switched with the
+#: parameters), so an optimiser always sees one objective.
+STABLE_H_MIN_FRAMES = 2000
+
+
+def use_stable_h(kind, N: int) -> bool:
+    """Whether the view bound uses :func:`h_term_stable` for its h part.
+
+    Parameters
+    ----------
+    kind : MappingKernel or str
+        The mapping kernel. The least-squares form has closed forms for the built-in RBF-ARD and
+        linear-ARD kernels only (exactly those classes or their alias names): any other kernel
+        object uses the normal equations.
+    N : int
+        Frames of the view.
+
+    Returns
+    -------
+    bool
+        :data:`STABLE_H` if it is a bool (a kernel without a closed form always False), else
+        ``N ≥ STABLE_H_MIN_FRAMES``.
+
+    Raises
+    ------
+    ValueError
+        :data:`STABLE_H` neither a bool nor ``"auto"``.
+    """
+    from tandem.models.kernels import RBFARD, LinearARD
+    mode = STABLE_H
+    if not (isinstance(mode, bool) or mode == "auto"):
+        raise ValueError(f"STABLE_H: expected True, False or 'auto', got {mode!r}")
+    builtin = isinstance(kind, str) or type(kind) in (RBFARD, LinearARD)
+    if not builtin or mode is False:
+        return False
+    return True if mode is True else int(N) >= int(STABLE_H_MIN_FRAMES)
+
+
 #: most (frame, pair) entries per chunk of :func:`h_term_stable`'s ψ2 − ψ1ψ1ᵀ tables
 PAIR_CHUNK_ENTRIES = 2 ** 22
 
