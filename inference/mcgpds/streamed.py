@@ -36,7 +36,8 @@ from tandem.inference.numerics import limit_heap_fragmentation
 from tandem.models import gp_kernels
 
 __all__ = ["KL_CHUNK_MB", "KL_UNCHUNKED_MB", "PRIOR_CACHE_MB", "STABLE_H", "STABLE_H_MIN_FRAMES",
-           "PAIR_CHUNK_ENTRIES", "kl_chunked", "blocks_per_chunk", "unstreamed", "streaming", "h_term_stable", "use_stable_h"]
+           "PAIR_CHUNK_ENTRIES", "kl_chunked", "blocks_per_chunk", "unstreamed", "streaming", "h_term_stable",
+           "use_stable_h"]
 
 #: target size (MB) of one chunk's (V, Q, blocks, n, n) float64 stack in the KL; ``0`` or
 #: ``inf`` = every group at once (the old path)
