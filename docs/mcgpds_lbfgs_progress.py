@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from tandem.inference.mcgpds import fit as fit_module
 from tandem.inference.mcgpds import streamed
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds
 from tandem.inference.mcgpds.stochastic import simulate_sequences
@@ -31,7 +32,22 @@ def main():
     p.add_argument("--stable-h", choices=("0", "1", "auto"), default="auto",
                    help="the h term's form: 0 normal equations, 1 least squares, auto the default")
     p.add_argument("--out", default=None)
+    p.add_argument("--log", default=None, help="append every evaluation (CPU s, bound) here as it happens")
     a = p.parse_args()
+    evals = []
+    inner = fit_module.collapsed_loss
+
+    def logged(*args, **kwargs):
+        # every evaluation of the loss, line-search trials included, with its CPU time
+        loss = inner(*args, **kwargs)
+        evals.append((time.process_time(), -float(loss.detach())))
+        if a.log:
+            with open(a.log, "a") as fh:
+                fh.write(f"{evals[-1][0]:.2f} {evals[-1][1]:.9e}\n")
+        return loss
+
+    logged.deterministic = True
+    fit_module.collapsed_loss = logged
     if a.stable_h != "auto":
         streamed.STABLE_H = a.stable_h == "1"
     sim = simulate_sequences(a.n_seq, a.seq_len, [10, 8], Q=2, M=20, seed=0)
@@ -47,7 +63,7 @@ def main():
         print(f"  iter {i + 1:3d}  bound {b: .6e}  ({b / N:.4f} nats/frame)")
     if a.out:
         with open(a.out, "w") as fh:
-            json.dump({"N": N, "stable_h": streamed.STABLE_H, "cpu_s": cpu, "bounds": bounds,
+            json.dump({"N": N, "stable_h": streamed.STABLE_H, "cpu_s": cpu, "bounds": bounds, "evals": evals,
                        "final_bound": f.bound, "torch": torch.__version__}, fh, indent=1)
 
 

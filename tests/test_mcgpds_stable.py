@@ -5,7 +5,9 @@ The problem imitates the benchmark's simulated frames (Q = 2, M = 20, long lengt
 posterior variances, β ≈ 144): K_ZZ has condition ≈ 10⁷ (its 1e-6 jitter is active) and the
 normal equations K + βΨ2 ≈ 10¹³.
 """
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,15 @@ from tandem.models.kernels import RBFARD, LinearARD
 
 D64 = torch.float64
 EPS_LD = float(np.finfo(np.longdouble).eps)
+
+
+def _noise_script():
+    """docs/mcgpds_bound_noise.py (the diagnostic that holds the long-double reference)."""
+    path = Path(__file__).resolve().parents[1] / "docs" / "mcgpds_bound_noise.py"
+    spec = importlib.util.spec_from_file_location("mcgpds_bound_noise", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _problem(N=10_000, D=10, M=20, seed=0):
@@ -89,54 +100,13 @@ def test_view_bound_matches_long_double_reference():
     differences in every exponent) to 5e-9 of |F| at N = 10⁴ (measured 1.6e-9, 4.8e-5 nats); the
     normal equations are ≥ 1e-7 off."""
     Y, mu, s, Z, var, ard, beta = _problem()
-    ref = _long_double_h(Y, mu, s, Z, var, ard, beta)
+    ref = _noise_script().long_double_h(Y, mu, s, Z, var, ard, beta)
     N, D = Y.shape
     const = -0.5 * N * D * math.log(2 * math.pi) + 0.5 * N * D * math.log(float(beta))
     _, F, F_ls = _noise(True, reps=0)
     _, _, F_ne = _noise(False, reps=0)
     assert abs(F_ls - const - ref) <= 5e-9 * F, (F_ls - const - ref) / F
     assert abs(F_ne - const - ref) >= 1e-7 * F
-
-
-def _long_double_h(Y, mu, s, Z, var, ard, beta) -> float:
-    """The h part of the view bound without its constant, in numpy long double."""
-    ld = np.longdouble
-    mu, Z, s, Y = (x.numpy().astype(ld) for x in (mu, Z, s, Y))
-    a = ard.numpy().astype(ld)
-    v, b = ld(float(var)), ld(float(beta))
-    N, D = Y.shape
-    M = Z.shape[0]
-    d1, d2 = 1 + a * s, 1 + 2 * a * s
-    P1 = v * np.exp(-0.5 * (((mu[:, None] - Z[None]) ** 2) * (a / d1)[:, None]).sum(-1)
-                    - 0.5 * np.log(d1).sum(-1)[:, None])
-    zb, dz = 0.5 * (Z[:, None] + Z[None]), Z[:, None] - Z[None]
-    P2 = np.zeros((M, M), dtype=ld)
-    for m in range(M):
-        l2 = (-0.25 * (a * dz[m] ** 2).sum(-1)[None] - (((mu[:, None] - zb[m][None]) ** 2) * (a / d2)[:, None]).sum(-1)
-              - 0.5 * np.log(d2).sum(-1)[:, None])
-        P2[m] = (v * v * np.exp(l2)).sum(0)
-    K = v * np.exp(-0.5 * ((dz ** 2) * a).sum(-1)) + ld(1e-6) * v * np.eye(M, dtype=ld)
-
-    def chol(A):
-        L = np.zeros_like(A)
-        for j in range(A.shape[0]):
-            L[j, j] = np.sqrt(A[j, j] - (L[j, :j] ** 2).sum())
-            for i in range(j + 1, A.shape[0]):
-                L[i, j] = (A[i, j] - (L[i, :j] * L[j, :j]).sum()) / L[j, j]
-        return L
-
-    def fsolve(L, B):
-        X = np.zeros_like(B)
-        for i in range(L.shape[0]):
-            X[i] = (B[i] - L[i, :i] @ X[:i]) / L[i, i]
-        return X
-
-    LK, LS = chol(K), chol(K + b * P2)
-    w = fsolve(LS, P1.T @ Y)
-    logdet = 2 * (np.log(np.diag(LS)).sum() - np.log(np.diag(LK)).sum())
-    trK = np.trace(fsolve(LK, fsolve(LK, P2).T))
-    return float(-0.5 * b * (Y * Y).sum() - 0.5 * D * logdet + 0.5 * b * b * (w * w).sum()
-                 + 0.5 * D * b * (trK - N * v))
 
 
 def test_cov_rbf_part_accurate_at_small_variances():
