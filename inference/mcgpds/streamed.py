@@ -35,8 +35,9 @@ from torch.utils.checkpoint import checkpoint
 from tandem.inference.numerics import limit_heap_fragmentation
 from tandem.models import gp_kernels
 
-__all__ = ["KL_CHUNK_MB", "KL_UNCHUNKED_MB", "PRIOR_CACHE_MB", "STABLE_H", "PAIR_CHUNK_ENTRIES", "kl_chunked",
-           "blocks_per_chunk", "unstreamed", "streaming", "h_term_stable"]
+__all__ = ["KL_CHUNK_MB", "KL_UNCHUNKED_MB", "PRIOR_CACHE_MB", "STABLE_H", "STABLE_H_MIN_FRAMES",
+           "PAIR_CHUNK_ENTRIES", "kl_chunked", "blocks_per_chunk", "unstreamed", "streaming", "h_term_stable",
+           "use_stable_h"]
 
 #: target size (MB) of one chunk's (V, Q, blocks, n, n) float64 stack in the KL; ``0`` or
 #: ``inf`` = every group at once (the old path)
@@ -161,12 +162,57 @@ def unstreamed():
 
 
 # --------------------------------------------------------------------------- stable h term
-#: use :func:`h_term_stable` for the h part of the view bound. Off by default: measured at
-#: N = 10⁴ (M = 20, kernel and inducing inputs learned) it cuts the bound's noise under 1e-9
-#: parameter perturbations only from ≈ 6e-7 to ≈ 1e-7 relative (the data-fit residual stays
-#: sensitive to the rounding of Ψ1 through the ill-conditioned K_ZZ), at the cost of a second
-#: transcendental per (frame, pair) entry.
-STABLE_H = False
+#: the form of the h part of the view bound: ``True`` the least-squares form
+#: :func:`h_term_stable`, ``False`` the normal equations of
+#: :func:`tandem.inference.mcgpds.bound.view_bound`, ``"auto"`` (default) the least-squares form
+#: for views of at least :data:`STABLE_H_MIN_FRAMES` frames with a built-in mapping kernel
+#: (:func:`use_stable_h`). Measured at N = 10⁴ (M = 20, kernel and inducing inputs learned,
+#: ``docs/mcgpds_bound_noise.py``): under 1e-9 parameter perturbations the normal equations
+#: move the view term by up to 1.2 nats (3.4e-6 of |F|) and sit 0.5 nats from a long-double
+#: reference; the least-squares form by 8e-4 nats (2.3e-9), 1.4e-4 nats from the reference, at
+#: ≈ 3.4× the view term's time (0.10 s against 0.03 s for a value + gradient there).
+STABLE_H = "auto"
+#: with ``STABLE_H = "auto"``: the fewest frames of a view that get :func:`h_term_stable`. The
+#: normal equations' cancellation grows with N; below this (every real data set of the
+#: project: human pose 566 frames, CUAVE 194) the faster normal equations are kept, so fits
+#: and their recorded numbers there are unchanged. Fixed per problem (never switched with the
+#: parameters), so an optimiser always sees one objective.
+STABLE_H_MIN_FRAMES = 2000
+
+
+def use_stable_h(kind, N: int) -> bool:
+    """Whether the view bound uses :func:`h_term_stable` for its h part.
+
+    Parameters
+    ----------
+    kind : MappingKernel or str
+        The mapping kernel. The least-squares form has closed forms for the built-in RBF-ARD and
+        linear-ARD kernels only (exactly those classes or their alias names): any other kernel
+        object uses the normal equations.
+    N : int
+        Frames of the view.
+
+    Returns
+    -------
+    bool
+        :data:`STABLE_H` if it is a bool (a kernel without a closed form always False), else
+        ``N ≥ STABLE_H_MIN_FRAMES``.
+
+    Raises
+    ------
+    ValueError
+        :data:`STABLE_H` neither a bool nor ``"auto"``.
+    """
+    from tandem.models.kernels import RBFARD, LinearARD
+    mode = STABLE_H
+    if not (isinstance(mode, bool) or mode == "auto"):
+        raise ValueError(f"STABLE_H: expected True, False or 'auto', got {mode!r}")
+    builtin = isinstance(kind, str) or type(kind) in (RBFARD, LinearARD)
+    if not builtin or mode is False:
+        return False
+    return True if mode is True else int(N) >= int(STABLE_H_MIN_FRAMES)
+
+
 #: most (frame, pair) entries per chunk of :func:`h_term_stable`'s ψ2 − ψ1ψ1ᵀ tables
 PAIR_CHUNK_ENTRIES = 2 ** 22
 
@@ -174,8 +220,18 @@ PAIR_CHUNK_ENTRIES = 2 ** 22
 def _cov_rbf_part(mu, s, Z, variance, ard):
     """``(Ψ1 (c, M), C_c (M, M))`` of a chunk of frames for the ARD RBF kernel, where
     ``C_c = Σ_n (⟨k_n k_nᵀ⟩ − ⟨k_n⟩⟨k_n⟩ᵀ)`` is computed as ``Σ_n ψ1_nm ψ1_nm' expm1(δ_nmm')``
-    with ``δ = log ψ2_n,mm' − log ψ1_nm − log ψ1_nm'`` (no cancellation between the two
-    products: δ is small where the posterior variance is small)."""
+    with ``δ = log ψ2_n,mm' − log ψ1_nm − log ψ1_nm'`` in closed form.
+
+    With ``u = μ_n − z̄``, ``z̄ = (z_m + z_m')/2``, ``Δ = z_m − z_m'`` (so that
+    ``(μ − z_m)² + (μ − z_m')² = 2u² + Δ²/2``), per latent dimension q
+
+        δ = Σ_q [ a² s u² / ((1 + a s)(1 + 2 a s)) − a² s Δ² / (4 (1 + a s))
+                  + ½ log1p(a² s² / (1 + 2 a s)) ].
+
+    Every term is O(a s): δ is small where the posterior variance is small and is obtained
+    without subtracting the O(1) exponents of ψ2 and ψ1ψ1 (their difference lost ≈ |log ψ|/|δ|
+    ulps of δ, i.e. of C, which the data fit amplifies through the conditioning of K_ZZ).
+    """
     from tandem.models.gp_kernels import _pairs
     M = Z.shape[0]
     Z2 = Z * Z
@@ -184,15 +240,18 @@ def _cov_rbf_part(mu, s, Z, variance, ard):
     g1 = -0.5 * (c1 * mu * mu).sum(-1) - 0.5 * d1.log().sum(-1)
     log1 = torch.addmm(g1[:, None], torch.cat([c1 * mu, -0.5 * c1], 1), torch.cat([Z, Z2], 1).T)   # (c, M)
     d2 = 1.0 + 2.0 * ard * s
-    c2 = ard / d2
-    g2 = -(c2 * mu * mu).sum(-1) - 0.5 * d2.log().sum(-1)
+    a2s = ard * ard * s
+    al = a2s / (d1 * d2)                                                              # (c, Q)
+    be = 0.25 * a2s / d1
+    ga = 0.5 * torch.log1p(a2s * s / d2).sum(-1) + (al * mu * mu).sum(-1)            # (c,)
     im, ip, full = _pairs(M, Z.device)
     zbar = 0.5 * (Z[im] + Z[ip])
     dz = Z[im] - Z[ip]
-    lpref = -0.25 * (ard * dz * dz).sum(-1)                                           # (P,)
-    log2 = torch.addmm(g2[:, None], torch.cat([2.0 * c2 * mu, -c2], 1), torch.cat([zbar, zbar * zbar], 1).T) + lpref
+    # al (μ − z̄)² expanded: its rounding is ε·al·(μ² + z̄²), small in absolute terms since al = O(a s)
+    delta = torch.addmm(ga[:, None], torch.cat([-2.0 * al * mu, al, -be], 1),
+                        torch.cat([zbar, zbar * zbar, dz * dz], 1).T)                # (c, P)
     a = log1[:, im] + log1[:, ip]                                                     # (c, P)
-    Cp = (a.exp() * torch.expm1(log2 - a)).sum(0)
+    Cp = (a.exp() * torch.expm1(delta)).sum(0)
     return variance * log1.exp(), (variance * variance) * Cp[full].reshape(M, M)
 
 
