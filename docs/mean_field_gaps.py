@@ -56,7 +56,7 @@ def mcgpds_shipped(data) -> float:
         return float(uncollapsed_elbo_analytic(data, hp, mus, lams, qv, qu))
 
 
-def mcgpds_gap(covariance: str = "full", num_steps: int = 1500) -> dict:
+def mcgpds_gap(covariance: str = "full", num_steps: int = 4000) -> dict:
     """Fit :class:`~tandem.guides.mean_field.McGPDSMeanField` with Trace_ELBO and ClippedAdam
     (lr 0.1, decay 0.998 per step); return the shipped and mean-field ELBOs and their gap."""
     from tandem.guides.mean_field import McGPDSMeanField
