@@ -72,7 +72,7 @@ from tandem.inference.datasets.human_pose import load_human_pose
 from tandem.inference.experiments.cli import base_parser, set_seed
 from tandem.inference.experiments.results import Results
 from tandem.inference.mcgpds import stochastic as st
-from tandem.inference.mcgpds.bound import collapsed_loss
+from tandem.inference.mcgpds.bound import collapsed_loss, likelihood_ceiling
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, predict_view
 from tandem.inference.svi import fit
 from tandem.models.mcgpds import hyperparams, mcgpds_model
@@ -431,14 +431,10 @@ def _stochastic_bound(m) -> float:
 
 
 def bound_ceiling(betas, dims, n_frames: int) -> float:
-    """Σ_k (N/2) Σ_d log(β_kd / 2π): no ELBO of a Gaussian likelihood with noise precisions β
-    can exceed it (F ≤ log p(Y) ≤ max_F log p(Y | F)); above it the bound is numerically broken.
-    ``betas``: per view, a scalar or (D_k,) tensor; ``dims``: the D_k."""
-    total = 0.0
-    for beta, D in zip(betas, dims):
-        b = torch.broadcast_to(torch.as_tensor(beta, dtype=torch.float64).detach().cpu(), (int(D),))
-        total += 0.5 * n_frames * float(torch.log(b / (2 * math.pi)).sum())
-    return total
+    """Σ_k (N/2) Σ_d log(β_kd / 2π) (:func:`tandem.inference.mcgpds.bound.likelihood_ceiling`, every
+    entry observed): above it the bound is numerically broken. ``betas``: per view, a scalar or
+    (D_k,) tensor; ``dims``: the D_k."""
+    return likelihood_ceiling(betas, [(n_frames, int(D)) for D in dims])
 
 
 def check_divergence(trace, n_frames: int, tol_per_frame: float = DIVERGE_TOL, method: str = "",

@@ -61,7 +61,8 @@ from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed_loss",
            "ViewPosterior", "view_posterior", "predict_moments", "uncollapsed_elbo_analytic",
-           "optimal_q_inducing", "set_optimal_inducing", "gauss_kl_diag_prior"]
+           "optimal_q_inducing", "set_optimal_inducing", "gauss_kl_diag_prior", "private_var_diag",
+           "likelihood_ceiling"]
 
 
 def _mask_kernel(K: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -162,6 +163,95 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     return out
 
 
+def likelihood_ceiling(betas, counts, g_sq_sums=None) -> float:
+    """An upper limit that no McGPDS ELBO can exceed; a bound above it is numerically broken.
+
+    ``F ≤ log p̃(Y) ≤ max_f log p̃(Y | f)`` (the KL terms are ≥ 0). With only h,
+    ``p̃ = Π N(y | h, β⁻¹)`` and the maximum is ``Σ_{observed (n, d)} ½ log(β_d / 2π)``. With the
+    w_j g_j functions on, the bound is that of the paper's surrogate likelihood
+    ``log N(y | h) + Σ_j [log N(y | w_j g_j) − log N(y | 0)]`` (see the module docstring), whose
+    j-th term is at most ``½ β y²``: the limit gains ``½ Σ_d β_d Σ_j Σ_n y_nd²`` per view.
+    Used to reject such evaluations in the fits' line searches
+    (:func:`tandem.inference.mcgpds.hyper_step.hyper_step`) and by the benchmark.
+
+    Parameters
+    ----------
+    betas : sequence
+        Per view, the noise precision: a scalar or a (D_k,) tensor (broadcast to ``counts``).
+    counts : sequence
+        Per view, the observed entries: ``(n_frames, D_k)`` (every entry observed) or a (D_k,)
+        tensor of observed frames per column.
+    g_sq_sums : sequence, optional
+        Per view, ``None`` (g off) or the (D_k,) sums over the g functions j of the observed
+        ``Σ_n y_nd²`` (i.e. J_on · Σ_n y_nd²) in the units the bound sees.
+
+    Returns
+    -------
+    float
+        The limit (+inf when some β is infinite).
+    """
+    total = 0.0
+    g_sq_sums = [None] * len(betas) if g_sq_sums is None else g_sq_sums
+    for beta, n, g2 in zip(betas, counts, g_sq_sums):
+        b = torch.as_tensor(beta, dtype=torch.float64).detach().cpu()
+        if isinstance(n, tuple):                      # (n_frames, D): every entry observed
+            n = torch.full((int(n[1]),), float(n[0]), dtype=torch.float64)
+        n = torch.as_tensor(n, dtype=torch.float64).detach().cpu()
+        b, n = torch.broadcast_tensors(b, n)
+        total += 0.5 * float((n * torch.log(b / (2 * math.pi))).sum())
+        if g2 is not None:
+            total += 0.5 * float((b * torch.as_tensor(g2, dtype=torch.float64).detach().cpu()).sum())
+    return total
+
+
+#: ``λ A`` above which :func:`private_var_diag` computes ``diag S`` from ``diag B⁻¹`` (the plain
+#: subtraction's relative error, ≈ eps·(1 + λA), would exceed ≈ 1e-12)
+PRIVATE_VAR_SWITCH = 1e4
+
+
+def private_var_diag(A_diag: torch.Tensor, T: torch.Tensor, LB: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+    """``diag S`` of ``S = (A⁻¹ + Λ)⁻¹ = A − TᵀT`` without the cancellation of large λ.
+
+    ``T = L_B⁻¹ Λ^½ A`` with ``B = I + Λ^½ A Λ^½ = L_B L_Bᵀ``. The subtraction
+    ``S_nn = A_nn − ‖T_·n‖²`` loses everything once ``λ_n A_nn`` is large: ``S_nn ≈ 1/λ_n`` is
+    then the difference of two O(A_nn) numbers, so it comes out as rounding noise of size
+    ``eps·A_nn``, and the KL term ``Σ λ_n S_nn`` (``= N − tr B⁻¹``, at most N) can become
+    ``λ_n · noise`` — astronomically large for ``λ ≫ 1/eps``, an "improvement" that an optimiser
+    of the bound then follows (a 10⁵-frame stochastic fit reached λ ≈ e⁴⁰⁴ and a bound of 10¹⁶³).
+    Since ``Λ^½ S Λ^½ = I − B⁻¹``, where ``λ_n A_nn >`` :data:`PRIVATE_VAR_SWITCH` this returns
+    ``S_nn = (1 − (B⁻¹)_nn) / λ_n`` instead, with ``(B⁻¹)_nn = ‖(L_B⁻¹)_·n‖²``: B is Λ^½-scaled,
+    so its Cholesky gives ``(B⁻¹)_nn`` to relative precision, ``1 − (B⁻¹)_nn`` is close to 1 (no
+    cancellation), and ``λ_n S_nn`` is exact to rounding. Below the switch the subtraction's
+    relative error is about ``eps (1 + λ_n A_nn)`` ≤ 1e-12. When no entry is above it only the
+    subtraction runs (no extra triangular solve), so ordinary evaluations are unchanged bit for bit.
+
+    Parameters
+    ----------
+    A_diag : torch.Tensor
+        (…, n) diagonal of A, broadcast against ``lam``.
+    T : torch.Tensor
+        (…, n, n) ``L_B⁻¹ Λ^½ A``.
+    LB : torch.Tensor
+        (…, n, n) lower Cholesky factor of B.
+    lam : torch.Tensor
+        (…, n) the precisions λ ≥ 0.
+
+    Returns
+    -------
+    torch.Tensor
+        (…, n) ``diag S`` (≥ 0).
+    """
+    sdiag = A_diag - (T * T).sum(-2)
+    big = lam * A_diag > PRIVATE_VAR_SWITCH
+    if not bool(big.any()):
+        return sdiag
+    eye = torch.eye(LB.shape[-1], dtype=LB.dtype, device=LB.device)
+    U = torch.linalg.solve_triangular(LB, eye.expand_as(LB), upper=False)        # L_B⁻¹
+    one_minus = 1.0 - (U * U).sum(-2)                                            # λ_n S_nn = 1 − (B⁻¹)_nn
+    lam_safe = torch.where(big, lam, torch.ones_like(lam))
+    return torch.where(big, one_minus / lam_safe, sdiag).clamp_min(0.0)
+
+
 def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha, eps, mu_g, lam_g,
                  need_shared_var: bool):
     """KL contribution and moments of the blocks ``sel`` of group ``g``.
@@ -187,7 +277,7 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
         B = eye + slA * sl[..., None, :]
         LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
         T = torch.linalg.solve_triangular(LB, slA, upper=False)    # L_B⁻¹ Λ^½ A
-        sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)   # (V, Q, nb, n)
+        sdiag = private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], T, LB, lam_p)   # (V, Q, nb, n)
         logdetB = cho_logdet(LB)
     elif cst["Ainv_ok"]:   # A constant (α, ε, time kernels fixed) and well conditioned
         # log|B_q| = log|A| + log|A⁻¹ + Λ|, S = (A⁻¹ + Λ)⁻¹: one Cholesky + one
@@ -196,8 +286,9 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
         logdetB = cst["logdetA"][:, None] + logdetP
     else:   # A constant but ill-conditioned: the B_q form, closed-form backward
         logdetB, sdiag = _PrivateCov.apply(A, lam_p)
-    # diag S = diag A − ‖·‖² cancels when λ is huge; keep it positive (ψ-statistics need s ≥ 0)
-    sdiag = sdiag.clamp_min(1e-12)
+    # diag S ≥ 0 (private_var_diag avoids the cancellation of large λ; a floor such as 1e-12
+    # here would make λ·S, and with it the KL, wrong by λ·1e-12 for λ ≫ 1e12)
+    sdiag = sdiag.clamp_min(0.0)
     tr_minus_n = -(lam_p * sdiag).sum()
     kl = 0.5 * (Q * cho_logdet(LBp).sum() + logdetB.sum() + tr_minus_n + quad1 - quad2)
     s_s = None
@@ -315,7 +406,7 @@ class _PrivateCov(torch.autograd.Function):
         B = torch.eye(n, dtype=A.dtype, device=A.device) + slA * sl[..., None, :]
         LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
         T = torch.linalg.solve_triangular(LB, slA, upper=False)
-        sdiag = A.diagonal(dim1=-2, dim2=-1)[:, None] - (T * T).sum(-2)
+        sdiag = private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], T, LB, lam)
         ctx.save_for_backward(A, T, sdiag)
         return cho_logdet(LB), sdiag
 

@@ -18,6 +18,7 @@ import torch
 from pyro import poutine
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
+from tandem.inference.mcgpds.bound import likelihood_ceiling
 from tandem.inference.mcgpds.stochastic_elbo import (
     _collapsed_value,
     _detached,
@@ -32,7 +33,7 @@ from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.validation import check_int_range
 
-__all__ = ["collapsed_value_and_grad", "hyper_step", "lbfgs_sharded"]
+__all__ = ["bound_ceiling", "collapsed_value_and_grad", "hyper_step", "lbfgs_sharded"]
 
 
 # --------------------------------------------------------------------------- local optimiser
@@ -260,6 +261,20 @@ def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
     return grads
 
 
+def bound_ceiling(sdata: StochasticData) -> float:
+    """:func:`tandem.inference.mcgpds.bound.likelihood_ceiling` of ``sdata`` at the current β (and
+    W, which decides whether the g terms are on): no full-data bound can exceed it (observed entries
+    only, for views with missing entries)."""
+    with torch.no_grad():
+        views = model_params(sdata)["views"]
+        counts, g2 = [], []
+        for Y, D, vm, v in zip(sdata.views, sdata.out_dims, sdata.view_masks, views):
+            counts.append((sdata.N, D) if vm is None else vm.obs.sum(0))
+            # the g terms of the paper's surrogate likelihood add up to ½ β Σ y² each (likelihood_ceiling)
+            g2.append(sdata.J * torch.nan_to_num(Y).pow(2).sum(0) if _g_on(sdata, v) else None)
+        return likelihood_ceiling([v["beta"] for v in views], counts, g2)
+
+
 @torch.no_grad()
 def hyper_step(sdata: StochasticData, iters: int, chunk: int = 64) -> float | None:
     """L-BFGS iterations on the full-data collapsed bound in the learned hyperparameters.
@@ -267,7 +282,8 @@ def hyper_step(sdata: StochasticData, iters: int, chunk: int = 64) -> float | No
     ``iters`` iterations (Armijo backtracking, :func:`lbfgs_sharded` with replicated
     parameters) at the windows' current q(X) (:func:`collapsed_value_and_grad`), then
     :func:`refresh_statistics` at the new values. The bound does not decrease (a step that
-    fails Armijo is undone).
+    fails Armijo is undone), and a trial point whose bound exceeds the likelihood's ceiling
+    (:func:`bound_ceiling`: numerically broken) is rejected like one where a factorisation fails.
 
     Parameters
     ----------
@@ -282,16 +298,32 @@ def hyper_step(sdata: StochasticData, iters: int, chunk: int = 64) -> float | No
     -------
     float or None
         The bound after the step, ``None`` when no hyperparameter is learned.
+
+    Raises
+    ------
+    FloatingPointError
+        The bound at the starting point already exceeds the ceiling.
     """
     check_int_range(iters, "iters", low=1)
     _, params = _learned_params(sdata)
     if not params:
         return None
 
+    first = []
+
     def fun():
         F, grads = collapsed_value_and_grad(sdata, params, chunk, lazy=True)
         if grads is None:
             return math.inf, None
+        ceiling = bound_ceiling(sdata)
+        if not F <= ceiling:          # impossible for a bound: a numerically broken evaluation
+            if not first:
+                raise FloatingPointError(
+                    f"hyper_step: the full-data bound {F:.6g} exceeds the likelihood's ceiling {ceiling:.6g} "
+                    "at the current parameters: the fit is numerically broken (check q(X) and the kernel "
+                    "hyperparameters for extreme values)")
+            return math.inf, None     # a trial point of the line search: rejected
+        first.append(F)
         return -F, _LazyGrads(lambda: [-g for g in grads])
 
     f = lbfgs_sharded(fun, params, iters, device=sdata.device, replicated=True)

@@ -77,6 +77,7 @@ import pyro.optim
 import torch
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
+from tandem.inference.mcgpds.bound import private_var_diag
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
 from tandem.inference.validation import (
@@ -163,7 +164,7 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
     slA = sl[..., :, None] * A[:, None]                                        # Λ^½ A  (V, Q, B, L, L)
     LB = cholesky_jitter(eye + slA * sl[..., None, :], "B_q = I + Λ^½ A Λ^½")
     TB = torch.linalg.solve_triangular(LB, slA, upper=False)
-    sdiag = (A.diagonal(dim1=-2, dim2=-1)[:, None] - (TB * TB).sum(-2)).clamp_min(1e-12)   # (V, Q, B, L)
+    sdiag = private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], TB, LB, lam_p)   # (V, Q, B, L)
     kl = 0.5 * (Q * cho_logdet(LBp) + cho_logdet(LB).sum((0, 1)) - (lam_p * sdiag).sum((0, 1, 3))
                 + quad1 - quad2)
     return kl, sdiag.permute(0, 2, 3, 1)
