@@ -51,7 +51,7 @@ def test_explicit_paper_kernel_gives_main_numbers():
     train, test, t, tt = two_views()
     m = McGPDS(Q=2, M=10, cycles=1, var_iters=5, model_iters=5, joint_iters=10,
                time_kernel=K.paper_time_kernel()).fit(train, t)
-    p = m.predict(test[0], tt, candidates={"shared-space 1-NN": {"k_neighbours": 1}})   # the pinned predictor
+    p = m.predict(test[0], tt, method="selected", candidates={"shared-space 1-NN": {"k_neighbours": 1}})  # pinned
     np.testing.assert_allclose((float(p.mean.sum()), float(p.mean[0, 0]), float(p.var.sum())), MAIN_PRED, rtol=1e-8)
 
 
