@@ -667,8 +667,8 @@ def nested_selection_score(Y, holdout_means: dict, folds) -> tuple[float, list]:
         if mt.shape != Yt.shape:
             raise ValueError(f"holdout_means[{lab!r}]: expected shape {tuple(Yt.shape)} like Y, got {tuple(mt.shape)}")
         means[lab] = mt
-    folds = [torch.as_tensor(np.asarray(f) if not isinstance(f, torch.Tensor) else f).long().reshape(-1).to(Yt.device)
-             for f in folds]
+    folds = [f.long().reshape(-1).to(Yt.device) if isinstance(f, torch.Tensor)
+             else torch.as_tensor(np.asarray(f), device=Yt.device).long().reshape(-1) for f in folds]
     if len(folds) < 2:
         raise ValueError(f"folds: expected at least two folds, got {len(folds)}")
     N = Yt.shape[0]
