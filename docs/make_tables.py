@@ -207,7 +207,8 @@ _TWIN_TOY_RUNS = (("", 100), ("_fresh", 200))
 
 #: the headline rows of the CUAVE runs against GPy MRD (issue 20 item 4)
 _CUAVE_HEADLINE = ("training mean", "NN in Y space (raw)", "NN in Y space (standardised)", "GPy MRD (Q = 5)",
-                   "GPy MRD (Q = 10)", "McGPDS (tandem default)", "McGPDS (tandem stacked)",
+                   "GPy MRD (Q = 10)", "McGPDS (tandem default)", "McGPDS (tandem selected)",
+                   "McGPDS (tandem stacked)",
                    "McGPDS (tandem default candidate: shared-space 1-NN)",
                    "McGPDS (tandem default candidate: source-space 5-NN)",
                    "McGPDS (tandem default candidate: source-space 20-NN)")

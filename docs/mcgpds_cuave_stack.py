@@ -1,9 +1,10 @@
-"""McGPDS, CUAVE: the stacked tandem predictor against the default, per seed, beside GPy MRD's saved fits.
+"""McGPDS, CUAVE: the stacked tandem predictor against the single selection, per seed, beside GPy MRD's saved fits.
 
 For every seed the ``McGPDS`` object with every option at its default is fitted on the 194
 training frames (the same fit as the default row of ``examples/mcgpds_cuave.py``) and predicts the
-test MFCC with: the default predictor (:func:`tandem.inference.mcgpds.predictor.select_predictor`
-over its three candidates), each of those candidates, the stacked predictor
+test MFCC with: the single selection (:func:`tandem.inference.mcgpds.predictor.select_predictor`
+over its three candidates; ``predict``'s default when this script was written, ``method="selected"``
+now, and still labelled "tandem default" in its rows), each of those candidates, the stacked predictor
 (:func:`tandem.inference.mcgpds.predictor.stacked_predictor`: the 12 predictors of
 :data:`~tandem.inference.mcgpds.predictor.TANDEM_STACK_CANDIDATES` and the training mean, convex
 weights fitted on held-out training chunks) and the stack of the default's three candidates and

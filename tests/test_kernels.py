@@ -211,7 +211,7 @@ def test_mcgpds_with_kernel_objects_reproduces_main_predictions():
         warnings.simplefilter("error", DeprecationWarning)
         m = McGPDS(Q=2, M=10, cycles=1, var_iters=5, model_iters=5, joint_iters=10,
                    mapping_kernel=K.RBFARD()).fit(train, t)
-    p = m.predict(test[0], tt, candidates={"shared-space 1-NN": {"k_neighbours": 1}})   # the pinned predictor
+    p = m.predict(test[0], tt, method="selected", candidates={"shared-space 1-NN": {"k_neighbours": 1}})  # pinned
     got = (float(p.mean.sum()), float(p.mean[0, 0]), float(p.var.sum()))
     np.testing.assert_allclose(got, MAIN_PRED, rtol=1e-8)
     with pytest.warns(DeprecationWarning, match="rbfard"):

@@ -1,4 +1,4 @@
-"""The tandem predictor's choice on held-out training frames (select_predictor, McGPDS.predict default)."""
+"""The tandem predictor's choice on held-out training frames (select_predictor, McGPDS.predict(method="selected"))."""
 import numpy as np
 import pytest
 import torch
@@ -78,14 +78,16 @@ def test_one_candidate_fixes_the_predictor_and_bad_candidates_raise(fitted):
             select_predictor(f, test[0], tt, candidates=bad)
 
 
-def test_estimator_default_predict_is_the_selected_predictor():
+def test_estimator_selected_predict_is_the_selected_predictor():
+    """``method="selected"`` (the default before the held-out choice between it and the stack,
+    tests/test_mcgpds_choose.py) is select_predictor."""
     train, test, t, tt = _two_views(seed=1)
     m = McGPDS(Q=2, M=12, **SHORT).fit(train, t)
-    p = m.predict(test[0], tt)
+    p = m.predict(test[0], tt, method="selected")
     Zs = m.scalers_[0].transform(torch.as_tensor(test[0]))
     sel = select_predictor(m.fitted_, Zs, torch.as_tensor(tt), seed=m.seed)
     np.testing.assert_allclose(p.mean, m.scalers_[1].inverse(sel.result.prediction.mean).numpy(), rtol=1e-10)
-    one = m.predict(test[0], tt, candidates={"1-NN": dict(k_neighbours=1)})
+    one = m.predict(test[0], tt, method="selected", candidates={"1-NN": dict(k_neighbours=1)})
     assert one.mean.shape == p.mean.shape == test[1].shape
 
 

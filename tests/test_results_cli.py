@@ -105,3 +105,36 @@ def test_merge_results_joins_runs_on_disjoint_seeds(tmp_path):
         merge_results([a, c])
     with pytest.raises(ValueError, match="at least two"):
         merge_results([a])
+
+
+def test_carry_rows_adds_a_peers_rows_of_the_same_seeds_and_says_so(tmp_path):
+    """The peer's records (every metric), timings and named config come from the donor, the
+    run's own rows stay; other seeds, a method the run already has or the donor lacks, and a
+    missing provenance are refused."""
+    from tandem.inference.experiments.results import Results, carry_rows
+    run = Results("x", [0, 1], config={"peer": "not run", "q": 5})
+    run.add("mine", "rmse", [1.0, 2.0])
+    a = run.write(tmp_path / "run")
+    donor = Results("x", [0, 1], config={"peer": {"Q": 10}, "q": 5})
+    donor.add("mine", "rmse", [9.0, 9.0])
+    donor.add("peer", "rmse", [3.0, 4.0])
+    donor.add("peer", "msll", [0.5, 0.7])
+    donor.time("peer", "train", 60.0)
+    b = donor.write(tmp_path / "donor")
+    out = carry_rows(a, b, ["peer"], {"command": "c", "source": "s"}, config_keys=["peer"])
+    assert [(r["method"], r["metric"], r["values"]) for r in out["results"]] == [
+        ("mine", "rmse", [1.0, 2.0]), ("peer", "rmse", [3.0, 4.0]), ("peer", "msll", [0.5, 0.7])]
+    assert out["timings_s"] == {"peer": {"train": 60.0}}
+    assert out["config"]["peer"] == {"Q": 10} and out["config"]["rows carried over"]["methods"] == ["peer"]
+    assert out["provenance"] == {"command": "c", "source": "s"}
+    json.dumps(out, allow_nan=False)
+    with pytest.raises(ValueError, match="already"):
+        carry_rows(a, b, ["mine"], {"command": "c"})
+    with pytest.raises(ValueError, match="no rows"):
+        carry_rows(a, b, ["other"], {"command": "c"})
+    with pytest.raises(ValueError, match="provenance"):
+        carry_rows(a, b, ["peer"], {})
+    other = Results("x", [0, 1, 2])
+    other.add("peer", "rmse", [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="seeds"):
+        carry_rows(a, other.write(tmp_path / "other"), ["peer"], {"command": "c"})

@@ -280,6 +280,9 @@ def calibrated_predictor(fitted, data, metric: str, mask, label: str, kw: dict, 
 DEFAULT_ROW = "McGPDS (tandem default)"
 #: the stacked tandem predictor of the same fit (``predict(..., method="stacked")``)
 STACKED_ROW = "McGPDS (tandem stacked)"
+#: the single-predictor selection of the same fit (``predict(..., method="selected")``, the default before
+#: the held-out choice between it and the stack)
+SELECTED_ROW = "McGPDS (tandem selected)"
 
 #: reduced schedule of the default row in ``--quick`` smoke runs
 _QUICK_DEFAULT = dict(Q=3, M=10, cycles=1, var_iters=2, model_iters=2, joint_iters=4, lbfgs_max_iter=4)
@@ -307,9 +310,11 @@ def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir
 
     The fit is on the raw training views ``[data.Y1, data.Y2]`` at ``data.t`` (sequences from
     ``data.seq_ends``); the prediction from ``data.Y1_test`` with ``predict``'s defaults.
-    ``predict``'s default is :func:`tandem.inference.mcgpds.predictor.select_predictor` on the
-    fit's model-unit views; it is called here directly (the same computation, tested equal in
-    ``tests/test_mcgpds_select.py``) so that every candidate's test prediction is kept too.
+    ``predict``'s default is :func:`tandem.inference.mcgpds.predictor.choose_predictor` on the
+    fit's model-unit views (the held-out choice between the single-predictor selection and the
+    stack); it is called here directly (the same computation, tested equal in
+    ``tests/test_mcgpds_choose.py``) so that the selection, the stack and every candidate's test
+    prediction are kept too.
 
     Parameters
     ----------
@@ -321,77 +326,73 @@ def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir
         Shrink the schedule to a smoke-test size.
     cache_dir : str or path-like, optional
         ``--fit-cache``: the outcome of exactly this problem (content hash of the data, the seed,
-        ``quick`` and the candidate set) is read from / written to a JSON file there.
+        ``quick`` and the candidate sets) is read from / written to a JSON file there.
 
     Returns
     -------
     mean : numpy.ndarray
-        (N*, D2) predicted mean, original units.
+        (N*, D2) the default's predicted mean, original units.
     var : numpy.ndarray
-        (N*, D2) predicted variances, original units.
+        (N*, D2) its predicted variances, original units.
     train_s : float
         Training seconds.
     predict_s : float
-        Prediction seconds.
-    selection : tandem.inference.mcgpds.predictor.PredictorSelection or types.SimpleNamespace
-        The selection with ``test`` added: label → (mean, var) of every candidate in original
-        units, ``stacked`` (mean, var) of :func:`tandem.inference.mcgpds.predictor.stacked_predictor`
-        on the same fit (original units), ``stacked_weights``, ``stacked_heldout_mse`` (model
-        units, cross-validated) and ``loaded``; read from the cache it is a namespace with
-        ``label``, ``scores``, ``test``, the three ``stacked`` fields and ``loaded``.
+        Prediction seconds (every candidate, the selection, the stack and the choice).
+    selection : types.SimpleNamespace
+        ``chosen`` ("selected" or "stacked"), ``choice_scores`` (the selection's nested and the
+        stack's cross-validated held-out MSE, model units), ``fold_labels`` (the nested
+        selection's candidate per fold), ``label`` and ``scores`` (the single-predictor selection
+        and every candidate's held-out MSE), ``test``: label → (mean, var) of every candidate of
+        the selection, ``selected`` and ``stacked`` (mean, var) of the two options,
+        ``stacked_weights``, ``stacked_heldout_mse`` (original units for the predictions) and
+        ``loaded`` (read from the cache).
     """
     import types
 
     import torch
 
     from tandem.inference.mcgpds.api import McGPDS
-    from tandem.inference.mcgpds.predictor import (
-        TANDEM_CANDIDATES,
-        TANDEM_STACK_CANDIDATES,
-        select_predictor,
-        stacked_predictor,
-    )
+    from tandem.inference.mcgpds.predictor import TANDEM_CANDIDATES, TANDEM_STACK_CANDIDATES, choose_predictor
     path = None
+    fields = ("chosen", "choice_scores", "fold_labels", "label", "scores", "stacked_weights", "stacked_heldout_mse")
     if cache_dir is not None:
-        key = content_hash("mcgpds_default/2", data.Y1, data.Y2, data.t, list(data.seq_ends), data.Y1_test,
+        key = content_hash("mcgpds_default/3", data.Y1, data.Y2, data.t, list(data.seq_ends), data.Y1_test,
                            data.t_test, int(seed), bool(quick), repr(TANDEM_CANDIDATES),
                            repr(TANDEM_STACK_CANDIDATES), length=64)
         path = Path(cache_dir) / f"mcgpds_default_seed{seed}_{key[:16]}.json"
         if path.exists():
             z = json.loads(path.read_text())
             if z.get("fingerprint") == key:
-                test = {k: (np.asarray(m), np.asarray(v)) for k, (m, v) in z["test"].items()}
-                sel = types.SimpleNamespace(label=z["label"], scores=z["scores"], test=test, loaded=True,
-                                            stacked=(np.asarray(z["stacked"][0]), np.asarray(z["stacked"][1])),
-                                            stacked_weights=z["stacked_weights"],
-                                            stacked_heldout_mse=z["stacked_heldout_mse"])
-                mean, var = test[sel.label]
+                arr = lambda mv: (np.asarray(mv[0]), np.asarray(mv[1]))      # noqa: E731
+                sel = types.SimpleNamespace(**{f: z[f] for f in fields}, loaded=True,
+                                            test={k: arr(mv) for k, mv in z["test"].items()},
+                                            selected=arr(z["selected"]), stacked=arr(z["stacked"]))
+                mean, var = sel.stacked if sel.chosen == "stacked" else sel.selected
                 return mean, var, z["train_s"], z["predict_s"], sel
     t0 = time.perf_counter()
     est = McGPDS(seed=seed, **(_QUICK_DEFAULT if quick else {}))
     est.fit([data.Y1, data.Y2], times=data.t, sequence_ids=sequence_ids_of(data.seq_ends))
     t1 = time.perf_counter()
     zs = est.scalers_[0].transform(torch.as_tensor(data.Y1_test, dtype=torch.float64))
-    sel = select_predictor(est.fitted_, zs, torch.as_tensor(data.t_test, dtype=torch.float64), seed=est.seed)
-    st = est.scalers_[1]
-    sel.test = {lab: (_np(st.inverse(cp.prediction.mean)), _np(st.inverse_var(cp.prediction.var)))
-                for lab, cp in sel.results.items()}
-    mean, var = sel.test[sel.label]
+    ch = choose_predictor(est.fitted_, zs, torch.as_tensor(data.t_test, dtype=torch.float64), seed=est.seed)
     tr_s, pr_s = t1 - t0, time.perf_counter() - t1
-    # the stacked predictor of the same fit (its own timing is not part of the default's)
-    sp = stacked_predictor(est.fitted_, zs, torch.as_tensor(data.t_test, dtype=torch.float64), seed=est.seed)
-    sel.stacked = (_np(st.inverse(sp.prediction.mean)), _np(st.inverse_var(sp.prediction.var)))
-    sel.stacked_weights = sp.weights
-    sel.stacked_heldout_mse = float(((est.fitted_.views[1] - sp.holdout_mean) ** 2).nanmean())
-    sel.loaded = False
+    st = est.scalers_[1]
+    orig = lambda p: (_np(st.inverse(p.mean)), _np(st.inverse_var(p.var)))      # noqa: E731
+    sel = types.SimpleNamespace(
+        chosen=ch.chosen, choice_scores=dict(ch.scores), fold_labels=list(ch.fold_labels),
+        label=ch.selection.label, scores=dict(ch.selection.scores),
+        stacked_weights=dict(ch.stack.weights),
+        stacked_heldout_mse=float(((est.fitted_.views[1] - ch.stack.holdout_mean) ** 2).nanmean()),
+        test={lab: orig(cp.prediction) for lab, cp in ch.selection.results.items()},
+        selected=orig(ch.selection.result.prediction), stacked=orig(ch.stack.prediction), loaded=False)
+    mean, var = orig(ch.prediction)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps({"fingerprint": key, "seed": seed, "label": sel.label, "scores": sel.scores,
-                                            "test": {k: [m.tolist(), v.tolist()] for k, (m, v) in sel.test.items()},
-                                            "train_s": tr_s, "predict_s": pr_s,
-                                            "stacked": [a.tolist() for a in sel.stacked],
-                                            "stacked_weights": sel.stacked_weights,
-                                            "stacked_heldout_mse": sel.stacked_heldout_mse}))
+        lists = lambda mv: [mv[0].tolist(), mv[1].tolist()]      # noqa: E731
+        write_text_atomic(path, json.dumps({"fingerprint": key, "seed": seed, "train_s": tr_s, "predict_s": pr_s,
+                                            **{f: getattr(sel, f) for f in fields},
+                                            "test": {k: lists(mv) for k, mv in sel.test.items()},
+                                            "selected": lists(sel.selected), "stacked": lists(sel.stacked)}))
     return mean, var, tr_s, pr_s, sel
 
 
@@ -591,13 +592,21 @@ def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kw
         res.time(DEFAULT_ROW, "train", tr_s)
         res.time(DEFAULT_ROW, "predict", pr_s)
         put(DEFAULT_ROW, err_fn(m_d, data.Y2_test), M.msll(m_d, v_d, data.Y2_test, mask=mask))
-        # evidence: every candidate of the default's choice on test (never used to choose)
+        acc.setdefault((DEFAULT_ROW, "heldout_train_mse_model_units"), []).append(sel.choice_scores[sel.chosen])
+        res.config.setdefault("tandem default: held-out choice between the selection and the stack", []).append(
+            {"seed": s, "chosen": sel.chosen,
+             "heldout_mse (selected: nested CV, stacked: CV)": {k: round(v, 5) for k, v in sel.choice_scores.items()},
+             "nested selection per fold": sel.fold_labels})
+        # evidence: every candidate of the selection on test (never used to choose)
         for lab, (m_c, v_c) in sel.test.items():
             row = f"{DEFAULT_ROW[:-1]} candidate: {lab})"
             put(row, err_fn(m_c, data.Y2_test), M.msll(m_c, v_c, data.Y2_test, mask=mask))
             acc.setdefault((row, "heldout_train_mse_model_units"), []).append(sel.scores[lab])
-        res.config.setdefault("tandem default: selection by held-out training MSE (model units)", []).append(
+        res.config.setdefault("tandem selected: selection by held-out training MSE (model units)", []).append(
             {"seed": s, "selected": sel.label, "heldout_mse": {k: round(v, 5) for k, v in sel.scores.items()}})
+        m_se, v_se = sel.selected
+        put(SELECTED_ROW, err_fn(m_se, data.Y2_test), M.msll(m_se, v_se, data.Y2_test, mask=mask))
+        acc.setdefault((SELECTED_ROW, "heldout_train_mse_model_units"), []).append(sel.choice_scores["selected"])
         m_st, v_st = sel.stacked
         put(STACKED_ROW, err_fn(m_st, data.Y2_test), M.msll(m_st, v_st, data.Y2_test, mask=mask))
         acc.setdefault((STACKED_ROW, "heldout_train_mse_model_units"), []).append(sel.stacked_heldout_mse)

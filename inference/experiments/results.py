@@ -290,3 +290,75 @@ def merge_results(paths, provenance: dict | None = None) -> dict:
     if provenance is not None:
         out["provenance"] = dict(provenance)
     return _jsonable(out)
+
+
+def carry_rows(path, donor_path, methods, provenance: dict, config_keys=()) -> dict:
+    """A results file with some methods' rows carried over from an earlier run of the same seeds.
+
+    For a peer that is expensive to refit (e.g. GPy MRD, 30 minutes a fit) when only the other
+    rows changed: the records of ``methods`` in ``donor_path`` (every metric), their timings and
+    the donor's ``config_keys`` are added to the run in ``path``; the run's other rows are its own.
+    The joined file says so: ``config["rows carried over"]`` names the methods and the donor, and
+    ``provenance`` (required) is stored as given.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The run's results file.
+    donor_path : str or pathlib.Path
+        The earlier results file of the same experiment and seeds.
+    methods : sequence of str
+        The methods whose rows are carried over (each must be in the donor and not in the run).
+    provenance : dict
+        ``command``, ``source``, ``note``: how the joined numbers were made.
+    config_keys : sequence of str, default ()
+        Donor config entries carried over too (e.g. the peer's settings); must not be in the run's
+        config with another value.
+
+    Returns
+    -------
+    dict
+        The joined results, ready for :func:`json.dumps`.
+
+    Raises
+    ------
+    ValueError
+        Different experiments or seeds, a method missing from the donor or already in the run,
+        a config key missing from the donor or conflicting, or no provenance.
+    """
+    run = json.loads(Path(path).read_text())
+    donor = json.loads(Path(donor_path).read_text())
+    if run["experiment"] != donor["experiment"]:
+        raise ValueError(f"donor_path: experiment {donor['experiment']!r}, the run's is {run['experiment']!r}")
+    if list(run["seeds"]) != list(donor["seeds"]):
+        raise ValueError(f"donor_path: seeds {donor['seeds']}, the run's are {run['seeds']}; rows carried over "
+                         "must be of the same seeds")
+    if not isinstance(provenance, dict) or not provenance:
+        raise ValueError("provenance: expected a dict saying how the joined numbers were made")
+    methods = list(methods)
+    if not methods:
+        raise ValueError("methods: expected at least one method to carry over")
+    have = {r["method"] for r in run["results"]}
+    for m in methods:
+        if not any(r["method"] == m for r in donor["results"]):
+            raise ValueError(f"methods: {m!r} has no rows in {donor_path}")
+        if m in have:
+            raise ValueError(f"methods: {m!r} already has rows in {path}")
+    out = dict(run)
+    out["results"] = list(run["results"]) + [r for r in donor["results"] if r["method"] in methods]
+    out["timings_s"] = dict(run.get("timings_s") or {})
+    for m in methods:
+        if m in (donor.get("timings_s") or {}):
+            out["timings_s"][m] = donor["timings_s"][m]
+    config = dict(run.get("config") or {})
+    for k in config_keys:
+        if k not in (donor.get("config") or {}):
+            raise ValueError(f"config_keys: {k!r} is not in the donor's config")
+        if k in config and config[k] != donor["config"][k] and config[k] != "not run":
+            raise ValueError(f"config_keys: {k!r} differs between the run and the donor")
+        config[k] = donor["config"][k]
+    config["rows carried over"] = {"methods": methods, "from": str(donor_path),
+                                   "donor provenance": donor.get("provenance")}
+    out["config"] = config
+    out["provenance"] = dict(provenance)
+    return _jsonable(out)

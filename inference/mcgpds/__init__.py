@@ -5,8 +5,10 @@
 * :mod:`.fit` — :func:`fit_mcgpds` / :class:`McGPDSConfig` (every setting of a fit; the
   protocol's defaults), :func:`predict_view` (paper-, code-faithful and generative predictors),
   held-out calibration, :func:`cached_fit`, save/load.
-* :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor, and
-  :func:`select_predictor`, its choice of neighbourhood on held-out training frames.
+* :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor;
+  :func:`select_predictor`, its choice of neighbourhood on held-out training frames;
+  :func:`stacked_predictor`, a stack of such predictors; :func:`choose_predictor` (``predict``'s
+  default), the held-out choice between the selection and the stack.
 * :mod:`.missing` — NaN (missing) entries: the masked collapsed bound and posterior.
 * :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`tandem.inference.mcgpds.baselines`.
 
@@ -23,7 +25,8 @@ _LAZY = {
     "calibrated_prediction": "predictor", "CalibratedPrediction": "predictor", "TANDEM_PREDICTOR": "predictor",
     "select_predictor": "predictor", "PredictorSelection": "predictor", "TANDEM_CANDIDATES": "predictor",
     "stacked_predictor": "predictor", "stacked_prediction": "predictor", "StackedPrediction": "predictor",
-    "TANDEM_STACK_CANDIDATES": "predictor",
+    "TANDEM_STACK_CANDIDATES": "predictor", "choose_predictor": "predictor", "PredictorChoice": "predictor",
+    "nested_selection_score": "predictor",
     "collapsed_loss": "bound", "set_optimal_inducing": "bound",
 }
 

@@ -29,10 +29,12 @@ What it does for you:
   accepts NaN in the source view's test frames. A frame missing in every view is an error.
 * **Predictor.** ``predict`` uses the tandem predictor by default
   (:func:`tandem.inference.mcgpds.predictor.calibrated_prediction`: standardised-Y NN
-  initialisation, the model's own β, variances calibrated on held-out training sequences), with
-  the neighbourhood (one shared-space neighbour, or 5 or 20 source-space neighbours) chosen by
-  held-out training error (:func:`tandem.inference.mcgpds.predictor.select_predictor`);
-  ``method="paper" | "code" | "generative"`` gives the paper's predictors.
+  initialisation, the model's own β, variances calibrated on held-out training sequences):
+  the held-out choice (:func:`tandem.inference.mcgpds.predictor.choose_predictor`) between the
+  single predictor of lowest held-out training error (one shared-space neighbour, or 5 or 20
+  source-space neighbours; ``method="selected"``) and the stack of 12 such predictors and the
+  training mean (``method="stacked"``), each scored by cross-validation on the training
+  frames; ``method="paper" | "code" | "generative"`` gives the paper's predictors.
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ from tandem.inference.mcgpds.fit import (
     view_sites,
 )
 from tandem.inference.mcgpds.missing import check_missing_views, impute_view
-from tandem.inference.mcgpds.predictor import select_predictor, stacked_predictor
+from tandem.inference.mcgpds.predictor import choose_predictor, select_predictor, stacked_predictor
 from tandem.inference.params import (
     AnyValue,
     Boolean,
@@ -96,12 +98,20 @@ class McGPDSPrediction:
     raw : tandem.inference.mcgpds.fit.Prediction
         The model-unit prediction (latents, NN indices, ...).
     method : str
-        The method asked for ("tandem", "stacked", "paper", "code" or "generative").
+        The method asked for ("tandem", "selected", "stacked", "paper", "code" or "generative").
+    details : object or None
+        The tandem predictors' own output, model units:
+        :class:`~tandem.inference.mcgpds.predictor.PredictorChoice` for "tandem" (``chosen`` says
+        which predictor, ``scores`` both held-out errors),
+        :class:`~tandem.inference.mcgpds.predictor.PredictorSelection` for "selected",
+        :class:`~tandem.inference.mcgpds.predictor.StackedPrediction` for "stacked"; ``None`` for
+        the paper's predictors.
     """
     mean: np.ndarray | torch.Tensor
     var: np.ndarray | torch.Tensor
     raw: Prediction
     method: str
+    details: object = None
 
 
 @dataclass
@@ -362,8 +372,11 @@ class McGPDS(TandemEstimator):
             jointly (one shared latent), the Y-space nearest-neighbour search uses their
             standardised columns side by side. Same predictors as with one source.
         method : str
-            "tandem" (default: the calibrated predictor chosen on held-out training frames among
-            :data:`tandem.inference.mcgpds.predictor.TANDEM_CANDIDATES`,
+            "tandem" (default: "selected" or "stacked", whichever has the lower held-out error on
+            the training frames — the selection's nested-cross-validated, the stack's
+            cross-validated; :func:`tandem.inference.mcgpds.predictor.choose_predictor`, the
+            choice in ``details``), "selected" (the calibrated predictor chosen on held-out
+            training frames among :data:`tandem.inference.mcgpds.predictor.TANDEM_CANDIDATES`,
             :func:`tandem.inference.mcgpds.predictor.select_predictor`; ``candidates={label:
             {...}}`` gives other choices, a single entry fixes the predictor), "stacked" (every
             candidate of :data:`tandem.inference.mcgpds.predictor.TANDEM_STACK_CANDIDATES` and the
@@ -444,23 +457,28 @@ class McGPDS(TandemEstimator):
                 raise ValueError("t_test: fit was given times, so give the test frames' time stamps too")
             t_test = torch.arange(Zs[0].shape[0], dtype=torch.float64, device=dev)
         src_arg, Z_arg = (srcs[0], Zs[0]) if sources is None else (srcs, Zs)
+        details = None
         if method == "tandem":
-            raw = select_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed,
-                                   **kwargs).result.prediction
+            details = choose_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed, **kwargs)
+            raw = details.prediction
+        elif method == "selected":
+            details = select_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed, **kwargs)
+            raw = details.result.prediction
         elif method == "stacked":
-            raw = stacked_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed,
-                                    **kwargs).prediction
+            details = stacked_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed, **kwargs)
+            raw = details.prediction
         elif method in ("paper", "code", "generative"):
             raw = predict_view(self.fitted_, Z_arg, t_test, src_arg, target, method=method, seed=self.seed, **kwargs)
         else:
-            raise ValueError(f"method: expected 'tandem', 'stacked', 'paper', 'code' or 'generative', got {method!r}")
+            raise ValueError("method: expected 'tandem', 'selected', 'stacked', 'paper', 'code' or 'generative', "
+                             f"got {method!r}")
         st = self.scalers_[target]
         mean, var = st.inverse(raw.mean), st.inverse_var(raw.var)
         if as_torch:
             mean, var = mean.to(tests[0].device), var.to(tests[0].device)
         else:
             mean, var = mean.detach().cpu().numpy(), var.detach().cpu().numpy()
-        return McGPDSPrediction(mean, var, raw, method)
+        return McGPDSPrediction(mean, var, raw, method, details)
 
     # ------------------------------------------------------------------ missing entries
     @own_params
