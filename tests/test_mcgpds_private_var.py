@@ -117,3 +117,27 @@ def test_window_kl_and_latent_terms_stay_nonnegative_for_huge_lambda(sim, log_la
         lt = latent_terms(cd.times, cd.blocks, hpc["time_s"], hpc["views"], mus, lams)
     assert float(lt["kl"]) >= 0
     assert math.isclose(float(lt["kl"]), float(kl.sum()), rel_tol=1e-9)
+
+
+def test_window_kl_refuses_a_negative_kl(sim, monkeypatch):
+    """With the old cancelling variances (floor 1e-12) the KL at λ = e⁴⁰ comes out hugely negative:
+    window_kl raises instead of returning it (the local step then rejects the point)."""
+    import pyro
+
+    from tandem.inference.mcgpds import stochastic_elbo as se
+    from tandem.inference.numerics import NotPositiveDefiniteError
+    monkeypatch.setattr(se, "private_var_diag", lambda Ad, T, LB, lam: (Ad - (T * T).sum(-2)).clamp_min(1e-12))
+    cfg = st.StochasticConfig(Q=2, M=4, window=12, batch=2, num_steps=0)
+    m = st.StochasticMcGPDS(cfg)
+    m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
+    d = m.data
+    pyro.clear_param_store()
+    q = st.guide_params(d, torch.arange(d.windows.S))
+    with torch.no_grad():
+        hp = hyperparams(d)
+        mask = d.mask.to(D64)
+        lam = torch.stack(q["lam"]).clone()
+        lam[:, :, ::3, :] = math.exp(40.0)
+        with pytest.raises(NotPositiveDefiniteError, match="negative"):
+            st.window_kl(d.times[d.rows] * mask, mask, hp["time_s"], hp["views"],
+                         torch.stack(q["mu"]) * mask[None, :, :, None], lam)

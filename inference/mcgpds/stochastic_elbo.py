@@ -131,6 +131,11 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
         (B,) the KL of each window.
     s_diag : torch.Tensor
         (V, B, L, Q) the private marginal variances.
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        A factorisation fails, or a window's KL comes out clearly negative (numerically broken).
     """
     B, L = m.shape
     Q = mu.shape[-1]
@@ -167,6 +172,11 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
     sdiag = private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], TB, LB, lam_p)   # (V, Q, B, L)
     kl = 0.5 * (Q * cho_logdet(LBp) + cho_logdet(LB).sum((0, 1)) - (lam_p * sdiag).sum((0, 1, 3))
                 + quad1 - quad2)
+    # a KL is ≥ 0 for every q: a clearly negative one is a numerically broken evaluation, which an
+    # optimiser would follow (callers reject the point, as for a failed factorisation)
+    if bool((kl < -1e-6 * (1.0 + m.sum(1) * len(views) * Q)).any()):
+        raise NotPositiveDefiniteError(f"window KL: negative value {float(kl.min()):.6g} (numerically broken q(X): "
+                                       f"largest λ {float(lam_p.max()):.3g}, largest |μ| {float(mu.abs().max()):.3g})")
     return kl, sdiag.permute(0, 2, 3, 1)
 
 
