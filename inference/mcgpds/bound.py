@@ -245,11 +245,21 @@ def private_var_diag(A_diag: torch.Tensor, T: torch.Tensor, LB: torch.Tensor, la
     big = lam * A_diag > PRIVATE_VAR_SWITCH
     if not bool(big.any()):
         return sdiag
-    eye = torch.eye(LB.shape[-1], dtype=LB.dtype, device=LB.device)
-    U = torch.linalg.solve_triangular(LB, eye.expand_as(LB), upper=False)        # L_B⁻¹
+    # only the matrices with an entry above the switch get the extra triangular solve (a few %
+    # of a trained fit's (view, q, block) matrices; the others keep the subtraction)
+    n = LB.shape[-1]
+    shape = sdiag.shape
+    big_f = big.expand(shape).reshape(-1, n)
+    rows = big_f.any(-1).nonzero().squeeze(1)
+    LB_r = LB.expand(*shape[:-1], n, n).reshape(-1, n, n)[rows]
+    eye = torch.eye(n, dtype=LB.dtype, device=LB.device)
+    U = torch.linalg.solve_triangular(LB_r, eye.expand_as(LB_r), upper=False)    # L_B⁻¹
     one_minus = 1.0 - (U * U).sum(-2)                                            # λ_n S_nn = 1 − (B⁻¹)_nn
-    lam_safe = torch.where(big, lam, torch.ones_like(lam))
-    return torch.where(big, one_minus / lam_safe, sdiag).clamp_min(0.0)
+    b_r = big_f[rows]
+    lam_r = torch.where(b_r, lam.expand(shape).reshape(-1, n)[rows], torch.ones_like(one_minus))
+    sd_f = sdiag.reshape(-1, n)
+    sd_f = sd_f.index_put((rows,), torch.where(b_r, one_minus / lam_r, sd_f[rows]))
+    return sd_f.reshape(shape).clamp_min(0.0)
 
 
 def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha, eps, mu_g, lam_g,
