@@ -55,7 +55,9 @@ def test_observed_columns_model_carries_the_missing_data_posterior(fitted):
     mp, vp = plain.predict(Xs, include_likelihood=True)
     mm, vm = model.predict(Xs, include_likelihood=True)
     np.testing.assert_allclose(mp, mm[:, :D1], atol=1e-6 * np.abs(mm).max())
-    np.testing.assert_allclose(np.broadcast_to(vp, mp.shape), np.broadcast_to(vm, mm.shape)[:, :D1], rtol=1e-6)
+    # the predictive variance carries the same ill-conditioned-Kmm round-off (1.3e-6 relative measured on
+    # one machine); a wrong transfer moves it by > 1e-2
+    np.testing.assert_allclose(np.broadcast_to(vp, mp.shape), np.broadcast_to(vm, mm.shape)[:, :D1], rtol=1e-5)
     # the view-2 columns differ between observed patterns: they cannot go into an ordinary model
     with pytest.raises(ValueError, match="columns"):
         B.gpy_observed_columns_model(model, [0, D1])

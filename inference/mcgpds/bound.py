@@ -193,14 +193,14 @@ def likelihood_ceiling(betas, counts, g_sq_sums=None) -> float:
     total = 0.0
     g_sq_sums = [None] * len(betas) if g_sq_sums is None else g_sq_sums
     for beta, n, g2 in zip(betas, counts, g_sq_sums):
-        b = torch.as_tensor(beta, dtype=torch.float64).detach().cpu()
+        b = torch.as_tensor(beta, dtype=torch.float64, device="cpu").detach()
         if isinstance(n, tuple):                      # (n_frames, D): every entry observed
-            n = torch.full((int(n[1]),), float(n[0]), dtype=torch.float64)
-        n = torch.as_tensor(n, dtype=torch.float64).detach().cpu()
+            n = torch.full((int(n[1]),), float(n[0]), dtype=torch.float64, device="cpu")
+        n = torch.as_tensor(n, dtype=torch.float64, device="cpu").detach()
         b, n = torch.broadcast_tensors(b, n)
         total += 0.5 * float((n * torch.log(b / (2 * math.pi))).sum())
         if g2 is not None:
-            total += 0.5 * float((b * torch.as_tensor(g2, dtype=torch.float64).detach().cpu()).sum())
+            total += 0.5 * float((b * torch.as_tensor(g2, dtype=torch.float64, device="cpu").detach()).sum())
     return total
 
 

@@ -264,7 +264,18 @@ def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
 def bound_ceiling(sdata: StochasticData) -> float:
     """:func:`tandem.inference.mcgpds.bound.likelihood_ceiling` of ``sdata`` at the current β (and
     W, which decides whether the g terms are on): no full-data bound can exceed it (observed entries
-    only, for views with missing entries)."""
+    only, for views with missing entries).
+
+    Parameters
+    ----------
+    sdata : StochasticData
+        The data (its registered hyperparameters are read).
+
+    Returns
+    -------
+    float
+        The ceiling in nats.
+    """
     with torch.no_grad():
         views = model_params(sdata)["views"]
         counts, g2 = [], []
