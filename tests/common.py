@@ -51,3 +51,19 @@ def smooth_multi_output_problem():
     f = lambda x: torch.stack([torch.sin(2 * x[:, 0]), x[:, 0] * x[:, 1], torch.cos(x[:, 1])], 1)  # noqa: E731
     Xt = torch.rand(9, 2, generator=g, dtype=D) * 2 - 1
     return X, f(X) + 0.01 * torch.randn(60, 3, generator=g, dtype=D), Xt, f(Xt)
+
+
+def two_view_split(seed=0, N=50, Nt=15):
+    """Two small time-aligned views (5 and 4 outputs) of a shared slow signal plus a private one per
+    view, split into N training and Nt test frames: ``(train views, test views, t_train, t_test)``
+    (numpy; test times restart at 0)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    t = np.arange(N + Nt) * 0.1
+    s = np.sin(2 * np.pi * t / 3.0)
+    views = []
+    for k, D in enumerate((5, 4)):
+        A = rng.normal(size=(2, D))
+        views.append(np.tanh(np.c_[0.3 * np.cos(2 * np.pi * t / (2.1 + k)), s] @ A)
+                     + 0.05 * rng.standard_normal((N + Nt, D)))
+    return [Y[:N] for Y in views], [Y[N:] for Y in views], t[:N], t[N:] - t[N]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from common import two_view_split
 from tandem.inference.mcgpds import McGPDS
 from tandem.inference.mcgpds import predictor as P
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, holdout_folds
@@ -109,21 +110,9 @@ def test_nested_score_rejects_bad_input():
 
 
 # ---------------------------------------------------------------- the choice on a fitted model
-def _two_views(seed=0, N=50, Nt=15):
-    rng = np.random.default_rng(seed)
-    t = np.arange(N + Nt) * 0.1
-    s = np.sin(2 * np.pi * t / 3.0)
-    views = []
-    for k, D in enumerate((5, 4)):
-        A = rng.normal(size=(2, D))
-        views.append(np.tanh(np.c_[0.3 * np.cos(2 * np.pi * t / (2.1 + k)), s] @ A)
-                     + 0.05 * rng.standard_normal((N + Nt, D)))
-    return [Y[:N] for Y in views], [Y[N:] for Y in views], t[:N], t[N:] - t[N]
-
-
 @pytest.fixture(scope="module")
 def fitted():
-    train, test, t, tt = _two_views()
+    train, test, t, tt = two_view_split()
     cfg = McGPDSConfig(Q=2, M=12, fixed=("alpha", "eps", "beta", "time", "W"), **SHORT)
     f = fit_mcgpds(train, t, config=cfg, progress=False)
     ch = choose_predictor(f, test[0], tt, test_iters=3)
@@ -247,7 +236,7 @@ def test_choose_rejects_bad_input(fitted):
 
 # ---------------------------------------------------------------- McGPDS.predict
 def test_mcgpds_predict_default_is_the_choice_and_the_other_methods_stay():
-    train, test, t, tt = _two_views(seed=1)
+    train, test, t, tt = two_view_split(seed=1)
     m = McGPDS(Q=2, M=12, **SHORT).fit(train, t)
     p = m.predict(test[0], tt, test_iters=3)
     Zs = m.scalers_[0].transform(torch.as_tensor(test[0]))

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from common import two_view_split
 from tandem.inference.mcgpds import McGPDS
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, holdout_predictions, predict_view
 from tandem.inference.mcgpds.predictor import (
@@ -16,21 +17,9 @@ from tandem.inference.mcgpds.predictor import (
 SHORT = dict(cycles=1, var_iters=10, model_iters=10, joint_iters=30)
 
 
-def _two_views(seed=0, N=50, Nt=15):
-    rng = np.random.default_rng(seed)
-    t = np.arange(N + Nt) * 0.1
-    s = np.sin(2 * np.pi * t / 3.0)
-    views = []
-    for k, D in enumerate((5, 4)):
-        A = rng.normal(size=(2, D))
-        views.append(np.tanh(np.c_[0.3 * np.cos(2 * np.pi * t / (2.1 + k)), s] @ A)
-                     + 0.05 * rng.standard_normal((N + Nt, D)))
-    return [Y[:N] for Y in views], [Y[N:] for Y in views], t[:N], t[N:] - t[N]
-
-
 @pytest.fixture(scope="module")
 def fitted():
-    train, test, t, tt = _two_views()
+    train, test, t, tt = two_view_split()
     cfg = McGPDSConfig(Q=2, M=12, fixed=("alpha", "eps", "beta", "time", "W"), **SHORT)
     return fit_mcgpds(train, t, config=cfg, progress=False), train, test, tt
 
@@ -81,7 +70,7 @@ def test_one_candidate_fixes_the_predictor_and_bad_candidates_raise(fitted):
 def test_estimator_selected_predict_is_the_selected_predictor():
     """``method="selected"`` (the default before the held-out choice between it and the stack,
     tests/test_mcgpds_choose.py) is select_predictor."""
-    train, test, t, tt = _two_views(seed=1)
+    train, test, t, tt = two_view_split(seed=1)
     m = McGPDS(Q=2, M=12, **SHORT).fit(train, t)
     p = m.predict(test[0], tt, method="selected")
     Zs = m.scalers_[0].transform(torch.as_tensor(test[0]))
@@ -93,7 +82,7 @@ def test_estimator_selected_predict_is_the_selected_predictor():
 
 def test_candidates_needing_more_neighbours_than_a_fold_leaves_are_skipped():
     """24 frames, 5 chunks: at most 19 frames outside a fold, so the 20-NN candidate is skipped."""
-    train, test, t, tt = _two_views(N=24, Nt=5)
+    train, test, t, tt = two_view_split(N=24, Nt=5)
     cfg = McGPDSConfig(Q=2, M=6, fixed=("alpha", "eps", "beta", "time", "W"), cycles=1, var_iters=3,
                        model_iters=3, joint_iters=5)
     f = fit_mcgpds(train, t, config=cfg, progress=False)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from common import two_view_split
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, holdout_folds
 from tandem.inference.mcgpds.predictor import (
     TANDEM_CANDIDATES,
@@ -55,21 +56,9 @@ def test_simplex_least_squares_rejects_bad_input():
         simplex_least_squares(np.array([[1.0, np.nan]]), np.ones(1))
 
 
-def _two_views(seed=0, N=50, Nt=15):
-    rng = np.random.default_rng(seed)
-    t = np.arange(N + Nt) * 0.1
-    s = np.sin(2 * np.pi * t / 3.0)
-    views = []
-    for k, D in enumerate((5, 4)):
-        A = rng.normal(size=(2, D))
-        views.append(np.tanh(np.c_[0.3 * np.cos(2 * np.pi * t / (2.1 + k)), s] @ A)
-                     + 0.05 * rng.standard_normal((N + Nt, D)))
-    return [Y[:N] for Y in views], [Y[N:] for Y in views], t[:N], t[N:] - t[N]
-
-
 @pytest.fixture(scope="module")
 def fitted():
-    train, test, t, tt = _two_views()
+    train, test, t, tt = two_view_split()
     cfg = McGPDSConfig(Q=2, M=12, fixed=("alpha", "eps", "beta", "time", "W"), **SHORT)
     f = fit_mcgpds(train, t, config=cfg, progress=False)
     sel = select_predictor(f, test[0], tt, test_iters=3)
@@ -163,7 +152,7 @@ def test_stacked_prediction_rejects_bad_members(fitted):
 def test_stacked_predictor_is_stacking_of_every_stack_candidate_and_mcgpds_predict_uses_it():
     from tandem.inference.mcgpds import McGPDS
     from tandem.inference.mcgpds.predictor import TANDEM_STACK_CANDIDATES, stacked_predictor
-    train, test, t, tt = _two_views(seed=2)
+    train, test, t, tt = two_view_split(seed=2)
     est = McGPDS(Q=2, M=12, seed=0, fixed=("alpha", "eps", "beta", "time", "W"), **SHORT).fit(train, times=t)
     f = est.fitted_
     zs = est.scalers_[0].transform(torch.as_tensor(test[0]))
