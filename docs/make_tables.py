@@ -228,13 +228,14 @@ _COMPARE_OLD = (
     ("_agreement", (("final_bound", "final bound"), ("prediction_spread", "max abs Δ prediction within the path"),
                     ("max_abs_prediction_difference", "max abs Δ prediction, new − old")), 10),
 )
-#: how docs/results/bench_scale.json was written: a 10³/10⁴ run, the stochastic fit at 10⁴ and at
-#: 10⁵ each on its own (the first run's own 10⁴ stochastic fit was stopped at its start), joined
+#: how docs/results/bench_scale.json was written: a 10³/10⁴ run and the stochastic fit at 10⁴ on its
+#: own (earlier runs; their rows rebuilt from the previous bench_scale.json), the stochastic fit at
+#: 10⁵ on its own after the private-variance fix, joined
 BENCH_SCALE_COMMAND = (
     "OMP_NUM_THREADS=1 python examples/bench_scale.py --sizes 1000 10000 --min-time 0 --flat-tol 0.01 "
     "--max-cpu 300 --collapsed-max-cpu 30 --skip-peer --out A`, `... --one stochastic 10000 cpu --min-time 0 "
     "--min-epochs 3 --flat-tol 0.01 --max-cpu 300 > C.json`, `... --one stochastic 100000 cpu --min-time 0 "
-    "--min-epochs 1 --flat-tol 0.01 --max-cpu 1500 > B.json`, then `... --rows-from A/bench_scale_rows.json "
+    "--min-epochs 1 --flat-tol 0.01 --max-cpu 2400 > B.json`, then `... --rows-from A/bench_scale_rows.json "
     "C.json B.json --out results")
 
 TABLES: tuple[Table, ...] = (
