@@ -245,7 +245,7 @@ def test_collapsed_bound_exact_gp_limit():
 
 def test_private_cov_closed_form_backward_matches_autograd_path():
     """Constant A (protocol: α, ε, time kernels fixed) uses _PrivateCov; same KL and gradients."""
-    from tandem.inference.mcgpds.bound import _PrivateCov
+    from tandem.inference.mcgpds.private_cov import _PrivateCov
     g = torch.Generator().manual_seed(9)
     n = 5
     X = torch.randn(2, 1, n, n, dtype=D64, generator=g)
@@ -270,7 +270,7 @@ def test_private_cov_closed_form_backward_matches_autograd_path():
 
 def test_private_cov_inverse_form_matches_b_form_and_gradcheck():
     """Well-conditioned constant A: (A⁻¹ + Λ)⁻¹ form = the B_q form (values and gradients)."""
-    from tandem.inference.mcgpds.bound import _PrivateCov, _PrivateCovInv
+    from tandem.inference.mcgpds.private_cov import _PrivateCov, _PrivateCovInv
     g = torch.Generator().manual_seed(11)
     n = 6
     X = torch.randn(2, 2, n, n, dtype=D64, generator=g)

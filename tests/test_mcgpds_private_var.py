@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from tandem.inference.mcgpds import stochastic as st
-from tandem.inference.mcgpds.bound import _PrivateCov, latent_terms, private_var_diag
+from tandem.inference.mcgpds.bound import latent_terms
+from tandem.inference.mcgpds.private_cov import _PrivateCov, private_var_diag
 from tandem.models.mcgpds import hyperparams
 
 D64 = torch.float64

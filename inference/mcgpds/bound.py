@@ -54,6 +54,12 @@ from pyro.distributions import constraints
 from torch.utils.checkpoint import checkpoint
 
 from tandem.guides.mcgpds import variational_params
+from tandem.inference.mcgpds.private_cov import (  # noqa: F401  (re-exported)
+    PRIVATE_VAR_SWITCH,
+    _PrivateCov,
+    _PrivateCovInv,
+    private_var_diag,
+)
 from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter, limit_heap_fragmentation
 from tandem.models.kernels import mapping_kernel_kind, time_params_kernel
 from tandem.models.mcgpds import hyperparams, view_bases
@@ -61,7 +67,7 @@ from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed_loss",
            "ViewPosterior", "view_posterior", "predict_moments", "uncollapsed_elbo_analytic",
-           "optimal_q_inducing", "set_optimal_inducing", "gauss_kl_diag_prior", "private_var_diag",
+           "optimal_q_inducing", "set_optimal_inducing", "gauss_kl_diag_prior",
            "likelihood_ceiling"]
 
 
@@ -204,64 +210,6 @@ def likelihood_ceiling(betas, counts, g_sq_sums=None) -> float:
     return total
 
 
-#: ``λ A`` above which :func:`private_var_diag` computes ``diag S`` from ``diag B⁻¹`` (the plain
-#: subtraction's relative error, ≈ eps·(1 + λA), would exceed ≈ 1e-12)
-PRIVATE_VAR_SWITCH = 1e4
-
-
-def private_var_diag(A_diag: torch.Tensor, T: torch.Tensor, LB: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
-    """``diag S`` of ``S = (A⁻¹ + Λ)⁻¹ = A − TᵀT`` without the cancellation of large λ.
-
-    ``T = L_B⁻¹ Λ^½ A`` with ``B = I + Λ^½ A Λ^½ = L_B L_Bᵀ``. The subtraction
-    ``S_nn = A_nn − ‖T_·n‖²`` loses everything once ``λ_n A_nn`` is large: ``S_nn ≈ 1/λ_n`` is
-    then the difference of two O(A_nn) numbers, so it comes out as rounding noise of size
-    ``eps·A_nn``, and the KL term ``Σ λ_n S_nn`` (``= N − tr B⁻¹``, at most N) can become
-    ``λ_n · noise`` — astronomically large for ``λ ≫ 1/eps``, an "improvement" that an optimiser
-    of the bound then follows (a 10⁵-frame stochastic fit reached λ ≈ e⁴⁰⁴ and a bound of 10¹⁶³).
-    Since ``Λ^½ S Λ^½ = I − B⁻¹``, where ``λ_n A_nn >`` :data:`PRIVATE_VAR_SWITCH` this returns
-    ``S_nn = (1 − (B⁻¹)_nn) / λ_n`` instead, with ``(B⁻¹)_nn = ‖(L_B⁻¹)_·n‖²``: B is Λ^½-scaled,
-    so its Cholesky gives ``(B⁻¹)_nn`` to relative precision, ``1 − (B⁻¹)_nn`` is close to 1 (no
-    cancellation), and ``λ_n S_nn`` is exact to rounding. Below the switch the subtraction's
-    relative error is about ``eps (1 + λ_n A_nn)`` ≤ 1e-12. When no entry is above it only the
-    subtraction runs (no extra triangular solve), so ordinary evaluations are unchanged bit for bit.
-
-    Parameters
-    ----------
-    A_diag : torch.Tensor
-        (…, n) diagonal of A, broadcast against ``lam``.
-    T : torch.Tensor
-        (…, n, n) ``L_B⁻¹ Λ^½ A``.
-    LB : torch.Tensor
-        (…, n, n) lower Cholesky factor of B.
-    lam : torch.Tensor
-        (…, n) the precisions λ ≥ 0.
-
-    Returns
-    -------
-    torch.Tensor
-        (…, n) ``diag S`` (≥ 0).
-    """
-    sdiag = A_diag - (T * T).sum(-2)
-    big = lam * A_diag > PRIVATE_VAR_SWITCH
-    if not bool(big.any()):
-        return sdiag
-    # only the matrices with an entry above the switch get the extra triangular solve (a few %
-    # of a trained fit's (view, q, block) matrices; the others keep the subtraction)
-    n = LB.shape[-1]
-    shape = sdiag.shape
-    big_f = big.expand(shape).reshape(-1, n)
-    rows = big_f.any(-1).nonzero().squeeze(1)
-    LB_r = LB.expand(*shape[:-1], n, n).reshape(-1, n, n)[rows]
-    eye = torch.eye(n, dtype=LB.dtype, device=LB.device)
-    U = torch.linalg.solve_triangular(LB_r, eye.expand_as(LB_r), upper=False)    # L_B⁻¹
-    one_minus = 1.0 - (U * U).sum(-2)                                            # λ_n S_nn = 1 − (B⁻¹)_nn
-    b_r = big_f[rows]
-    lam_r = torch.where(b_r, lam.expand(shape).reshape(-1, n)[rows], torch.ones_like(one_minus))
-    sd_f = sdiag.reshape(-1, n)
-    sd_f = sd_f.index_put((rows,), torch.where(b_r, one_minus / lam_r, sd_f[rows]))
-    return sd_f.reshape(shape).clamp_min(0.0)
-
-
 def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha, eps, mu_g, lam_g,
                  need_shared_var: bool):
     """KL contribution and moments of the blocks ``sel`` of group ``g``.
@@ -397,61 +345,6 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     if memo_key is not None:
         blocks._lt_memo = (memo_key, dict(out))
     return out
-
-
-class _PrivateCov(torch.autograd.Function):
-    """``(log|I + Λ^½ A Λ^½|, diag S)`` with ``S = (A⁻¹ + Λ)⁻¹`` for a constant ``A``.
-
-    A (V, nb, n, n), lam (V, Q, nb, n) -> (V, Q, nb), (V, Q, nb, n). Backward in closed form:
-    ``∂ log|B| / ∂λ_i = S_ii`` and ``∂ S_jj / ∂λ_i = −S_ij²``, so
-    ``∂L/∂λ = ḡ_ld · diag S − (S ∘ S) ḡ_diag`` — one batched product ``S = A − TᵀT`` instead of
-    differentiating through the Cholesky and the triangular solve.
-    """
-
-    @staticmethod
-    def forward(ctx, A, lam):
-        n = A.shape[-1]
-        sl = lam.sqrt()
-        slA = sl[..., :, None] * A[:, None]
-        B = torch.eye(n, dtype=A.dtype, device=A.device) + slA * sl[..., None, :]
-        LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
-        T = torch.linalg.solve_triangular(LB, slA, upper=False)
-        sdiag = private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], T, LB, lam)
-        ctx.save_for_backward(A, T, sdiag)
-        return cho_logdet(LB), sdiag
-
-    @staticmethod
-    def backward(ctx, g_ld, g_sd):
-        A, T, sdiag = ctx.saved_tensors
-        S = A[:, None] - T.mT @ T
-        g_lam = g_ld[..., None] * sdiag - ((S * S) @ g_sd[..., None])[..., 0]
-        return None, g_lam
-
-
-class _PrivateCovInv(torch.autograd.Function):
-    """``(log|A⁻¹ + Λ|, diag S)`` with ``S = (A⁻¹ + Λ)⁻¹`` for a constant, well-conditioned ``A``.
-
-    Ainv (V, nb, n, n), lam (V, Q, nb, n) -> (V, Q, nb), (V, Q, nb, n). The same quantities
-    as :class:`_PrivateCov` (``log|B_q| = log|A| + log|A⁻¹ + Λ|``) from one Cholesky and one
-    ``cholesky_inverse`` (≈ n³ per matrix instead of ≈ 2.3 n³ for Cholesky + triangular solve
-    with a full right-hand side + the backward's ``TᵀT``); the full ``S`` it keeps gives the
-    backward ``∂L/∂λ = ḡ_ld · diag S − (S ∘ S) ḡ_diag`` directly.
-    """
-
-    @staticmethod
-    def forward(ctx, Ainv, lam):
-        P = Ainv[:, None] + torch.diag_embed(lam)
-        LP = cholesky_jitter(P, "A⁻¹ + Λ")
-        S = torch.cholesky_inverse(LP)
-        sdiag = S.diagonal(dim1=-2, dim2=-1).clone()
-        ctx.save_for_backward(S, sdiag)
-        return cho_logdet(LP), sdiag
-
-    @staticmethod
-    def backward(ctx, g_ld, g_sd):
-        S, sdiag = ctx.saved_tensors
-        g_lam = g_ld[..., None] * sdiag - ((S * S) @ g_sd[..., None])[..., 0]
-        return None, g_lam
 
 
 # --------------------------------------------------------------------------- J-trick

@@ -77,7 +77,7 @@ import pyro.optim
 import torch
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
-from tandem.inference.mcgpds.bound import private_var_diag
+from tandem.inference.mcgpds.private_cov import private_var_diag
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
 from tandem.inference.validation import (
