@@ -72,7 +72,17 @@ def test_bench_twin_gp(tmp_path):
     # iterates) and the machine's GEMM-vs-GEMV ceiling
     assert set(c["point_evaluations_per_point"]) == methods
     assert all(v >= 1 for v in c["point_evaluations_per_point"].values())
-    assert c["gemm_vs_gemv_ceiling"]["ratio"] > 0
+    ceil = c["gemm_vs_gemv_ceiling"]
+    assert ceil["ratio"] > 0
+    # measured before and after the timed runs; the summary lies between the two
+    lo, hi = sorted((ceil["before"]["ratio"], ceil["after"]["ratio"]))
+    assert lo * (1 - 1e-12) <= ceil["ratio"] <= hi * (1 + 1e-12)
+    # per point-evaluation: the loop's and the batch's seconds per row of an objective call
+    spe = c["seconds_per_point_evaluation"]
+    assert c["speedup_per_point_evaluation"] == pytest.approx(spe["SMTGP per-point loop"] / spe["SMTGP batched"])
+    assert c["fraction_of_ceiling"]["per_point_evaluation"] == pytest.approx(
+        c["speedup_per_point_evaluation"] / ceil["ratio"])
+    assert c["fraction_of_ceiling"]["per_test_point"] == pytest.approx(c["speedup_batched_vs_loop"] / ceil["ratio"])
     # quality beside time: every timed run converged (the script exits non-zero otherwise)
     q = c["quality"]
     assert set(q) == methods and all(v["converged"] == v["points"] and v["finite"] for v in q.values())
