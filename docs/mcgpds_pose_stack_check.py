@@ -2,7 +2,7 @@
 
 For each seed the ``McGPDS`` object with every option at its default is fitted on the training
 walks (sequences as held-out folds) and predicts the test poses with
-:func:`tandem.inference.mcgpds.predictor.choose_predictor` — ``predict``'s default: the held-out
+:func:`tandem.inference.mcgpds.predictor_choice.choose_predictor` — ``predict``'s default: the held-out
 choice between the single-predictor selection (``method="selected"``) and the stack
 (``method="stacked"``), both computed from one set of candidate runs. One JSON line per seed
 and predictor (the default, the selection, the stack): mean joint error and MSLL on test (every
@@ -28,7 +28,7 @@ from tandem.inference import metrics as M
 from tandem.inference.datasets.human_pose import load_human_pose
 from tandem.inference.experiments.mcgpds_protocol import sequence_ids_of
 from tandem.inference.mcgpds import McGPDS
-from tandem.inference.mcgpds.predictor import choose_predictor
+from tandem.inference.mcgpds.predictor_choice import choose_predictor
 
 
 def main(out_path: str, seeds: str) -> None:

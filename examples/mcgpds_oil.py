@@ -51,8 +51,8 @@ from tandem.inference.datasets.oil import load_oil  # noqa: E402
 from tandem.inference.distances import nearest  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
-from tandem.inference.mcgpds.bound import optimal_q_inducing  # noqa: E402
 from tandem.inference.mcgpds.fit import McGPDSConfig, constant_hyperparams, fit_cgpds, fit_mcgpds  # noqa: E402
+from tandem.inference.mcgpds.uncollapsed import optimal_q_inducing  # noqa: E402
 from tandem.inference.numerics import DTYPE  # noqa: E402
 from tandem.inference.svi import LBFGS, minimize  # noqa: E402
 from tandem.models.kernels import time_params_kernel  # noqa: E402

@@ -25,7 +25,7 @@ from sklearn.base import clone
 import tandem
 from tandem.inference import fit, minimize, posterior_predictive
 from tandem.inference.coupled_projections import CoupledProjections
-from tandem.inference.mcgpds import McGPDS
+from tandem.inference.mcgpds import McGPDS, stochastic_config
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.params import check_param
 from tandem.inference.predictive import PREDICTIVE_CONSTRAINTS
@@ -294,7 +294,7 @@ def _noop(*a, **k):
 ENTRY_POINTS = [
     *[(c.name, type(c.make())._parameter_constraints, set(type(c.make())._get_param_names()),
        (lambda c: lambda **kw: c.make(**kw))(c)) for c in CASES],
-    ("StochasticConfig", st._STOCHASTIC_CONSTRAINTS, {f.name for f in fields(st.StochasticConfig)},
+    ("StochasticConfig", stochastic_config._STOCHASTIC_CONSTRAINTS, {f.name for f in fields(st.StochasticConfig)},
      lambda **kw: st.StochasticConfig(**kw)),
     ("fit", FIT_CONSTRAINTS, {p.name for p in inspect.signature(fit).parameters.values()
                               if p.kind is p.KEYWORD_ONLY},

@@ -16,7 +16,7 @@ from pyro.infer.autoguide import AutoNormal
 from tandem.guides.mcgpds import Guide, mcgpds_guide, variational_params
 from tandem.inference import LBFGS, fit, posterior_predictive
 from tandem.inference.mcgpds import McGPDS
-from tandem.inference.mcgpds.bound import collapsed_loss, optimal_q_inducing
+from tandem.inference.mcgpds.bound import collapsed_loss
 from tandem.inference.mcgpds.fit import (
     McGPDSConfig,
     cached_fit,
@@ -27,6 +27,7 @@ from tandem.inference.mcgpds.fit import (
     predict_view,
 )
 from tandem.inference.mcgpds.predictor import calibrated_prediction
+from tandem.inference.mcgpds.uncollapsed import optimal_q_inducing
 from tandem.models.mcgpds import SAFE_FIXED, McGPDSData, dims, hyperparams, model, simulate
 
 D64 = torch.float64

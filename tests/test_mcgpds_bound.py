@@ -11,9 +11,8 @@ from tandem.inference.mcgpds.bound import (
     collapsed_bound,
     eig_logdet_quad,
     latent_terms,
-    optimal_q_inducing,
-    uncollapsed_elbo_analytic,
 )
+from tandem.inference.mcgpds.uncollapsed import optimal_q_inducing, uncollapsed_elbo_analytic
 from tandem.models.gp_kernels import psi_linear, psi_rbf, rbf_ard
 from tandem.models.mcgpds import McGPDSData, default_init, dense_A, dense_time_K, hyperparams
 

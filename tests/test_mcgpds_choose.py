@@ -19,13 +19,11 @@ from tandem.inference.mcgpds.predictor import (
     TRAINING_MEAN,
     CalibratedPrediction,
     PredictorSelection,
-    choose_between,
-    choose_predictor,
-    nested_selection_score,
     select_predictor,
     stacked_prediction,
     stacked_predictor,
 )
+from tandem.inference.mcgpds.predictor_choice import choose_between, choose_predictor, nested_selection_score
 
 SHORT = dict(cycles=1, var_iters=10, model_iters=10, joint_iters=30)
 

@@ -9,7 +9,8 @@ from pyro.infer.autoguide import AutoNormal
 
 from tandem.guides.mcgpds import mcgpds_guide, variational_params
 from tandem.inference import LBFGS, fit
-from tandem.inference.mcgpds.bound import collapsed_bound, collapsed_loss, optimal_q_inducing, uncollapsed_elbo_analytic
+from tandem.inference.mcgpds.bound import collapsed_bound, collapsed_loss
+from tandem.inference.mcgpds.uncollapsed import optimal_q_inducing, uncollapsed_elbo_analytic
 from tandem.models.mcgpds import DIMS, McGPDSData, default_init, dims, hyperparams, mcgpds_model, simulate
 
 D64 = torch.float64
@@ -109,7 +110,7 @@ def test_frozen_groups_do_not_move():
 
 def test_posterior_predictive_after_collapsed_fit():
     from tandem.inference import posterior_predictive
-    from tandem.inference.mcgpds.bound import set_optimal_inducing
+    from tandem.inference.mcgpds.uncollapsed import set_optimal_inducing
     data = small_data()
     fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=10), num_steps=1,
         seed=0, progress=False)

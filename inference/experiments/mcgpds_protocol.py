@@ -5,16 +5,17 @@
 (:func:`protocol_config`, the authors' settings for human pose and CUAVE), the fits of every
 seed and variant with an optional content-keyed fit cache, the McGPDS predictors (paper-,
 code-faithful, generative, and the tandem predictors of
-:mod:`tandem.inference.mcgpds.predictor` with held-out calibrated variances), the baselines,
-the scoring in the data's original units (:func:`score`), the results table and the
-trajectory plots. ``data`` is a loader's result (:mod:`tandem.inference.datasets.human_pose`
-or :mod:`tandem.inference.datasets.cuave`): ``views``/``m1``/``m1_test`` scaled, ``Y1``,
-``Y2``, ``Y1_test``, ``Y2_test`` in original units, ``unscale_mean``/``unscale_var``.
+:mod:`tandem.inference.mcgpds.predictor` with held-out calibrated variances), the baselines
+(the rows of the library's default estimator and of GPy MRD come from
+:mod:`tandem.inference.experiments.mcgpds_rows`), the scoring in the data's original units
+(:func:`score`), the results table and the trajectory plots. ``data`` is a loader's result
+(:mod:`tandem.inference.datasets.human_pose` or :mod:`tandem.inference.datasets.cuave`):
+``views``/``m1``/``m1_test`` scaled, ``Y1``, ``Y2``, ``Y1_test``, ``Y2_test`` in original units,
+``unscale_mean``/``unscale_var``.
 """
 from __future__ import annotations
 
 import copy
-import json
 import time
 from pathlib import Path
 
@@ -22,13 +23,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from tandem.inference import metrics as M
-from tandem.inference.checkpoints import content_hash
 from tandem.inference.experiments.cli import seed_list, set_seed
+from tandem.inference.experiments.mcgpds_rows import (  # noqa: F401  (re-exported)
+    DEFAULT_ROW,
+    SELECTED_ROW,
+    STACKED_ROW,
+    _np,
+    default_estimator_prediction,
+    mrd_fit_job,
+    mrd_row,
+    sequence_ids_of,
+)
 from tandem.inference.experiments.results import Results
-from tandem.inference.mcgpds.baselines import fit_gpy_mrd, gpy_available, nn_y_space, training_mean_predictor
+from tandem.inference.mcgpds.baselines import gpy_available, nn_y_space, training_mean_predictor
 from tandem.inference.mcgpds.fit import McGPDSConfig, cached_fit, predict_view
 from tandem.inference.mcgpds.predictor import calibrated_prediction, nn_features
-from tandem.inference.persistence import write_text_atomic
 
 __all__ = ["protocol_config", "tandem_config", "OVERRIDES", "overrides", "score", "fit_for", "protocol_features",
            "calibrated_predictor", "run_two_view", "print_table", "plot_traces", "PLOT_METHODS",
@@ -167,12 +176,6 @@ def score(data, mean_scaled, var_scaled, metric: str, mask=None, truth=None):
     return err, M.msll(mean, var, truth, mask=mask), mean, var
 
 
-
-
-def _np(x):
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
-
-
 def fit_for(data, cfg, seed: int, cache_dir, tag: str, progress: bool):
     """``fit_mcgpds`` on the data's training views, or the saved fit of exactly this problem.
 
@@ -273,200 +276,6 @@ def calibrated_predictor(fitted, data, metric: str, mask, label: str, kw: dict, 
     _, hll, _, _ = score(data, _np(hm), _np(hv + delta), metric, mask, truth=data.Y2)
     return dict(label=label, kw=dict(kw, k_neighbours=k), feat=feat, holdout_error=herr, holdout_msll=hll,
                 delta=_np(delta), pred=cp.prediction)
-
-
-#: name of the row of ``McGPDS(seed=s).fit(...).predict(...)`` with every default (the object a
-#: user gets), fitted on the training views in their original units
-DEFAULT_ROW = "McGPDS (tandem default)"
-#: the stacked tandem predictor of the same fit (``predict(..., method="stacked")``)
-STACKED_ROW = "McGPDS (tandem stacked)"
-#: the single-predictor selection of the same fit (``predict(..., method="selected")``, the default before
-#: the held-out choice between it and the stack)
-SELECTED_ROW = "McGPDS (tandem selected)"
-
-#: reduced schedule of the default row in ``--quick`` smoke runs
-_QUICK_DEFAULT = dict(Q=3, M=10, cycles=1, var_iters=2, model_iters=2, joint_iters=4, lbfgs_max_iter=4)
-
-
-def sequence_ids_of(seq_ends) -> np.ndarray:
-    """(N,) sequence label of every training frame from the 1-based cumulative ends ``seq_ends``.
-
-    Parameters
-    ----------
-    seq_ends : array_like
-        Cumulative (1-based) end of each sequence; the last is N.
-
-    Returns
-    -------
-    numpy.ndarray
-        (N,) int64 labels 0, 1, ….
-    """
-    ends = np.asarray(seq_ends, dtype=np.int64)
-    return np.repeat(np.arange(ends.size), np.diff(np.concatenate([[0], ends])))
-
-
-def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir=None):
-    """Fit :class:`tandem.inference.mcgpds.McGPDS` with its defaults and predict view 2 of the test frames.
-
-    The fit is on the raw training views ``[data.Y1, data.Y2]`` at ``data.t`` (sequences from
-    ``data.seq_ends``); the prediction from ``data.Y1_test`` with ``predict``'s defaults.
-    ``predict``'s default is :func:`tandem.inference.mcgpds.predictor.choose_predictor` on the
-    fit's model-unit views (the held-out choice between the single-predictor selection and the
-    stack); it is called here directly (the same computation, tested equal in
-    ``tests/test_mcgpds_choose.py``) so that the selection, the stack and every candidate's test
-    prediction are kept too.
-
-    Parameters
-    ----------
-    data : tandem.inference.datasets.human_pose.TwoViewData
-        The loaded data.
-    seed : int
-        Seed of the estimator.
-    quick : bool, default False
-        Shrink the schedule to a smoke-test size.
-    cache_dir : str or path-like, optional
-        ``--fit-cache``: the outcome of exactly this problem (content hash of the data, the seed,
-        ``quick`` and the candidate sets) is read from / written to a JSON file there.
-
-    Returns
-    -------
-    mean : numpy.ndarray
-        (N*, D2) the default's predicted mean, original units.
-    var : numpy.ndarray
-        (N*, D2) its predicted variances, original units.
-    train_s : float
-        Training seconds.
-    predict_s : float
-        Prediction seconds (every candidate, the selection, the stack and the choice).
-    selection : types.SimpleNamespace
-        ``chosen`` ("selected" or "stacked"), ``choice_scores`` (the selection's nested and the
-        stack's cross-validated held-out MSE, model units), ``fold_labels`` (the nested
-        selection's candidate per fold), ``label`` and ``scores`` (the single-predictor selection
-        and every candidate's held-out MSE), ``test``: label → (mean, var) of every candidate of
-        the selection, ``selected`` and ``stacked`` (mean, var) of the two options,
-        ``stacked_weights``, ``stacked_heldout_mse`` (original units for the predictions) and
-        ``loaded`` (read from the cache).
-    """
-    import types
-
-    import torch
-
-    from tandem.inference.mcgpds.api import McGPDS
-    from tandem.inference.mcgpds.predictor import TANDEM_CANDIDATES, TANDEM_STACK_CANDIDATES, choose_predictor
-    path = None
-    fields = ("chosen", "choice_scores", "fold_labels", "label", "scores", "stacked_weights", "stacked_heldout_mse")
-    if cache_dir is not None:
-        key = content_hash("mcgpds_default/3", data.Y1, data.Y2, data.t, list(data.seq_ends), data.Y1_test,
-                           data.t_test, int(seed), bool(quick), repr(TANDEM_CANDIDATES),
-                           repr(TANDEM_STACK_CANDIDATES), length=64)
-        path = Path(cache_dir) / f"mcgpds_default_seed{seed}_{key[:16]}.json"
-        if path.exists():
-            z = json.loads(path.read_text())
-            if z.get("fingerprint") == key:
-                arr = lambda mv: (np.asarray(mv[0]), np.asarray(mv[1]))      # noqa: E731
-                sel = types.SimpleNamespace(**{f: z[f] for f in fields}, loaded=True,
-                                            test={k: arr(mv) for k, mv in z["test"].items()},
-                                            selected=arr(z["selected"]), stacked=arr(z["stacked"]))
-                mean, var = sel.stacked if sel.chosen == "stacked" else sel.selected
-                return mean, var, z["train_s"], z["predict_s"], sel
-    t0 = time.perf_counter()
-    est = McGPDS(seed=seed, **(_QUICK_DEFAULT if quick else {}))
-    est.fit([data.Y1, data.Y2], times=data.t, sequence_ids=sequence_ids_of(data.seq_ends))
-    t1 = time.perf_counter()
-    zs = est.scalers_[0].transform(torch.as_tensor(data.Y1_test, dtype=torch.float64))
-    ch = choose_predictor(est.fitted_, zs, torch.as_tensor(data.t_test, dtype=torch.float64), seed=est.seed)
-    tr_s, pr_s = t1 - t0, time.perf_counter() - t1
-    st = est.scalers_[1]
-    orig = lambda p: (_np(st.inverse(p.mean)), _np(st.inverse_var(p.var)))      # noqa: E731
-    sel = types.SimpleNamespace(
-        chosen=ch.chosen, choice_scores=dict(ch.scores), fold_labels=list(ch.fold_labels),
-        label=ch.selection.label, scores=dict(ch.selection.scores),
-        stacked_weights=dict(ch.stack.weights),
-        stacked_heldout_mse=float(((est.fitted_.views[1] - ch.stack.holdout_mean) ** 2).nanmean()),
-        test={lab: orig(cp.prediction) for lab, cp in ch.selection.results.items()},
-        selected=orig(ch.selection.result.prediction), stacked=orig(ch.stack.prediction), loaded=False)
-    mean, var = orig(ch.prediction)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lists = lambda mv: [mv[0].tolist(), mv[1].tolist()]      # noqa: E731
-        write_text_atomic(path, json.dumps({"fingerprint": key, "seed": seed, "train_s": tr_s, "predict_s": pr_s,
-                                            **{f: getattr(sel, f) for f in fields},
-                                            "test": {k: lists(mv) for k, mv in sel.test.items()},
-                                            "selected": lists(sel.selected), "stacked": lists(sel.stacked)}))
-    return mean, var, tr_s, pr_s, sel
-
-
-def mrd_fit_job(m1, m2, m1_test, q: int, seed: int, quick: bool = False, cache_dir=None):
-    """One GPy MRD fit and prediction on the scaled views; a picklable worker task.
-
-    :func:`tandem.inference.mcgpds.baselines.fit_gpy_mrd` with latent dimension ``q``,
-    M = min(100, N), seed ``seed``.
-
-    Parameters
-    ----------
-    m1 : numpy.ndarray
-        (N, D1) scaled training view 1.
-    m2 : numpy.ndarray
-        (N, D2) scaled training view 2.
-    m1_test : numpy.ndarray
-        (N*, D1) scaled test view 1.
-    q : int
-        Latent dimension.
-    seed : int
-        Seed of the fit.
-    quick : bool, default False
-        Smoke-test size (5 iterations of each stage).
-    cache_dir : str or path-like, optional
-        ``--fit-cache``: the prediction of exactly this problem (content hash of the three arrays,
-        ``q``, ``seed``, ``quick``) is read from / written to a JSON file there, so a rerun of the
-        same protocol reuses the peer's fits.
-
-    Returns
-    -------
-    mean : numpy.ndarray
-        (N*, D2) predicted mean, the views' units.
-    var : numpy.ndarray
-        (N*, D2) predicted variances, the views' units.
-    train_s : float
-        Training seconds.
-    predict_s : float
-        Prediction seconds.
-    loaded : bool
-        Whether it was read from the cache.
-    """
-    path = None
-    if cache_dir is not None:
-        key = content_hash("gpy_mrd/1", np.asarray(m1), np.asarray(m2), np.asarray(m1_test), int(q), int(seed),
-                           bool(quick), length=64)
-        path = Path(cache_dir) / f"gpy_mrd_Q{q}_seed{seed}_{key[:16]}.json"
-        if path.exists():
-            z = json.loads(path.read_text())
-            if z.get("fingerprint") == key:
-                return np.asarray(z["mean"]), np.asarray(z["var"]), z["train_s"], z["predict_s"], True
-    r = fit_gpy_mrd(m1, m2, m1_test, Q=q, M=min(100, len(m1)), seed=seed,
-                    **(dict(max_iters=5, init_vardist_iters=5, predict_iters=5) if quick else {}))
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps({"fingerprint": key, "Q": q, "seed": seed, "mean": r.mean.tolist(),
-                                            "var": r.var.tolist(), "train_s": r.train_s,
-                                            "predict_s": r.predict_s}))
-    return r.mean, r.var, r.train_s, r.predict_s, False
-
-
-def mrd_row(q: int) -> str:
-    """Row name of GPy MRD with latent dimension ``q``.
-
-    Parameters
-    ----------
-    q : int
-        Latent dimension.
-
-    Returns
-    -------
-    str
-        ``"GPy MRD (Q = q)"``.
-    """
-    return f"GPy MRD (Q = {q})"
 
 
 def run_two_view(data, args, experiment: str, dataset: str, metric: str, code_kwargs: dict,
@@ -809,8 +618,6 @@ PLOT_METHODS = ["McGPDS (paper-faithful)", "McGPDS (code-faithful)", "McGPDS (ge
                 "McGPDS (tandem default)", "GPy MRD (Q = 5)", "GPy MRD (Q = 10)"]
 
 
-
-
 def _int_list(text: str) -> list[int]:
     """argparse ``type=``: comma-separated positive integers, e.g. ``'5,10'``."""
     import argparse
@@ -863,8 +670,6 @@ def add_common_options(p):
     return p
 
 
-
-
 def run_and_report(args, data, experiment: str, dataset: str, metric: str, code_kwargs: dict, plot, paper,
                    tandem_candidates=None):
     """The body every real-data McGPDS script shares.
@@ -914,8 +719,6 @@ def run_and_report(args, data, experiment: str, dataset: str, metric: str, code_
     return res
 
 
-
-
 #: Tandem predictors (beyond the paper), each with held-out calibrated variances
 #: (:func:`calibrated_predictor`). They keep the code-faithful pipeline (NN-in-Y init of the test
 #: latents, 8 KL-only test iterations, shared-space NN, h-only CGPDS predictive) but use the
@@ -927,4 +730,3 @@ _TANDEM_BASE = dict(method="code", test_iters=8, fixll=True, beta_target_overrid
                     latent_for_prediction="shared_nn", output_components="h")
 TANDEM_POSE = [("raw-Y init, 1-NN, model β", dict(_TANDEM_BASE), "raw")] + [
     (f"std-Y init, {k}-NN, model β", dict(_TANDEM_BASE, k_neighbours=k), "std") for k in (1, 3, 5, 8)]
-

@@ -7,10 +7,12 @@
   held-out calibration, :func:`cached_fit`, save/load.
 * :mod:`.predictor` — :func:`calibrated_prediction`, the tandem predictor;
   :func:`select_predictor`, its choice of neighbourhood on held-out training frames;
-  :func:`stacked_predictor`, a stack of such predictors; :func:`choose_predictor` (``predict``'s
-  default), the held-out choice between the selection and the stack.
+  :func:`stacked_predictor`, a stack of such predictors; :mod:`.predictor_choice` —
+  :func:`choose_predictor` (``predict``'s default), the held-out choice between the selection
+  and the stack.
 * :mod:`.missing` — NaN (missing) entries: the masked collapsed bound and posterior.
-* :mod:`.bound` — the paper's collapsed bound and the uncollapsed ELBO; :mod:`tandem.inference.mcgpds.baselines`.
+* :mod:`.bound` — the paper's collapsed bound; :mod:`.uncollapsed` — the uncollapsed ELBO and the
+  optimal q(V), q(U); :mod:`tandem.inference.mcgpds.baselines`.
 
 Names are loaded on first use (PEP 562), so importing e.g. :mod:`.bound` stays light.
 """
@@ -25,9 +27,9 @@ _LAZY = {
     "calibrated_prediction": "predictor", "CalibratedPrediction": "predictor", "TANDEM_PREDICTOR": "predictor",
     "select_predictor": "predictor", "PredictorSelection": "predictor", "TANDEM_CANDIDATES": "predictor",
     "stacked_predictor": "predictor", "stacked_prediction": "predictor", "StackedPrediction": "predictor",
-    "TANDEM_STACK_CANDIDATES": "predictor", "choose_predictor": "predictor", "PredictorChoice": "predictor",
-    "nested_selection_score": "predictor",
-    "collapsed_loss": "bound", "set_optimal_inducing": "bound",
+    "TANDEM_STACK_CANDIDATES": "predictor", "choose_predictor": "predictor_choice",
+    "PredictorChoice": "predictor_choice", "nested_selection_score": "predictor_choice",
+    "collapsed_loss": "bound", "set_optimal_inducing": "uncollapsed",
 }
 
 __all__ = sorted(_LAZY)

@@ -30,7 +30,7 @@ What it does for you:
 * **Predictor.** ``predict`` uses the tandem predictor by default
   (:func:`tandem.inference.mcgpds.predictor.calibrated_prediction`: standardised-Y NN
   initialisation, the model's own β, variances calibrated on held-out training sequences):
-  the held-out choice (:func:`tandem.inference.mcgpds.predictor.choose_predictor`) between the
+  the held-out choice (:func:`tandem.inference.mcgpds.predictor_choice.choose_predictor`) between the
   single predictor of lowest held-out training error (one shared-space neighbour, or 5 or 20
   source-space neighbours; ``method="selected"``) and the stack of 12 such predictors and the
   training mean (``method="stacked"``), each scored by cross-validation on the training
@@ -50,7 +50,6 @@ import torch
 
 from tandem.guides.mcgpds import Guide
 from tandem.inference.distances import Standardizer
-from tandem.inference.mcgpds.bound import set_optimal_inducing
 from tandem.inference.mcgpds.fit import (
     McGPDSConfig,
     Prediction,
@@ -60,7 +59,9 @@ from tandem.inference.mcgpds.fit import (
     view_sites,
 )
 from tandem.inference.mcgpds.missing import check_missing_views, impute_view
-from tandem.inference.mcgpds.predictor import choose_predictor, select_predictor, stacked_predictor
+from tandem.inference.mcgpds.predictor import select_predictor, stacked_predictor
+from tandem.inference.mcgpds.predictor_choice import choose_predictor
+from tandem.inference.mcgpds.uncollapsed import set_optimal_inducing
 from tandem.inference.params import (
     AnyValue,
     Boolean,
@@ -101,7 +102,7 @@ class McGPDSPrediction:
         The method asked for ("tandem", "selected", "stacked", "paper", "code" or "generative").
     details : object or None
         The tandem predictors' own output, model units:
-        :class:`~tandem.inference.mcgpds.predictor.PredictorChoice` for "tandem" (``chosen`` says
+        :class:`~tandem.inference.mcgpds.predictor_choice.PredictorChoice` for "tandem" (``chosen`` says
         which predictor, ``scores`` both held-out errors),
         :class:`~tandem.inference.mcgpds.predictor.PredictorSelection` for "selected",
         :class:`~tandem.inference.mcgpds.predictor.StackedPrediction` for "stacked"; ``None`` for
@@ -374,7 +375,7 @@ class McGPDS(TandemEstimator):
         method : str
             "tandem" (default: "selected" or "stacked", whichever has the lower held-out error on
             the training frames — the selection's nested-cross-validated, the stack's
-            cross-validated; :func:`tandem.inference.mcgpds.predictor.choose_predictor`, the
+            cross-validated; :func:`tandem.inference.mcgpds.predictor_choice.choose_predictor`, the
             choice in ``details``), "selected" (the calibrated predictor chosen on held-out
             training frames among :data:`tandem.inference.mcgpds.predictor.TANDEM_CANDIDATES`,
             :func:`tandem.inference.mcgpds.predictor.select_predictor`; ``candidates={label:

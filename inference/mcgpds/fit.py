@@ -60,7 +60,6 @@ from tandem.inference.mcgpds.bound import (
     collapsed_bound,
     collapsed_loss,
     latent_terms,
-    set_optimal_inducing,
 )
 
 # the config (.fit_config), the fitted container (.fitted) and the prediction (.view_prediction) live in their
@@ -76,6 +75,7 @@ from tandem.inference.mcgpds.fitted import (  # noqa: F401
     save_fitted,
 )
 from tandem.inference.mcgpds.missing import check_missing_views, has_missing, mean_fill, nan_var, observed_mask
+from tandem.inference.mcgpds.uncollapsed import set_optimal_inducing
 from tandem.inference.mcgpds.view_prediction import (  # noqa: F401
     _index,
     _sources,
@@ -349,14 +349,14 @@ def store_optimal_inducing(data: McGPDSData, limit: float | None = None) -> bool
     -------
     bool
         True when written; above ``limit`` entries it warns and returns False — call
-        :func:`tandem.inference.mcgpds.bound.set_optimal_inducing` yourself if you need the draws.
+        :func:`tandem.inference.mcgpds.uncollapsed.set_optimal_inducing` yourself if you need the draws.
     """
     limit = INDUCING_STORE_LIMIT if limit is None else limit
     size = sum((1 + data.J) * D * data.M ** 2 for D in data.out_dims)
     if size > limit:
         warnings.warn(f"McGPDS: the optimal q(U), q(V) of this fit have {size:.3g} covariance entries (> "
                       f"{limit:.3g}), so they were not written into Pyro's parameter store; call "
-                      "tandem.inference.mcgpds.bound.set_optimal_inducing(data) before drawing posterior-"
+                      "tandem.inference.mcgpds.uncollapsed.set_optimal_inducing(data) before drawing posterior-"
                       "predictive samples with the guide", RuntimeWarning, stacklevel=3)
         return False
     set_optimal_inducing(data)

@@ -9,7 +9,9 @@ Lawrence 2010 for the uncertain latent inputs).
 The pieces live in :mod:`tandem.inference.mcgpds.windows` (the windows and the guide's
 parameters), :mod:`tandem.inference.mcgpds.stochastic_elbo` (the objective and its updates) and
 :mod:`tandem.inference.mcgpds.hyper_step` (the per-epoch hyperparameter step);
-this module holds the configuration, the estimator and the simulator of long archives.
+the configuration is in :mod:`tandem.inference.mcgpds.stochastic_config` and the simulator of
+long archives in :mod:`tandem.inference.mcgpds.simulation`; this module holds the estimator
+(both are re-exported here).
 
 Data parallel. On every rank the same windows are drawn; rank r owns windows
 ``I[r::world]`` (plus the global KL on rank 0). The local step's L-BFGS
@@ -26,21 +28,20 @@ maps back.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from numbers import Integral, Real
 
 import numpy as np
 import pyro
 import pyro.optim
 import torch
-from pyro import poutine
 
 from tandem.guides.mcgpds import Guide, variational_params
 from tandem.inference.distances import Standardizer
-from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms, set_optimal_inducing
+from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, view_sites
 from tandem.inference.mcgpds.hyper_step import lbfgs_sharded
 from tandem.inference.mcgpds.missing import check_missing_views, impute_view, mean_fill
+from tandem.inference.mcgpds.simulation import simulate_sequences
+from tandem.inference.mcgpds.stochastic_config import StochasticConfig
 from tandem.inference.mcgpds.stochastic_elbo import (
     StochasticELBO,
     _detached,
@@ -50,20 +51,16 @@ from tandem.inference.mcgpds.stochastic_elbo import (
     refresh_statistics,
     window_kl,
 )
+from tandem.inference.mcgpds.uncollapsed import set_optimal_inducing
 from tandem.inference.mcgpds.windows import StochasticData, Windows, guide_params, model_params
 from tandem.inference.numerics import DTYPE
 from tandem.inference.params import (
-    Boolean,
     Device,
     InstanceOf,
-    Interval,
-    Options,
     Seed,
-    SequenceOf,
     TandemEstimator,
     check_param,
     own_params,
-    validate_params,
 )
 from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
@@ -76,7 +73,6 @@ from tandem.inference.validation import (
     resolve_device,
     sequence_labels,
 )
-from tandem.models.kernels import MappingKernel, TimeKernel
 from tandem.models.mcgpds import (
     McGPDSData,
     default_init,
@@ -84,7 +80,6 @@ from tandem.models.mcgpds import (
     hyperparams,
     mcgpds_model,
     pca_init,
-    simulate,
 )
 
 __all__ = [
@@ -103,122 +98,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- high level
-@dataclass
-class StochasticConfig:
-    """Settings of a stochastic McGPDS fit (defaults: the protocol's fixed groups, g off).
-
-    Every field is checked against its declared constraint at construction.
-
-    Attributes
-    ----------
-    Q : int, default 10
-        Latent dimension of each private space.
-    M : int, default 100
-        Number of inducing points per view.
-    J : int, default 1
-        Number of inducing points of the shared space's mapping g.
-    window : int, default 200
-        Frames per window (at most ``window`` consecutive frames of one sequence).
-    batch : int, default 16
-        Windows per step.
-    num_steps : int, default 2000
-        Steps of :meth:`StochasticMcGPDS.fit` (0: prepare only; train with
-        :meth:`StochasticMcGPDS.train`).
-    local_iters : int, default 20
-        L-BFGS iterations on the drawn windows' q(X) per step.
-    hyper_iters : int, default 5
-        Per epoch: L-BFGS iterations on the hyperparameters (full-data bound); 0: an Adam step
-        (``lr``) on the minibatch gradient every step instead.
-    lr : float, default 0.05
-        Adam's learning rate for the hyperparameters (unconstrained units).
-    lr_final : float, default 0.1
-        The learning rate decays geometrically to this fraction of ``lr`` over ``lr_decay_steps``,
-        in (0, 1].
-    lr_decay_steps : int or None, default None
-        Steps of the decay; ``None``: ``num_steps``, or 2000 when ``num_steps`` is 0 (steps
-        trained by ``train()``).
-    fixed : tuple of str or set, default ("alpha", "eps", "beta", "time", "W")
-        Parameter groups held at their initial values, out of "alpha", "eps", "beta", "time",
-        "kernel", "inducing", "W", "g", "variational", "model" ("W" also fixes "g").
-    mapping_kernel : {"rbfard", "linear"} or tandem.models.kernels.MappingKernel, default "rbfard"
-        Kernel of the output mappings.
-    time_white : bool, default True
-        Add a white-noise term to the paper's time kernel.
-    time_bias : bool, default True
-        Add a bias term to the paper's time kernel.
-    time_white_var : float, default 1e-2
-        Initial variance of the white term.
-    time_bias_var : float, default 1.0
-        Initial variance of the bias term.
-    time_invwidth : float or None, default None
-        Initial inverse squared width of the RBF time kernel; ``None``: 100 / (range of t over one
-        window)².
-    alpha_init : float, default 0.5
-        Initial α in [0, 1].
-    eps_init : float, default 1e-3
-        Initial ε (> 0).
-    beta_init : float, default 100.0
-        Initial noise precision β on the standardised views (= 100 / var(Y) in data units).
-    w_init_scale : float, default 1e-6
-        Scale of the initial mapping weights W (≥ 0).
-    lam_init : float, default 0.5
-        Initial variational precisions λ of q(X).
-    private_prior : {"mcgpds", "gplvm"}, default "mcgpds"
-        Prior of the private latent spaces.
-    time_kernel : tandem.models.kernels.TimeKernel or sequence of them, optional
-        ``None``: the paper's RBF + white + bias (``time_white``, ``time_bias``, ...).
-    """
-    Q: int = 10
-    M: int = 100
-    J: int = 1
-    window: int = 200
-    batch: int = 16                 # windows per step
-    num_steps: int = 2000
-    local_iters: int = 20           # L-BFGS iterations on the drawn windows' q(X) per step
-    hyper_iters: int = 5            # per epoch: L-BFGS iterations on the hyperparameters (full-data bound);
-                                    # 0: an Adam step (lr) on the minibatch gradient every step instead
-    lr: float = 0.05                # Adam, hyperparameters (unconstrained units)
-    lr_final: float = 0.1           # the learning rate decays geometrically to this fraction over lr_decay_steps
-    lr_decay_steps: int | None = None   # None: num_steps, or 2000 when num_steps is 0 (steps trained by train())
-    fixed: tuple = ("alpha", "eps", "beta", "time", "W")
-    mapping_kernel: str = "rbfard"
-    time_white: bool = True
-    time_bias: bool = True
-    time_white_var: float = 1e-2
-    time_bias_var: float = 1.0
-    time_invwidth: float | None = None   # None: 100 / (range of t over one window)²
-    alpha_init: float = 0.5
-    eps_init: float = 1e-3
-    beta_init: float = 100.0        # on the standardised views (= 100 / var(Y) in data units)
-    w_init_scale: float = 1e-6
-    lam_init: float = 0.5
-    private_prior: str = "mcgpds"
-    time_kernel: object = None      # None: the paper's RBF + white + bias (time_white/time_bias/...)
-
-    def __post_init__(self):
-        validate_params(_STOCHASTIC_CONSTRAINTS, {n: getattr(self, n) for n in self.__dataclass_fields__},
-                        "StochasticConfig: ")
-
-
-_POS_INT, _NONNEG_INT = Interval(Integral, 1), Interval(Integral, 0)
-_POS = Interval(Real, 0, closed="neither")
-#: declared constraints of every :class:`StochasticConfig` field (checked at construction)
-_STOCHASTIC_CONSTRAINTS = {
-    "Q": [_POS_INT], "M": [_POS_INT], "J": [_POS_INT], "window": [_POS_INT], "batch": [_POS_INT],
-    "num_steps": [_NONNEG_INT], "local_iters": [_POS_INT], "hyper_iters": [_NONNEG_INT],
-    "lr": [_POS], "lr_final": [Interval(Real, 0, 1, closed="right")], "lr_decay_steps": [None, _POS_INT],
-    "fixed": [SequenceOf(Options(("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g", "variational",
-                                  "model")), nonempty=False),
-              InstanceOf(set, frozenset, what="a set of parameter groups")],
-    "mapping_kernel": [Options(("rbfard", "linear")), InstanceOf(MappingKernel)],
-    "time_kernel": [None, InstanceOf(TimeKernel), SequenceOf(InstanceOf(TimeKernel))],
-    "time_white": [Boolean()], "time_bias": [Boolean()],
-    "time_white_var": [_POS], "time_bias_var": [_POS], "time_invwidth": [None, _POS],
-    "alpha_init": [Interval(Real, 0, 1)], "eps_init": [_POS], "beta_init": [_POS],
-    "w_init_scale": [Interval(Real, 0)], "lam_init": [_POS], "private_prior": [Options(("mcgpds", "gplvm"))],
-}
-
-
 class StochasticMcGPDS(TandemEstimator):
     r"""McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
 
@@ -853,79 +732,3 @@ class StochasticMcGPDS(TandemEstimator):
             rows = d.rows[idx.to(d.device)]
             out[:, rows[valid]] = torch.stack(q["lam"])[:, valid]
         return list(out.unbind(0))
-
-
-# --------------------------------------------------------------------------- simulation
-def simulate_sequences(n_seq: int, seq_len: int, out_dims: list, Q: int = 2, M: int = 10, J: int = 1,
-                       chunk_frames: int = 2000, seed: int = 0, **init_kwargs) -> dict:
-    """Many sequences from ONE McGPDS draw, with the model's own simulator.
-
-    Parameters
-    ----------
-    n_seq : int
-        Number of sequences (≥ 1).
-    seq_len : int
-        Frames per sequence (≥ 1).
-    out_dims : list of int
-        Output dimension D_k of each view.
-    Q : int, default 2
-        Latent dimension.
-    M : int, default 10
-        Inducing points per view.
-    J : int, default 1
-        Inducing points of the shared mapping.
-    chunk_frames : int, default 2000
-        Frames drawn at once (whole sequences, at least one).
-    seed : int, default 0
-        Seed of the draw (on the CPU: the same seed gives the same data everywhere).
-    **init_kwargs
-        Passed to :func:`tandem.models.mcgpds.simulate` (initial hyperparameters).
-
-    Returns
-    -------
-    dict
-        ``views`` (list of (N, D_k) tensors), ``times`` (N,), ``seq_ids`` (N,), ``X_s`` (N, Q),
-        ``init`` (the hyperparameters), N = ``n_seq`` · ``seq_len``.
-
-    Notes
-    -----
-    :func:`tandem.models.mcgpds.simulate` builds the dense N×N time kernel, so it cannot
-    draw 10⁵ frames at once. Sequences are independent given the output functions, so the
-    first chunk of sequences is drawn with ``simulate`` (which also draws the inducing
-    values v_k, u_k that define h and g), and every further chunk with the model itself
-    (:func:`tandem.models.mcgpds.model`) conditioned on those same inducing values and
-    hyperparameters. Times are ``0, 1/seq_len, …`` within each sequence.
-    """
-    n_seq = check_int_range(n_seq, "n_seq", low=1)
-    seq_len = check_int_range(seq_len, "seq_len", low=1)
-    per = max(1, chunk_frames // seq_len)
-    # drawn on the CPU (the same seed gives the same data everywhere); move the result to a device
-    t1 = torch.arange(seq_len, dtype=DTYPE, device="cpu") / seq_len
-    views, Xs = [[] for _ in out_dims], []
-    first = min(per, n_seq)
-    times0 = t1.repeat(first)
-    seq0 = torch.arange(first, device="cpu").repeat_interleave(seq_len)
-    sim = simulate(times0, seq0, out_dims, Q=Q, M=M, J=J, seed=seed, **init_kwargs)
-    data0 = sim["data"]
-    for k in range(len(out_dims)):
-        views[k].append(sim[f"y_{k}"])
-    Xs.append(sim["X_s"].mT)
-    cond = {f"v_{k}": sim[f"v_{k}"] for k in range(len(out_dims))}
-    cond.update({f"u_{k}": sim[f"u_{k}"] for k in range(len(out_dims))})
-    done = first
-    pyro.set_rng_seed(seed + 1)
-    while done < n_seq:
-        nb = min(per, n_seq - done)
-        d = McGPDSData(None, t1.repeat(nb), torch.arange(nb, device="cpu").repeat_interleave(seq_len), Q, M, J,
-                       data0.mapping_kernel, data0.time_white, data0.time_bias, data0.private_prior,
-                       out_dims=list(out_dims), init=data0.init, fixed=frozenset(
-                           ("alpha", "eps", "beta", "time", "kernel", "inducing", "W", "g")))
-        with poutine.block():
-            tr = poutine.trace(poutine.condition(mcgpds_model, cond)).get_trace(d)
-        for k in range(len(out_dims)):
-            views[k].append(tr.nodes[f"y_{k}"]["value"].detach())
-        Xs.append(tr.nodes["X_s"]["value"].detach().mT)
-        done += nb
-    return {"views": [torch.cat(v) for v in views], "times": t1.repeat(n_seq),
-            "seq_ids": torch.arange(n_seq, device="cpu").repeat_interleave(seq_len), "X_s": torch.cat(Xs),
-            "init": data0.init}

@@ -320,7 +320,7 @@ def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor)
     ``terms`` = Σ_i [½ n_i D log(β/2π) − β/2 (y_iᵀy_i + D(ψ0_i − tr Ã_i))
     − β/2 Σ_j ‖w_j‖² (ψ0_ij − tr Ã_ij) − KL_i] summed over views, and ``flats[k]`` the
     flat statistics ``[Σ_i Ã_i, Σ_i R_i, …]`` of view k (zeros for a switched-off g).
-    The rest of the ELBO is linear in the statistics (:func:`_expected_fit`).
+    The rest of the ELBO is linear in the statistics (:func:`_expected_fit` below).
     """
     dev, M, J = sdata.device, sdata.M, sdata.J
     kind = getattr(sdata, "mapping_kernel_obj", sdata.mapping_kernel)

@@ -49,13 +49,15 @@ from tandem.inference.twin_gp.baselines import (
     ridge_predict,
     wknn_predict,
 )
+from tandem.inference.twin_gp.certainty import certainty, lemma41_log_bound, smtgp_det_objective
+from tandem.inference.twin_gp.kernel_rows import _kvec, _mv, _RowCache, _rowdot
 from tandem.inference.twin_gp.optimizer import ConvergenceWarning, IterationCapWarning, OptInfo, minimize_batched
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
 from tandem.models.twin_gp import METHODS, validate_alpha_beta
 
 # ConvergenceWarning, IterationCapWarning, OptInfo and minimize_batched live in .optimizer, the kernel
-# and the baselines in .baselines; all are re-exported here (``from tandem.inference.twin_gp.predictor
-# import minimize_batched, rbf`` keeps working)
+# and the baselines in .baselines, the certainty and the determinant forms in .certainty; all are
+# re-exported here (``from tandem.inference.twin_gp.predictor import minimize_batched, rbf`` keeps working)
 __all__ = ["TwinGP", "ConvergenceWarning", "IterationCapWarning", "OptInfo", "METHODS", "rbf", "ridge_predict",
            "gpr_predict", "wknn_predict", "minimize_batched", "smtgp_det_objective", "kernel_alignment", "hsic",
            "kernel_knn_predict", "certainty", "lemma41_log_bound", "validate_alpha_beta"]
@@ -64,40 +66,6 @@ __all__ = ["TwinGP", "ConvergenceWarning", "IterationCapWarning", "OptInfo", "ME
 # ---------------------------------------------------------------------------------------
 # the twin GP
 # ---------------------------------------------------------------------------------------
-
-def _mv(V: torch.Tensor, A: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
-    """Rows of V (b, n) times a symmetric A: shared (n, m) → V A; per point (b, n, m) → bmm.
-
-    ``rows`` (b,): row r of V belongs to matrix A[rows[r]] of a larger stack (B', n, m);
-    the product then runs over the whole stack with zero rows elsewhere (the row cache of
-    :meth:`TwinGP.predict` keeps B' ≤ 2b), which is cheaper than gathering A[rows]: a copy
-    of a per-point matrix costs several times the matrix-vector product it feeds."""
-    if A.dim() == 2:
-        return V @ A
-    if rows is None:
-        return torch.bmm(V.unsqueeze(1), A).squeeze(1)
-    full = V.new_zeros(A.shape[0], V.shape[1])
-    full[rows] = V
-    return torch.bmm(full.unsqueeze(1), A).squeeze(1)[rows]
-
-
-class _RowCache:
-    """The local model's per-point matrices W (B, n, m) for a shrinking set of active test
-    points: re-gathered (one copy of the surviving rows) only when the active set has fallen
-    to half of the rows held, so all the copying of a run is at most B rows in all."""
-
-    def __init__(self, W: torch.Tensor):
-        self.W = W
-        self.idx = torch.arange(W.shape[0], device=W.device)
-
-    def shrink_to(self, active: torch.Tensor) -> None:
-        if 2 * active.numel() <= self.idx.numel():
-            self.W = self.W[self.positions(active)]
-            self.idx = active
-
-    def positions(self, idx: torch.Tensor) -> torch.Tensor:
-        """Where the (sorted) points ``idx`` sit among the rows held."""
-        return torch.searchsorted(self.idx, idx)
 
 
 def _warn_unconverged(method: str, capped: torch.Tensor, stalled: torch.Tensor, max_iter: int, gtol: float) -> None:
@@ -121,25 +89,6 @@ def _warn_unconverged(method: str, capped: torch.Tensor, stalled: torch.Tensor, 
 
 # context entries that value_and_grad_internal never reads (TwinGP._sub does not gather them)
 _UNREAD_BY_OBJECTIVES = ("Kx", "Xt", "nn_index")
-
-
-def _kvec(y: torch.Tensor, Yt: torch.Tensor, rho: float) -> torch.Tensor:
-    """K_y (b, n): shared training outputs Yt (n, d) or per-point neighbours (b, n, d).
-
-    Shared case fused into one ``addmm`` and in-place passes (this runs once per objective
-    evaluation on a (b, n) array): ‖y‖² + ‖Y_i‖² − 2 yᵀY_i, clamped at 0, → exp(−·/(2ρ²))."""
-    if Yt.dim() == 2:
-        sq = torch.addmm((y * y).sum(1, keepdim=True), y, Yt.T, alpha=-2.0)
-        sq.add_((Yt * Yt).sum(1)).clamp_min_(0.0)
-        return sq.mul_(-1.0 / (2.0 * rho * rho)).exp_()
-    sq = ((y.unsqueeze(1) - Yt) ** 2).sum(-1)
-    return torch.exp(-sq / (2.0 * rho * rho))
-
-
-def _rowdot(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """Row-wise dot products Σ_n A[b, n] B[b, n] → (b,), as one batched product (no (b, n)
-    temporary)."""
-    return torch.bmm(A.unsqueeze(1), B.unsqueeze(2)).view(-1)
 
 
 class TwinGP:
@@ -804,103 +753,3 @@ class TwinGP:
             (B,) log φ_α; see :func:`certainty`.
         """
         return certainty(self, Xt, y, alpha)
-
-
-def certainty(tgp: TwinGP, Xt, y, alpha: float) -> torch.Tensor:
-    """The log certainty log φ_α(x, y) = (1−α) log η_x + α log η_y − log η_xy(α).
-
-    Lemma 4.2: maximised by the SMTGP prediction; Lemma 4.1: bounded by :func:`lemma41_log_bound`).
-
-    Parameters
-    ----------
-    tgp : TwinGP
-        The twin GP.
-    Xt : array_like
-        (B, d_x) test inputs.
-    y : array_like
-        (B, d_y) outputs.
-    alpha : float
-        α in (0, 1).
-
-    Returns
-    -------
-    torch.Tensor
-        (B,) log φ_α.
-
-    Raises
-    ------
-    ValueError
-        When α is not in (0, 1).
-    """
-    a, _ = validate_alpha_beta(alpha)
-    if not 0 < a < 1:
-        raise ValueError("certainty: alpha must lie in (0, 1)")
-    ctx = tgp.context(Xt, "SMTGP", a)
-    y = tgp._check_y(y, ctx["B"])
-    f, _ = tgp.value_and_grad(y, ctx, form="log")
-    return -f * a * (1 - a)
-
-
-def lemma41_log_bound(tgp: TwinGP, alpha: float) -> torch.Tensor:
-    """log of Lemma 4.1's bound |αK_Y + (1−α)K_X| / (|K_X|^{1−α} |K_Y|^α).
-
-    Parameters
-    ----------
-    tgp : TwinGP
-        The twin GP.
-    alpha : float
-        α in [0, 1].
-
-    Returns
-    -------
-    torch.Tensor
-        Scalar log bound.
-    """
-    a, _ = validate_alpha_beta(alpha)
-    s = tgp.matrices(("AY", "Minv"), alpha=a)
-    return s[("logdetM", a)] - (1 - a) * cho_logdet(s["LX"]) - a * cho_logdet(s["LY"])
-
-
-def smtgp_det_objective(tgp: TwinGP, Xt, y, alpha: float, beta: float | None = None) -> torch.Tensor:
-    """The O(N³)-per-step form of SMTGP's objective, per test point.
-
-    The Sharma–Mittal divergence D_{α,β}(N(0,K_{X∪x}) : N(0,K_{Y∪y})) from full (N+1)×(N+1)
-    determinants (via :mod:`tandem.inference.twin_gp.divergences`), per test point.
-
-    With ``beta=None`` returns −log c_α (the log-space objective, = ½ ℓ_α + const),
-    otherwise the divergence itself (the same minimiser for every β ≠ 1). Autograd only.
-
-    Parameters
-    ----------
-    tgp : TwinGP
-        The twin GP.
-    Xt : array_like
-        (B, d_x) test inputs.
-    y : torch.Tensor
-        (B, d_y) outputs in data units.
-    alpha : float
-        SMTGP's α.
-    beta : float, optional
-        SMTGP's β (None: the log-space objective).
-
-    Returns
-    -------
-    torch.Tensor
-        (B,) objective values.
-    """
-    from tandem.inference.twin_gp.divergences import log_chernoff_coefficient, sharma_mittal
-    a, b = validate_alpha_beta(alpha, beta)
-    Xt = tgp.to_internal_x(tgp._check_test(Xt))
-    y = tgp.to_internal_y(y)
-    out = []
-    zeros = torch.zeros(tgp.N + 1, dtype=DTYPE, device=tgp.device)
-    for i in range(Xt.shape[0]):
-        Xa = torch.cat([tgp._X, Xt[i:i + 1]])
-        Ya = torch.cat([tgp._Y, y[i:i + 1]])
-        KXa = rbf(Xa, Xa, tgp._rx) + tgp.lam_x * tgp._eye(tgp.N + 1)
-        KYa = rbf(Ya, Ya, tgp._ry) + tgp.lam_y * tgp._eye(tgp.N + 1)
-        if b is None:
-            out.append(-log_chernoff_coefficient(zeros, KXa, zeros, KYa, a))
-        else:
-            out.append(sharma_mittal(zeros, KXa, zeros, KYa, a, b))
-    return torch.stack(out)
