@@ -136,9 +136,10 @@ def parser():
     p.add_argument("--mem-old", action="store_true",
                    help="--mem-check: also the old all-at-once bound (streamed.unstreamed; memory grows with N)")
     p.add_argument("--rows-from", type=Path, nargs="+", default=None,
-                   help="run nothing: summarise raw rows from these files (a run's bench_scale_rows.json or the "
-                        "JSON line of single-method runs) into bench_scale.json, e.g. to add a long 10^5 run; a "
-                        "later file's row replaces an earlier one of the same method, N and device")
+                   help="run nothing: summarise raw rows from these files (a run's bench_scale_rows.json, the "
+                        "JSON line of single-method runs, or an earlier bench_scale.json, whose rows are rebuilt "
+                        "from its records) into bench_scale.json, e.g. to add a long 10^5 run; a later file's "
+                        "row replaces an earlier one of the same method, N and device")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "N", "DEVICE"), help=argparse.SUPPRESS)
     p.add_argument("--one-mem", nargs=3, metavar=("MODE", "N", "M"), help=argparse.SUPPRESS)
     return p
@@ -691,6 +692,8 @@ def main(args):
         rows = {}
         for f in args.rows_from:      # a later file's row replaces an earlier one of the same method, N, device
             got = json.loads(Path(f).read_text())
+            if isinstance(got, dict) and got.get("experiment") == EXPERIMENT:     # a bench_scale.json
+                got = rows_of_results(got)
             for r in got if isinstance(got, list) else [got]:
                 key = (r["method"], r["n_frames"], r["device"])
                 if key in rows:
@@ -754,7 +757,7 @@ def summarise(rows: list, args, res) -> Results:
         res.add(name, "peak_memory_mb", r["peak_memory_mb"], n_frames=r["n_frames"], device=dev)
         res.time(name, f"epoch_N{r['n_frames']}", r["epoch_time_s"])
         res.add(name, "final_bound", r["final_bound"], n_frames=r["n_frames"], device=dev, trace=r["trace"],
-                stop=r.get("stop"))
+                stop=r.get("stop"), bound_ceiling=r["bound_ceiling"], diverged=r["diverged"])
         res.add(name, "final_bound_per_frame", r["final_bound"] / r["n_frames"], n_frames=r["n_frames"],
                 device=dev)
         res.add(name, "training_cpu_s", r["trace"][-1][0], n_frames=r["n_frames"], device=dev,
@@ -819,6 +822,58 @@ def summarise(rows: list, args, res) -> Results:
         raise SystemExit("bench_scale: a timed fit diverged (tolerance "
                          f"{args.diverge_tol} nats/frame per epoch):\n" + "\n".join(diverged))
     return res
+
+
+def rows_of_results(data: dict) -> list:
+    """The raw rows behind a ``bench_scale.json`` (``data``: its parsed content), rebuilt from its
+    records, so that ``--rows-from`` can join a recorded summary with a new run.
+
+    Every field a row needs is a record or a qualifier of one: per McGPDS fit ``epoch_time_s``
+    (with ``steps_per_epoch``, ``first_epoch_s``, ``epochs_timed``), ``epoch_cpu_time_s``,
+    ``peak_memory_mb`` and ``final_bound`` (with ``trace``, ``stop``, ``bound_ceiling``,
+    ``diverged``); a ``failed`` record gives an error row; the peer's records give its rows.
+    Files written before ``bound_ceiling`` and ``diverged`` were recorded get no ceiling (∞) and
+    the divergence check re-run on the trace with the file's ``diverge_tol``."""
+    recs = data["results"]
+    tol = data.get("config", {}).get("diverge_tol", DIVERGE_TOL)
+    rows = []
+
+    def one(method, metric, N, dev):
+        hit = [x for x in recs if x["method"] == method and x["metric"] == metric and x.get("n_frames") == N
+               and x.get("device", "cpu") == dev]
+        if len(hit) != 1:
+            raise ValueError(f"rows_of_results: expected one {metric!r} record of {method!r} at N={N} ({dev}), "
+                             f"found {len(hit)}")
+        return hit[0]
+    for x in recs:
+        name = x["method"]
+        if name.startswith("McGPDS ") and x["metric"] == "failed" and "error" in x:
+            method, dev = name[len("McGPDS "):].rsplit(" (", 1)
+            rows.append({"method": method, "n_frames": x["n_frames"], "device": dev.rstrip(")"), "error": x["error"]})
+        elif name.startswith("McGPDS ") and x["metric"] == "final_bound":
+            method, dev = name[len("McGPDS "):].rsplit(" (", 1)
+            dev, N = dev.rstrip(")"), x["n_frames"]
+            ep = one(name, "epoch_time_s", N, dev)
+            ceiling = x.get("bound_ceiling", math.inf)
+            trace = [[c, math.nan if b is None else b] for c, b in x["trace"]]    # JSON writes NaN as null
+            diverged = x["diverged"] if "diverged" in x else check_divergence(trace, N, tol, method, dev, ceiling)
+            rows.append({"method": method, "n_frames": N, "device": dev, "epoch_time_s": ep["mean"],
+                         "steps_per_epoch": ep["steps_per_epoch"], "first_epoch_s": ep["first_epoch_s"],
+                         "epochs_timed": ep["epochs_timed"],
+                         "epoch_cpu_s": one(name, "epoch_cpu_time_s", N, dev)["mean"],
+                         "peak_memory_mb": one(name, "peak_memory_mb", N, dev)["mean"],
+                         "trace": trace, "final_bound": x["mean"], "stop": x.get("stop"),
+                         "bound_ceiling": ceiling, "diverged": diverged})
+        elif name == PEER and x["metric"] == "final_elbo_per_frame":
+            N = x["n_frames"]
+            ep, conv = one(PEER, "epoch_cpu_time_s", N, "cpu"), one(PEER, "time_to_converge_cpu_s", N, "cpu")
+            rows.append({"method": "gpytorch_bgplvm", "n_frames": N, "device": "cpu", "epoch_cpu_s": ep["mean"],
+                         "steps_per_epoch": ep["steps_per_epoch"], "batch_frames": ep["batch_frames"],
+                         "epoch_time_s": one(PEER, "epoch_time_s", N, "cpu")["mean"],
+                         "time_to_converge_cpu_s": conv["mean"], "steps": conv["steps"],
+                         "converged": conv["converged"], "final_elbo_per_frame": x["mean"], "trace": x["trace"],
+                         "peak_memory_mb": one(PEER, "peak_memory_mb", N, "cpu")["mean"]})
+    return rows
 
 
 def _write_json_atomic(path: Path, obj) -> None:

@@ -208,6 +208,40 @@ def test_rows_from_summarises_time_to_quality_and_its_growth(tmp_path):
     assert len(saved) == len(rows) and "replaces the row of an earlier file" in r.stdout
 
 
+def test_rows_rebuilt_from_a_summary(tmp_path):
+    """--rows-from also reads a bench_scale.json: rows_of_results gives back the rows it summarised
+    (McGPDS fits, a failed fit, the peer), so a recorded summary can be joined with a new long run;
+    a file written before bound_ceiling/diverged were recorded gets no ceiling and a re-checked trace."""
+    b = _bench_module()
+    rows = [_row("stochastic", 1000, [1.0, 2.0, 3.0], [-3000.0, -1005.0, -1000.0], ceiling=50.0),
+            _row("collapsed", 1000, [0.5, 1.0], [-2000.0, -990.0], ceiling=50.0),
+            {"method": "collapsed", "n_frames": 10000, "device": "cpu", "error": "MemoryError: too large"},
+            {"method": "gpytorch_bgplvm", "n_frames": 1000, "device": "cpu", "steps": 40, "steps_per_epoch": 1,
+             "batch_frames": 1000, "epoch_cpu_s": 0.04, "epoch_time_s": 0.05, "time_to_converge_cpu_s": 1.6,
+             "converged": True, "final_elbo_per_frame": -14.7, "trace": [[0.5, -20.0], [1.6, -14.7]],
+             "peak_memory_mb": 300.0}]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    r = _run("bench_scale.py", "--rows-from", str(tmp_path / "rows.json"), "--out", str(tmp_path / "a"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((tmp_path / "a" / "bench_scale.json").read_text())
+    key = lambda x: (x["method"], x["n_frames"])  # noqa: E731
+    assert sorted(b.rows_of_results(summary), key=key) == sorted(rows, key=key)
+    # joined again through --rows-from: the same records
+    r = _run("bench_scale.py", "--rows-from", str(tmp_path / "a" / "bench_scale.json"), "--out", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    again = json.loads((tmp_path / "b" / "bench_scale.json").read_text())
+    assert again["results"] == summary["results"]
+    # an older summary: no ceiling recorded (∞), divergence re-checked on the trace (a fall of 2 nats/frame)
+    for x in summary["results"]:
+        x.pop("bound_ceiling", None)
+        x.pop("diverged", None)
+        if x["metric"] == "final_bound" and x["method"] == "McGPDS stochastic (cpu)":
+            x["trace"][1][1] = -5000.0
+    old = {key(x): x for x in b.rows_of_results(summary)}
+    assert old["stochastic", 1000]["bound_ceiling"] == math.inf and old["collapsed", 1000]["diverged"] is None
+    assert "fell from" in old["stochastic", 1000]["diverged"]
+
+
 def test_gpytorch_peer_is_skipped_cleanly_when_absent(monkeypatch, capsys):
     """Without GPyTorch (or with --skip-peer) the benchmark says so, records it and runs nothing."""
     from tandem.inference.experiments.results import Results
