@@ -315,6 +315,9 @@ TABLES: tuple[Table, ...] = (
           row_headers=("evaluation",), digits=4,
           command="OMP_NUM_THREADS=1 python examples/twin_gp_usps.py --seed 0 --n-train 1500 --n-test 1000 "
                   "--cv-subset 600 --out results"),
+    Table("bench_twin_gp", "bench_twin_gp_full.json", ("method",),
+          (("seconds_per_test_point", "CPU s per test point"), ("mean_norm_error", "mean norm error")),
+          digits=4, command="OMP_NUM_THREADS=1 python examples/bench_twin_gp.py --out results"),
     # ---- scaling
     Table("bench_scale", "bench_scale.json", ("n_frames", "method"),
           (("epoch_cpu_time_s", "epoch CPU time (s)"), ("epoch_time_s", "epoch wall time (s)"),
