@@ -97,7 +97,6 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- high level
 class StochasticMcGPDS(TandemEstimator):
     r"""McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
 

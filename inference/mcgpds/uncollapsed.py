@@ -28,7 +28,6 @@ from tandem.models.mcgpds import hyperparams, view_bases
 __all__ = ["uncollapsed_elbo_analytic", "optimal_q_inducing", "set_optimal_inducing", "gauss_kl_diag_prior"]
 
 
-# --------------------------------------------------------------------------- uncollapsed
 def gauss_kl_diag_prior(m: torch.Tensor, L: torch.Tensor, LK: torch.Tensor) -> torch.Tensor:
     """Σ over the batch of KL(N(m, L Lᵀ) ‖ N(0, K)) with ``K = LK LKᵀ``.
 
