@@ -234,9 +234,9 @@ _COMPARE_OLD = (
 BENCH_SCALE_COMMAND = (
     "OMP_NUM_THREADS=1 python examples/bench_scale.py --sizes 1000 10000 --min-time 0 --flat-tol 0.01 "
     "--max-cpu 300 --collapsed-max-cpu 30 --skip-peer --out A`, `... --one stochastic 10000 cpu --min-time 0 "
-    "--min-epochs 3 --flat-tol 0.01 --max-cpu 300 > C.json`, `... --one stochastic 100000 cpu --min-time 0 "
-    "--min-epochs 1 --flat-tol 0.01 --max-cpu 2400 > B.json`, then `... --rows-from A/bench_scale_rows.json "
-    "C.json B.json --out results")
+    "--min-epochs 3 --flat-tol 0.01 --max-cpu 300 > C.json`, `... --rows-from A/bench_scale_rows.json C.json "
+    "--out R`, `... --one stochastic 100000 cpu --min-time 0 --min-epochs 1 --flat-tol 0.01 --max-cpu 5400 "
+    "> B.json`, then `... --rows-from R/bench_scale.json B.json --out results")
 
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS
