@@ -178,10 +178,10 @@ def main(args):
     # (the like-for-like cost ratio: batch and loop evaluate the same iterates)
     speedup = (t_loop / n_loop) / (t_sm / B)
     speedup_eval = (t_loop / counts["SMTGP per-point loop"][1]) / (t_sm / counts["SMTGP batched"][1])
+    frac = {"per_test_point": speedup / ceiling["ratio"], "per_point_evaluation": speedup_eval / ceiling["ratio"]}
     res.config.update({"speedup_batched_vs_loop": speedup,
                        "speedup_per_point_evaluation": speedup_eval,
-                       "fraction_of_ceiling": {"per_test_point": speedup / ceiling["ratio"],
-                                               "per_point_evaluation": speedup_eval / ceiling["ratio"]},
+                       "fraction_of_ceiling": frac,
                        "smtgp_over_kltgp": t_sm / t_kl,
                        "clock": "process_time" if dev.type == "cpu" else "wall",
                        "smtgp_over_kltgp_per_evaluation": (t_sm / info_sm.n_eval) / (t_kl / info_kl.n_eval),
@@ -208,7 +208,7 @@ def main(args):
     path = res.write(args.out)
     print(res.table())
     print(f"batched vs loop: {speedup:.2f}x per test point, {speedup_eval:.2f}x per point-evaluation; "
-          f"{100 * speedup / ceiling['ratio']:.0f} % and {100 * speedup_eval / ceiling['ratio']:.0f} % of the "
+          f"{100 * frac['per_test_point']:.0f} % and {100 * frac['per_point_evaluation']:.0f} % of the "
           f"ceiling {ceiling['ratio']:.2f}x", flush=True)
     print({k: res.config[k] for k in ("speedup_batched_vs_loop", "speedup_per_point_evaluation",
                                       "fraction_of_ceiling", "speedup_batched_vs_loop_wall",
