@@ -847,14 +847,15 @@ def rows_of_results(data: dict) -> list:
         return hit[0]
     for x in recs:
         name = x["method"]
+        if name.startswith("McGPDS ") and x["metric"] in ("failed", "final_bound"):
+            method, dev = name[len("McGPDS "):-1].rsplit(" (", 1)      # "McGPDS {method} ({device})"
         if name.startswith("McGPDS ") and x["metric"] == "failed" and "error" in x:
-            method, dev = name[len("McGPDS "):].rsplit(" (", 1)
-            rows.append({"method": method, "n_frames": x["n_frames"], "device": dev.rstrip(")"), "error": x["error"]})
+            rows.append({"method": method, "n_frames": x["n_frames"], "device": dev, "error": x["error"]})
         elif name.startswith("McGPDS ") and x["metric"] == "final_bound":
-            method, dev = name[len("McGPDS "):].rsplit(" (", 1)
-            dev, N = dev.rstrip(")"), x["n_frames"]
+            N = x["n_frames"]
             ep = one(name, "epoch_time_s", N, dev)
-            ceiling = x.get("bound_ceiling", math.inf)
+            ceiling = x.get("bound_ceiling")
+            ceiling = math.inf if ceiling is None else ceiling       # JSON writes ∞ as null
             trace = [[c, math.nan if b is None else b] for c, b in x["trace"]]    # JSON writes NaN as null
             diverged = x["diverged"] if "diverged" in x else check_divergence(trace, N, tol, method, dev, ceiling)
             rows.append({"method": method, "n_frames": N, "device": dev, "epoch_time_s": ep["mean"],
