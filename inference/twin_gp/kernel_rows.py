@@ -3,8 +3,9 @@
 The batched predictor (:class:`~tandem.inference.twin_gp.predictor.TwinGP`) evaluates all active
 test points at once; each call forms K_y (b, n) for the current outputs, multiplies rows by a
 shared (n, m) matrix or by per-point (b, n, m) matrices of the local model, and takes row-wise
-dot products. These helpers do each step with one BLAS call and no (b, n) temporaries beyond
-the result, because every objective evaluation spends its time here.
+dot products. Every objective evaluation spends its time here, so each helper keeps the step
+to one batched BLAS call where it can (K_y against shared outputs is one ``addmm`` finished in
+place; row-wise dots are one ``bmm``) and says where it pays for a copy instead.
 """
 from __future__ import annotations
 
