@@ -42,8 +42,8 @@ def test_hyper_step_rejects_trial_points_above_the_ceiling(model, monkeypatch):
     orig = hs.collapsed_value_and_grad
     calls = []
 
-    def broken_after_first(sdata, params, chunk=64, lazy=False):
-        F, g = orig(sdata, params, chunk, lazy)
+    def broken_after_first(sdata, params, chunk=64, lazy=False, priors=None):
+        F, g = orig(sdata, params, chunk, lazy, priors)
         calls.append(F)
         return (F if len(calls) == 1 else 1e300), g
 
@@ -58,6 +58,21 @@ def test_hyper_step_rejects_trial_points_above_the_ceiling(model, monkeypatch):
 
 
 def test_hyper_step_raises_when_the_start_is_already_broken(model, monkeypatch):
-    monkeypatch.setattr(hs, "collapsed_value_and_grad", lambda sdata, params, chunk=64, lazy=False: (1e300, [0.0]))
+    monkeypatch.setattr(hs, "collapsed_value_and_grad", lambda sdata, params, chunk=64, lazy=False, priors=None: (1e300, [0.0]))
     with pytest.raises(FloatingPointError, match="ceiling"):
         hs.hyper_step(model.data, iters=2)
+
+
+def test_kept_prior_factors_give_the_same_bound_and_gradient(model):
+    """The hyperparameter step keeps the chunks' prior factors over its evaluations (α, ε, time
+    kernels fixed): the bound and its gradient equal those computed afresh, with both the first
+    evaluation (which fills the store) and a later one (which reads it) at chunks of 2 windows."""
+    _, params = hs._learned_params(model.data)
+    F0, g0 = hs.collapsed_value_and_grad(model.data, params, chunk=2)
+    store = {}
+    for _ in range(2):
+        F, g = hs.collapsed_value_and_grad(model.data, params, chunk=2, priors=store)
+        assert F == pytest.approx(F0, rel=1e-12)
+        for a, b in zip(g, g0):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+    assert {k for k in store if k != "_bytes"} == {0, 1}

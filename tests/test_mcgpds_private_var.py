@@ -125,9 +125,9 @@ def test_window_kl_refuses_a_negative_kl(sim, monkeypatch):
     window_kl raises instead of returning it (the local step then rejects the point)."""
     import pyro
 
-    from tandem.inference.mcgpds import stochastic_elbo as se
+    from tandem.inference.mcgpds import private_cov
     from tandem.inference.numerics import NotPositiveDefiniteError
-    monkeypatch.setattr(se, "private_var_diag", lambda Ad, T, LB, lam: (Ad - (T * T).sum(-2)).clamp_min(1e-12))
+    monkeypatch.setattr(private_cov, "private_var_diag", lambda Ad, T, LB, lam: (Ad - (T * T).sum(-2)).clamp_min(1e-12))
     cfg = st.StochasticConfig(Q=2, M=4, window=12, batch=2, num_steps=0)
     m = st.StochasticMcGPDS(cfg)
     m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
@@ -163,3 +163,44 @@ def test_private_var_diag_gradient_through_both_forms():
         return private_var_diag(A.diagonal(), T, LB, lam)
 
     torch.testing.assert_close(grad(ours), grad(lambda lam: _reference_diag(A, lam)), rtol=1e-8, atol=1e-14)
+
+
+@pytest.mark.parametrize("log_lam", [0.0, 12.0])
+def test_window_kl_forms_of_a_kept_prior_agree(log_lam):
+    """The local step keeps the windows' prior factors (A constant) and uses the closed-form
+    backwards: the well-conditioned (A⁻¹ + Λ)⁻¹ form, the B_q form with a closed-form backward and
+    the autograd form give the same KL, variances and gradients in (μ, log λ), padding included."""
+    import pyro
+
+    from tandem.inference.mcgpds.stochastic_elbo import window_prior
+    sim = st.simulate_sequences(3, 17, [3, 2], Q=2, M=4, seed=1)      # 17 = 12 + 5: padded windows
+    cfg = st.StochasticConfig(Q=2, M=4, window=12, batch=2, num_steps=0)
+    m = st.StochasticMcGPDS(cfg)
+    m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
+    d = m.data
+    assert bool((d.mask.sum(1) < d.mask.shape[1]).any())
+    pyro.clear_param_store()
+    q = st.guide_params(d, torch.arange(d.windows.S))
+    with torch.no_grad():
+        hp = hyperparams(d)
+        mask = d.mask.to(D64)
+        t = d.times[d.rows] * mask
+        mu0 = torch.stack(q["mu"]) * mask[None, :, :, None]
+        loglam0 = torch.stack(q["lam"]).log()
+        loglam0[:, :, ::4, :] = log_lam
+    kept = window_prior(t, mask, hp["time_s"], hp["views"], decide=True)
+    assert kept["Ainv_ok"] is True
+    ill = dict(kept, Ainv_ok=False)
+    w = torch.randn(mu0.shape, dtype=D64, generator=torch.Generator().manual_seed(0))
+
+    def run(prior):
+        mu, ll = mu0.clone().requires_grad_(), loglam0.clone().requires_grad_()
+        kl, sd = st.window_kl(t, mask, hp["time_s"], hp["views"], mu, ll.exp(), prior)
+        out = kl.sum() + (w * sd * mask[None, :, :, None]).sum()
+        return (kl.detach(), sd.detach() * mask[None, :, :, None], *torch.autograd.grad(out, (mu, ll)))
+
+    ref = run(None)
+    assert all(bool(torch.isfinite(x).all()) for x in ref)
+    for prior in (kept, ill):
+        for a, b in zip(run(prior), ref):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9 * float(b.abs().max()))

@@ -54,52 +54,29 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from tandem.guides.mcgpds import variational_params
+from tandem.inference.mcgpds.prior_factors import (  # noqa: F401  (re-exported)
+    _mask_kernel,
+    _time_K,
+    _time_key,
+    _time_leaves,
+    block_prior_factors,
+    prior_leaves,
+    well_conditioned,
+)
 from tandem.inference.mcgpds.private_cov import (  # noqa: F401  (re-exported)
     PRIVATE_VAR_SWITCH,
     _PrivateCov,
     _PrivateCovInv,
+    private_cov_terms,
     private_var_diag,
 )
 from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet, cholesky_jitter, limit_heap_fragmentation
-from tandem.models.kernels import mapping_kernel_kind, time_params_kernel
+from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.mcgpds import hyperparams, view_bases
 from tandem.models.sequence_blocks import Blocks
 
 __all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed_loss",
            "ViewPosterior", "view_posterior", "predict_moments", "likelihood_ceiling"]
-
-
-def _mask_kernel(K: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Zero the padding rows/cols of a batched (…, nb, n, n) matrix and put 1 on their diagonal."""
-    m = mask.to(K.dtype)
-    return K * (m[:, :, None] * m[:, None, :]) + torch.diag_embed(1.0 - m)
-
-
-def _time_K(t: torch.Tensor, hp: dict | None, mask: torch.Tensor) -> torch.Tensor:
-    """Padded block Gram matrices ``k(t_b, t_b)`` (nb, n, n) of the time kernel carried by ``hp``
-    (a :class:`~tandem.models.kernels.TimeParams`; a plain dict is the paper's kernel, see
-    :func:`~tandem.models.kernels.time_params_kernel`); ``None``: the identity."""
-    if hp is None:  # "gplvm" private prior: identity instead of a time kernel
-        n = t.shape[-1]
-        return torch.eye(n, dtype=t.dtype, device=t.device).expand(t.shape[0], n, n)
-    kern, params = time_params_kernel(hp)
-    return _mask_kernel(kern.gram(t, t, params, same=True), mask)
-
-
-def _time_key(hp) -> tuple | None:
-    """Cache-key part of one time kernel: its structure and parameter names (values go separately)."""
-    if hp is None:
-        return None
-    kern, params = time_params_kernel(hp)
-    return (repr(kern), tuple(sorted(params)))
-
-
-def _time_leaves(hp) -> list:
-    """The tensors of one time kernel's hyperparameters, in a fixed (sorted-name) order."""
-    if hp is None:
-        return []
-    _, params = time_params_kernel(hp)
-    return [params[n] for n in sorted(params) if isinstance(params[n], torch.Tensor)]
 
 
 def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None = None) -> dict:
@@ -117,9 +94,7 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     grow with N).
     """
     sel = slice(None) if sel is None else sel
-    leaves = [alpha, eps] + _time_leaves(time_s)
-    for v in views:
-        leaves += _time_leaves(v["time"])
+    leaves = prior_leaves(time_s, [v["time"] for v in views], alpha, eps)
     const = not any(x.requires_grad for x in leaves)
     key = None
     known_ok = None
@@ -132,38 +107,18 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
             if "A" in cache[key]:
                 return cache[key]
             known_ok = cache[key]["Ainv_ok"]
-    idx, mask = blocks.groups[g]
-    mask = mask[sel]
-    nb, n = mask.shape
-    V = len(views)
-    dtype = times.dtype
+    _, mask = blocks.groups[g]
     t = blocks.pack(times, g)[sel]                             # (nb, n)
-    Ks = _time_K(t, time_s, mask)
-    Ls = cholesky_jitter(Ks, "shared time kernel K_t^(s)")
-    eye = torch.eye(n, dtype=dtype, device=times.device)
-    A = torch.stack([(a * a) * _time_K(t, v["time"], mask) + ((1 - a) ** 2 * e) * eye
-                     for a, e, v in zip(alpha, eps, views)])   # (V, nb, n, n)
-    A = _mask_kernel(A.reshape(V * nb, n, n), mask.repeat(V, 1)).reshape(V, nb, n, n)
-    LA = cholesky_jitter(A, "private prior covariance A_k")
-    Ainv = torch.cholesky_inverse(LA)                          # block inverse via Cholesky
-    m = mask.to(dtype)
-    mm = m[:, :, None] * m[:, None, :]
-    C = (((1 - alpha) ** 2)[:, None, None, None] * Ainv).sum(0) * mm
-    Bp = eye + Ls.mT @ C @ Ls
-    LBp = cholesky_jitter(Bp, "B' = I + L_sᵀ C L_s")
-    out = {"Ls": Ls, "A": A, "Ainv": Ainv, "LBp": LBp, "logdetA": cho_logdet(LA), "Ainv_ok": False}
+    out = block_prior_factors(t, mask[sel], time_s, [v["time"] for v in views], alpha, eps)
     if const:
-        if known_ok is None:
-            ev = torch.linalg.eigvalsh(A)
-            known_ok = bool((ev[..., -1] < 1e8 * ev[..., 0]).all() and (ev[..., 0] > 0).all())
-        out["Ainv_ok"] = known_ok
+        out["Ainv_ok"] = well_conditioned(out["A"]) if known_ok is None else known_ok
         if len(cache) > 1024 and key not in cache:    # many problems (test blocks etc.): start afresh
             cache.clear()
         from tandem.inference.mcgpds import streamed
         size = sum(x.numel() * x.element_size() for x in out.values() if isinstance(x, torch.Tensor))
         used = sum(x.numel() * x.element_size() for e in cache.values() for x in e.values()
                    if isinstance(x, torch.Tensor))
-        cache[key] = out if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20 else {"Ainv_ok": known_ok}
+        cache[key] = out if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20 else {"Ainv_ok": out["Ainv_ok"]}
     return out
 
 
@@ -216,10 +171,8 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     mu_s (nb, n, Q), s_s (nb, n) or None)``.
     """
     Q = mu_g.shape[-1]
-    n = mu_g.shape[-2]
-    eye = torch.eye(n, dtype=mu_g.dtype, device=mu_g.device)
     cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps, sel)
-    Ls, A, Ainv, LBp = cst["Ls"], cst["A"], cst["Ainv"], cst["LBp"]
+    Ls, Ainv, LBp = cst["Ls"], cst["Ainv"], cst["LBp"]
     Aimu = Ainv @ mu_g
     quad1 = (mu_g * Aimu).sum()
     b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)      # (nb, n, Q)
@@ -227,21 +180,9 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     quad2 = (w * w).sum()
     mu_s = Ls @ torch.linalg.solve_triangular(LBp.mT, w, upper=True)
     lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
-    if A.requires_grad:
-        sl = lam_p.sqrt()
-        slA = sl[..., :, None] * A[:, None]                    # Λ^½ A   (V, Q, nb, n, n)
-        B = eye + slA * sl[..., None, :]
-        LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
-        T = torch.linalg.solve_triangular(LB, slA, upper=False)    # L_B⁻¹ Λ^½ A
-        sdiag = private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], T, LB, lam_p)   # (V, Q, nb, n)
-        logdetB = cho_logdet(LB)
-    elif cst["Ainv_ok"]:   # A constant (α, ε, time kernels fixed) and well conditioned
-        # log|B_q| = log|A| + log|A⁻¹ + Λ|, S = (A⁻¹ + Λ)⁻¹: one Cholesky + one
-        # cholesky_inverse per (view, q, block), closed-form backward (see _PrivateCovInv)
-        logdetP, sdiag = _PrivateCovInv.apply(Ainv, lam_p)
-        logdetB = cst["logdetA"][:, None] + logdetP
-    else:   # A constant but ill-conditioned: the B_q form, closed-form backward
-        logdetB, sdiag = _PrivateCov.apply(A, lam_p)
+    # with A constant (α, ε, time kernels fixed) a closed-form backward; well conditioned, one
+    # Cholesky + one cholesky_inverse per (view, q, block) (private_cov_terms picks the form)
+    logdetB, sdiag = private_cov_terms(cst, lam_p)
     # diag S ≥ 0 (private_var_diag avoids the cancellation of large λ; a floor such as 1e-12
     # here would make λ·S, and with it the KL, wrong by λ·1e-12 for λ ≫ 1e12)
     sdiag = sdiag.clamp_min(0.0)

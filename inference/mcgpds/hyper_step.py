@@ -27,6 +27,8 @@ from tandem.inference.mcgpds.stochastic_elbo import (
     _stat_size,
     _unflatten,
     _window_terms,
+    batch_prior,
+    prior_is_constant,
     refresh_statistics,
 )
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
@@ -159,7 +161,26 @@ class _LazyGrads:
         return iter(self._v)
 
 
-def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 64, lazy: bool = False):
+def _chunk_prior(sdata: StochasticData, hp: dict, part: torch.Tensor, j: int, priors: dict | None):
+    """The prior factors of chunk ``j`` (windows ``part``) kept in ``priors`` across the evaluations
+    of one hyperparameter step (A constant), within
+    :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`; ``None`` (computed per evaluation)
+    when ``priors`` is ``None`` or the budget is spent."""
+    if priors is None:
+        return None
+    if j not in priors:
+        from tandem.inference.mcgpds import streamed
+        pr = batch_prior(sdata, _detached(hp), part)
+        size = sum(x.numel() * x.element_size() for x in (pr or {}).values() if isinstance(x, torch.Tensor))
+        used = priors.setdefault("_bytes", 0)
+        if used + size > streamed.PRIOR_CACHE_MB * 2 ** 20:
+            return pr
+        priors[j], priors["_bytes"] = pr, used + size
+    return priors[j]
+
+
+def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 64, lazy: bool = False,
+                             priors: dict | None = None):
     """The full-data collapsed bound F(θ) at the windows' current q(X) and its gradient.
 
     The gradient is in the hyperparameters' unconstrained tensors ``params``; both are streamed
@@ -175,6 +196,9 @@ def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 6
         Windows per chunk.
     lazy : bool, default False
         ``grads`` is computed (pass 2) when first iterated, at the parameters of then.
+    priors : dict, optional
+        A store for the chunks' prior factors, kept by the caller over evaluations at which α, ε
+        and the time kernels do not change (``None``: computed in every evaluation).
 
     Returns
     -------
@@ -203,9 +227,9 @@ def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 6
     with torch.no_grad():
         hp0 = _detached(model_params(sdata))
         try:
-            for part in parts:
+            for j, part in enumerate(parts):
                 q = guide_params(sdata, part) if part.numel() else {}
-                t, f = _window_terms(sdata, hp0, _detached(q), part)
+                t, f = _window_terms(sdata, hp0, _detached(q), part, _chunk_prior(sdata, hp0, part, j, priors))
                 terms = terms + t
                 tot = [a + b for a, b in zip(tot, f)]
         except NotPositiveDefiniteError:
@@ -229,22 +253,22 @@ def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 6
         value += float(c)
         Gs.append(G)
     if lazy:
-        return value, _LazyGrads(lambda: _collapsed_grads(sdata, params, parts, Gs, tot, g_on))
-    return value, _collapsed_grads(sdata, params, parts, Gs, tot, g_on)
+        return value, _LazyGrads(lambda: _collapsed_grads(sdata, params, parts, Gs, tot, g_on, priors))
+    return value, _collapsed_grads(sdata, params, parts, Gs, tot, g_on, priors)
 
 
-def _collapsed_grads(sdata, params, parts, Gs, tot, g_on) -> list:
+def _collapsed_grads(sdata, params, parts, Gs, tot, g_on, priors=None) -> list:
     """Pass 2 of :func:`collapsed_value_and_grad`: the chain-rule gradient, summed over the ranks."""
     rank, world = rank_world()
     M, J, vms = sdata.M, sdata.J, sdata.view_masks
     grads = [torch.zeros_like(p) for p in params]
     with torch.enable_grad():
-        for part in parts:
+        for j, part in enumerate(parts):
             if not part.numel():
                 continue
             hp = model_params(sdata)
             q = _detached(guide_params(sdata, part))
-            t, f = _window_terms(sdata, hp, q, part)
+            t, f = _window_terms(sdata, hp, q, part, _chunk_prior(sdata, hp, part, j, priors))
             sur = t + sum((G * fk).sum() for G, fk in zip(Gs, f))
             gs = torch.autograd.grad(sur, params, allow_unused=True)
             grads = [a if b is None else a + b for a, b in zip(grads, gs)]
@@ -321,9 +345,13 @@ def hyper_step(sdata: StochasticData, iters: int, chunk: int = 64) -> float | No
         return None
 
     first = []
+    # α, ε and the time kernels not learned: the windows' prior factors serve every evaluation
+    with torch.enable_grad():        # (under no_grad no parameter would look learned)
+        hp = model_params(sdata)
+    priors = {} if prior_is_constant(hp["time_s"], hp["views"]) else None
 
     def fun():
-        F, grads = collapsed_value_and_grad(sdata, params, chunk, lazy=True)
+        F, grads = collapsed_value_and_grad(sdata, params, chunk, lazy=True, priors=priors)
         if grads is None:
             return math.inf, None
         ceiling = bound_ceiling(sdata)

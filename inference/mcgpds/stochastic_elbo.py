@@ -77,17 +77,18 @@ import pyro.optim
 import torch
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
-from tandem.inference.mcgpds.private_cov import private_var_diag
+from tandem.inference.mcgpds.prior_factors import block_prior_factors, prior_leaves, well_conditioned
+from tandem.inference.mcgpds.private_cov import private_cov_terms
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
 from tandem.inference.validation import (
     check_int_range,
 )
-from tandem.models.kernels import TimeParams, time_params_kernel
+from tandem.models.kernels import TimeParams
 from tandem.models.mcgpds import mapping_object
 
 # hyper_step, collapsed_value_and_grad and lbfgs_sharded live in hyper_step.py (re-exported below)
-__all__ = ["StochasticELBO", "refresh_statistics", "window_kl"]
+__all__ = ["StochasticELBO", "batch_prior", "prior_is_constant", "refresh_statistics", "window_kl", "window_prior"]
 
 
 def _natural_params(k: int) -> dict:
@@ -96,13 +97,44 @@ def _natural_params(k: int) -> dict:
 
 
 # --------------------------------------------------------------------------- pieces
-def _mask_kernel(K: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """Zero padding rows/cols of (…, B, L, L) and put 1 on their diagonal (m (B, L) float)."""
-    return K * (m[:, :, None] * m[:, None, :]) + torch.diag_embed(1.0 - m)
+def window_prior(t: torch.Tensor, m: torch.Tensor, time_s, views: list, decide: bool = False) -> dict:
+    """The q(X)-independent factors of a batch of windows
+    (:func:`~tandem.inference.mcgpds.prior_factors.block_prior_factors`).
+
+    Parameters
+    ----------
+    t, m : torch.Tensor
+        (B, L) times and float mask, as for :func:`window_kl`.
+    time_s, views
+        As for :func:`window_kl`.
+    decide : bool, default False
+        Decide ``Ainv_ok`` (one eigenvalue decomposition per matrix) when A is constant (no
+        hyperparameter it depends on requires a gradient): worth it when the factors serve many
+        evaluations (an optimiser's over the same windows), since the well-conditioned form of the
+        private covariances is then ≈ 3× cheaper per evaluation.
+
+    Returns
+    -------
+    dict
+        The factors (``Ls``, ``A``, ``Ainv``, ``logdetA``, ``LBp``, ``Ainv_ok``).
+    """
+    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=t.dtype, device=t.device).reshape(()) for v in views])
+    eps = torch.stack([torch.as_tensor(v["eps"], dtype=t.dtype, device=t.device).reshape(()) for v in views])
+    views_time = [v["time"] for v in views]
+    out = block_prior_factors(t, m, time_s, views_time, alpha, eps)
+    if decide and prior_is_constant(time_s, views):
+        out["Ainv_ok"] = well_conditioned(out["A"])
+    return out
+
+
+def prior_is_constant(time_s, views: list) -> bool:
+    """Whether no hyperparameter of the latent prior (α, ε, the time kernels) requires a gradient."""
+    ab = [torch.as_tensor(v[n]) for v in views for n in ("alpha", "eps")]
+    return not any(x.requires_grad for x in prior_leaves(time_s, [v["time"] for v in views], *ab))
 
 
 def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: torch.Tensor,
-              lam: torch.Tensor):
+              lam: torch.Tensor, prior: dict | None = None):
     """KL(q(X_s, X_1..V) ‖ p) of a batch of windows and the private variances.
 
     Same algebra as ``bound.latent_terms``:
@@ -124,6 +156,9 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
         (V, B, L, Q) private means, zero at padding.
     lam : torch.Tensor
         (V, B, L, Q) variational precisions λ, zero at padding.
+    prior : dict, optional
+        :func:`window_prior` of these windows at these hyperparameters, when the caller keeps it
+        over several evaluations (computed here otherwise).
 
     Returns
     -------
@@ -137,26 +172,11 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
     NotPositiveDefiniteError
         A factorisation fails, or a window's KL comes out clearly negative (numerically broken).
     """
-    B, L = m.shape
     Q = mu.shape[-1]
-    eye = torch.eye(L, dtype=t.dtype, device=t.device)
-
-    def tk(hp):
-        if hp is None:
-            return eye.expand(B, L, L)
-        kern, params = time_params_kernel(hp)           # the time-kernel object carried by hp
-        return _mask_kernel(kern.gram(t, t, params, same=True), m)
-
-    Ls = cholesky_jitter(tk(time_s), "shared time kernel K_t^(s)")             # (B, L, L)
-    A = torch.stack([_mask_kernel(v["alpha"] ** 2 * tk(v["time"]) + (1 - v["alpha"]) ** 2 * v["eps"] * eye, m)
-                     for v in views])                                          # (V, B, L, L)
-    LA = cholesky_jitter(A, "private prior covariance A_k")
+    pf = window_prior(t, m, time_s, views) if prior is None else prior
+    Ls, Ainv, LBp = pf["Ls"], pf["Ainv"], pf["LBp"]
     alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=t.dtype, device=t.device).reshape(()) for v in views])
-    T = torch.linalg.solve_triangular(LA, Ls.expand_as(LA), upper=False)       # L_A⁻¹ L_s
-    mm = m[:, :, None] * m[:, None, :]
-    C = (((1 - alpha) ** 2)[:, None, None, None] * (T.mT @ T)).sum(0) * mm     # L_sᵀ C L_s
-    LBp = cholesky_jitter(eye + C, "B' = I + L_sᵀ C L_s")
-    Aimu = torch.cholesky_solve(mu, LA)                                        # A⁻¹ μ (V, B, L, Q)
+    Aimu = Ainv @ mu                                                           # A⁻¹ μ (V, B, L, Q)
     quad1 = (mu * Aimu).sum((0, 2, 3))                                         # (B,)
     b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)                       # (B, L, Q)
     w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
@@ -166,12 +186,8 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
     valid = (m > 0)[None, :, :, None].expand_as(lam)
     lam_p = torch.where(valid, lam, torch.zeros_like(lam)).permute(0, 3, 1, 2)   # (V, Q, B, L)
     sl = torch.where(valid, lam.clamp_min(1e-300).sqrt(), torch.zeros_like(lam)).permute(0, 3, 1, 2)
-    slA = sl[..., :, None] * A[:, None]                                        # Λ^½ A  (V, Q, B, L, L)
-    LB = cholesky_jitter(eye + slA * sl[..., None, :], "B_q = I + Λ^½ A Λ^½")
-    TB = torch.linalg.solve_triangular(LB, slA, upper=False)
-    sdiag = private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], TB, LB, lam_p)   # (V, Q, B, L)
-    kl = 0.5 * (Q * cho_logdet(LBp) + cho_logdet(LB).sum((0, 1)) - (lam_p * sdiag).sum((0, 1, 3))
-                + quad1 - quad2)
+    logdetB, sdiag = private_cov_terms(pf, lam_p, sqrt_lam=sl)                 # (V, Q, B), (V, Q, B, L)
+    kl = 0.5 * (Q * cho_logdet(LBp) + logdetB.sum((0, 1)) - (lam_p * sdiag).sum((0, 1, 3)) + quad1 - quad2)
     # a KL is ≥ 0 for every q: a clearly negative one is a numerically broken evaluation, which an
     # optimiser would follow (callers reject the point, as for a failed factorisation)
     if bool((kl < -1e-6 * (1.0 + m.sum(1) * len(views) * Q)).any()):
@@ -313,10 +329,32 @@ def _masked_view_terms(kind, v: dict, vm, frames: torch.Tensor, mk: torch.Tensor
     return terms, torch.cat(parts)
 
 
-def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor):
+def _batch_layout(sdata: StochasticData, local: torch.Tensor):
+    """``(rows, valid, m, Lb)`` of the windows ``local`` (CPU indices, not empty): padding sits at
+    the end of a window, so the slots that are padding in every window of the batch are dropped
+    (windows of uneven length cost O(L³) at the batch's longest, not at L); ``rows`` (b, Lb) frame
+    indices, ``valid`` (b, Lb) bool and ``m`` its float copy."""
+    li = local.to(sdata.device)
+    Lb = int(sdata.mask[li].sum(1).max())
+    valid = sdata.mask[li][:, :Lb]
+    return sdata.rows[li][:, :Lb], valid, valid.to(DTYPE), Lb
+
+
+def batch_prior(sdata: StochasticData, hp: dict, local: torch.Tensor) -> dict | None:
+    """:func:`window_prior` of the windows ``local`` (CPU indices) at the hyperparameters ``hp``,
+    with ``Ainv_ok`` decided, for callers that evaluate :func:`_window_terms` of the same windows
+    many times (``prior=``); ``None`` for an empty batch."""
+    if not local.numel():
+        return None
+    rows, _, m, _ = _batch_layout(sdata, local)
+    return window_prior(sdata.times[rows] * m, m, hp["time_s"], hp["views"], decide=True)
+
+
+def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor, prior: dict | None = None):
     """The q(U)-free part of the windows ``local`` (CPU indices) and their statistics.
 
-    ``q``: ``mu``, ``lam`` V × (b, L, Q) of these windows. Returns ``(terms, flats)``:
+    ``q``: ``mu``, ``lam`` V × (b, L, Q) of these windows; ``prior``: their :func:`batch_prior` at
+    ``hp`` when the caller keeps it (A constant). Returns ``(terms, flats)``:
     ``terms`` = Σ_i [½ n_i D log(β/2π) − β/2 (y_iᵀy_i + D(ψ0_i − tr Ã_i))
     − β/2 Σ_j ‖w_j‖² (ψ0_ij − tr Ã_ij) − KL_i] summed over views, and ``flats[k]`` the
     flat statistics ``[Σ_i Ã_i, Σ_i R_i, …]`` of view k (zeros for a switched-off g).
@@ -329,16 +367,10 @@ def _window_terms(sdata: StochasticData, hp: dict, q: dict, local: torch.Tensor)
     if not local.numel():
         return terms, [torch.zeros(_stat_size(M, D, J, vm), dtype=DTYPE, device=dev)
                        for D, vm in zip(sdata.out_dims, sdata.view_masks)]
-    li = local.to(dev)
-    # padding sits at the end of a window: drop the slots that are padding in every window
-    # of the batch (windows of uneven length cost O(L³) at the batch's longest, not at L)
-    Lb = int(sdata.mask[li].sum(1).max())
-    valid = sdata.mask[li][:, :Lb]
-    m = valid.to(DTYPE)                                                    # (b, Lb)
-    rows = sdata.rows[li][:, :Lb]
+    rows, valid, m, Lb = _batch_layout(sdata, local)
     mu = torch.stack(q["mu"])[:, :, :Lb] * m[None, :, :, None]
     lam = torch.stack(q["lam"])[:, :, :Lb]
-    kl, sdiag = window_kl(sdata.times[rows] * m, m, hp["time_s"], hp["views"], mu, lam)
+    kl, sdiag = window_kl(sdata.times[rows] * m, m, hp["time_s"], hp["views"], mu, lam, prior)
     terms = terms - kl.sum()
     for k, Y in enumerate(sdata.views):
         v = hp["views"][k]
@@ -595,8 +627,11 @@ class StochasticELBO:
         elif n == 0 or (n % per_epoch == 0 and learned):
             refresh_statistics(sdata)
         stats = [store[f"qstat_{k}"].detach().clone() for k in range(sdata.V)]
+        # the hyperparameters are constants in this step: the windows' prior factors serve every
+        # evaluation of the local optimiser (and the statistics before and after it)
+        prior = batch_prior(sdata, hp, local)
         q_old = guide_params(sdata, local) if local.numel() else {}
-        _, old = _window_terms(sdata, hp, q_old, local)
+        _, old = _window_terms(sdata, hp, q_old, local, prior)
         # the other windows' statistics; their Ã are sums of PSD matrices, but when the
         # hyperparameters moved since T was summed the difference can lose that (and with it
         # P = I + β Ã its definiteness): clamp negative eigenvalues (T is recomputed each epoch)
@@ -611,7 +646,7 @@ class StochasticELBO:
             with torch.enable_grad():
                 try:
                     q = guide_params(sdata, local) if local.numel() else {}
-                    terms, flats = _window_terms(sdata, hp, q, local)
+                    terms, flats = _window_terms(sdata, hp, q, local, prior)
                     failed = 0.0
                 except NotPositiveDefiniteError:      # a trial point of the line search: reject it
                     terms, flats, failed = None, None, 1.0
@@ -645,7 +680,7 @@ class StochasticELBO:
             for i, x in zip(idx.tolist(), packed):
                 store[f"sq_{i}"].unconstrained().copy_(x)
         q_new = guide_params(sdata, local) if local.numel() else {}
-        _, new = _window_terms(sdata, hp, q_new, local)
+        _, new = _window_terms(sdata, hp, q_new, local, prior)
         for k, D in enumerate(sdata.out_dims):
             tot = others[k] + all_reduce_sum(new[k].clone())
             store[f"qstat_{k}"].unconstrained().copy_(tot)

@@ -1,0 +1,120 @@
+"""The factors of McGPDS's latent prior that do not depend on q(X), for a batch of blocks of frames.
+
+A block is a sequence (the collapsed bound, :mod:`tandem.inference.mcgpds.bound`) or a window
+(the stochastic fit, :mod:`tandem.inference.mcgpds.stochastic_elbo`); blocks of one batch are
+zero-padded to a common length n, padding rows and columns being those of the identity (so they
+add exactly nothing to a log-determinant or a quadratic form). Per block, with ``K_s`` the shared
+time kernel's Gram matrix and ``A_k = α_k² K_k + (1 − α_k)² ε_k I`` view k's private prior
+covariance:
+
+* ``Ls = chol K_s`` (nb, n, n);
+* ``A`` (V, nb, n, n), ``Ainv = A⁻¹`` (from the Cholesky of A) and ``logdetA = log|A|`` (V, nb);
+* ``LBp = chol B'`` with ``B' = I + L_sᵀ C L_s``, ``C = Σ_k (1 − α_k)² A_k⁻¹``.
+
+These depend on α, ε and the time kernels only. When those are fixed (the paper's protocol fixes
+them, and so does the benchmark of the stochastic fit) every evaluation of an optimiser over q(X)
+would rebuild the same factors; the callers compute them once and pass them on. ``Ainv_ok`` says
+whether ``A`` is well conditioned (condition number < 1e8), in which case the private covariances
+may be computed as ``(A⁻¹ + Λ)⁻¹`` (:class:`tandem.inference.mcgpds.private_cov._PrivateCovInv`);
+``None`` when it was not decided (then the general form is used).
+"""
+from __future__ import annotations
+
+import torch
+
+from tandem.inference.numerics import cho_logdet, cholesky_jitter
+from tandem.models.kernels import time_params_kernel
+
+__all__ = ["block_prior_factors", "well_conditioned"]
+
+#: condition number of A below which ``(A⁻¹ + Λ)⁻¹`` is used for the private covariances
+AINV_COND_MAX = 1e8
+
+
+def _mask_kernel(K: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Zero the padding rows/cols of a batched (…, nb, n, n) matrix and put 1 on their diagonal."""
+    m = mask.to(K.dtype)
+    return K * (m[:, :, None] * m[:, None, :]) + torch.diag_embed(1.0 - m)
+
+
+def _time_K(t: torch.Tensor, hp: dict | None, mask: torch.Tensor) -> torch.Tensor:
+    """Padded block Gram matrices ``k(t_b, t_b)`` (nb, n, n) of the time kernel carried by ``hp``
+    (a :class:`~tandem.models.kernels.TimeParams`; a plain dict is the paper's kernel, see
+    :func:`~tandem.models.kernels.time_params_kernel`); ``None``: the identity."""
+    if hp is None:  # "gplvm" private prior: identity instead of a time kernel
+        n = t.shape[-1]
+        return torch.eye(n, dtype=t.dtype, device=t.device).expand(t.shape[0], n, n)
+    kern, params = time_params_kernel(hp)
+    return _mask_kernel(kern.gram(t, t, params, same=True), mask)
+
+
+def _time_key(hp) -> tuple | None:
+    """Cache-key part of one time kernel: its structure and parameter names (values go separately)."""
+    if hp is None:
+        return None
+    kern, params = time_params_kernel(hp)
+    return (repr(kern), tuple(sorted(params)))
+
+
+def _time_leaves(hp) -> list:
+    """The tensors of one time kernel's hyperparameters, in a fixed (sorted-name) order."""
+    if hp is None:
+        return []
+    _, params = time_params_kernel(hp)
+    return [params[n] for n in sorted(params) if isinstance(params[n], torch.Tensor)]
+
+
+def prior_leaves(time_s, views_time: list, *tensors: torch.Tensor) -> list:
+    """Every tensor the factors depend on: ``tensors`` (α, ε) and the time kernels' hyperparameters."""
+    out = list(tensors) + _time_leaves(time_s)
+    for thp in views_time:
+        out += _time_leaves(thp)
+    return out
+
+
+def well_conditioned(A: torch.Tensor) -> bool:
+    """Whether every (n, n) matrix of the stack ``A`` is positive definite with condition number
+    below :data:`AINV_COND_MAX` (one symmetric eigenvalue decomposition per matrix)."""
+    ev = torch.linalg.eigvalsh(A)
+    return bool((ev[..., -1] < AINV_COND_MAX * ev[..., 0]).all() and (ev[..., 0] > 0).all())
+
+
+def block_prior_factors(t: torch.Tensor, mask: torch.Tensor, time_s, views_time: list, alpha: torch.Tensor,
+                        eps: torch.Tensor, ok: bool | None = None) -> dict:
+    """The q(X)-independent factors of a batch of padded blocks (see the module docstring).
+
+    Parameters
+    ----------
+    t : torch.Tensor
+        (nb, n) times of the blocks' frames (any value at padding).
+    mask : torch.Tensor
+        (nb, n) real (1/True) or padding (0/False) slots; padding at the end of a block.
+    time_s : TimeParams or dict or None
+        The shared time kernel (None: the identity).
+    views_time : list
+        Per view, its private time kernel (None: the identity).
+    alpha, eps : torch.Tensor
+        (V,) the views' α and ε.
+    ok : bool or None, default None
+        ``Ainv_ok`` when the caller knows it; ``None`` leaves it undecided (see
+        :func:`well_conditioned`).
+
+    Returns
+    -------
+    dict
+        ``Ls`` (nb, n, n), ``A``, ``Ainv`` (V, nb, n, n), ``logdetA`` (V, nb), ``LBp`` (nb, n, n)
+        and ``Ainv_ok``.
+    """
+    nb, n = mask.shape
+    V = len(views_time)
+    eye = torch.eye(n, dtype=t.dtype, device=t.device)
+    Ls = cholesky_jitter(_time_K(t, time_s, mask), "shared time kernel K_t^(s)")
+    A = torch.stack([(a * a) * _time_K(t, thp, mask) + ((1 - a) ** 2 * e) * eye
+                     for a, e, thp in zip(alpha, eps, views_time)])   # (V, nb, n, n)
+    A = _mask_kernel(A.reshape(V * nb, n, n), mask.repeat(V, 1)).reshape(V, nb, n, n)
+    LA = cholesky_jitter(A, "private prior covariance A_k")
+    Ainv = torch.cholesky_inverse(LA)                          # block inverse via Cholesky
+    m = mask.to(t.dtype)
+    C = (((1 - alpha) ** 2)[:, None, None, None] * Ainv).sum(0) * (m[:, :, None] * m[:, None, :])
+    LBp = cholesky_jitter(eye + Ls.mT @ C @ Ls, "B' = I + L_sᵀ C L_s")
+    return {"Ls": Ls, "A": A, "Ainv": Ainv, "LBp": LBp, "logdetA": cho_logdet(LA), "Ainv_ok": ok}
