@@ -78,6 +78,10 @@ from tandem.inference.svi import fit
 from tandem.models.mcgpds import hyperparams, mcgpds_model
 
 EXPERIMENT = "bench_scale"
+#: the McGPDS fits timed
+METHODS = ("collapsed", "stochastic")
+#: suffix of the method of a ``--reference-from`` row
+REFERENCE = " reference"
 #: default divergence tolerance: the full-data bound may fall by at most this many nats/frame over an epoch
 DIVERGE_TOL = 1.0
 
@@ -140,6 +144,11 @@ def parser():
                         "JSON line of single-method runs, or an earlier bench_scale.json, whose rows are rebuilt "
                         "from its records) into bench_scale.json, e.g. to add a long 10^5 run; a later file's "
                         "row replaces an earlier one of the same method, N and device")
+    p.add_argument("--reference-from", type=Path, nargs="+", default=None,
+                   help="with --rows-from: the McGPDS rows of these files (earlier runs of the same fits, e.g. "
+                        "before a speed-up) join as '<method> reference' rows: their bounds count for the best "
+                        "bound F* of each N (a longer earlier run keeps the time to quality honest), their "
+                        "times are reported beside, and they stay out of the growth exponents")
     p.add_argument("--one", nargs=3, metavar=("METHOD", "N", "DEVICE"), help=argparse.SUPPRESS)
     p.add_argument("--one-mem", nargs=3, metavar=("MODE", "N", "M"), help=argparse.SUPPRESS)
     return p
@@ -688,17 +697,21 @@ def main(args):
             print(cuda_note)
     res = Results(EXPERIMENT, [args.seed], {k: v for k, v in vars(args).items() if k not in ("out", "one")}
                   | {"cuda_note": cuda_note})
+    if args.reference_from and not args.rows_from:
+        raise SystemExit("bench_scale: --reference-from goes with --rows-from")
     if args.rows_from:
         rows = {}
         for f in args.rows_from:      # a later file's row replaces an earlier one of the same method, N, device
-            got = json.loads(Path(f).read_text())
-            if isinstance(got, dict) and got.get("experiment") == EXPERIMENT:     # a bench_scale.json
-                got = rows_of_results(got)
-            for r in got if isinstance(got, list) else [got]:
+            for r in _rows_in(f):
                 key = (r["method"], r["n_frames"], r["device"])
                 if key in rows:
                     print(f"rows from {f}: {key} replaces the row of an earlier file")
                 rows[key] = r
+        for f in args.reference_from or []:
+            for r in _rows_in(f):
+                if r["method"] in METHODS:
+                    r = dict(r, method=f"{r['method']}{REFERENCE}")
+                    rows[r["method"], r["n_frames"], r["device"]] = r
         rows = list(rows.values())
         print(f"rows from {', '.join(map(str, args.rows_from))}: {len(rows)} rows, nothing run")
     else:
@@ -714,7 +727,7 @@ def run_rows(args, res, devices) -> list:
     rows = []
     for dev in devices:
         for N in args.sizes:
-            for method in ("collapsed", "stochastic"):
+            for method in METHODS:
                 if method == "collapsed":
                     if dev == "cuda":
                         continue    # the collapsed bound's code is CPU-only (see docs/_incoming/scale.md)
@@ -795,7 +808,7 @@ def summarise(rows: list, args, res) -> Results:
     peer_records(peers, args, res)
     exps = {}
     for dev in devices:
-        for method in ("collapsed", "stochastic"):
+        for method in METHODS:
             key = "epoch_cpu_s" if dev == "cpu" else "epoch_time_s"   # CPU time: robust on a shared machine
             pts = [(r["n_frames"], r[key]) for r in ok if r["method"] == method and r["device"] == dev]
             if len(pts) >= 2:
@@ -822,6 +835,15 @@ def summarise(rows: list, args, res) -> Results:
         raise SystemExit("bench_scale: a timed fit diverged (tolerance "
                          f"{args.diverge_tol} nats/frame per epoch):\n" + "\n".join(diverged))
     return res
+
+
+def _rows_in(path) -> list:
+    """The raw rows of one ``--rows-from`` file: a run's rows file (a list), one row (the JSON line of
+    ``--one``) or a ``bench_scale.json`` (rebuilt by :func:`rows_of_results`)."""
+    got = json.loads(Path(path).read_text())
+    if isinstance(got, dict) and got.get("experiment") == EXPERIMENT:
+        got = rows_of_results(got)
+    return got if isinstance(got, list) else [got]
 
 
 def rows_of_results(data: dict) -> list:

@@ -248,6 +248,35 @@ def test_rows_rebuilt_from_a_summary(tmp_path):
     assert rebuilt["stochastic", 1000]["bound_ceiling"] == math.inf == rebuilt["collapsed", 1000]["bound_ceiling"]
 
 
+def test_reference_rows_set_the_best_bound_and_stay_out_of_the_exponents(tmp_path):
+    """--reference-from: an earlier, longer run of the same fit joins as '<method> reference'; its
+    better bound becomes F* (so the new run's time to within 1 % is measured against it: here never
+    reached, where against its own last point it was at 2 s) and it adds no point to the exponents."""
+    new = [_row("stochastic", 1000, [1.0, 2.0, 3.0], [-3000.0, -1015.0, -1012.0]),
+           _row("stochastic", 10000, [10.0, 20.0], [-30000.0, -10100.0])]
+    ref = [_row("stochastic", 1000, [5.0, 10.0], [-2000.0, -1000.0])]
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    (tmp_path / "ref.json").write_text(json.dumps(ref))
+    out = {}
+    for name, extra in (("alone", []), ("ref", ["--reference-from", str(tmp_path / "ref.json")])):
+        r = _run("bench_scale.py", "--rows-from", str(tmp_path / "new.json"), *extra, "--out", str(tmp_path / name))
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[name] = {(x["method"], x["metric"], x.get("n_frames")): x
+                     for x in json.loads((tmp_path / name / "bench_scale.json").read_text())["results"]}
+    alone, withref = out["alone"], out["ref"]
+    key = ("McGPDS stochastic (cpu)", "time_to_1pct_cpu_s", 1000)
+    assert alone[key]["mean"] == 2.0 and alone[key]["best_bound"] == -1012.0
+    assert withref[key]["mean"] is None and withref[key]["best_bound"] == -1000.0
+    assert withref[key]["reference"] == "stochastic reference"
+    assert withref[("McGPDS stochastic (cpu)", "time_to_0.1nat_cpu_s", 1000)]["mean"] == 2.0
+    assert withref[("McGPDS stochastic reference (cpu)", "time_to_1pct_cpu_s", 1000)]["mean"] == 10.0
+    ge = ("McGPDS stochastic (cpu)", "growth_exponent", None)
+    assert withref[ge]["sizes"] == alone[ge]["sizes"] == [1000, 10000]
+    assert not any(m == "McGPDS stochastic reference (cpu)" and k.endswith("exponent") for m, k, _ in withref)
+    r = _run("bench_scale.py", "--reference-from", str(tmp_path / "ref.json"), "--out", str(tmp_path / "x"))
+    assert r.returncode != 0 and "--rows-from" in r.stderr
+
+
 def test_gpytorch_peer_is_skipped_cleanly_when_absent(monkeypatch, capsys):
     """Without GPyTorch (or with --skip-peer) the benchmark says so, records it and runs nothing."""
     from tandem.inference.experiments.results import Results
