@@ -233,10 +233,9 @@ _COMPARE_OLD = (
 #: 10⁵ on its own after the private-variance fix, joined
 BENCH_SCALE_COMMAND = (
     "OMP_NUM_THREADS=1 python examples/bench_scale.py --sizes 1000 10000 --min-time 0 --flat-tol 0.01 "
-    "--max-cpu 300 --collapsed-max-cpu 30 --skip-peer --out A`, `... --one stochastic 10000 cpu --min-time 0 "
-    "--min-epochs 3 --flat-tol 0.01 --max-cpu 300 > C.json`, `... --rows-from A/bench_scale_rows.json C.json "
-    "--out R`, `... --one stochastic 100000 cpu --min-time 0 --min-epochs 1 --flat-tol 0.01 --max-cpu 5400 "
-    "> B.json`, then `... --rows-from R/bench_scale.json B.json --out results")
+    "--max-cpu 300 --collapsed-max-cpu 30 --skip-peer --out A`, `... --one stochastic 100000 cpu --min-time 0 "
+    "--min-epochs 8 --max-cpu 1500 > B.json`, then `... --rows-from A/bench_scale_rows.json B.json "
+    "--reference-from R.json --out results")
 
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS

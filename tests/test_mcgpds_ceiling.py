@@ -58,7 +58,8 @@ def test_hyper_step_rejects_trial_points_above_the_ceiling(model, monkeypatch):
 
 
 def test_hyper_step_raises_when_the_start_is_already_broken(model, monkeypatch):
-    monkeypatch.setattr(hs, "collapsed_value_and_grad", lambda sdata, params, chunk=64, lazy=False, priors=None: (1e300, [0.0]))
+    monkeypatch.setattr(hs, "collapsed_value_and_grad",
+                        lambda sdata, params, chunk=64, lazy=False, priors=None: (1e300, [0.0]))
     with pytest.raises(FloatingPointError, match="ceiling"):
         hs.hyper_step(model.data, iters=2)
 
