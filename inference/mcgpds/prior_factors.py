@@ -73,8 +73,19 @@ def prior_leaves(time_s, views_time: list, *tensors: torch.Tensor) -> list:
 
 
 def well_conditioned(A: torch.Tensor) -> bool:
-    """Whether every (n, n) matrix of the stack ``A`` is positive definite with condition number
-    below :data:`AINV_COND_MAX` (one symmetric eigenvalue decomposition per matrix)."""
+    """Whether every matrix of a stack is positive definite with condition number below
+    :data:`AINV_COND_MAX` (one symmetric eigenvalue decomposition per matrix).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        (…, n, n) symmetric matrices.
+
+    Returns
+    -------
+    bool
+        True when all are well conditioned.
+    """
     ev = torch.linalg.eigvalsh(A)
     return bool((ev[..., -1] < AINV_COND_MAX * ev[..., 0]).all() and (ev[..., 0] > 0).all())
 

@@ -128,8 +128,19 @@ def window_prior(t: torch.Tensor, m: torch.Tensor, time_s, views: list, decide: 
 
 
 def prior_is_constant(time_s, views: list) -> bool:
-    """Whether no hyperparameter of the latent prior (α, ε, the time kernels) requires a gradient."""
-    ab = [torch.as_tensor(v[n]) for v in views for n in ("alpha", "eps")]
+    """Whether no hyperparameter of the latent prior (α, ε, the time kernels) requires a gradient.
+
+    Parameters
+    ----------
+    time_s, views
+        As for :func:`window_kl` (α and ε may be tensors or numbers).
+
+    Returns
+    -------
+    bool
+        True when the prior factors are constants (then they may be kept over evaluations).
+    """
+    ab = [v[n] for v in views for n in ("alpha", "eps") if isinstance(v[n], torch.Tensor)]
     return not any(x.requires_grad for x in prior_leaves(time_s, [v["time"] for v in views], *ab))
 
 
@@ -341,9 +352,24 @@ def _batch_layout(sdata: StochasticData, local: torch.Tensor):
 
 
 def batch_prior(sdata: StochasticData, hp: dict, local: torch.Tensor) -> dict | None:
-    """:func:`window_prior` of the windows ``local`` (CPU indices) at the hyperparameters ``hp``,
-    with ``Ainv_ok`` decided, for callers that evaluate :func:`_window_terms` of the same windows
-    many times (``prior=``); ``None`` for an empty batch."""
+    """:func:`window_prior` of a batch of windows, with ``Ainv_ok`` decided, for callers that
+    evaluate :func:`_window_terms` of the same windows many times (its ``prior``).
+
+    Parameters
+    ----------
+    sdata : StochasticData
+        The data.
+    hp : dict
+        The hyperparameters (:func:`model_params`).
+    local : torch.Tensor
+        CPU indices of the windows.
+
+    Returns
+    -------
+    dict or None
+        The factors, trimmed to the batch's longest window as :func:`_window_terms` does; ``None``
+        for an empty batch.
+    """
     if not local.numel():
         return None
     rows, _, m, _ = _batch_layout(sdata, local)
