@@ -66,7 +66,11 @@ never decreases. (The Adam path learns from a T summed partly at older hyperpara
 q(U) optimal for that stale T; on 10⁴ frames with the kernels and inducing inputs learned it
 diverged.)
 Each window's μ, log λ (all views) are one ``pyro.param`` (``sq_i``), so a step touches
-only the B windows it drew: its cost does not grow with N.
+only the B windows it drew: its cost does not grow with N. Within a step the hyperparameters are
+constants, so the drawn windows' prior factors (:func:`batch_prior`: the Choleskys of the time
+kernels, of A_k and of B', and A_k⁻¹) are computed once and serve every evaluation of the local
+step, whose private covariances then use the closed-form backwards of
+:func:`~tandem.inference.mcgpds.private_cov.private_cov_terms`.
 """
 from __future__ import annotations
 
