@@ -172,7 +172,7 @@ def test_window_kl_forms_of_a_kept_prior_agree(log_lam):
     the autograd form give the same KL, variances and gradients in (μ, log λ), padding included."""
     import pyro
 
-    from tandem.inference.mcgpds.stochastic_elbo import window_prior
+    from tandem.inference.mcgpds.window_prior_kl import window_prior
     sim = st.simulate_sequences(3, 17, [3, 2], Q=2, M=4, seed=1)      # 17 = 12 + 5: padded windows
     cfg = st.StochasticConfig(Q=2, M=4, window=12, batch=2, num_steps=0)
     m = st.StochasticMcGPDS(cfg)

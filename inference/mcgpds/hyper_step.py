@@ -28,9 +28,9 @@ from tandem.inference.mcgpds.stochastic_elbo import (
     _unflatten,
     _window_terms,
     batch_prior,
-    prior_is_constant,
     refresh_statistics,
 )
+from tandem.inference.mcgpds.window_prior_kl import prior_is_constant
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
 from tandem.inference.validation import check_int_range
