@@ -33,7 +33,8 @@ def window_prior(t: torch.Tensor, m: torch.Tensor, time_s, views: list, decide: 
         Decide ``Ainv_ok`` (one eigenvalue decomposition per matrix) when A is constant (no
         hyperparameter it depends on requires a gradient): worth it when the factors serve many
         evaluations (an optimiser's over the same windows), since the well-conditioned form of the
-        private covariances is then ≈ 3× cheaper per evaluation.
+        private covariances (one Cholesky and one ``cholesky_inverse``, closed-form backward) is
+        then cheaper at every one of them.
 
     Returns
     -------
