@@ -60,6 +60,7 @@ from tandem.inference.mcgpds.prior_factors import (  # noqa: F401  (re-exported)
     _time_key,
     _time_leaves,
     block_prior_factors,
+    factor_bytes,
     prior_leaves,
     well_conditioned,
 )
@@ -115,9 +116,7 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
         if len(cache) > 1024 and key not in cache:    # many problems (test blocks etc.): start afresh
             cache.clear()
         from tandem.inference.mcgpds import streamed
-        size = sum(x.numel() * x.element_size() for x in out.values() if isinstance(x, torch.Tensor))
-        used = sum(x.numel() * x.element_size() for e in cache.values() for x in e.values()
-                   if isinstance(x, torch.Tensor))
+        size, used = factor_bytes(out), factor_bytes(*cache.values())
         cache[key] = out if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20 else {"Ainv_ok": out["Ainv_ok"]}
     return out
 

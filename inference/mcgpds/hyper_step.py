@@ -19,6 +19,7 @@ from pyro import poutine
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
 from tandem.inference.mcgpds.bound import likelihood_ceiling
+from tandem.inference.mcgpds.prior_factors import factor_bytes
 from tandem.inference.mcgpds.stochastic_elbo import (
     _collapsed_value,
     _detached,
@@ -171,11 +172,9 @@ def _chunk_prior(sdata: StochasticData, hp: dict, part: torch.Tensor, j: int, pr
     if j not in priors:
         from tandem.inference.mcgpds import streamed
         pr = batch_prior(sdata, _detached(hp), part)
-        size = sum(x.numel() * x.element_size() for x in (pr or {}).values() if isinstance(x, torch.Tensor))
-        used = priors.setdefault("_bytes", 0)
-        if used + size > streamed.PRIOR_CACHE_MB * 2 ** 20:
+        if pr is None or factor_bytes(pr, *priors.values()) > streamed.PRIOR_CACHE_MB * 2 ** 20:
             return pr
-        priors[j], priors["_bytes"] = pr, used + size
+        priors[j] = pr
     return priors[j]
 
 

@@ -25,7 +25,7 @@ import torch
 from tandem.inference.numerics import cho_logdet, cholesky_jitter
 from tandem.models.kernels import time_params_kernel
 
-__all__ = ["block_prior_factors", "well_conditioned"]
+__all__ = ["block_prior_factors", "factor_bytes", "well_conditioned"]
 
 #: condition number of A below which ``(A⁻¹ + Λ)⁻¹`` is used for the private covariances
 AINV_COND_MAX = 1e8
@@ -70,6 +70,23 @@ def prior_leaves(time_s, views_time: list, *tensors: torch.Tensor) -> list:
     for thp in views_time:
         out += _time_leaves(thp)
     return out
+
+
+def factor_bytes(*factors: dict) -> int:
+    """Memory held by the tensors of some factor dicts (what a cache of them counts against
+    :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`).
+
+    Parameters
+    ----------
+    *factors : dict
+        :func:`block_prior_factors` results (other values are ignored).
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
+    return sum(x.numel() * x.element_size() for d in factors for x in d.values() if isinstance(x, torch.Tensor))
 
 
 def well_conditioned(A: torch.Tensor) -> bool:
