@@ -107,7 +107,7 @@ _HZ_DELTA, _HZ_SIGMA, _HZ_EPS = 0.1, 0.9, 1e-10
 def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: int = 50,
                      gtol: float = 1e-6, ftol: float = 1e-10, max_ls: int = 20,
                      c1: float = 1e-4, max_step: float | None = None, progress=None,
-                     on_active=None) -> tuple[torch.Tensor, OptInfo]:
+                     on_active=None, inv_hessian: torch.Tensor | None = None) -> tuple[torch.Tensor, OptInfo]:
     """Minimise B independent objectives at once.
 
     Each point
@@ -151,6 +151,11 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
         ``on_active(idx)`` is called at the start of every iteration with the points still
         running; every ``fg`` call of that iteration asks for a subset of them (lets the
         caller compact per-point data once per iteration instead of on every evaluation).
+    inv_hessian : torch.Tensor, optional
+        (B, d, d) symmetric positive definite starting inverse-Hessian approximations (BFGS
+        only; default the identity, scaled after the first step). With it the first step is a
+        quasi-Newton step of length 1, like every later one, and a restart after a failed line
+        search still falls back to the identity.
 
     Returns
     -------
@@ -162,10 +167,16 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     Raises
     ------
     ValueError
-        On an unknown ``optimizer``.
+        On an unknown ``optimizer``, or an ``inv_hessian`` of the wrong shape or with ``"gd"``.
     """
     if optimizer not in ("bfgs", "gd"):
         raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")
+    if inv_hessian is not None:
+        if optimizer != "bfgs":
+            raise ValueError("inv_hessian: only the 'bfgs' optimizer keeps an inverse Hessian")
+        want = (y0.shape[0], y0.shape[1], y0.shape[1])
+        if tuple(inv_hessian.shape) != want:
+            raise ValueError(f"inv_hessian: expected shape {want}, got {tuple(inv_hessian.shape)}")
     t0 = time.perf_counter()
     y = y0.detach().clone()
     B, d = y.shape
@@ -176,6 +187,9 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     eye = torch.eye(d, dtype=dt, device=dev)
     H = eye.expand(B, d, d).clone() if optimizer == "bfgs" else None
     first = torch.ones(B, dtype=torch.bool, device=dev)
+    if inv_hessian is not None:
+        H = inv_hessian.to(device=dev, dtype=dt).clone()
+        first[:] = False
     step = torch.ones(B, dtype=dt, device=dev)
     n_iter = torch.zeros(B, dtype=torch.long, device=dev)
     n_restart = torch.zeros(B, dtype=torch.long, device=dev)
