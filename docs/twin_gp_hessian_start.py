@@ -103,8 +103,9 @@ def smtgp_hessian(m: TwinGP, ctx: dict, y: torch.Tensor, ref: torch.Tensor, alph
     w = f1[:, None] * grad_ell
     eye = torch.eye(d, dtype=y.dtype, device=y.device)
     H = weighted_outer(w * K) / rho ** 4 - ((w * K).sum(1) / rho ** 2)[:, None, None] * eye
+    on_y = (gy != 0).to(K.dtype)  # (a bool times a Python float would be float32)
     inner = (-(2 * a * a * gxy / exy)[:, None, None] * jwj(Minv) - (gxy / exy ** 2)[:, None, None] * outer(jt(u_xy))
-             + (2 * a * (gy != 0).to(K.dtype) / eta_y)[:, None, None] * jwj(AY) + (a / eta_y ** 2)[:, None, None] * outer(jt(u_y)))
+             + (2 * a * on_y / eta_y)[:, None, None] * jwj(AY) + (a / eta_y ** 2)[:, None, None] * outer(jt(u_y)))
     H = H + f2[:, None, None] * outer(jt(grad_ell)) + f1[:, None, None] * inner
     return 0.5 * (H + H.mT)
 
@@ -172,7 +173,8 @@ def main():
             key = name.split()[-1]
             out[name] = {"mean_iterations": inf.n_iter.double().mean().item(), "batched_calls": inf.n_eval,
                          "converged": int(inf.converged.sum()),
-                         "max_distance_to_default": (m.from_internal_y(y) - m.from_internal_y(y_base)).abs().max().item(),
+                         "max_distance_to_default":
+                             (m.from_internal_y(y) - m.from_internal_y(y_base)).abs().max().item(),
                          "hessian_rel_error": None if key == "(default)" else rel(H[key], H["exact"])}
     print(json.dumps(out, indent=1))
 
