@@ -16,6 +16,19 @@ DATA_DIR = ROOT.parent / "shared" / "data"
 RESULT_KEYS = {"experiment", "seeds", "results", "timings_s", "config", "environment"}
 
 
+def load_script(relative: str, register: bool = False):
+    """Import the script ``ROOT/relative`` (e.g. ``"docs/make_tables.py"``) as a module named by its
+    stem; ``register`` also puts it in ``sys.modules`` (dataclasses defined in it look it up there)."""
+    import importlib.util
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def run_example(name: str, *args: str, timeout: int = 600, returncode: int | None = 0):
     """Run ``examples/<name> *args`` from the project root with a headless matplotlib.
 

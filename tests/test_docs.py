@@ -3,25 +3,19 @@ JSON, every results file says where its numbers come from, every example script 
 documented, and every document a docstring cites is in the repository."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 
 import numpy as np
 import pytest
 
-from common import ROOT
+from common import ROOT, load_script
 
 DOCS = ROOT / "docs"
 
 
 def _make_tables():
-    spec = importlib.util.spec_from_file_location("make_tables", DOCS / "make_tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod        # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("docs/make_tables.py", register=True)   # dataclasses look their module up
 
 
 def test_readme_usage_example_runs_and_beats_the_training_mean():

@@ -1,22 +1,16 @@
 """Smoke tests of examples/bench_scale.py and examples/gpu_check.py (--quick)."""
-import importlib.util
 import json
 import math
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
-from common import run_example
+from common import load_script, run_example
 
 
 def _bench_module():
-    path = Path(__file__).resolve().parents[1] / "examples" / "bench_scale.py"
-    spec = importlib.util.spec_from_file_location("bench_scale", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("examples/bench_scale.py")
 
 
 def _run(name, *args):

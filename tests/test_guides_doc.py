@@ -3,7 +3,6 @@
 margins the page states."""
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -15,14 +14,13 @@ from pyro import poutine
 from pyro.infer import Trace_ELBO
 from pyro.poutine.subsample_messenger import _Subsample
 
+from common import load_script
+
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(f"docs/{name}.py")
 
 
 site_tables = _load("site_tables")

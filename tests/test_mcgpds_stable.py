@@ -5,14 +5,13 @@ The problem imitates the benchmark's simulated frames (Q = 2, M = 20, long lengt
 posterior variances, β ≈ 144): K_ZZ has condition ≈ 10⁷ (its 1e-6 jitter is active) and the
 normal equations K + βΨ2 ≈ 10¹³.
 """
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from common import load_script
 from tandem.inference.mcgpds import streamed
 from tandem.inference.mcgpds.bound import view_bound
 from tandem.models.kernels import RBFARD, LinearARD
@@ -23,11 +22,7 @@ EPS_LD = float(np.finfo(np.longdouble).eps)
 
 def _noise_script():
     """docs/mcgpds_bound_noise.py (the diagnostic that holds the long-double reference)."""
-    path = Path(__file__).resolve().parents[1] / "docs" / "mcgpds_bound_noise.py"
-    spec = importlib.util.spec_from_file_location("mcgpds_bound_noise", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("docs/mcgpds_bound_noise.py")
 
 
 def _problem(N=10_000, D=10, M=20, seed=0):

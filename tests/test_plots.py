@@ -248,12 +248,8 @@ def test_arviz_calls_of_the_docs_table():
 def test_gallery_is_complete_small_and_shown_on_the_model_pages():
     """Every figure docs/make_gallery.py lists is committed, under its size limit, and shown on
     its model page; nothing stale sits in the gallery folder."""
-    import importlib.util
-
-    from common import ROOT
-    spec = importlib.util.spec_from_file_location("make_gallery", ROOT / "docs" / "make_gallery.py")
-    mg = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mg)
+    from common import ROOT, load_script
+    mg = load_script("docs/make_gallery.py")
     expected = set()
     for example, (_extra, figures, page) in mg.GALLERY.items():
         assert (ROOT / "examples" / example).exists(), example

@@ -8,7 +8,7 @@ import pytest
 import torch
 from pyro.infer import Trace_ELBO
 
-from common import smooth_multi_output_problem
+from common import load_script, smooth_multi_output_problem
 from tandem.guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
 from tandem.inference import LBFGS, fit
 from tandem.inference.predictive import posterior_predictive
@@ -480,13 +480,7 @@ def test_sm_form_takes_its_reference_from_the_first_evaluation():
 
 def _hessian_script():
     """docs/twin_gp_hessian_start.py (the exact SMTGP Hessian behind the docs' iteration counts)."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "docs" / "twin_gp_hessian_start.py"
-    spec = importlib.util.spec_from_file_location("twin_gp_hessian_start", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("docs/twin_gp_hessian_start.py")
 
 
 @pytest.mark.parametrize("alpha,beta", [(0.1, 0.99), (0.6, 1.5)])
