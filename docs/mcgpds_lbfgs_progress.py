@@ -22,10 +22,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import time
+from pathlib import Path
 
-import pyro
 import torch
 
 from tandem.guides.mcgpds import mcgpds_guide
@@ -33,7 +34,7 @@ from tandem.inference import LBFGS, fit
 from tandem.inference.mcgpds import fit as fit_module
 from tandem.inference.mcgpds import streamed
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds
-from tandem.inference.mcgpds.stochastic import StochasticConfig, StochasticMcGPDS, simulate_sequences
+from tandem.inference.mcgpds.stochastic import simulate_sequences
 from tandem.models.mcgpds import mcgpds_model
 
 
@@ -86,14 +87,11 @@ def main():
 
 def _from_benchmark_start(a, sim, loss, evals):
     """One L-BFGS run on the collapsed bound from bench_scale's start (see the module docstring)."""
-    seq_len = min(a.seq_len, int(sim["times"].numel()))
-    cfg = StochasticConfig(Q=2, M=20, window=seq_len, batch=1, num_steps=0,
-                           fixed=("alpha", "eps", "beta", "time", "W"))
-    m = StochasticMcGPDS(cfg)
-    m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=0)
-    pyro.clear_param_store()
-    m.train(1, seed=0, progress=False)     # registers every window's q(X): the benchmark's start
-    data = m.collapsed_data()              # windows = the sequences: the collapsed model
+    bench = importlib.util.spec_from_file_location(
+        "bench_scale", Path(__file__).resolve().parents[1] / "examples" / "bench_scale.py")
+    bench_scale = importlib.util.module_from_spec(bench)
+    bench.loader.exec_module(bench_scale)
+    data = bench_scale.collapsed_start(sim, 2, 20, min(a.seq_len, int(sim["times"].numel())), 0)
     t0 = time.process_time()
     res = fit(mcgpds_model, mcgpds_guide, data, loss=loss, num_steps=1, seed=0, progress=False,
               clear_params=True, optim=LBFGS(max_iter=a.iters))

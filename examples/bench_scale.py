@@ -211,14 +211,7 @@ def run_one(method: str, N: int, device: str, args) -> dict:
         out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=spe, final_loss=float(m.result.losses[-1]))
     else:
-        cfg = st.StochasticConfig(Q=args.Q, M=args.M, window=seq_len, batch=1, num_steps=0,
-                                  fixed=("alpha", "eps", "beta", "time", "W"))
-        m = st.StochasticMcGPDS(cfg)
-        m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=args.seed)
-        pyro.clear_param_store()
-        m.train(1, seed=args.seed)        # registers every window's q(X): the same init
-        data = m.collapsed_data()          # windows = the sequences: the collapsed model
-        pyro.clear_param_store()
+        data = collapsed_start(sim, args.Q, args.M, seq_len, args.seed)
         lr = 0.01 if args.lr is None else args.lr
         def step(first=False):
             return fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, num_steps=1, seed=args.seed,
@@ -248,6 +241,22 @@ def run_one(method: str, N: int, device: str, args) -> dict:
     else:
         out["peak_memory_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def collapsed_start(sim: dict, Q: int, M: int, seq_len: int, seed: int):
+    """The collapsed model at the benchmark's start (``McGPDSData``, an empty parameter store):
+    the stochastic model's initialisation with windows = the sequences and one step of it, which
+    registers every window's q(X), so both methods start from the same point and bound (β fixed
+    at the stochastic default). ``docs/mcgpds_lbfgs_progress.py --init benchmark`` starts here too."""
+    cfg = st.StochasticConfig(Q=Q, M=M, window=seq_len, batch=1, num_steps=0,
+                              fixed=("alpha", "eps", "beta", "time", "W"))
+    m = st.StochasticMcGPDS(cfg)
+    m.data = m.prepare(sim["views"], sim["times"], sim["seq_ids"], seed=seed)
+    pyro.clear_param_store()
+    m.train(1, seed=seed)
+    data = m.collapsed_data()
+    pyro.clear_param_store()
+    return data
 
 
 def _rss_mb() -> tuple[float, float]:
