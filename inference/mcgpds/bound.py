@@ -59,6 +59,7 @@ from tandem.inference.mcgpds.prior_factors import (  # noqa: F401  (re-exported)
     _time_K,
     _time_key,
     _time_leaves,
+    _view_scalars,
     block_prior_factors,
     factor_bytes,
     prior_leaves,
@@ -236,8 +237,7 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
     Q = mus[0].shape[1]
     mu = torch.stack(mus)                      # (V, N, Q)
     lam = torch.stack(lams)
-    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=mu.dtype, device=mu.device).reshape(()) for v in views])
-    eps = torch.stack([torch.as_tensor(v["eps"], dtype=mu.dtype, device=mu.device).reshape(()) for v in views])
+    alpha, eps = _view_scalars(views, "alpha", mu), _view_scalars(views, "eps", mu)
     # Nothing requires a gradient (the schedule's model-only phases with α, ε and the time
     # kernels fixed): the KL and the moments are constants, so the last result is reused
     # when μ, λ and the hyperparameters are bit-for-bit the same.

@@ -64,6 +64,12 @@ def _time_leaves(hp) -> list:
     return [params[n] for n in sorted(params) if isinstance(params[n], torch.Tensor)]
 
 
+def _view_scalars(views: list, name: str, like: torch.Tensor) -> torch.Tensor:
+    """(V,) the per-view hyperparameter ``name`` (α or ε; tensors or numbers) stacked, in
+    ``like``'s dtype and device (tensors keep their autograd graph)."""
+    return torch.stack([torch.as_tensor(v[name], dtype=like.dtype, device=like.device).reshape(()) for v in views])
+
+
 def prior_leaves(time_s, views_time: list, *tensors: torch.Tensor) -> list:
     """Every tensor the factors depend on: ``tensors`` (α, ε) and the time kernels' hyperparameters."""
     out = list(tensors) + _time_leaves(time_s)

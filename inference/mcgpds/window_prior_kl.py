@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from tandem.inference.mcgpds.prior_factors import block_prior_factors, prior_leaves, well_conditioned
+from tandem.inference.mcgpds.prior_factors import _view_scalars, block_prior_factors, prior_leaves, well_conditioned
 from tandem.inference.mcgpds.private_cov import private_cov_terms
 from tandem.inference.numerics import NotPositiveDefiniteError, cho_logdet
 
@@ -41,8 +41,7 @@ def window_prior(t: torch.Tensor, m: torch.Tensor, time_s, views: list, decide: 
     dict
         The factors (``Ls``, ``A``, ``Ainv``, ``logdetA``, ``LBp``, ``Ainv_ok``).
     """
-    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=t.dtype, device=t.device).reshape(()) for v in views])
-    eps = torch.stack([torch.as_tensor(v["eps"], dtype=t.dtype, device=t.device).reshape(()) for v in views])
+    alpha, eps = _view_scalars(views, "alpha", t), _view_scalars(views, "eps", t)
     views_time = [v["time"] for v in views]
     out = block_prior_factors(t, m, time_s, views_time, alpha, eps)
     if decide and prior_is_constant(time_s, views):
@@ -109,7 +108,7 @@ def window_kl(t: torch.Tensor, m: torch.Tensor, time_s: dict, views: list, mu: t
     Q = mu.shape[-1]
     pf = window_prior(t, m, time_s, views) if prior is None else prior
     Ls, Ainv, LBp = pf["Ls"], pf["Ainv"], pf["LBp"]
-    alpha = torch.stack([torch.as_tensor(v["alpha"], dtype=t.dtype, device=t.device).reshape(()) for v in views])
+    alpha = _view_scalars(views, "alpha", t)
     Aimu = Ainv @ mu                                                           # A⁻¹ μ (V, B, L, Q)
     quad1 = (mu * Aimu).sum((0, 2, 3))                                         # (B,)
     b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)                       # (B, L, Q)
