@@ -185,11 +185,14 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     f, g = fg(y, allidx)
     n_eval = 1
     eye = torch.eye(d, dtype=dt, device=dev)
-    H = eye.expand(B, d, d).clone() if optimizer == "bfgs" else None
-    first = torch.ones(B, dtype=torch.bool, device=dev)
-    if inv_hessian is not None:
+    if optimizer != "bfgs":
+        H = None
+    elif inv_hessian is None:
+        H = eye.expand(B, d, d).clone()
+    else:
         H = inv_hessian.to(device=dev, dtype=dt).clone()
-        first[:] = False
+    # "first": the next step is from H = I (length min(1, 1/‖g‖₁), H rescaled after it)
+    first = torch.full((B,), inv_hessian is None, dtype=torch.bool, device=dev)
     step = torch.ones(B, dtype=dt, device=dev)
     n_iter = torch.zeros(B, dtype=torch.long, device=dev)
     n_restart = torch.zeros(B, dtype=torch.long, device=dev)
