@@ -340,3 +340,37 @@ def test_fit_does_not_depend_on_the_data_units(sim):
     la = a.result.losses.copy()
     b = st.StochasticMcGPDS(cfg).fit([1000 * Y + 5 for Y in sim["views"]], sim["times"], sim["seq_ids"], seed=0)
     np.testing.assert_allclose(b.result.losses, la, rtol=1e-8)
+
+
+def test_long_windows_are_chunked_by_memory_and_passes_do_not_change(sim):
+    """windows_per_chunk caps a full-data pass's windows per chunk by the KL chunk budget
+    (8·V·Q·L² bytes per window's private-covariance stack): the full-data bound, its collapsed
+    statistics, the hyperparameter gradient and the q(X) moments are the same whatever the chunk."""
+    from tandem.inference.mcgpds import streamed
+    from tandem.inference.mcgpds.hyper_step import _learned_params, collapsed_value_and_grad
+    m = _prepared(sim, fixed=("alpha", "eps", "beta", "time"))
+    _perturb_windows(m)
+    d = m.data
+    S, per_window = d.windows.S, 8 * d.V * d.Q * d.windows.window ** 2
+    assert st.windows_per_chunk(d, 256) == S                      # 24-frame windows fit the 64-MB budget
+    _, params = _learned_params(d)
+    F_one, g_one = collapsed_value_and_grad(d, params, chunk=S)
+    st.refresh_statistics(d, chunk=S)
+    stats_one = pyro.param("qstat_0").detach().clone()
+    F_all, lat_all = m.elbo(chunk=S, optimal_inducing=True), m.latents(chunk=S)
+    with streamed.streaming(kl_chunk_mb=2.5 * per_window / 2 ** 20):   # room for two windows
+        assert st.windows_per_chunk(d, 256) == 2 and st.windows_per_chunk(d, 1) == 1
+        F_two, g_two = collapsed_value_and_grad(d, params, chunk=64)
+        st.refresh_statistics(d)
+        scale = float(stats_one.abs().max())                      # sums of many terms: rounding ∝ the largest
+        assert torch.allclose(pyro.param("qstat_0"), stats_one, rtol=1e-12, atol=1e-12 * scale)
+        F_chunked, lat = m.elbo(optimal_inducing=True), m.latents()
+    assert F_two == pytest.approx(F_one, rel=1e-12)
+    assert all(torch.allclose(a, b, rtol=1e-10, atol=1e-12 * float(b.abs().max())) for a, b in zip(g_two, g_one))
+    assert F_chunked == pytest.approx(F_all, rel=1e-12)
+    assert all(torch.equal(a, b) for a, b in zip(lat["mu"] + lat["s"], lat_all["mu"] + lat_all["s"]))
+    with streamed.streaming(kl_chunk_mb=0):                          # unchunked: the request stands
+        assert st.windows_per_chunk(d, 3) == 3
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="chunk"):
+            st.windows_per_chunk(d, bad)

@@ -30,6 +30,7 @@ from tandem.inference.mcgpds.stochastic_elbo import (
     _window_terms,
     batch_prior,
     refresh_statistics,
+    windows_per_chunk,
 )
 from tandem.inference.mcgpds.window_prior_kl import prior_is_constant
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
@@ -192,7 +193,7 @@ def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 6
     params : list of torch.Tensor
         The learned hyperparameters' unconstrained tensors.
     chunk : int, default 64
-        Windows per chunk.
+        Windows per chunk (fewer for long windows: :func:`~tandem.inference.mcgpds.stochastic_elbo.windows_per_chunk`).
     lazy : bool, default False
         ``grads`` is computed (pass 2) when first iterated, at the parameters of then.
     priors : dict, optional
@@ -217,6 +218,7 @@ def collapsed_value_and_grad(sdata: StochasticData, params: list, chunk: int = 6
     """
     rank, world = rank_world()
     S = sdata.windows.S
+    chunk = windows_per_chunk(sdata, chunk)
     mine = torch.arange(S, device="cpu")[rank::world]
     parts = [mine[lo:lo + chunk] for lo in range(0, mine.numel(), chunk)] or [mine]
     M, J, dev = sdata.M, sdata.J, sdata.device

@@ -50,6 +50,7 @@ from tandem.inference.mcgpds.stochastic_elbo import (
     _window_moments,
     refresh_statistics,
     window_kl,
+    windows_per_chunk,
 )
 from tandem.inference.mcgpds.uncollapsed import set_optimal_inducing
 from tandem.inference.mcgpds.windows import StochasticData, Windows, guide_params, model_params
@@ -444,7 +445,8 @@ class StochasticMcGPDS(TandemEstimator):
         Parameters
         ----------
         chunk : int, default 256
-            Windows per chunk.
+            Windows per chunk (fewer for long windows:
+            :func:`~tandem.inference.mcgpds.stochastic_elbo.windows_per_chunk`).
         optimal_inducing : bool, default False
             First recompute the statistics over all windows and set q(V), q(U) to their optimum
             given everything else (:func:`refresh_statistics`): the value the collapsed bound has.
@@ -457,6 +459,7 @@ class StochasticMcGPDS(TandemEstimator):
             The sum of the window terms (weight 1 each) minus the global KL.
         """
         S = self.data.windows.S
+        chunk = windows_per_chunk(self.data, chunk)
         if optimal_inducing:
             refresh_statistics(self.data, chunk)
         total = 0.0
@@ -477,7 +480,8 @@ class StochasticMcGPDS(TandemEstimator):
         Parameters
         ----------
         chunk : int, default 256
-            Windows per chunk.
+            Windows per chunk (fewer for long windows:
+            :func:`~tandem.inference.mcgpds.stochastic_elbo.windows_per_chunk`).
 
         Returns
         -------
@@ -486,6 +490,7 @@ class StochasticMcGPDS(TandemEstimator):
             tensors on the data's device).
         """
         d = self.data
+        chunk = windows_per_chunk(d, chunk)
         hp = model_params(d)
         N, Q, V = d.N, d.Q, d.V
         mu = torch.zeros(V, N, Q, dtype=DTYPE, device=d.device)

@@ -81,6 +81,7 @@ import pyro.optim
 import torch
 
 from tandem.inference.distributed import all_reduce_sum, rank_world
+from tandem.inference.mcgpds.streamed import blocks_per_chunk
 from tandem.inference.mcgpds.window_prior_kl import prior_is_constant, window_kl, window_prior
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError, cho_logdet, cholesky_jitter
@@ -91,7 +92,8 @@ from tandem.models.kernels import TimeParams
 from tandem.models.mcgpds import mapping_object
 
 # hyper_step, collapsed_value_and_grad and lbfgs_sharded live in hyper_step.py (re-exported below)
-__all__ = ["StochasticELBO", "batch_prior", "prior_is_constant", "refresh_statistics", "window_kl", "window_prior"]
+__all__ = ["StochasticELBO", "batch_prior", "prior_is_constant", "refresh_statistics", "window_kl", "window_prior",
+           "windows_per_chunk"]
 
 
 def _natural_params(k: int) -> dict:
@@ -628,6 +630,36 @@ def _q_kl(nat: dict, g_on: bool, J: int, vm=None) -> torch.Tensor:
     return out
 
 
+def windows_per_chunk(sdata: StochasticData, chunk: int) -> int:
+    """Windows per chunk of a pass over all windows: ``chunk``, or fewer for long windows.
+
+    A chunk of b windows of length L holds (V, Q, b, L, L) private-covariance stacks; b is capped
+    so that one such stack stays within :data:`tandem.inference.mcgpds.streamed.KL_CHUNK_MB`
+    (:func:`~tandem.inference.mcgpds.streamed.blocks_per_chunk`, the collapsed bound's rule), so
+    the passes' memory does not grow with L² × ``chunk`` (256 windows of 1000 frames would be
+    ≈ 8 GB per stack at V = Q = 2).
+
+    Parameters
+    ----------
+    sdata : StochasticData
+        The data (its views, Q, window length L and number of windows S).
+    chunk : int
+        The requested windows per chunk (≥ 1).
+
+    Returns
+    -------
+    int
+        ``min(chunk, blocks_per_chunk(V, Q, L, S))``, at least 1.
+
+    Raises
+    ------
+    ValueError
+        ``chunk`` < 1 or not an integer.
+    """
+    chunk = check_int_range(chunk, "chunk", low=1)
+    return max(1, min(chunk, blocks_per_chunk(sdata.V, sdata.Q, sdata.windows.window, sdata.windows.S)))
+
+
 @torch.no_grad()
 def refresh_statistics(sdata: StochasticData, chunk: int = 256) -> None:
     """Recompute every view's running statistics over all windows and set q(V), q(U) to their optimum.
@@ -641,8 +673,9 @@ def refresh_statistics(sdata: StochasticData, chunk: int = 256) -> None:
     sdata : StochasticData
         The data.
     chunk : int, default 256
-        Windows per chunk.
+        Windows per chunk (fewer for long windows: :func:`windows_per_chunk`).
     """
+    chunk = windows_per_chunk(sdata, chunk)
     store = pyro.get_param_store()
     hp = _detached(model_params(sdata))
     rank, world = rank_world()
