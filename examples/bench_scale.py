@@ -7,9 +7,14 @@ inducing values), ``N / seq_len`` sequences of ``seq_len`` frames, two views.
 
 Methods, per N (each measured in a fresh subprocess so that peak memory is its own):
 
-* **collapsed** — the paper's collapsed bound (one step = one epoch: every frame, the
-  sequences as blocks of the time kernel, so its memory grows with N·seq_len²), skipped
-  when its estimated memory exceeds ``--collapsed-max-gb`` (reported as "not run").
+* **collapsed** — the paper's collapsed bound, one Adam step per epoch (a probe of an epoch's
+  cost, not a fit: every frame, the sequences as blocks of the time kernel), skipped when its
+  estimated memory exceeds ``--collapsed-max-gb`` (reported as "not run").
+* **collapsed-lbfgs** — the same bound and start, one L-BFGS run (strong-Wolfe line search,
+  ``--lbfgs-iters`` iterations, at most 1.25× as many evaluations): the way to fit the collapsed
+  bound. Every evaluation is a value + gradient on all N frames, so an "epoch" here is one
+  evaluation and the trace has a point per evaluation (the best bound so far: see
+  :func:`_lbfgs_fit`). Skipped, like the collapsed method, beyond ``--collapsed-max-gb``.
 * **stochastic** — :class:`tandem.inference.mcgpds.stochastic.StochasticMcGPDS`: windows
   of ``--window`` frames, ``--batch`` windows per step; an epoch is ``S / batch`` steps
   (S windows). The time of the second epoch is reported (the first also creates the
@@ -74,12 +79,12 @@ from tandem.inference.experiments.results import Results
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_loss, likelihood_ceiling
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, predict_view
-from tandem.inference.svi import fit
+from tandem.inference.svi import LBFGS, fit
 from tandem.models.mcgpds import hyperparams, mcgpds_model
 
 EXPERIMENT = "bench_scale"
 #: the McGPDS fits timed
-METHODS = ("collapsed", "stochastic")
+METHODS = ("collapsed", "collapsed-lbfgs", "stochastic")
 #: suffix of the method of a ``--reference-from`` row
 REFERENCE = " reference"
 #: default divergence tolerance: the full-data bound may fall by at most this many nats/frame over an epoch
@@ -110,6 +115,8 @@ def parser():
     p.add_argument("--collapsed-max-cpu", type=float, default=None,
                    help="the collapsed method's own CPU cap (default: --max-cpu); its one Adam step per epoch "
                         "measures an epoch's cost and gains slowly, so a long run need not wait for it")
+    p.add_argument("--lbfgs-iters", type=int, default=40,
+                   help="collapsed-lbfgs: L-BFGS iterations (at most 1.25× as many evaluations; --max-cpu caps it)")
     p.add_argument("--lr", type=float, default=None,
                    help="learning rate (default: the stochastic config's 0.05; Adam 0.01 for the collapsed bound)")
     p.add_argument("--hyper-iters", type=int, default=None,
@@ -210,6 +217,15 @@ def run_one(method: str, N: int, device: str, args) -> dict:
                                     m.data.N)
         out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=spe, final_loss=float(m.result.losses[-1]))
+    elif method == "collapsed-lbfgs":
+        data = collapsed_start(sim, args.Q, args.M, seq_len, args.seed)
+        trace, walls, cpus, stop, evals = _lbfgs_fit(data, args, **_stop_rules(args, N, method))
+        with torch.no_grad():
+            ceiling = bound_ceiling([v["beta"] for v in hyperparams(data)["views"]],
+                                    [int(Y.shape[1]) for Y in data.views], out["n_frames"])
+        out.update(epoch_time_s=_mean_or(walls[1:], walls[0]), epoch_cpu_s=_mean_or(cpus[1:], cpus[0]),
+                   epochs_timed=len(walls) - 1, first_epoch_s=walls[0], steps_per_epoch=1,
+                   final_loss=-float(evals[-1][1]), evaluations=[[float(c), float(b)] for c, b in evals])
     else:
         data = collapsed_start(sim, args.Q, args.M, seq_len, args.seed)
         lr = 0.01 if args.lr is None else args.lr
@@ -241,6 +257,70 @@ def run_one(method: str, N: int, device: str, args) -> dict:
     else:
         out["peak_memory_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _lbfgs_fit(data, args, flat_tol=None, max_cpu: float = math.inf, label: str = "", n_frames: int | None = None):
+    """Collapsed L-BFGS: one :func:`tandem.inference.fit` run of ``LBFGS(max_iter=--lbfgs-iters)`` on
+    the collapsed bound (the mapping kernel, Z and q(X) learned), every evaluation traced.
+
+    Each evaluation is the bound on all N frames with its gradient, so it is both a training step's
+    work and a full-data bound, and an "epoch" here is one evaluation. A trace point is
+    (training CPU seconds when the evaluation's backward pass had finished — stamped at the next
+    evaluation's start, or at the fit's end —, the best bound among the evaluations so far). The
+    running best is the iterate's bound up to the line search under way: the strong-Wolfe search
+    accepts a point only below the last iterate's loss and ends at the lowest point it bracketed.
+    Stops after ``--lbfgs-iters`` iterations (torch's ≤ 1.25× as many evaluations), at its own
+    convergence, once the CPU seconds exceed ``max_cpu`` (checked at each evaluation), or at
+    SIGTERM; ``flat_tol`` does not apply (L-BFGS's curve is not one of epochs).
+
+    Returns ``(trace, walls, cpus, stop, evaluations)``: per evaluation its wall and CPU seconds,
+    ``stop`` one of "iterations", "max_cpu", "interrupted", and the raw (CPU s, bound) of every
+    evaluation, line-search trials included."""
+    trace, walls, cpus, evals = [], [], [], []
+    pending = []                        # the evaluation whose backward pass is still to be timed
+    clock = {"w": time.perf_counter(), "c": time.process_time()}
+    c_start = clock["c"]
+
+    def stamp():
+        if not pending:
+            return
+        w, c = time.perf_counter(), time.process_time()
+        walls.append(w - clock["w"])
+        cpus.append(c - clock["c"])
+        clock.update(w=w, c=c)
+        bound = pending.pop()
+        evals.append((c - c_start, bound))
+        finite = [b for _, b in evals if math.isfinite(b)]
+        trace.append((c - c_start, max(finite) if finite else bound))
+        _print_point(label, len(trace) - 1, trace[-1], sum(walls), n_frames)
+        if c - c_start > max_cpu:
+            raise _Stopped("max_cpu")
+
+    def traced(*a, **k):
+        stamp()
+        loss = collapsed_loss(*a, **k)
+        pending.append(-float(loss.detach()))
+        return loss
+
+    traced.deterministic = True          # as collapsed_loss: the driver skips its re-check
+
+    def on_term(signum, frame):
+        raise _Stopped("interrupted")
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        fit(mcgpds_model, mcgpds_guide, data, loss=traced, num_steps=1, seed=args.seed, progress=False,
+            clear_params=True, optim=LBFGS(max_iter=args.lbfgs_iters))
+        stamp()
+        stop = "iterations"
+    except _Stopped as why:
+        stop = why.args[0]
+        print(f"trace {label}: stopped ({stop}) after {len(trace)} evaluations", file=sys.stderr, flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    if not trace:
+        raise RuntimeError(f"{label}: stopped before the first evaluation completed")
+    return trace, walls, cpus, stop, evals
 
 
 def collapsed_start(sim: dict, Q: int, M: int, seq_len: int, seed: int):
@@ -492,7 +572,7 @@ def _child(method, N, device, args) -> dict:
            "--seq-len", str(args.seq_len), "--window", str(args.window), "--batch", str(args.batch),
            "--Q", str(args.Q), "--M", str(args.M), "--dims", *map(str, args.dims), "--min-time", str(args.min_time),
            "--min-epochs", str(args.min_epochs), "--diverge-tol", str(args.diverge_tol),
-           "--max-cpu", str(args.max_cpu),
+           "--max-cpu", str(args.max_cpu), "--lbfgs-iters", str(args.lbfgs_iters),
            *(["--collapsed-max-cpu", str(args.collapsed_max_cpu)] if args.collapsed_max_cpu is not None else []),
            *(["--flat-tol", str(args.flat_tol)] if args.flat_tol is not None else []),
            "--peer-lr", str(args.peer_lr), "--peer-tol", str(args.peer_tol), "--peer-max-cpu", str(args.peer_max_cpu),
@@ -737,13 +817,13 @@ def run_rows(args, res, devices) -> list:
     for dev in devices:
         for N in args.sizes:
             for method in METHODS:
-                if method == "collapsed":
+                if method in ("collapsed", "collapsed-lbfgs"):
                     if dev == "cuda":
                         continue    # the collapsed bound's code is CPU-only (see docs/_incoming/scale.md)
                     gb = collapsed_memory_gb(N, args.seq_len, len(args.dims), args.Q, args.M, dims=args.dims)
                     if gb > args.collapsed_max_gb:
-                        print(f"collapsed N={N}: not run (estimated {gb:.1f} GB > {args.collapsed_max_gb} GB)")
-                        res.add(f"McGPDS collapsed ({dev})", "not_run_estimated_memory_gb", gb, n_frames=N,
+                        print(f"{method} N={N}: not run (estimated {gb:.1f} GB > {args.collapsed_max_gb} GB)")
+                        res.add(f"McGPDS {method} ({dev})", "not_run_estimated_memory_gb", gb, n_frames=N,
                                 device=dev)
                         continue
                 r = run_one(method, N, dev, args) if args.in_process else _child(method, N, dev, args)
@@ -778,8 +858,9 @@ def summarise(rows: list, args, res) -> Results:
         res.add(name, "epoch_cpu_time_s", r["epoch_cpu_s"], n_frames=r["n_frames"], device=dev)
         res.add(name, "peak_memory_mb", r["peak_memory_mb"], n_frames=r["n_frames"], device=dev)
         res.time(name, f"epoch_N{r['n_frames']}", r["epoch_time_s"])
+        extra = {"evaluations": r["evaluations"]} if "evaluations" in r else {}   # collapsed-lbfgs: every trial
         res.add(name, "final_bound", r["final_bound"], n_frames=r["n_frames"], device=dev, trace=r["trace"],
-                stop=r.get("stop"), bound_ceiling=r["bound_ceiling"], diverged=r["diverged"])
+                stop=r.get("stop"), bound_ceiling=r["bound_ceiling"], diverged=r["diverged"], **extra)
         res.add(name, "final_bound_per_frame", r["final_bound"] / r["n_frames"], n_frames=r["n_frames"],
                 device=dev)
         res.add(name, "training_cpu_s", r["trace"][-1][0], n_frames=r["n_frames"], device=dev,
@@ -895,7 +976,8 @@ def rows_of_results(data: dict) -> list:
                          "epoch_cpu_s": one(name, "epoch_cpu_time_s", N, dev)["mean"],
                          "peak_memory_mb": one(name, "peak_memory_mb", N, dev)["mean"],
                          "trace": trace, "final_bound": x["mean"], "stop": x.get("stop"),
-                         "bound_ceiling": ceiling, "diverged": diverged})
+                         "bound_ceiling": ceiling, "diverged": diverged,
+                         **({"evaluations": x["evaluations"]} if "evaluations" in x else {})})
         elif name == PEER and x["metric"] == "final_elbo_per_frame":
             N = x["n_frames"]
             ep, conv = one(PEER, "epoch_cpu_time_s", N, "cpu"), one(PEER, "time_to_converge_cpu_s", N, "cpu")

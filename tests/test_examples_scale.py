@@ -55,8 +55,16 @@ def test_bench_scale_quick(tmp_path):
             assert bpf == [pytest.approx(trace[-1][1] / N)]
             best[N] = max(best.get(N, -math.inf), max(b for _, b in trace))
     for N in (200, 400):
+        # collapsed L-BFGS's trace: the best bound among its evaluations so far, one point each
+        lb = [r for r in recs if r["method"] == "McGPDS collapsed-lbfgs (cpu)" and r["metric"] == "final_bound"
+              and r["n_frames"] == N]
+        assert len(lb) == 1 and lb[0]["stop"] == "iterations"
+        ev, trace = lb[0]["evaluations"], lb[0]["trace"]
+        assert len(ev) == len(trace) >= 2 and [c for c, _ in ev] == [c for c, _ in trace]
+        assert [b for _, b in trace] == [max(b for _, b in ev[:i + 1]) for i in range(len(ev))]
+        best[N] = max(best[N], trace[-1][1])
         tq = [r for r in recs if r["metric"] in ("time_to_1pct_cpu_s", "time_to_0.1nat_cpu_s") and r["n_frames"] == N]
-        assert len(tq) == 4 and all(r["best_bound"] == best[N] for r in tq)
+        assert len(tq) == 6 and all(r["best_bound"] == best[N] for r in tq)
         # the method that found the best bound reached it (within both tolerances) at a traced time
         reached = [r["mean"] for r in tq if r["mean"] is not None and math.isfinite(r["mean"])]
         assert len(reached) >= 2 and all(t > 0 for t in reached)
@@ -388,6 +396,45 @@ def test_bound_evaluation_restores_the_store_and_equals_the_collapsed_bound():
     with torch.no_grad():
         Fc = -float(collapsed_loss(mcgpds_model, mcgpds_guide, d))
     assert Fc == pytest.approx(F2, rel=1e-10)
+
+
+def _small_collapsed_start():
+    from tandem.inference.mcgpds import stochastic as st
+    sim = st.simulate_sequences(2, 50, [4, 3], Q=2, M=5, seed=0)
+    return _bench_module().collapsed_start(sim, 2, 5, 50, 0)
+
+
+def test_lbfgs_trace_is_the_iterates_bound_and_the_cap_stops_it():
+    """Collapsed L-BFGS in the benchmark: one trace point per evaluation, the running best of the
+    evaluations; after the run the bound at the parameters L-BFGS left equals the trace's last
+    point (the running best is the iterate's bound, as the docstring says); CPU time increases;
+    --max-cpu stops it at the first evaluation past the cap; SIGTERM's handler is restored."""
+    import argparse
+    import signal
+
+    import pyro
+
+    from tandem.guides.mcgpds import mcgpds_guide
+    from tandem.inference.mcgpds.bound import collapsed_loss
+    from tandem.models.mcgpds import mcgpds_model
+
+    b = _bench_module()
+    args = argparse.Namespace(seed=0, lbfgs_iters=15)
+    before = signal.getsignal(signal.SIGTERM)
+    data = _small_collapsed_start()
+    trace, walls, cpus, stop, evals = b._lbfgs_fit(data, args, label="t", n_frames=100)
+    assert stop == "iterations" and signal.getsignal(signal.SIGTERM) is before
+    assert len(trace) == len(evals) == len(walls) == len(cpus) > 15          # line-search trials included
+    assert all(c1 > c0 for (c0, _), (c1, _) in zip(trace, trace[1:]))
+    assert [v for _, v in trace] == [max(v for _, v in evals[:i + 1]) for i in range(len(evals))]
+    assert trace[-1][1] > trace[0][1] + 100          # it fits: gains > 1 nat/frame on 100 frames
+    with torch.no_grad():
+        here = -float(collapsed_loss(mcgpds_model, mcgpds_guide, data))
+    assert here == pytest.approx(trace[-1][1], rel=1e-12, abs=0)
+    pyro.clear_param_store()
+    # a cap of 0 CPU seconds: the first evaluation completes, the second one's start stops the fit
+    trace, walls, cpus, stop, evals = b._lbfgs_fit(_small_collapsed_start(), args, max_cpu=0.0, label="t")
+    assert stop == "max_cpu" and len(trace) == len(evals) == 1 and signal.getsignal(signal.SIGTERM) is before
 
 
 def test_bench_scale_mem_check_quick(tmp_path):
