@@ -11,10 +11,11 @@ Methods, per N (each measured in a fresh subprocess so that peak memory is its o
   cost, not a fit: every frame, the sequences as blocks of the time kernel), skipped when its
   estimated memory exceeds ``--collapsed-max-gb`` (reported as "not run").
 * **collapsed-lbfgs** — the same bound and start, one L-BFGS run (strong-Wolfe line search,
-  ``--lbfgs-iters`` iterations, at most 1.25× as many evaluations): the way to fit the collapsed
-  bound. Every evaluation is a value + gradient on all N frames, so an "epoch" here is one
-  evaluation and the trace has a point per evaluation (the best bound so far: see
-  :func:`_lbfgs_fit`). Skipped, like the collapsed method, beyond ``--collapsed-max-gb``.
+  ``--lbfgs-iters`` iterations, at most 1.25× as many evaluations, capped at ``--lbfgs-max-cpu``
+  CPU seconds): the way to fit the collapsed bound. Every evaluation is a value + gradient on
+  all N frames, so an "epoch" here is one evaluation and the trace has a point per evaluation
+  (the best bound so far: see :func:`_lbfgs_fit`). Skipped, like the collapsed method, beyond
+  ``--collapsed-max-gb``.
 * **stochastic** — :class:`tandem.inference.mcgpds.stochastic.StochasticMcGPDS`: windows
   of ``--window`` frames, ``--batch`` windows per step; an epoch is ``S / batch`` steps
   (S windows). The time of the second epoch is reported (the first also creates the
@@ -74,7 +75,7 @@ import torch
 from tandem.guides.mcgpds import mcgpds_guide
 from tandem.inference import metrics
 from tandem.inference.datasets.human_pose import load_human_pose
-from tandem.inference.experiments.cli import base_parser, set_seed
+from tandem.inference.experiments.cli import base_parser, int_at_least, number_type, set_seed
 from tandem.inference.experiments.results import Results
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_loss, likelihood_ceiling
@@ -115,8 +116,11 @@ def parser():
     p.add_argument("--collapsed-max-cpu", type=float, default=None,
                    help="the collapsed method's own CPU cap (default: --max-cpu); its one Adam step per epoch "
                         "measures an epoch's cost and gains slowly, so a long run need not wait for it")
-    p.add_argument("--lbfgs-iters", type=int, default=40,
-                   help="collapsed-lbfgs: L-BFGS iterations (at most 1.25× as many evaluations; --max-cpu caps it)")
+    p.add_argument("--lbfgs-iters", type=int_at_least(1), default=1000,
+                   help="collapsed-lbfgs: L-BFGS iterations (at most 1.25× as many evaluations)")
+    p.add_argument("--lbfgs-max-cpu", type=number_type(float, lambda v: v >= 0, "CPU seconds >= 0"), default=900.0,
+                   help="collapsed-lbfgs: its CPU cap in seconds (default: 15 CPU-minutes, the time-to-quality "
+                        "budget of the scaling goal; inf: none)")
     p.add_argument("--lr", type=float, default=None,
                    help="learning rate (default: the stochastic config's 0.05; Adam 0.01 for the collapsed bound)")
     p.add_argument("--hyper-iters", type=int, default=None,
@@ -423,11 +427,13 @@ def mem_check(args):
 def _stop_rules(args, N: int, label: str) -> dict:
     """The keyword arguments of :func:`_epochs` from the command line: ``--flat-tol`` (per
     frame, so × N nats), ``--max-cpu`` (``--collapsed-max-cpu`` for the collapsed method when
-    given) and a label for the progress lines."""
+    given, ``--lbfgs-max-cpu`` for collapsed L-BFGS) and a label for the progress lines."""
     flat = None if args.flat_tol is None else args.flat_tol * N
     cap = args.max_cpu
     if label == "collapsed" and args.collapsed_max_cpu is not None:
         cap = args.collapsed_max_cpu
+    if label == "collapsed-lbfgs":
+        cap = args.lbfgs_max_cpu
     return {"flat_tol": flat, "max_cpu": cap, "label": f"{label} N={N}", "n_frames": N}
 
 
@@ -573,6 +579,7 @@ def _child(method, N, device, args) -> dict:
            "--Q", str(args.Q), "--M", str(args.M), "--dims", *map(str, args.dims), "--min-time", str(args.min_time),
            "--min-epochs", str(args.min_epochs), "--diverge-tol", str(args.diverge_tol),
            "--max-cpu", str(args.max_cpu), "--lbfgs-iters", str(args.lbfgs_iters),
+           "--lbfgs-max-cpu", str(args.lbfgs_max_cpu),
            *(["--collapsed-max-cpu", str(args.collapsed_max_cpu)] if args.collapsed_max_cpu is not None else []),
            *(["--flat-tol", str(args.flat_tol)] if args.flat_tol is not None else []),
            "--peer-lr", str(args.peer_lr), "--peer-tol", str(args.peer_tol), "--peer-max-cpu", str(args.peer_max_cpu),
@@ -776,6 +783,7 @@ def main(args):
     if args.quick:   # in this process (no subprocess start-up); memory is then the process's peak so far
         args.sizes, args.seq_len, args.window, args.batch, args.M, args.dims = [200, 400], 100, 50, 2, 5, [4, 3]
         args.in_process, args.min_time, args.peer_max_cpu = True, 0.0, min(args.peer_max_cpu, 3.0)
+        args.lbfgs_iters = min(args.lbfgs_iters, 40)
     devices = ["cpu"]
     cuda_note = None
     if args.device in ("cuda", "both"):
