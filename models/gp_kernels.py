@@ -583,5 +583,5 @@ def kzz(kind: str, Z: torch.Tensor, variance, ard) -> torch.Tensor:
         An unknown ``kind``.
     """
     K = kernel_matrix(kind, Z, Z, variance, ard)
-    jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
+    jit = 1e-6 * K.diagonal().mean().clamp_min(1e-12)
     return K + jit * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)

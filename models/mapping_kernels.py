@@ -144,7 +144,7 @@ class MappingKernel(Kernel):
             (M, M).
         """
         K = self.gram(Z, Z, params)
-        jit = 1e-6 * K.diagonal().mean().detach().clamp_min(1e-12)
+        jit = 1e-6 * K.diagonal().mean().clamp_min(1e-12)
         return K + jit * torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
 
     def init_params(self, Q: int = 1, **overrides) -> dict:
