@@ -291,3 +291,29 @@ def test_pyro_model_uses_the_time_kernel_objects():
     a, e = float(data.init["alpha_1"]), float(data.init["eps_1"])
     A1 = a * a * Ks + (1 - a) ** 2 * e * torch.eye(10, dtype=D64)
     torch.testing.assert_close(tr.nodes["X_1"]["fn"].covariance_matrix[0], A1, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["RBFARD", "LinearARD"])
+def test_kzz_jitter_is_part_of_the_differentiated_value(kernel):
+    """K_ZZ's jitter (1e-6 of the mean diagonal) depends on the kernel's parameters; its gradient
+    must be there too, or ∂ log|K_ZZ| is wrong wherever the jitter dominates an eigenvalue
+    (here two equal inducing inputs: K_ZZ singular but for the jitter). Checked for the object
+    kernels' kzz and the string path's (gp_kernels.kzz) against central differences."""
+    from tandem.models import gp_kernels, mapping_kernels
+    g = torch.Generator().manual_seed(0)
+    Z = torch.randn(5, 2, dtype=torch.float64, generator=g)
+    Z = torch.cat([Z, Z[:1]])                                # a repeated inducing input
+    k = getattr(mapping_kernels, kernel)()
+    base = {n: v * 1.3 for n, v in k.init_params(Q=2).items()}
+    for name in base:
+        def logdet_obj(x, name=name):
+            return torch.logdet(k.kzz(Z, {**base, name: x}))
+
+        def logdet_str(x, name=name):
+            p = {**base, name: x}
+            return torch.logdet(gp_kernels.kzz(k.kind, Z, p.get("variance"), p["ard"]))
+        for f in (logdet_obj, logdet_str):
+            x = base[name].clone().requires_grad_()
+            # (the linear K_ZZ has rank Q: four eigenvalues are jitter alone, hence the FD tolerance;
+            # without the jitter's gradient the error is O(1))
+            assert torch.autograd.gradcheck(f, (x,), eps=1e-7, atol=1e-4, rtol=2e-3), (kernel, name, f.__name__)
