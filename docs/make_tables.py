@@ -228,14 +228,16 @@ _COMPARE_OLD = (
     ("_agreement", (("final_bound", "final bound"), ("prediction_spread", "max abs Δ prediction within the path"),
                     ("max_abs_prediction_difference", "max abs Δ prediction, new − old")), 10),
 )
-#: how docs/results/bench_scale.json was written: a 10³/10⁴ run and the stochastic fit at 10⁴ on its
-#: own (earlier runs; their rows rebuilt from the previous bench_scale.json), the stochastic fit at
-#: 10⁵ on its own after the private-variance fix, joined
+#: how docs/results/bench_scale.json was written: each fit on its own (``--one``, one per core),
+#: the rows joined with the previous file's (whose reference rows, runs of earlier code on the
+#: same data, bound and seed, stay and count for the best bound)
 BENCH_SCALE_COMMAND = (
-    "OMP_NUM_THREADS=1 python examples/bench_scale.py --sizes 1000 10000 --min-time 0 --flat-tol 0.01 "
-    "--max-cpu 300 --collapsed-max-cpu 30 --skip-peer --out A`, `... --one stochastic 100000 cpu --min-time 0 "
-    "--min-epochs 8 --max-cpu 1500 > B.json`, then `... --rows-from A/bench_scale_rows.json B.json "
-    "--reference-from R.json --out results")
+    "OMP_NUM_THREADS=1 python examples/bench_scale.py --one M N cpu --min-time 0 --flat-tol 0.01 "
+    "--max-cpu 300 --collapsed-max-cpu 30 > M_N.json` (M = collapsed, stochastic; N = 1000, 10000), "
+    "`... --one collapsed-lbfgs N cpu --lbfgs-max-cpu 600 > L_N.json` (N = 1000, 10000), "
+    "`... --one collapsed-lbfgs 100000 cpu --lbfgs-max-cpu inf > L_100000.json` (stopped by SIGTERM), "
+    "`... --one stochastic 100000 cpu --min-time 0 --min-epochs 8 --max-cpu 1500 > S.json`, then "
+    "`... --rows-from PREVIOUS/bench_scale.json *.json --out results")
 
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS

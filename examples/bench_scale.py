@@ -278,8 +278,9 @@ def _lbfgs_fit(data, args, flat_tol=None, max_cpu: float = math.inf, label: str 
     SIGTERM; ``flat_tol`` does not apply (L-BFGS's curve is not one of epochs).
 
     Returns ``(trace, walls, cpus, stop, evaluations)``: per evaluation its wall and CPU seconds,
-    ``stop`` one of "iterations", "max_cpu", "interrupted", and the raw (CPU s, bound) of every
-    evaluation, line-search trials included."""
+    ``stop`` one of "iterations" (L-BFGS returned: its iteration limit or one of torch's own
+    tolerances), "max_cpu", "interrupted", and the raw (CPU s, bound) of every evaluation,
+    line-search trials included."""
     trace, walls, cpus, evals = [], [], [], []
     pending = []                        # the evaluation whose backward pass is still to be timed
     clock = {"w": time.perf_counter(), "c": time.process_time()}
