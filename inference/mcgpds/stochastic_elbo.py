@@ -649,7 +649,7 @@ def windows_per_chunk(sdata: StochasticData, chunk: int) -> int:
     Returns
     -------
     int
-        ``min(chunk, blocks_per_chunk(V, Q, L, S))``, at least 1.
+        ``min(chunk, blocks_per_chunk(V, Q, L, S))`` (both at least 1).
 
     Raises
     ------
@@ -657,7 +657,7 @@ def windows_per_chunk(sdata: StochasticData, chunk: int) -> int:
         ``chunk`` < 1 or not an integer.
     """
     chunk = check_int_range(chunk, "chunk", low=1)
-    return max(1, min(chunk, blocks_per_chunk(sdata.V, sdata.Q, sdata.windows.window, sdata.windows.S)))
+    return min(chunk, blocks_per_chunk(sdata.V, sdata.Q, sdata.windows.window, sdata.windows.S))
 
 
 @torch.no_grad()
