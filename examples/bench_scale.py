@@ -223,10 +223,9 @@ def run_one(method: str, N: int, device: str, args) -> dict:
                    first_epoch_s=first, steps_per_epoch=spe, final_loss=float(m.result.losses[-1]))
     elif method == "collapsed-lbfgs":
         data = collapsed_start(sim, args.Q, args.M, seq_len, args.seed)
-        trace, walls, cpus, stop, evals = _lbfgs_fit(data, args, **_stop_rules(args, N, method))
-        with torch.no_grad():
-            ceiling = bound_ceiling([v["beta"] for v in hyperparams(data)["views"]],
-                                    [int(Y.shape[1]) for Y in data.views], out["n_frames"])
+        rules = _stop_rules(args, N, method)        # flat_tol does not apply to L-BFGS's evaluations
+        trace, walls, cpus, stop, evals = _lbfgs_fit(data, args, rules["max_cpu"], rules["label"], N)
+        ceiling = _collapsed_ceiling(data)
         out.update(epoch_time_s=_mean_or(walls[1:], walls[0]), epoch_cpu_s=_mean_or(cpus[1:], cpus[0]),
                    epochs_timed=len(walls) - 1, first_epoch_s=walls[0], steps_per_epoch=1,
                    final_loss=-float(evals[-1][1]), evaluations=[[float(c), float(b)] for c, b in evals])
@@ -246,9 +245,7 @@ def run_one(method: str, N: int, device: str, args) -> dict:
         _print_point(f"{method} N={N}", 0, trace[0], first, N)
         walls, cpus, stop = _epochs(step, sync, args.min_time, args.min_epochs, bound, trace,
                                     **_stop_rules(args, N, method))
-        with torch.no_grad():
-            ceiling = bound_ceiling([v["beta"] for v in hyperparams(data)["views"]],
-                                    [int(Y.shape[1]) for Y in data.views], out["n_frames"])
+        ceiling = _collapsed_ceiling(data)
         out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=1, final_loss=float(res.losses[-1]))
     out["trace"] = [[float(c), float(b)] for c, b in trace]
@@ -263,7 +260,14 @@ def run_one(method: str, N: int, device: str, args) -> dict:
     return out
 
 
-def _lbfgs_fit(data, args, flat_tol=None, max_cpu: float = math.inf, label: str = "", n_frames: int | None = None):
+def _collapsed_ceiling(data) -> float:
+    """:func:`bound_ceiling` of a collapsed model (``McGPDSData``) at its current β."""
+    with torch.no_grad():
+        return bound_ceiling([v["beta"] for v in hyperparams(data)["views"]], [int(Y.shape[1]) for Y in data.views],
+                             int(data.N))
+
+
+def _lbfgs_fit(data, args, max_cpu: float = math.inf, label: str = "", n_frames: int | None = None):
     """Collapsed L-BFGS: one :func:`tandem.inference.fit` run of ``LBFGS(max_iter=--lbfgs-iters)`` on
     the collapsed bound (the mapping kernel, Z and q(X) learned), every evaluation traced.
 
@@ -275,7 +279,7 @@ def _lbfgs_fit(data, args, flat_tol=None, max_cpu: float = math.inf, label: str 
     accepts a point only below the last iterate's loss and ends at the lowest point it bracketed.
     Stops after ``--lbfgs-iters`` iterations (torch's ≤ 1.25× as many evaluations), at its own
     convergence, once the CPU seconds exceed ``max_cpu`` (checked at each evaluation), or at
-    SIGTERM; ``flat_tol`` does not apply (L-BFGS's curve is not one of epochs).
+    SIGTERM.
 
     Returns ``(trace, walls, cpus, stop, evaluations)``: per evaluation its wall and CPU seconds,
     ``stop`` one of "iterations" (L-BFGS returned: its iteration limit or one of torch's own
@@ -283,6 +287,7 @@ def _lbfgs_fit(data, args, flat_tol=None, max_cpu: float = math.inf, label: str 
     line-search trials included."""
     trace, walls, cpus, evals = [], [], [], []
     pending = []                        # the evaluation whose backward pass is still to be timed
+    best = [-math.inf]                  # the best finite bound so far
     clock = {"w": time.perf_counter(), "c": time.process_time()}
     c_start = clock["c"]
 
@@ -295,8 +300,9 @@ def _lbfgs_fit(data, args, flat_tol=None, max_cpu: float = math.inf, label: str 
         clock.update(w=w, c=c)
         bound = pending.pop()
         evals.append((c - c_start, bound))
-        finite = [b for _, b in evals if math.isfinite(b)]
-        trace.append((c - c_start, max(finite) if finite else bound))
+        if math.isfinite(bound):
+            best[0] = max(best[0], bound)
+        trace.append((c - c_start, best[0] if math.isfinite(best[0]) else bound))
         _print_point(label, len(trace) - 1, trace[-1], sum(walls), n_frames)
         if c - c_start > max_cpu:
             raise _Stopped("max_cpu")
