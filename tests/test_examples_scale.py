@@ -404,6 +404,36 @@ def _small_collapsed_start():
     return _bench_module().collapsed_start(sim, 2, 5, 50, 0)
 
 
+def test_collapsed_start_on_a_device_keeps_the_model_and_its_bound():
+    """``collapsed_start(device=)`` (how the collapsed rows run on CUDA) rebuilds the data on that
+    device: every tensor there, the same mapping-kernel object, and the same start bound as the
+    CPU data (checked with the CPU as the device: the rebuild is the same code on every device)."""
+    import pyro
+
+    from tandem.guides.mcgpds import mcgpds_guide
+    from tandem.inference.mcgpds import stochastic as st
+    from tandem.inference.mcgpds.bound import collapsed_loss
+    from tandem.models.mcgpds import mcgpds_model
+
+    b = _bench_module()
+    sim = st.simulate_sequences(2, 50, [4, 3], Q=2, M=5, seed=0)
+    plain = b.collapsed_start(sim, 2, 5, 50, 0)
+    placed = b.collapsed_start(sim, 2, 5, 50, 0, device=torch.device("cpu"))
+    assert placed.device == torch.device("cpu") and placed.mapping_kernel_obj is not None
+    assert type(placed.mapping_kernel_obj) is type(plain.mapping_kernel_obj)
+    assert all(v.device == placed.device for v in [*placed.views, placed.times, *placed.init.values()])
+    assert set(placed.init) == set(plain.init)
+    for n in plain.init:
+        assert torch.equal(placed.init[n], plain.init[n]), n
+    bounds = []
+    for d in (plain, placed):
+        pyro.clear_param_store()
+        with torch.no_grad():
+            bounds.append(-float(collapsed_loss(mcgpds_model, mcgpds_guide, d)))
+    pyro.clear_param_store()
+    assert math.isfinite(bounds[0]) and bounds[1] == bounds[0]
+
+
 def test_lbfgs_trace_is_the_iterates_bound_and_the_cap_stops_it():
     """Collapsed L-BFGS in the benchmark: one trace point per evaluation, the running best of the
     evaluations; after the run the bound at the parameters L-BFGS left equals the trace's last
