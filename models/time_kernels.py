@@ -40,8 +40,8 @@ class TimeKernel(Kernel):
 
     @staticmethod
     def _dist(t1, t2):
-        t1 = torch.as_tensor(t1, dtype=torch.float64)
-        t2 = torch.as_tensor(t2, dtype=torch.float64)
+        t1 = torch.as_tensor(t1, dtype=torch.float64)  # device: cpu-ok (a tensor keeps its device)
+        t2 = torch.as_tensor(t2, dtype=torch.float64)  # device: cpu-ok (a tensor keeps its device)
         return t1[..., :, None] - t2[..., None, :]
 
     def gram(self, t1, t2, params: dict, same: bool = False) -> torch.Tensor:
@@ -80,7 +80,7 @@ class TimeKernel(Kernel):
         torch.Tensor
             (..., n) the diagonal k(t_i, t_i).
         """
-        t = torch.as_tensor(t, dtype=torch.float64)
+        t = torch.as_tensor(t, dtype=torch.float64)  # device: cpu-ok (a tensor keeps its device)
         return self._k_of_r(torch.zeros_like(t), params)
 
 
@@ -225,7 +225,7 @@ class White(TimeKernel):
         if same:
             if d.shape[-1] != d.shape[-2]:
                 raise ValueError(f"White.gram: same=True needs equal lengths, got {tuple(d.shape[-2:])}")
-            K = K + _get(params, "variance", self) * torch.eye(d.shape[-1], dtype=d.dtype)
+            K = K + _get(params, "variance", self) * torch.eye(d.shape[-1], dtype=d.dtype, device=d.device)
         return K
 
     def diag(self, t, params):
@@ -243,7 +243,7 @@ class White(TimeKernel):
         torch.Tensor
             (..., n) the diagonal k(t_i, t_i).
         """
-        t = torch.as_tensor(t, dtype=torch.float64)
+        t = torch.as_tensor(t, dtype=torch.float64)  # device: cpu-ok (a tensor keeps its device)
         return torch.zeros_like(t) + _get(params, "variance", self)
 
 
