@@ -40,7 +40,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro import poutine
-from pyro.infer.autoguide import AutoDelta
+from pyro.infer.autoguide import AutoDelta, init_to_feasible
 
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.experiments.cli import base_parser, set_seed
@@ -144,7 +144,9 @@ def driver(dev):
     X = torch.randn(50, 3, generator=g, dtype=DTYPE)
     y = X @ torch.tensor([1.0, -2.0, 0.5], dtype=DTYPE) + 0.3 * torch.randn(50, generator=g, dtype=DTYPE)
     X, y = X.to(dev), y.to(dev)
-    res = fit(_regression, AutoDelta(_regression), X, y, num_steps=100, progress=False,
+    # init_to_feasible: the same start on every device (the default init draws from the prior with
+    # the device's own random generator, so CPU and CUDA would start from different points)
+    res = fit(_regression, AutoDelta(_regression, init_loc_fn=init_to_feasible), X, y, num_steps=100, progress=False,
               optim=pyro.optim.Adam({"lr": 0.05}))
     return res.params["AutoDelta.w"]
 

@@ -231,7 +231,7 @@ class SAMTCMeanField:
         pooled = torch.cat(tasks)
 
         def rand_points(m):
-            return pooled[torch.randint(len(pooled), (m,), generator=gen).to(pooled.device)].clone()
+            return pooled[torch.randint(len(pooled), (m,), generator=gen).to(pooled.device)].clone()  # device: cpu-ok
 
         pc = self._value("pi_conc", None, lambda: torch.ones(K + 1, **opts), opts)
         pyro.sample("pi", self._site("pi", constraints.simplex, pc / pc.sum()))

@@ -111,7 +111,7 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
         return
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu().contiguous()
-        data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""  # device: cpu-ok
         out[path] = _array_entry("tensor", str(t.dtype).replace("torch.", ""), t.shape, data)
         return
     if isinstance(obj, np.ndarray):

@@ -119,7 +119,7 @@ def shard_indices(n_or_idx, rank: int | None = None, world: int | None = None) -
     w = w if world is None else int(world)
     if not 0 <= r < w:
         raise ValueError(f"rank: expected 0 <= rank < world ({w}), got {r}")
-    idx = torch.arange(int(n_or_idx)) if isinstance(n_or_idx, int) else torch.as_tensor(n_or_idx)
+    idx = torch.arange(int(n_or_idx)) if isinstance(n_or_idx, int) else torch.as_tensor(n_or_idx)  # device: cpu-ok
     return idx[r::w]
 
 
@@ -166,7 +166,7 @@ class DataParallelLoss:
         names = sorted(store)
         params = [store[n] for n in names]
         if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(float(value), dtype=torch.float64)
+            value = torch.as_tensor(float(value), dtype=torch.float64)  # device: cpu-ok (a float's 0-d tensor)
         if value.requires_grad and params:
             grads = torch.autograd.grad(value, params, allow_unused=True)
         else:

@@ -21,7 +21,7 @@ def _get(params: dict, name: str, kernel) -> torch.Tensor:
         raise TypeError(f"params: expected a dict of tensors for {type(kernel).__name__}, got {type(params).__name__}")
     if name not in params:
         raise ValueError(f"params: {type(kernel).__name__} needs parameter {name!r}; got {sorted(params)}")
-    return torch.as_tensor(params[name], dtype=torch.float64)
+    return torch.as_tensor(params[name], dtype=torch.float64)  # device: cpu-ok (a tensor keeps its device)
 
 
 class Kernel:
@@ -92,9 +92,9 @@ class Kernel:
         if bad:
             raise ValueError(f"init_params: unknown parameter(s) {sorted(bad)} for {type(self).__name__}; "
                              f"expected among {list(self.param_names)}")
-        out = {n: torch.as_tensor(self.defaults[n], dtype=torch.float64) for n in self.param_names}
-        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in self.given_init.items()})
-        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in overrides.items()})
+        out = {n: torch.as_tensor(self.defaults[n], dtype=torch.float64) for n in self.param_names}  # device: cpu-ok
+        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in self.given_init.items()})  # device: cpu-ok
+        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in overrides.items()})  # device: cpu-ok
         return out
 
     # ---------------------------------------------------------------- JSON spec (save/load)

@@ -169,14 +169,16 @@ class MappingKernel(Kernel):
         ValueError
             An unknown parameter name.
         """
-        out = {"variance": torch.tensor(1.0, dtype=torch.float64), "ard": torch.ones(Q, dtype=torch.float64)}
+        # init values on the CPU: the data (McGPDSData) move every init value to their device
+        out = {"variance": torch.tensor(1.0, dtype=torch.float64),  # device: cpu-ok
+               "ard": torch.ones(Q, dtype=torch.float64)}  # device: cpu-ok
         out = {n: out[n] for n in self.param_names}
-        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in self.given_init.items()
+        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in self.given_init.items()  # device: cpu-ok
                     if k == "variance"})
         bad = set(overrides) - set(self.param_names)
         if bad:
             raise ValueError(f"init_params: unknown parameter(s) {sorted(bad)} for {type(self).__name__}")
-        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in overrides.items()})
+        out.update({k: torch.as_tensor(v, dtype=torch.float64) for k, v in overrides.items()})  # device: cpu-ok
         return out
 
 

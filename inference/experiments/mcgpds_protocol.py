@@ -235,7 +235,7 @@ def protocol_features(data, name: str):
     if name not in ("raw", "std"):
         raise ValueError(f"unknown NN feature space {name!r} (raw | std)")
     tr, te = nn_features(data.Y1, data.Y1_test, name)
-    return tr.numpy(), te.numpy()
+    return tr.numpy(), te.numpy()  # device: cpu-ok (CPU features)
 
 
 def calibrated_predictor(fitted, data, metric: str, mask, label: str, kw: dict, feat: str):

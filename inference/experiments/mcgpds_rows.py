@@ -127,8 +127,9 @@ def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir
     est = McGPDS(seed=seed, **(_QUICK_DEFAULT if quick else {}))
     est.fit([data.Y1, data.Y2], times=data.t, sequence_ids=sequence_ids_of(data.seq_ends))
     t1 = time.perf_counter()
-    zs = est.scalers_[0].transform(torch.as_tensor(data.Y1_test, dtype=torch.float64))
-    ch = choose_predictor(est.fitted_, zs, torch.as_tensor(data.t_test, dtype=torch.float64), seed=est.seed)
+    zs = est.scalers_[0].transform(torch.as_tensor(data.Y1_test, dtype=torch.float64))  # device: cpu-ok
+    t_test = torch.as_tensor(data.t_test, dtype=torch.float64)  # device: cpu-ok (the estimator moves it)
+    ch = choose_predictor(est.fitted_, zs, t_test, seed=est.seed)
     tr_s, pr_s = t1 - t0, time.perf_counter() - t1
     st = est.scalers_[1]
     orig = lambda p: (_np(st.inverse(p.mean)), _np(st.inverse_var(p.var)))      # noqa: E731

@@ -217,7 +217,8 @@ class TwinGPRegressor(TandemEstimator):
         self.sx_, self.sy_ = Standardizer(X), Standardizer(Y)
         Z, W = self.sx_.transform(X), self.sy_.transform(Y)
         rng = np.random.default_rng(self.seed)
-        sub = torch.as_tensor(np.sort(rng.choice(Z.shape[0], min(self.cv_subset, Z.shape[0]), replace=False)))
+        sub = np.sort(rng.choice(Z.shape[0], min(self.cv_subset, Z.shape[0]), replace=False))
+        sub = torch.as_tensor(sub)  # device: cpu-ok (indices index a tensor on any device)
         Zs, Ws = Z[sub], W[sub]
         self.cv_ = {}
         if None in (self.rho_x, self.rho_y, self.lam):
@@ -394,7 +395,8 @@ class TwinGPRegressor(TandemEstimator):
         mu = torch.as_tensor(np.asarray(self.sy_.mean, dtype=float), dtype=pred.dtype, device=pred.device)
         mu = mu.reshape(-1).expand(pred.shape[1])
         g = torch.Generator(device="cpu").manual_seed(int(seed))
-        eps = torch.randn((num_samples,) + tuple(pred.shape), generator=g, dtype=pred.dtype).to(pred.device)
+        eps = torch.randn((num_samples,) + tuple(pred.shape), generator=g,  # device: cpu-ok (CPU generator)
+                          dtype=pred.dtype).to(pred.device)
         # y = ŷ + L⁻ᵀ ε ~ N(ŷ, H⁻¹)
         dev = torch.linalg.solve_triangular(L.transpose(-1, -2), eps.unsqueeze(-1), upper=True).squeeze(-1)
         ppc = ((pred.detach() + dev) * sc + mu).detach().cpu().numpy()

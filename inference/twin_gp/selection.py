@@ -410,7 +410,7 @@ def paired_differences(preds: dict, Y, metric, methods, baselines) -> dict:
         ``{"A - B": {"mean", "se", "wins", "losses"}}`` (se = std(d)/√N; wins: d_n < 0, i.e.
         the method's error is lower).
     """
-    Y = torch.as_tensor(Y)
+    Y = torch.as_tensor(Y)  # device: cpu-ok (CPU data)
     per_point = {name: np.array([metric(p[i:i + 1], Y[i:i + 1]) for i in range(Y.shape[0])])
                  for name, p in preds.items() if name in (*methods, *baselines)}
     out = {}
@@ -633,9 +633,10 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     alphas = ALPHAS if alphas is None else alphas
     ensemble = check_int_range(ensemble, "ensemble", 1)
     rng = np.random.default_rng(seed)
-    Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in
+    Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in  # device: cpu-ok (CPU data)
                           ("X_train", "Y_train", "X_test", "Y_test"))
-    sub = torch.as_tensor(np.sort(rng.choice(Xtr.shape[0], min(cv_subset, Xtr.shape[0]), replace=False)))
+    sub = np.sort(rng.choice(Xtr.shape[0], min(cv_subset, Xtr.shape[0]), replace=False))
+    sub = torch.as_tensor(sub)  # device: cpu-ok (indices index a tensor on any device)
     Xs, Ys = Xtr[sub], Ytr[sub]
     rho_mult_y = rho_mult if rho_mult_y is None else rho_mult_y
     ckpt = StageCheckpoint(checkpoint, {
@@ -734,7 +735,8 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     for name, p in preds.items():
         res.add(name, metric_name, metric(p, Yte), split="test")
         if parts:
-            res.add(name, metric_name, [metric(p[torch.as_tensor(f)], Yte[torch.as_tensor(f)]) for f in parts],
+            res.add(name, metric_name, [metric(p[torch.as_tensor(f)], Yte[torch.as_tensor(f)])  # device: cpu-ok
+                                        for f in parts],
                     split="test_folds")
         log(f"{name} test: {metric(p, Yte):.4f}")
     return {"preds": preds, "settings": res.config, "model": m}
