@@ -80,7 +80,7 @@ from tandem.guides.mcgpds import mcgpds_guide
 from tandem.inference import metrics
 from tandem.inference.datasets.human_pose import load_human_pose
 from tandem.inference.experiments.cli import base_parser, int_at_least, number_type, set_seed
-from tandem.inference.experiments.results import Results
+from tandem.inference.experiments.results import Results, environment
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_loss, likelihood_ceiling
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, predict_view
@@ -518,6 +518,12 @@ def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, t
         signal.signal(signal.SIGTERM, old)
 
 
+def _clock_of(row: dict) -> str:
+    """The clock of a row's trace: "cpu" (CPU seconds) or "wall" (synchronised wall seconds, on an
+    accelerator); rows written before rows said so ran on the CPU."""
+    return row.get("clock", "cpu" if row["device"] == "cpu" else "wall")
+
+
 def _mean_or(xs, default: float) -> float:
     """Mean of ``xs``; ``default`` (the warm-up epoch's time) when no timed epoch completed."""
     return float(np.mean(xs)) if xs else float(default)
@@ -799,6 +805,9 @@ def main(args):
     if args.one:
         method, N, device = args.one
         one = run_peer(int(N), args) if method == "gpytorch_bgplvm" else run_one(method, int(N), device, args)
+        # where the row was measured (a summary joined elsewhere with --rows-from keeps it)
+        one["environment"] = environment() | (
+            {"gpu": torch.cuda.get_device_name()} if torch.device(device).type == "cuda" else {})
         print(json.dumps(one))
         return None
     if args.quick:   # in this process (no subprocess start-up); memory is then the process's peak so far
@@ -831,6 +840,8 @@ def main(args):
                     r = dict(r, method=f"{r['method']}{REFERENCE}")
                     rows[r["method"], r["n_frames"], r["device"]] = r
         rows = list(rows.values())
+        res.config["row_environments"] = [json.loads(e) for e in dict.fromkeys(
+            json.dumps(r["environment"], sort_keys=True) for r in rows if "environment" in r)]
         print(f"rows from {', '.join(map(str, args.rows_from))}: {len(rows)} rows, nothing run")
     else:
         rows = run_rows(args, res, devices)
@@ -893,11 +904,12 @@ def summarise(rows: list, args, res) -> Results:
         res.add(name, "training_cpu_s", r["trace"][-1][0], n_frames=r["n_frames"], device=dev,
                 epochs=len(r["trace"]), stop=r.get("stop"))
         res.add(name, "epochs_timed", len(r["trace"]) - 1, n_frames=r["n_frames"], device=dev, stop=r.get("stop"))
+        clock = _clock_of(r)
         print(f"{name:32s} N={r['n_frames']:>8d}  epoch {r['epoch_time_s']:9.3f} s wall "
-              f"{r['epoch_cpu_s']:9.3f} s CPU "
+              f"{r['epoch_cpu_s']:9.3f} s {clock} "
               f"({r['steps_per_epoch']} steps)  peak {r['peak_memory_mb']:8.0f} MB  "
               f"bound {r['final_bound'] / r['n_frames']:.4g} nats/frame after {len(r['trace'])} epochs "
-              f"({r['trace'][-1][0]:.2f} s CPU; stopped: {r.get('stop')})", flush=True)
+              f"({r['trace'][-1][0]:.2f} s {clock}; stopped: {r.get('stop')})", flush=True)
         if r["diverged"]:
             print(f"DIVERGED: {r['diverged']}", flush=True)
     ok = [r for r in rows if "error" not in r]
@@ -918,10 +930,10 @@ def summarise(rows: list, args, res) -> Results:
                     tq = {"1pct": float("nan"), "0.1nat": float("nan")}
                 for key, metric in (("1pct", "time_to_1pct_cpu_s"), ("0.1nat", "time_to_0.1nat_cpu_s")):
                     res.add(name, metric, tq[key], n_frames=N, device=dev, best_bound=best, reference=ref,
-                            methods_run=sorted(x["method"] for x in here))
+                            methods_run=sorted(x["method"] for x in here), clock=_clock_of(r))
                     tq_pts.setdefault((r["method"], dev, key), []).append((N, tq[key]))
                 print(f"{name:32s} N={N:>8d}  best bound {best / N:.4g} nats/frame ({ref}); time to 1 %: "
-                      f"{_fmt_s(tq['1pct'])}, to 0.1 nats/frame: {_fmt_s(tq['0.1nat'])} (CPU)")
+                      f"{_fmt_s(tq['1pct'])}, to 0.1 nats/frame: {_fmt_s(tq['0.1nat'])} ({_clock_of(r)})")
     peer_records(peers, args, res)
     exps = {}
     for dev in devices:

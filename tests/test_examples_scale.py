@@ -481,3 +481,34 @@ def test_bench_scale_mem_check_quick(tmp_path):
     assert math.isfinite(new["mean"]) and new["mean"] == pytest.approx(old["mean"], rel=1e-10)
     assert new["grad_norm"] == pytest.approx(old["grad_norm"], rel=1e-10) and new["grad_norm"] > 0
     assert "value + gradient peak RSS" in r.stdout
+
+
+def test_gpu_bench_script_runs_by_its_deadline(tmp_path):
+    """``examples/gpu_bench.sh`` (the GPU checks in one run), here with the CPU as the device and
+    tiny sizes: it ends by its deadline, ``gpu_check`` passes, and every row it kept is a JSON row
+    that ``--rows-from`` takes, with the environment it was measured in."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, OUT=str(tmp_path / "out"), NOWHL="1", DEV="cpu", DEADLINE="90", SIZES_SMALL="200",
+               CPU_METHODS="stochastic",
+               MID="200", BIG="300", PY=sys.executable, OMP_NUM_THREADS="1")
+    t0 = time.perf_counter()
+    p = subprocess.run(["bash", str(root / "examples" / "gpu_bench.sh")], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert time.perf_counter() - t0 < 90 + 60          # deadline + one row's kill grace + start-up
+    log = (tmp_path / "out" / "device.log").read_text()
+    assert "gpu_check: rc 0" in log and "done in" in log, log[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "out" / "rows.jsonl").read_text().splitlines() if line.strip()]
+    assert rows and all(r["environment"]["python"] and "trace" in r for r in rows)
+    for i, r in enumerate(rows):
+        (tmp_path / f"r{i}.json").write_text(json.dumps(r))
+    s = _run("bench_scale.py", "--rows-from", *(str(tmp_path / f"r{i}.json") for i in range(len(rows))),
+             "--out", str(tmp_path / "sum"))
+    assert s.returncode == 0, s.stderr[-2000:]
+    summary = json.loads((tmp_path / "sum" / "bench_scale.json").read_text())
+    assert summary["config"]["row_environments"]
