@@ -77,7 +77,8 @@ def test_every_example_script_is_documented():
     # drafts in docs/_incoming/ are not part of the site until they are folded into its pages
     pages = [p for p in DOCS.rglob("*.md") if "_incoming" not in p.parts]
     text = (ROOT / "README.md").read_text() + "".join(p.read_text() for p in pages)
-    missing = [p.name for p in sorted((ROOT / "examples").glob("*.py")) if p.name not in text]
+    scripts = [p for p in sorted((ROOT / "examples").iterdir()) if p.suffix in (".py", ".sh")]
+    missing = [p.name for p in scripts if p.name not in text]
     assert not missing, f"examples not mentioned in README.md or docs/: {missing}"
 
 
