@@ -90,6 +90,8 @@ def _cell(rec: dict, digits: int) -> str:
         dm, *ds = rec["decimals"]
         text = f"{rec['mean']:.{dm}f}"
         return text + (f" ± {std:.{ds[0]}f}" if std is not None and ds else "")
+    if 0 < abs(rec["mean"]) < 1e-4 and len(rec.get("values") or []) <= 1:   # e.g. a relative difference
+        return f"{rec['mean']:.{digits - 1}e}"
     dm = _decimals(rec["mean"], digits)
     text = f"{rec['mean']:.{dm}f}"
     if std is not None and len(rec.get("values") or []) > 1:
@@ -239,6 +241,17 @@ BENCH_SCALE_COMMAND = (
     "`... --one stochastic 100000 cpu --min-time 0 --min-epochs 8 --max-cpu 1500 > S.json`, then "
     "`... --rows-from PREVIOUS/bench_scale.json *.json --out results")
 
+#: how docs/results/bench_scale_h200.json and gpu_check_h200.json were written: one run of
+#: examples/gpu_bench.sh on a lent machine with one NVIDIA H200 (16 cores), the rows then joined
+GPU_BENCH_COMMAND = (
+    "OUT=results/gpu bash examples/gpu_bench.sh` (deadline 500 s; CUDA rows: `--one stochastic 10000 cuda "
+    "--max-cpu 30`, `--one collapsed-lbfgs 10000 cuda --lbfgs-max-cpu 60`, `--one stochastic 100000 cuda "
+    "--max-cpu 60` (stopped by its timeout after the warm-up epoch), `--one collapsed-lbfgs 100000 cuda "
+    "--lbfgs-max-cpu 140`, `--one collapsed 10000 cuda --collapsed-max-cpu 5`; the machine's CPU rows, one "
+    "thread each, beside them: N = 1000, 10000 with `--max-cpu 30 --lbfgs-max-cpu 60 --collapsed-max-cpu 10`; "
+    "all with `--min-epochs 2 --min-time 2`), then, one file per line of its rows.jsonl, "
+    "`python examples/bench_scale.py --rows-from ROW_FILES --out results")
+
 TABLES: tuple[Table, ...] = (
     # ---- quickstart / McGPDS
     Table("quickstart", "quickstart.json", ("method",), (("rmse", "RMSE"), ("msll", "MSLL")),
@@ -333,6 +346,14 @@ TABLES: tuple[Table, ...] = (
            ("training_cpu_s", "training CPU (s)"),
            ("time_to_1pct_cpu_s", "CPU s to within 1 %"), ("time_to_0.1nat_cpu_s", "CPU s to within 0.1 nats/frame")),
           row_headers=("N frames", "method"), digits=4, command=BENCH_SCALE_COMMAND),
+    Table("bench_scale_h200", "bench_scale_h200.json", ("n_frames", "method"),
+          (("epoch_time_s", "epoch wall time (s)"), ("peak_memory_mb", "peak memory (MB)"),
+           ("final_bound_per_frame", "last bound (nats/frame)"), ("epochs_timed", "epochs after the warm-up"),
+           ("training_cpu_s", "training time (s)"), ("time_to_1pct_cpu_s", "s to within 1 %")),
+          row_headers=("N frames", "method"), digits=4, command=GPU_BENCH_COMMAND),
+    Table("gpu_check_h200", "gpu_check_h200.json", ("method",),
+          (("time_s", "CUDA time (s)"), ("max_rel_diff", "max relative difference from the CPU")),
+          where={"device": "cuda"}, row_headers=("check",), command=GPU_BENCH_COMMAND),
     Table("bench_scale_mem", "bench_scale_mem.json", ("n_frames", "M", "method"),
           (("value_grad_peak_rss_mb", "peak RSS, value + gradient (MB)"), ("value_grad_cpu_s", "CPU (s)"),
            ("bound", "bound")), row_headers=("N frames", "M", "method"), digits=6,
