@@ -125,6 +125,13 @@ def parser():
     p.add_argument("--lbfgs-max-cpu", type=number_type(float, lambda v: v >= 0, "CPU seconds >= 0"), default=900.0,
                    help="collapsed-lbfgs: its CPU cap in seconds (default: 15 CPU-minutes, the time-to-quality "
                         "budget of the scaling goal; inf: none)")
+    p.add_argument("--prior-cache-mb", type=number_type(float, lambda v: v >= 0, "MB >= 0"), default=None,
+                   help="the collapsed bound's cache of prior factors (streamed.PRIOR_CACHE_MB; default: the "
+                        "library's; inf: every sequence's, 48 MB per 1000-frame sequence with two views): memory "
+                        "for time")
+    p.add_argument("--kl-unchunked-mb", type=number_type(float, lambda v: v >= 0, "MB >= 0"), default=None,
+                   help="the collapsed bound's KL stacks are computed in one piece up to this size "
+                        "(streamed.KL_UNCHUNKED_MB; default: the library's; inf: never chunked)")
     p.add_argument("--lr", type=float, default=None,
                    help="learning rate (default: the stochastic config's 0.05; Adam 0.01 for the collapsed bound)")
     p.add_argument("--hyper-iters", type=int, default=None,
@@ -190,7 +197,19 @@ def collapsed_memory_gb(N, seq_len, V, Q, M, window=None, dims=(10, 8)):
 
 
 def run_one(method: str, N: int, device: str, args) -> dict:
-    """Simulate, fit for one/two epochs, return timings and memory (run in a subprocess)."""
+    """Simulate, fit for one/two epochs, return timings and memory (run in a subprocess), under
+    the collapsed bound's memory settings of the command line (``--prior-cache-mb``,
+    ``--kl-unchunked-mb``; recorded in the row when given)."""
+    from tandem.inference.mcgpds import streamed
+    cache, unchunked = getattr(args, "prior_cache_mb", None), getattr(args, "kl_unchunked_mb", None)
+    with streamed.streaming(prior_cache_mb=cache, kl_unchunked_mb=unchunked):
+        out = _run_one(method, N, device, args)
+    if cache is not None or unchunked is not None:
+        out["streaming"] = {"prior_cache_mb": cache, "kl_unchunked_mb": unchunked}
+    return out
+
+
+def _run_one(method: str, N: int, device: str, args) -> dict:
     set_seed(args.seed)
     n_seq = max(1, N // args.seq_len)
     seq_len = min(args.seq_len, N)
@@ -607,6 +626,8 @@ def _child(method, N, device, args) -> dict:
            "--min-epochs", str(args.min_epochs), "--diverge-tol", str(args.diverge_tol),
            "--max-cpu", str(args.max_cpu), "--lbfgs-iters", str(args.lbfgs_iters),
            "--lbfgs-max-cpu", str(args.lbfgs_max_cpu),
+           *(["--prior-cache-mb", str(args.prior_cache_mb)] if args.prior_cache_mb is not None else []),
+           *(["--kl-unchunked-mb", str(args.kl_unchunked_mb)] if args.kl_unchunked_mb is not None else []),
            *(["--collapsed-max-cpu", str(args.collapsed_max_cpu)] if args.collapsed_max_cpu is not None else []),
            *(["--flat-tol", str(args.flat_tol)] if args.flat_tol is not None else []),
            "--peer-lr", str(args.peer_lr), "--peer-tol", str(args.peer_tol), "--peer-max-cpu", str(args.peer_max_cpu),

@@ -512,3 +512,36 @@ def test_gpu_bench_script_runs_by_its_deadline(tmp_path):
     assert s.returncode == 0, s.stderr[-2000:]
     summary = json.loads((tmp_path / "sum" / "bench_scale.json").read_text())
     assert summary["config"]["row_environments"]
+
+
+def test_bench_memory_settings_are_applied_recorded_and_validated():
+    """``--prior-cache-mb`` / ``--kl-unchunked-mb`` hold during a row (the library's settings are
+    back afterwards), the row records them, the bound does not depend on them (a cache only saves
+    work), and a negative size is refused by the parser."""
+    import math
+
+    from tandem.inference.mcgpds import streamed
+
+    b = _bench_module()
+    base = ["--seq-len", "50", "--window", "25", "--batch", "2", "--M", "5", "--dims", "4", "3",
+            "--min-time", "0", "--min-epochs", "1"]
+    before = (streamed.PRIOR_CACHE_MB, streamed.KL_UNCHUNKED_MB)
+    plain = b.run_one("collapsed", 100, "cpu", b.parser().parse_args(base))
+    seen = {}
+    real = b._run_one
+
+    def spy(*a, **k):
+        seen["settings"] = (streamed.PRIOR_CACHE_MB, streamed.KL_UNCHUNKED_MB)
+        return real(*a, **k)
+
+    b._run_one = spy
+    try:
+        tuned = b.run_one("collapsed", 100, "cpu", b.parser().parse_args(base + ["--prior-cache-mb", "0",
+                                                                               "--kl-unchunked-mb", "inf"]))
+    finally:
+        b._run_one = real
+    assert seen["settings"] == (0.0, math.inf) and (streamed.PRIOR_CACHE_MB, streamed.KL_UNCHUNKED_MB) == before
+    assert tuned["streaming"] == {"prior_cache_mb": 0.0, "kl_unchunked_mb": math.inf} and "streaming" not in plain
+    assert tuned["trace"][0][1] == pytest.approx(plain["trace"][0][1], rel=1e-12)
+    with pytest.raises(SystemExit):
+        b.parser().parse_args(base + ["--prior-cache-mb", "-1"])
