@@ -182,7 +182,7 @@ def collapsed_memory_gb(N, seq_len, V, Q, M, window=None, dims=(10, 8)):
     ``PRIOR_CACHE_MB``), about ten stacks of one KL chunk (``KL_CHUNK_MB`` each, or one block's
     (V, Q, n, n) stack when larger), one ψ chunk, and the O(N) parameters, moments and data
     (≈ 40 floats per latent column and 4 per output per frame), plus the interpreter (0.4 GB).
-    Measured: 1.07 GB at N = 10⁵, M = 20, 1.60 GB at M = 100 (``--mem-check``)."""
+    Measured: 1.34 GB at N = 10⁵, M = 20, 1.88 GB at M = 100 (``--mem-check``)."""
     from tandem.inference.mcgpds import streamed
     from tandem.models import gp_kernels
     n = min(seq_len, N)
