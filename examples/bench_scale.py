@@ -218,7 +218,7 @@ def _run_one(method: str, N: int, device: str, args) -> dict:
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     # the traces' clock: CPU time on the CPU (one thread: the work done); on an accelerator the
     # host thread mostly waits, so there it is synchronised wall time
-    clock = time.process_time if dev.type == "cpu" else time.perf_counter
+    clock, clock_name = (time.process_time, "cpu") if dev.type == "cpu" else (time.perf_counter, "wall")
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     out = {"method": method, "n_frames": int(sim["times"].numel()), "device": device}
@@ -277,7 +277,7 @@ def _run_one(method: str, N: int, device: str, args) -> dict:
         out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=1, final_loss=float(res.losses[-1]))
     out["trace"] = [[float(c), float(b)] for c, b in trace]
-    out["clock"] = "cpu" if dev.type == "cpu" else "wall"
+    out["clock"] = clock_name
     out["stop"] = stop
     out["final_bound"] = float(trace[-1][1])
     out["bound_ceiling"] = ceiling
@@ -480,8 +480,9 @@ def _stop_rules(args, N: int, label: str) -> dict:
 def _epochs(run_epoch, sync, min_time: float, min_epochs: int = 1, bound=None, trace=None, flat_tol=None,
             max_cpu: float = math.inf, label: str = "", n_frames: int | None = None, clock=time.process_time):
     """Run epochs until ``min_time`` wall seconds have passed and at least ``min_epochs``
-    (≥ 1) were run; per-epoch wall and CPU (``time.process_time``, this process) seconds. CPU
-    time is the number that a shared machine does not distort (one thread: CPU time = work).
+    (≥ 1) were run; per-epoch wall and CPU (``clock``: by default ``time.process_time``, this
+    process; the caller passes synchronised wall time on an accelerator) seconds. CPU time is the
+    number that a shared machine does not distort (one thread: CPU time = work).
 
     ``bound``/``trace``: after each epoch append (cumulative training CPU s, ``bound()``) to
     ``trace`` (its last entry holds the CPU time so far) and print it to stderr; the evaluation

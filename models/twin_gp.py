@@ -194,13 +194,13 @@ def simulate(which: int = 1, seed: int = 0, noise: float = 0.005, n_train: int =
     noise = check_real_range(noise, "noise", 0.0)
     n = check_int_range(n_train, "n_train", 2)
     g = torch.Generator().manual_seed(int(seed))
-    y = torch.rand(n, 1, generator=g, dtype=DTYPE)  # device: cpu-ok (simulated data (CPU))
-    x = _s_curve(y) + noise * torch.randn(n, 1, generator=g, dtype=DTYPE)  # device: cpu-ok (simulated data (CPU))
+    y = torch.rand(n, 1, generator=g, dtype=DTYPE)  # device: cpu-ok (simulated data, on the CPU)
+    x = _s_curve(y) + noise * torch.randn(n, 1, generator=g, dtype=DTYPE)  # device: cpu-ok (simulated data, on the CPU)
     if which == 1:
-        yt = torch.linspace(0, 1, 252, dtype=DTYPE)[1:-1, None]  # device: cpu-ok (simulated data (CPU))
+        yt = torch.linspace(0, 1, 252, dtype=DTYPE)[1:-1, None]  # device: cpu-ok (simulated data, on the CPU)
         return {"X_train": x, "Y_train": y, "X_test": _s_curve(yt), "Y_test": yt}
     x2, y2 = torch.cat([x - 1.0, x]), torch.cat([y - 1.0, y])
     order = x2[:, 0].argsort()
     x2, y2 = x2[order][::2].contiguous(), y2[order][::2].contiguous()
-    yt = torch.linspace(-1, 1, 502, dtype=DTYPE)[1:-1, None]  # device: cpu-ok (simulated data (CPU))
+    yt = torch.linspace(-1, 1, 502, dtype=DTYPE)[1:-1, None]  # device: cpu-ok (simulated data, on the CPU)
     return {"X_train": x2, "Y_train": y2, "X_test": _s_curve(yt), "Y_test": yt}
