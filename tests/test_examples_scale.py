@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from common import load_script, run_example
+from common import ROOT, load_script, run_example
 
 
 def _bench_module():
@@ -490,14 +490,12 @@ def test_gpu_bench_script_runs_by_its_deadline(tmp_path):
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, OUT=str(tmp_path / "out"), NOWHL="1", DEV="cpu", DEADLINE="90", SIZES_SMALL="200",
                CPU_METHODS="stochastic",
                MID="200", BIG="300", PY=sys.executable, OMP_NUM_THREADS="1")
     t0 = time.perf_counter()
-    p = subprocess.run(["bash", str(root / "examples" / "gpu_bench.sh")], env=env, capture_output=True, text=True,
+    p = subprocess.run(["bash", str(ROOT / "examples" / "gpu_bench.sh")], env=env, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert time.perf_counter() - t0 < 90 + 60          # deadline + one row's kill grace + start-up
@@ -514,12 +512,10 @@ def test_gpu_bench_script_runs_by_its_deadline(tmp_path):
     assert summary["config"]["row_environments"]
 
 
-def test_bench_memory_settings_are_applied_recorded_and_validated():
+def test_bench_memory_settings_are_applied_recorded_and_validated(monkeypatch):
     """``--prior-cache-mb`` / ``--kl-unchunked-mb`` hold during a row (the library's settings are
     back afterwards), the row records them, the bound does not depend on them (a cache only saves
     work), and a negative size is refused by the parser."""
-    import math
-
     from tandem.inference.mcgpds import streamed
 
     b = _bench_module()
@@ -534,12 +530,9 @@ def test_bench_memory_settings_are_applied_recorded_and_validated():
         seen["settings"] = (streamed.PRIOR_CACHE_MB, streamed.KL_UNCHUNKED_MB)
         return real(*a, **k)
 
-    b._run_one = spy
-    try:
-        tuned = b.run_one("collapsed", 100, "cpu", b.parser().parse_args(base + ["--prior-cache-mb", "0",
-                                                                               "--kl-unchunked-mb", "inf"]))
-    finally:
-        b._run_one = real
+    monkeypatch.setattr(b, "_run_one", spy)
+    tuned = b.run_one("collapsed", 100, "cpu", b.parser().parse_args(base + ["--prior-cache-mb", "0",
+                                                                           "--kl-unchunked-mb", "inf"]))
     assert seen["settings"] == (0.0, math.inf) and (streamed.PRIOR_CACHE_MB, streamed.KL_UNCHUNKED_MB) == before
     assert tuned["streaming"] == {"prior_cache_mb": 0.0, "kl_unchunked_mb": math.inf} and "streaming" not in plain
     assert tuned["trace"][0][1] == pytest.approx(plain["trace"][0][1], rel=1e-12)
