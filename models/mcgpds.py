@@ -96,7 +96,7 @@ def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
 
     ``data.init[name]`` if its group is in ``data.fixed``, else the registered ``pyro.param``
     (created from ``data.init``), detached when its group is in ``frozen`` (or ``"model"`` is,
-    for every non-variational group).
+    for every non-variational group; ``"mu"`` or ``"lam"`` for μ^(k) or λ^(k) alone).
 
     Parameters
     ----------
@@ -105,7 +105,8 @@ def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
     name : str
         The parameter name.
     frozen : collection of str, default ()
-        Groups whose value is detached (no gradient).
+        Groups whose value is detached (no gradient); ``"model"`` stands for every
+        non-variational group, ``"mu"`` / ``"lam"`` for the variational means / precisions alone.
 
     Returns
     -------
@@ -116,7 +117,8 @@ def param(data: McGPDSData, name: str, frozen=()) -> torch.Tensor:
     if group in data.fixed:
         return data.init[name]
     v = pyro.param(name, lambda: data.init[name].clone(), constraint=constraint_of(name, data))
-    if group in frozen or (group != "variational" and "model" in frozen):
+    if (group in frozen or (group != "variational" and "model" in frozen)
+            or (group == "variational" and name.split("_", 1)[0] in frozen)):
         v = v.detach()
     return v
 

@@ -81,6 +81,25 @@ __all__ = ["Blocks", "latent_terms", "view_bound", "collapsed_bound", "collapsed
            "ViewPosterior", "view_posterior", "predict_moments", "likelihood_ceiling"]
 
 
+def _prior_key(times, g: int, time_s, views, alpha, eps, sel: slice):
+    """The cache key of the prior factors of the blocks ``sel`` of group ``g`` (the times, the
+    blocks, the values of α, ε and the time kernels); ``None`` when one of these hyperparameters
+    requires a gradient (the factors then depend on the graph and are not cached)."""
+    leaves = prior_leaves(time_s, [v["time"] for v in views], alpha, eps)
+    if any(x.requires_grad for x in leaves):
+        return None
+    return (g, sel.start, sel.stop, times.detach().cpu().numpy().tobytes(),
+            tuple(float(x) for x in leaves for x in x.reshape(-1)),
+            _time_key(time_s), tuple(_time_key(v["time"]) for v in views))
+
+
+def _prior_cached(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None) -> bool:
+    """Whether the prior factors of the blocks ``sel`` of group ``g`` are in the cache (constant
+    hyperparameters, within :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`)."""
+    key = _prior_key(times, g, time_s, views, alpha, eps, slice(None) if sel is None else sel)
+    return key is not None and "A" in blocks.__dict__.get("_prior_cache", {}).get(key, {})
+
+
 def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None = None) -> dict:
     """Factorisations of group ``g`` (its blocks ``sel``, default all) that depend only on α, ε
     and the time kernels.
@@ -96,14 +115,10 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     grow with N).
     """
     sel = slice(None) if sel is None else sel
-    leaves = prior_leaves(time_s, [v["time"] for v in views], alpha, eps)
-    const = not any(x.requires_grad for x in leaves)
-    key = None
+    key = _prior_key(times, g, time_s, views, alpha, eps, sel)
+    const = key is not None
     known_ok = None
     if const:
-        key = (g, sel.start, sel.stop, times.detach().cpu().numpy().tobytes(),
-               tuple(float(x) for x in leaves for x in x.reshape(-1)),
-               _time_key(time_s), tuple(_time_key(v["time"]) for v in views))
         cache = blocks.__dict__.setdefault("_prior_cache", {})
         if key in cache:
             if "A" in cache[key]:
@@ -114,11 +129,36 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     out = block_prior_factors(t, mask[sel], time_s, [v["time"] for v in views], alpha, eps)
     if const:
         out["Ainv_ok"] = well_conditioned(out["A"]) if known_ok is None else known_ok
+        out["key"] = key
         if len(cache) > 1024 and key not in cache:    # many problems (test blocks etc.): start afresh
             cache.clear()
         from tandem.inference.mcgpds import streamed
         size, used = factor_bytes(out), factor_bytes(*cache.values())
         cache[key] = out if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20 else {"Ainv_ok": out["Ainv_ok"]}
+    return out
+
+
+def _private_terms(blocks: Blocks, g: int, sel: slice | None, cst: dict, lam_p: torch.Tensor):
+    """:func:`private_cov_terms` of the blocks ``sel`` of group ``g``, reused while λ is held.
+
+    ``(log|B_q|, diag S)`` depend only on λ and on the prior covariance A. When neither carries a
+    gradient (A constant: α, ε and the time kernels fixed; λ frozen, as in the precision-frozen
+    phases of :func:`tandem.inference.mcgpds.fit.fit_mcgpds_large`) the last result of the same
+    blocks is returned while λ and A's key are bit-for-bit the same. These terms are the O(n³)
+    per (view, q, block) part of an evaluation (≈ 90 % of it at 1000-frame blocks), so holding λ
+    makes an evaluation of the means, the mapping kernel and Z several times cheaper. One entry
+    per (group, chunk): memory of one (V, Q, blocks, n) result.
+    """
+    if lam_p.requires_grad or cst.get("key") is None or cst["A"].requires_grad:
+        return private_cov_terms(cst, lam_p)
+    slot = (g, None if sel is None else (sel.start, sel.stop))
+    key = (cst["key"], tuple(lam_p.shape), lam_p.detach().cpu().numpy().tobytes())
+    memo = blocks.__dict__.setdefault("_private_memo", {})
+    hit = memo.get(slot)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    out = private_cov_terms(cst, lam_p)
+    memo[slot] = (key, out)
     return out
 
 
@@ -182,7 +222,7 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
     # with A constant (α, ε, time kernels fixed) a closed-form backward; well conditioned, one
     # Cholesky + one cholesky_inverse per (view, q, block) (private_cov_terms picks the form)
-    logdetB, sdiag = private_cov_terms(cst, lam_p)
+    logdetB, sdiag = _private_terms(blocks, g, sel, cst, lam_p)
     # diag S ≥ 0 (private_var_diag avoids the cancellation of large λ; a floor such as 1e-12
     # here would make λ·S, and with it the KL, wrong by λ·1e-12 for λ ≫ 1e12)
     sdiag = sdiag.clamp_min(0.0)
@@ -266,7 +306,11 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
             sel = slice(c0, min(nb, c0 + step))
             args = (times, blocks, g, sel if step < nb else None, time_s, views, alpha, eps,
                     mu_g[:, sel], lam_g[:, sel], need_shared_var)
-            if step < nb and grad:
+            # A checkpoint keeps a chunk's (V, Q, blocks, n, n) stacks out of the backward. With λ
+            # held and the chunk's prior factors cached, the private terms carry no gradient and
+            # the backward keeps only references to the cached factors: no recomputation needed.
+            if step < nb and grad and (lam.requires_grad or not _prior_cached(times, blocks, g, time_s, views,
+                                                                                alpha, eps, args[3])):
                 parts.append(checkpoint(_group_terms, *args, use_reentrant=False))
             else:
                 parts.append(_group_terms(*args))

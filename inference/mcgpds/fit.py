@@ -14,7 +14,10 @@ Usage::
 Every optimisation phase runs through :func:`tandem.inference.fit` with the collapsed bound
 (:func:`tandem.inference.mcgpds.bound.collapsed_loss`) and :class:`tandem.inference.LBFGS`. The
 authors' SCG schedule (``cycles`` × [``var_iters`` variational-only, ``model_iters``
-model-only], then ``joint_iters`` joint) is rendered with L-BFGS iterations.
+model-only], then ``joint_iters`` joint) is rendered with L-BFGS iterations. For long archives
+``held_cycles`` × [``held_iters`` with the precisions λ held, ``held_joint_iters`` learning λ
+too] run before the joint phase: with λ held the private covariances are reused, so those
+evaluations cost a fraction of a full one.
 
 About W and β: the paper's bound fits y with h and with every w_j g_j separately (no cross
 terms). With W learned, the predictive mean becomes ≈ h-fit + g-fit ≈ 2× the data once L-BFGS
@@ -291,6 +294,9 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     for c in range(cfg.cycles):
         phases.append((f"var {c + 1}/{cfg.cycles}", cfg.var_iters, ("model",)))
         phases.append((f"model {c + 1}/{cfg.cycles}", cfg.model_iters, ("variational",)))
+    for c in range(cfg.held_cycles):
+        phases.append((f"λ held {c + 1}/{cfg.held_cycles}", cfg.held_iters, ("lam",)))
+        phases.append((f"λ learned {c + 1}/{cfg.held_cycles}", cfg.held_joint_iters, ()))
     phases.append(("joint", cfg.joint_iters, ()))
     if checkpoint is not None:
         _check_checkpoint(checkpoint, fit_fingerprint(vs, t, seq_ends, sequence_ids, cfg, seed))
