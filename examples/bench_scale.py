@@ -16,6 +16,14 @@ Methods, per N (each measured in a fresh subprocess so that peak memory is its o
   all N frames, so an "epoch" here is one evaluation and the trace has a point per evaluation
   (the best bound so far: see :func:`_lbfgs_fit`). Skipped, like the collapsed method, beyond
   ``--collapsed-max-gb``.
+* **collapsed-held** — the same bound, start and cap, fitted by the λ-held schedule of
+  :class:`tandem.inference.mcgpds.fit.McGPDSConfig` (``held_cycles``): L-BFGS runs of
+  ``--held-iters`` iterations with the variational precisions λ held (the means, the mapping
+  kernel and Z learned; the O(n³) private covariances are reused, so such an evaluation costs a
+  fraction of a full one), each followed by ``--held-joint-iters`` iterations learning λ too,
+  repeated until the phases' budgets reach ``--lbfgs-iters``, the CPU cap or a cycle that gains
+  nothing.
+  Traced like collapsed-lbfgs: a point per evaluation, whatever its cost.
 * **stochastic** — :class:`tandem.inference.mcgpds.stochastic.StochasticMcGPDS`: windows
   of ``--window`` frames, ``--batch`` windows per step; an epoch is ``S / batch`` steps
   (S windows). The time of the second epoch is reported (the first also creates the
@@ -89,11 +97,15 @@ from tandem.models.mcgpds import hyperparams, mcgpds_model
 
 EXPERIMENT = "bench_scale"
 #: the McGPDS fits timed
-METHODS = ("collapsed", "collapsed-lbfgs", "stochastic")
+METHODS = ("collapsed", "collapsed-lbfgs", "collapsed-held", "stochastic")
+#: the methods that fit the collapsed bound with L-BFGS (traced per evaluation, capped by --lbfgs-max-cpu)
+LBFGS_METHODS = ("collapsed-lbfgs", "collapsed-held")
 #: suffix of the method of a ``--reference-from`` row
 REFERENCE = " reference"
 #: default divergence tolerance: the full-data bound may fall by at most this many nats/frame over an epoch
 DIVERGE_TOL = 1.0
+#: collapsed-held: iterations per λ-held phase and per λ-learning phase after it (the library's defaults)
+HELD_ITERS, HELD_JOINT_ITERS = McGPDSConfig.held_iters, McGPDSConfig.held_joint_iters
 
 
 def parser():
@@ -125,6 +137,10 @@ def parser():
     p.add_argument("--lbfgs-max-cpu", type=number_type(float, lambda v: v >= 0, "CPU seconds >= 0"), default=900.0,
                    help="collapsed-lbfgs: its CPU cap in seconds (default: 15 CPU-minutes, the time-to-quality "
                         "budget of the scaling goal; inf: none)")
+    p.add_argument("--held-iters", type=int_at_least(1), default=HELD_ITERS,
+                   help="collapsed-held: L-BFGS iterations of each phase with the precisions λ held")
+    p.add_argument("--held-joint-iters", type=int_at_least(0), default=HELD_JOINT_ITERS,
+                   help="collapsed-held: L-BFGS iterations learning λ too after each λ-held phase")
     p.add_argument("--prior-cache-mb", type=number_type(float, lambda v: v >= 0, "MB >= 0"), default=None,
                    help="the collapsed bound's cache of prior factors (streamed.PRIOR_CACHE_MB; default: the "
                         "library's; inf: every sequence's, 48 MB per 1000-frame sequence with two views): memory "
@@ -247,10 +263,12 @@ def _run_one(method: str, N: int, device: str, args) -> dict:
                                     m.data.N)
         out.update(epoch_time_s=_mean_or(walls, first), epoch_cpu_s=_mean_or(cpus, first_cpu), epochs_timed=len(walls),
                    first_epoch_s=first, steps_per_epoch=spe, final_loss=float(m.result.losses[-1]))
-    elif method == "collapsed-lbfgs":
+    elif method in LBFGS_METHODS:
         data = collapsed_start(sim, args.Q, args.M, seq_len, args.seed, device=dev)
         rules = _stop_rules(args, N, method)        # flat_tol does not apply to L-BFGS's evaluations
-        trace, walls, cpus, stop, evals = _lbfgs_fit(data, args, rules["max_cpu"], rules["label"], N, clock=clock)
+        phases = held_phases(args) if method == "collapsed-held" else None
+        trace, walls, cpus, stop, evals = _lbfgs_fit(data, args, rules["max_cpu"], rules["label"], N, clock=clock,
+                                                     phases=phases)
         ceiling = _collapsed_ceiling(data)
         out.update(epoch_time_s=_mean_or(walls[1:], walls[0]), epoch_cpu_s=_mean_or(cpus[1:], cpus[0]),
                    epochs_timed=len(walls) - 1, first_epoch_s=walls[0], steps_per_epoch=1,
@@ -296,10 +314,26 @@ def _collapsed_ceiling(data) -> float:
                              int(data.N))
 
 
+def held_phases(args):
+    """collapsed-held's L-BFGS phases, ``(frozen groups, iterations)``: [``--held-iters`` with λ
+    held, ``--held-joint-iters`` learning λ too] repeated (:class:`McGPDSConfig`'s ``held_cycles``
+    without an end; :func:`_lbfgs_fit` stops it)."""
+    while True:
+        yield ("lam",), args.held_iters
+        if args.held_joint_iters:
+            yield (), args.held_joint_iters
+
+
 def _lbfgs_fit(data, args, max_cpu: float = math.inf, label: str = "", n_frames: int | None = None,
-               clock=time.process_time):
-    """Collapsed L-BFGS: one :func:`tandem.inference.fit` run of ``LBFGS(max_iter=--lbfgs-iters)`` on
-    the collapsed bound (the mapping kernel, Z and q(X) learned), every evaluation traced.
+               clock=time.process_time, phases=None):
+    """Collapsed L-BFGS: :func:`tandem.inference.fit` runs of :class:`tandem.inference.LBFGS` on the
+    collapsed bound (the mapping kernel, Z and q(X) learned), every evaluation traced.
+
+    ``phases`` None: one run of ``LBFGS(max_iter=--lbfgs-iters)``. Else an iterable of
+    ``(frozen, iterations)``: one run per phase with those parameter groups held
+    (``collapsed_loss``'s ``frozen``), until the phases' iteration budgets add up to
+    ``--lbfgs-iters`` (the last one cut to fit), or a whole round of the phases (until a phase
+    repeats) raises the best bound by less than 10⁻⁹ of it (converged).
 
     Each evaluation is the bound on all N frames with its gradient, so it is both a training step's
     work and a full-data bound, and an "epoch" here is one evaluation. A trace point is
@@ -307,14 +341,14 @@ def _lbfgs_fit(data, args, max_cpu: float = math.inf, label: str = "", n_frames:
     evaluation's start, or at the fit's end —, the best bound among the evaluations so far). The
     running best is the iterate's bound up to the line search under way: the strong-Wolfe search
     accepts a point only below the last iterate's loss and ends at the lowest point it bracketed.
-    Stops after ``--lbfgs-iters`` iterations (torch's ≤ 1.25× as many evaluations), at its own
+    Stops after the iterations (torch's ≤ 1.25× as many evaluations), at its own
     convergence, once the CPU seconds exceed ``max_cpu`` (checked at each evaluation), or at
     SIGTERM.
 
     Returns ``(trace, walls, cpus, stop, evaluations)``: per evaluation its wall and CPU seconds,
     ``stop`` one of "iterations" (L-BFGS returned: its iteration limit or one of torch's own
-    tolerances), "max_cpu", "interrupted", and the raw (CPU s, bound) of every evaluation,
-    line-search trials included."""
+    tolerances; with phases: the iterations or a round without gain), "max_cpu", "interrupted",
+    and the raw (CPU s, bound) of every evaluation, line-search trials included."""
     trace, walls, cpus, evals = [], [], [], []
     pending = []                        # the evaluation whose backward pass is still to be timed
     best = [-math.inf]                  # the best finite bound so far
@@ -348,10 +382,28 @@ def _lbfgs_fit(data, args, max_cpu: float = math.inf, label: str = "", n_frames:
     def on_term(signum, frame):
         raise _Stopped("interrupted")
 
+    def run(frozen, iters, first):
+        fit(mcgpds_model, mcgpds_guide, data, loss=traced, num_steps=1, seed=args.seed, progress=False,
+            clear_params=first, optim=LBFGS(max_iter=iters), frozen=frozen)
+
     old = signal.signal(signal.SIGTERM, on_term)
     try:
-        fit(mcgpds_model, mcgpds_guide, data, loss=traced, num_steps=1, seed=args.seed, progress=False,
-            clear_params=True, optim=LBFGS(max_iter=args.lbfgs_iters))
+        if phases is None:
+            run((), args.lbfgs_iters, True)
+        else:
+            done, first, round_start, seen = 0, True, -math.inf, set()
+            for frozen, iters in phases:
+                iters = min(iters, args.lbfgs_iters - done)
+                if iters <= 0:
+                    break
+                if frozen in seen:              # a new round of the phases: stop if the last one gained nothing
+                    if best[0] - round_start <= 1e-9 * abs(best[0]):
+                        break
+                    round_start, seen = best[0], set()
+                seen.add(frozen)
+                run(frozen, iters, first)
+                first, done = False, done + iters
+                stamp()
         stamp()
         stop = "iterations"
     except _Stopped as why:
@@ -472,7 +524,7 @@ def _stop_rules(args, N: int, label: str) -> dict:
     cap = args.max_cpu
     if label == "collapsed" and args.collapsed_max_cpu is not None:
         cap = args.collapsed_max_cpu
-    if label == "collapsed-lbfgs":
+    if label in LBFGS_METHODS:
         cap = args.lbfgs_max_cpu
     return {"flat_tol": flat, "max_cpu": cap, "label": f"{label} N={N}", "n_frames": N}
 
@@ -626,7 +678,8 @@ def _child(method, N, device, args) -> dict:
            "--Q", str(args.Q), "--M", str(args.M), "--dims", *map(str, args.dims), "--min-time", str(args.min_time),
            "--min-epochs", str(args.min_epochs), "--diverge-tol", str(args.diverge_tol),
            "--max-cpu", str(args.max_cpu), "--lbfgs-iters", str(args.lbfgs_iters),
-           "--lbfgs-max-cpu", str(args.lbfgs_max_cpu),
+           "--lbfgs-max-cpu", str(args.lbfgs_max_cpu), "--held-iters", str(args.held_iters),
+           "--held-joint-iters", str(args.held_joint_iters),
            *(["--prior-cache-mb", str(args.prior_cache_mb)] if args.prior_cache_mb is not None else []),
            *(["--kl-unchunked-mb", str(args.kl_unchunked_mb)] if args.kl_unchunked_mb is not None else []),
            *(["--collapsed-max-cpu", str(args.collapsed_max_cpu)] if args.collapsed_max_cpu is not None else []),
@@ -879,7 +932,7 @@ def run_rows(args, res, devices) -> list:
     for dev in devices:
         for N in args.sizes:
             for method in METHODS:
-                if method in ("collapsed", "collapsed-lbfgs"):
+                if method in ("collapsed",) + LBFGS_METHODS:
                     gb = collapsed_memory_gb(N, args.seq_len, len(args.dims), args.Q, args.M, dims=args.dims)
                     if gb > args.collapsed_max_gb:
                         print(f"{method} N={N}: not run (estimated {gb:.1f} GB > {args.collapsed_max_gb} GB)")

@@ -467,6 +467,48 @@ def test_lbfgs_trace_is_the_iterates_bound_and_the_cap_stops_it():
     assert stop == "max_cpu" and len(trace) == len(evals) == 1 and signal.getsignal(signal.SIGTERM) is before
 
 
+def test_held_phases_hold_lambda_and_end_when_a_round_gains_nothing(monkeypatch):
+    """collapsed-held in the benchmark: the phases alternate λ held / λ learned within
+    --lbfgs-iters; with no λ-learning phase λ stays at its start and the fit still gains; the
+    trace is the running best of every evaluation; a round of phases that gains nothing ends it."""
+    import argparse
+
+    import pyro
+
+    b = _bench_module()
+    args = argparse.Namespace(seed=0, lbfgs_iters=30, held_iters=10, held_joint_iters=0)
+    data = _small_collapsed_start()
+    lam0 = data.init["lam_0"].clone()
+    trace, walls, cpus, stop, evals = b._lbfgs_fit(data, args, label="t", n_frames=100,
+                                                   phases=b.held_phases(args))
+    assert stop == "iterations"
+    torch.testing.assert_close(pyro.param("lam_0").detach(), lam0, rtol=1e-13, atol=0)
+    assert not torch.allclose(pyro.param("mu_0").detach(), data.init["mu_0"])
+    assert [v for _, v in trace] == [max(v for _, v in evals[:i + 1]) for i in range(len(evals))]
+    assert trace[-1][1] > trace[0][1] + 100
+    held_best = trace[-1][1]
+    pyro.clear_param_store()
+    args = argparse.Namespace(seed=0, lbfgs_iters=30, held_iters=10, held_joint_iters=5)
+    data = _small_collapsed_start()
+    trace, *_ = b._lbfgs_fit(data, args, label="t", n_frames=100, phases=b.held_phases(args))
+    assert not torch.allclose(pyro.param("lam_0").detach(), lam0)
+    assert trace[-1][1] > trace[0][1] + 100
+    assert held_best != trace[-1][1]
+    pyro.clear_param_store()
+    # a fit that moves nothing (one evaluation, no step): the second round gains nothing and ends it
+    calls = []
+
+    def no_step(model, guide, data, loss, frozen=(), **kw):
+        calls.append(frozen)
+        loss(model, guide, data, frozen=frozen)
+
+    monkeypatch.setattr(b, "fit", no_step)
+    args = argparse.Namespace(seed=0, lbfgs_iters=1000, held_iters=10, held_joint_iters=5)
+    trace, _, _, stop, _ = b._lbfgs_fit(_small_collapsed_start(), args, label="t", phases=b.held_phases(args))
+    assert calls == [("lam",), (), ("lam",), ()] and stop == "iterations" and trace[-1][1] == trace[0][1]
+    pyro.clear_param_store()
+
+
 def test_bench_scale_mem_check_quick(tmp_path):
     r = _run("bench_scale.py", "--mem-check", "--quick", "--mem-old", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
