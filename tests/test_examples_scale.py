@@ -55,16 +55,18 @@ def test_bench_scale_quick(tmp_path):
             assert bpf == [pytest.approx(trace[-1][1] / N)]
             best[N] = max(best.get(N, -math.inf), max(b for _, b in trace))
     for N in (200, 400):
-        # collapsed L-BFGS's trace: the best bound among its evaluations so far, one point each
-        lb = [r for r in recs if r["method"] == "McGPDS collapsed-lbfgs (cpu)" and r["metric"] == "final_bound"
-              and r["n_frames"] == N]
-        assert len(lb) == 1 and lb[0]["stop"] == "iterations"
-        ev, trace = lb[0]["evaluations"], lb[0]["trace"]
-        assert len(ev) == len(trace) >= 2 and [c for c, _ in ev] == [c for c, _ in trace]
-        assert [b for _, b in trace] == [max(b for _, b in ev[:i + 1]) for i in range(len(ev))]
-        best[N] = max(best[N], trace[-1][1])
+        # the L-BFGS methods' traces: the best bound among their evaluations so far, one point each
+        for method in ("collapsed-lbfgs", "collapsed-held"):
+            lb = [r for r in recs if r["method"] == f"McGPDS {method} (cpu)" and r["metric"] == "final_bound"
+                  and r["n_frames"] == N]
+            assert len(lb) == 1 and lb[0]["stop"] == "iterations"
+            ev, trace = lb[0]["evaluations"], lb[0]["trace"]
+            assert len(ev) == len(trace) >= 2 and [c for c, _ in ev] == [c for c, _ in trace]
+            assert [b for _, b in trace] == [max(b for _, b in ev[:i + 1]) for i in range(len(ev))]
+            assert trace[-1][1] > trace[0][1]
+            best[N] = max(best[N], trace[-1][1])
         tq = [r for r in recs if r["metric"] in ("time_to_1pct_cpu_s", "time_to_0.1nat_cpu_s") and r["n_frames"] == N]
-        assert len(tq) == 6 and all(r["best_bound"] == best[N] for r in tq)
+        assert len(tq) == 8 and all(r["best_bound"] == best[N] for r in tq)
         # the method that found the best bound reached it (within both tolerances) at a traced time
         reached = [r["mean"] for r in tq if r["mean"] is not None and math.isfinite(r["mean"])]
         assert len(reached) >= 2 and all(t > 0 for t in reached)
