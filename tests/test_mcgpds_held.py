@@ -35,16 +35,21 @@ def _value_grad(data, frozen, ctx=None):
     return float(F.detach()), {n: (torch.zeros_like(p) if g is None else g) for (n, p), g in zip(params.items(), gs)}
 
 
-def _count_private(monkeypatch):
+def _count_calls(monkeypatch, name):
+    """Count the calls of ``bound.<name>`` (still calling it); returns the list that grows per call."""
     calls = []
-    real = bound.private_cov_terms
+    real = getattr(bound, name)
 
     def counted(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(bound, "private_cov_terms", counted)
+    monkeypatch.setattr(bound, name, counted)
     return calls
+
+
+def _count_private(monkeypatch):
+    return _count_calls(monkeypatch, "private_cov_terms")
 
 
 @pytest.mark.parametrize("chunks", [False, True])
@@ -134,14 +139,7 @@ def test_held_chunks_skip_the_checkpoint_only_when_the_prior_is_cached(monkeypat
     pyro.clear_param_store()
     forced = dict(psi_chunk=5, kl_chunk_mb=1e-9, kl_unchunked_mb=0, prior_cache_mb=cache_mb)
     F0, g0 = _value_grad(data, (), streamed.streaming(**forced))
-    used = []
-    real = bound.checkpoint
-
-    def counted(*a, **k):
-        used.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(bound, "checkpoint", counted)
+    used = _count_calls(monkeypatch, "checkpoint")
     F1, g1 = _value_grad(data, ("lam",), streamed.streaming(**forced))
     assert (len(used) == 0) == math.isinf(cache_mb)
     assert abs(F1 - F0) <= 1e-13 * abs(F0)
