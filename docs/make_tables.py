@@ -238,8 +238,13 @@ BENCH_SCALE_COMMAND = (
     "--max-cpu 300 --collapsed-max-cpu 30 > M_N.json` (M = collapsed, stochastic; N = 1000, 10000), "
     "`... --one collapsed-lbfgs N cpu --lbfgs-max-cpu 600 > L_N.json` (N = 1000, 10000), "
     "`... --one collapsed-lbfgs 100000 cpu --lbfgs-max-cpu inf > L_100000.json` (stopped by SIGTERM), "
-    "`... --one stochastic 100000 cpu --min-time 0 --min-epochs 8 --max-cpu 1500 > S.json`, then "
-    "`... --rows-from PREVIOUS/bench_scale.json *.json --out results")
+    "`... --one stochastic 100000 cpu --min-time 0 --min-epochs 8 --max-cpu 1500 > S.json`, "
+    "`... --one collapsed-lbfgs 10000 cpu --lbfgs-max-cpu 600 --prior-cache-mb inf > C.json` (replaces the "
+    "256-MB-cache row), `... --one collapsed-held 10000 cpu --lbfgs-max-cpu 600 > H_10000.json`, "
+    "`... --one collapsed-held 1000 cpu --lbfgs-max-cpu 600 --lbfgs-iters 100000 > H_1000.json`, "
+    "`... --one collapsed-held 100000 cpu --prior-cache-mb inf > H_100000.json` and, with "
+    "`--lbfgs-max-cpu 2700`, `R.json` (the earlier rows were joined the same way), then "
+    "`... --rows-from PREVIOUS/bench_scale.json C.json H_*.json --reference-from R.json --out results")
 
 #: how docs/results/bench_scale_h200.json and gpu_check_h200.json were written: one run of
 #: examples/gpu_bench.sh on a lent machine with one NVIDIA H200 (16 cores), the rows then joined
