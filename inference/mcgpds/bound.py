@@ -142,9 +142,9 @@ def _private_terms(blocks: Blocks, g: int, sel: slice | None, cst: dict, lam_p: 
     """:func:`private_cov_terms` of the blocks ``sel`` of group ``g``, reused while λ is held.
 
     ``(log|B_q|, diag S)`` depend only on λ and on the prior covariance A. When neither carries a
-    gradient (A constant: α, ε and the time kernels fixed; λ frozen, as in the precision-frozen
-    phases of :func:`tandem.inference.mcgpds.fit.fit_mcgpds_large`) the last result of the same
-    blocks is returned while λ and A's key are bit-for-bit the same. These terms are the O(n³)
+    gradient (A constant: α, ε and the time kernels fixed; λ frozen, as in the λ-held phases of
+    :func:`tandem.inference.mcgpds.fit.fit_mcgpds`, ``McGPDSConfig.held_cycles``) the last result
+    of the same blocks is returned while λ and A's key are bit-for-bit the same. These terms are the O(n³)
     per (view, q, block) part of an evaluation (≈ 90 % of it at 1000-frame blocks), so holding λ
     makes an evaluation of the means, the mapping kernel and Z several times cheaper. One entry
     per (group, chunk): memory of one (V, Q, blocks, n) result.
