@@ -28,6 +28,19 @@ def test_nan_metric_is_written_as_null(tmp_path):
                                   "setting": 3}
 
 
+def test_results_file_keeps_arrays_on_one_line_and_loads_back_the_same():
+    from tandem.inference.experiments.results import dumps_readable
+    obj = {"a": {"trace": [[0.5, -1.0], [1.5, -0.5]], "names": ["x", "y"], "empty": [], "none": {}},
+           "recs": [{"m": 1, "v": [1, 2.5, None, True]}, 3], "s": "é \" q"}
+    text = dumps_readable(obj)
+    assert json.loads(text) == obj
+    assert '"trace": [[0.5, -1.0], [1.5, -0.5]]' in text and '"names": ["x", "y"]' in text
+    # objects stay indented one key per line, arrays holding objects one element per line
+    assert '{\n  "a": {\n    "trace"' in text and '"recs": [\n    {\n      "m": 1' in text
+    with pytest.raises(ValueError):
+        dumps_readable({"x": [float("nan")]})
+
+
 def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
     r = Results("exp", [0])
     r.add("m", "rmse", 1.5)

@@ -40,6 +40,41 @@ def environment() -> dict:
             "platform": sys.platform}
 
 
+def dumps_readable(obj, indent: int = 2) -> str:
+    """Strict JSON with objects indented and every array that holds no object on one line.
+
+    ``json.dumps(indent=2)`` puts each number of a trace on its own line (four lines per
+    ``[time, bound]`` point); a benchmark's traces then make a results file megabytes long.
+    Here such arrays stay on one line, the records around them stay indented, and
+    ``json.loads`` gives back the same value.
+
+    Parameters
+    ----------
+    obj : object
+        Plain JSON values (finite numbers: see :func:`_jsonable`).
+    indent : int, default 2
+        Spaces per level.
+
+    Returns
+    -------
+    str
+        The JSON text.
+    """
+    def has_object(x):
+        return isinstance(x, dict) or (isinstance(x, list) and any(has_object(v) for v in x))
+
+    def enc(x, level):
+        pad, inner = " " * (indent * level), " " * (indent * (level + 1))
+        if isinstance(x, dict) and x:
+            body = ",\n".join(f"{inner}{json.dumps(str(k))}: {enc(v, level + 1)}" for k, v in x.items())
+            return "{\n" + body + "\n" + pad + "}"
+        if isinstance(x, list) and has_object(x):
+            return "[\n" + ",\n".join(inner + enc(v, level + 1) for v in x) + "\n" + pad + "]"
+        return json.dumps(x, allow_nan=False)
+
+    return enc(obj, 0)
+
+
 def _jsonable(x):
     """Plain JSON values; NaN and ±inf become ``None`` (JSON ``null``: JSON has no NaN)."""
     if isinstance(x, dict):
@@ -186,7 +221,7 @@ class Results:
         pathlib.Path
             The file written.
         """
-        text = json.dumps(_jsonable(self.as_dict()), indent=2, allow_nan=False)
+        text = dumps_readable(_jsonable(self.as_dict()))
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"{self.experiment}.json"
