@@ -133,10 +133,11 @@ def parser():
                    help="the collapsed method's own CPU cap (default: --max-cpu); its one Adam step per epoch "
                         "measures an epoch's cost and gains slowly, so a long run need not wait for it")
     p.add_argument("--lbfgs-iters", type=int_at_least(1), default=1000,
-                   help="collapsed-lbfgs: L-BFGS iterations (at most 1.25× as many evaluations)")
+                   help="collapsed-lbfgs: L-BFGS iterations (at most 1.25× as many evaluations); collapsed-held: "
+                        "the sum of its phases' iteration budgets")
     p.add_argument("--lbfgs-max-cpu", type=number_type(float, lambda v: v >= 0, "CPU seconds >= 0"), default=900.0,
-                   help="collapsed-lbfgs: its CPU cap in seconds (default: 15 CPU-minutes, the time-to-quality "
-                        "budget of the scaling goal; inf: none)")
+                   help="collapsed-lbfgs, collapsed-held: their CPU cap in seconds (default: 15 CPU-minutes, the "
+                        "time-to-quality budget of the scaling goal; inf: none)")
     p.add_argument("--held-iters", type=int_at_least(1), default=HELD_ITERS,
                    help="collapsed-held: L-BFGS iterations of each phase with the precisions λ held")
     p.add_argument("--held-joint-iters", type=int_at_least(0), default=HELD_JOINT_ITERS,
