@@ -387,25 +387,23 @@ def _lbfgs_fit(data, args, max_cpu: float = math.inf, label: str = "", n_frames:
         fit(mcgpds_model, mcgpds_guide, data, loss=traced, num_steps=1, seed=args.seed, progress=False,
             clear_params=first, optim=LBFGS(max_iter=iters), frozen=frozen)
 
+    if phases is None:                          # plain L-BFGS: one phase holding nothing
+        phases = [((), args.lbfgs_iters)]
     old = signal.signal(signal.SIGTERM, on_term)
     try:
-        if phases is None:
-            run((), args.lbfgs_iters, True)
-        else:
-            done, first, round_start, seen = 0, True, -math.inf, set()
-            for frozen, iters in phases:
-                iters = min(iters, args.lbfgs_iters - done)
-                if iters <= 0:
+        done, first, round_start, seen = 0, True, -math.inf, set()
+        for frozen, iters in phases:
+            iters = min(iters, args.lbfgs_iters - done)
+            if iters <= 0:
+                break
+            if frozen in seen:              # a new round of the phases: stop if the last one gained nothing
+                if best[0] - round_start <= 1e-9 * abs(best[0]):
                     break
-                if frozen in seen:              # a new round of the phases: stop if the last one gained nothing
-                    if best[0] - round_start <= 1e-9 * abs(best[0]):
-                        break
-                    round_start, seen = best[0], set()
-                seen.add(frozen)
-                run(frozen, iters, first)
-                first, done = False, done + iters
-                stamp()
-        stamp()
+                round_start, seen = best[0], set()
+            seen.add(frozen)
+            run(frozen, iters, first)
+            first, done = False, done + iters
+            stamp()                         # the phase's last evaluation counts for the round's gain
         stop = "iterations"
     except _Stopped as why:
         stop = why.args[0]
