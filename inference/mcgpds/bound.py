@@ -149,7 +149,7 @@ def _private_terms(blocks: Blocks, g: int, sel: slice | None, cst: dict, lam_p: 
     makes an evaluation of the means, the mapping kernel and Z several times cheaper. One entry
     per (group, chunk): memory of one (V, Q, blocks, n) result.
     """
-    if lam_p.requires_grad or cst.get("key") is None or cst["A"].requires_grad:
+    if lam_p.requires_grad or cst.get("key") is None:     # no key: A depends on learned hyperparameters
         return private_cov_terms(cst, lam_p)
     slot = (g, None if sel is None else (sel.start, sel.stop))
     key = (cst["key"], tuple(lam_p.shape), lam_p.detach().cpu().numpy().tobytes())
