@@ -12,7 +12,7 @@ bound as the code computes it. Printed relative to |F|.
 
 ``--forms`` then compares, on view 0 (μ, Z, σ², ARD perturbed; the variances s held), the forms
 of the h term: the normal equations, the least-squares form with δ = log ψ2 − log ψ1ψ1 by
-subtraction (as it was) and with δ in closed form (:func:`tandem.inference.mcgpds.streamed._cov_rbf_part`),
+subtraction (as it was) and with δ in closed form (:func:`tandem.inference.mcgpds.streamed._cov_rbf_matrix`),
 each against a long-double reference (:func:`long_double_h`), and prints the floors: the change
 of the least-squares form when one of its inputs (Ψ1, C, K_ZZ) is rounded by one more ulp, and
 ``ε Σ|∂F/∂θ · θ|`` (the parameters' own conditioning).
@@ -144,7 +144,7 @@ def long_double_h(Y, mu, s, Z, var, ard, beta, jitter: float = 1e-6) -> float:
 
 
 def _cov_rbf_subtracted(mu, s, Z, variance, ard):
-    """The least-squares form's (Ψ1, C) as first written: δ = log ψ2 − (log ψ1_m + log ψ1_m') by subtraction."""
+    """The least-squares form's C as first written: δ = log ψ2 − (log ψ1_m + log ψ1_m') by subtraction."""
     from tandem.models.gp_kernels import _pairs
     M = Z.shape[0]
     d1 = 1.0 + ard * s
@@ -160,7 +160,7 @@ def _cov_rbf_subtracted(mu, s, Z, variance, ard):
         - 0.25 * (ard * dz * dz).sum(-1)
     a = log1[:, im] + log1[:, ip]
     Cp = (a.exp() * torch.expm1(log2 - a)).sum(0)
-    return variance * log1.exp(), (variance * variance) * Cp[full].reshape(M, M)
+    return (variance * variance) * Cp[full].reshape(M, M)
 
 
 def compare_forms(data, reps: int = 4, rel: float = 1e-9, seed: int = 1) -> dict:
@@ -183,14 +183,14 @@ def compare_forms(data, reps: int = 4, rel: float = 1e-9, seed: int = 1) -> dict
 
     def with_form(flag, sub=False):
         def f(*x):
-            old, old_cov = streamed.STABLE_H, streamed._cov_rbf_part
+            old, old_cov = streamed.STABLE_H, streamed._cov_rbf_matrix
             streamed.STABLE_H = flag
             if sub:
-                streamed._cov_rbf_part = _cov_rbf_subtracted
+                streamed._cov_rbf_matrix = _cov_rbf_subtracted
             try:
                 return view(*x)
             finally:
-                streamed.STABLE_H, streamed._cov_rbf_part = old, old_cov
+                streamed.STABLE_H, streamed._cov_rbf_matrix = old, old_cov
         return f
 
     ref = long_double_h(Y, x0[0], s, x0[1], x0[2], x0[3], beta) + const
@@ -222,7 +222,7 @@ def _input_floors(Y, x0, s, beta, reps, seed) -> dict:
     mu, Z, var, ard = x0
     M = Z.shape[0]
     K = RBFARD().kzz(Z, {"variance": var, "ard": ard})
-    P1, C = streamed._cov_part("rbfard", mu, s, Z, var, ard)
+    P1, C = streamed._psi1_part("rbfard", mu, s, Z, var, ard), streamed._cov_matrix("rbfard", mu, s, Z, var, ard)
     C = 0.5 * (C + C.mT)
     sb = beta.sqrt()
 

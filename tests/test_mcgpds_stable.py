@@ -104,7 +104,7 @@ def test_view_bound_matches_long_double_reference():
     assert abs(F_ne - const - ref) >= 1e-7 * F
 
 
-def test_cov_rbf_part_accurate_at_small_variances():
+def test_cov_rbf_matrix_accurate_at_small_variances():
     """C = Ψ2 − Ψ1ᵀΨ1 from the closed-form δ: relative error ≤ 1e-13 against long double where
     the variances are 1e-4 (C is then ≈ 1e-4 of Ψ2: subtracting the exponents lost ≈ 4 digits)."""
     g = torch.Generator().manual_seed(3)
@@ -113,7 +113,7 @@ def test_cov_rbf_part_accurate_at_small_variances():
     s = 1e-4 * (1 + torch.rand(N, Q, dtype=D64, generator=g))
     Z = torch.randn(M, Q, dtype=D64, generator=g)
     var, ard = torch.tensor(1.3, dtype=D64), torch.tensor([0.3, 0.8], dtype=D64)
-    _, C = streamed._cov_part("rbfard", mu, s, Z, var, ard)
+    C = streamed._cov_matrix("rbfard", mu, s, Z, var, ard)
     ld = np.longdouble
     m_, s_, Z_, a = (x.numpy().astype(ld) for x in (mu, s, Z, ard))
     v = ld(1.3)
