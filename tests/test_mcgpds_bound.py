@@ -364,3 +364,27 @@ def test_blocked_psi2_pair_sum_equals_unblocked_and_gradcheck(monkeypatch, block
     monkeypatch.setattr(gk, "PSI2_BLOCK", block)
     small = tuple(a.detach()[:7].clone().requires_grad_() if a.dim() and a.shape[0] == N else a for a in args)
     assert torch.autograd.gradcheck(lambda *a: gk.psi_rbf(*a)[2], small)
+
+
+def test_well_conditioned_shortcut_agrees_with_the_eigenvalues(monkeypatch):
+    # cond₂ ≤ ‖A‖_∞‖A⁻¹‖_∞ settles well-conditioned stacks without eigenvalues; near or past the
+    # limit the eigenvalues decide, so the answer is the exact one either way
+    from tandem.inference.mcgpds import prior_factors as pf
+    g = torch.Generator().manual_seed(4)
+    n = 30
+    Qm = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=g))[0]
+    calls = []
+    eigvalsh = torch.linalg.eigvalsh
+    monkeypatch.setattr(pf.torch.linalg, "eigvalsh", lambda A: calls.append(1) or eigvalsh(A))
+    for cond in (1e1, 1e4, 0.5e8, 2e8, 1e11):
+        ev = torch.logspace(0, torch.log10(torch.tensor(cond)).item(), n, dtype=torch.float64)
+        A = (Qm * ev) @ Qm.T
+        A = 0.5 * (A + A.T)
+        Ainv = torch.cholesky_inverse(torch.linalg.cholesky(A))
+        calls.clear()
+        exact = pf.well_conditioned(A)
+        assert exact == (cond < pf.AINV_COND_MAX) and calls
+        calls.clear()
+        assert pf.well_conditioned(A, Ainv) == exact
+        if cond <= 1e4:                      # ‖·‖_∞ bound ≤ n·cond: far from the limit, no eigenvalues
+            assert not calls

@@ -61,6 +61,35 @@ def test_streamed_bound_equals_unstreamed_with_fixed_prior(cache_mb):
     _assert_equal(data, streamed.streaming(prior_cache_mb=cache_mb, **FORCED))
 
 
+def test_cached_mean_operator_equals_the_factor_path():
+    # α, ε, time kernels fixed: cached factors carry G = L_s B'⁻¹ L_sᵀ (one product per block for
+    # bᵀGb and μ_s = Gb, diag G = s_s); uncached ones use L_s and chol B'. Same KL, moments, gradient.
+    data, *_ = tiny_problem(sizes=(9, 8, 9, 4, 8))
+    data.fixed = frozenset(("alpha", "eps", "time", "beta", "W"))
+
+    def terms(cache_mb):
+        data.blocks.__dict__.pop("_prior_cache", None)
+        data.blocks.__dict__.pop("_lt_memo", None)
+        pyro.clear_param_store()
+        hp = hyperparams(data)
+        mus, lams = variational_params(data)
+        with streamed.streaming(prior_cache_mb=cache_mb):
+            lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams, need_shared_var=True)
+            out = [lt["kl"], lt["mu_s"], lt["s_s"], *lt["s_diag"]]
+            gen = torch.Generator().manual_seed(0)
+            w = [torch.randn(x.shape, dtype=x.dtype, generator=gen) for x in out]
+            grads = torch.autograd.grad(sum((x * wi).sum() for x, wi in zip(out, w)), mus + lams)
+        cached = [c for c in data.blocks.__dict__.get("_prior_cache", {}).values() if "A" in c]
+        return [x.detach() for x in out], grads, cached
+
+    a, ga, cached = terms(math.inf)
+    assert cached and all("G" in c and "Ls" not in c for c in cached)
+    b, gb, cached = terms(0.0)
+    assert not cached
+    for x, y in zip(a + list(ga), b + list(gb)):
+        torch.testing.assert_close(x, y, rtol=1e-11, atol=1e-13)
+
+
 def test_kl_chunks_are_exact_and_memo_free():
     data, hp, mus, lams = tiny_problem(sizes=(6, 6, 6, 6, 5))
     with streamed.unstreamed():
@@ -142,12 +171,14 @@ def test_streamed_bound_equals_unstreamed_on_pose(learned_prior):
 
 
 @pytest.mark.parametrize("kind", ["rbfard", "linear"])
-@pytest.mark.parametrize("pair_chunk", [2 ** 22, 30])
-def test_stable_h_term_equals_the_normal_equation_form(kind, pair_chunk, monkeypatch):
+@pytest.mark.parametrize("h_chunk,pair_block", [(20_000, 2 ** 16), (3, 7)])
+def test_stable_h_term_equals_the_normal_equation_form(kind, h_chunk, pair_block, monkeypatch):
     # the least-squares (QR) form of the h term, C = Ψ2 − Ψ1ᵀΨ1 summed with expm1; one chunk and
-    # several checkpointed chunks (30 entries: a few frames per chunk)
+    # block, and several checkpointed 3-frame Ψ1/QR chunks with 1-frame pair blocks
     data, *_ = tiny_problem(kind=kind, sizes=(7, 5, 7, 6, 7))
-    monkeypatch.setattr(streamed, "PAIR_CHUNK_ENTRIES", pair_chunk)
+    monkeypatch.setattr(streamed, "H_CHUNK_FRAMES", h_chunk)
+    monkeypatch.setattr(streamed, "PAIR_BLOCK_ENTRIES", pair_block)
+    monkeypatch.setattr(streamed, "PAIR_BLOCK_MIN_FRAMES", 1)
     F0, g0 = _value_grad(data, streamed.streaming())
     monkeypatch.setattr(streamed, "STABLE_H", True)
     F1, g1 = _value_grad(data, streamed.streaming())
@@ -156,7 +187,7 @@ def test_stable_h_term_equals_the_normal_equation_form(kind, pair_chunk, monkeyp
     assert float((g1 - g0).norm()) <= (1e-11 if kind == "rbfard" else 1e-8) * float(g0.norm())
 
 
-def test_cov_part_is_psi2_minus_psi1_outer():
+def test_cov_matrix_is_psi2_minus_psi1_outer():
     g = torch.Generator().manual_seed(5)
     N, Q, M = 9, 2, 5
     mu = torch.randn(N, Q, dtype=D64, generator=g)
@@ -165,9 +196,33 @@ def test_cov_part_is_psi2_minus_psi1_outer():
     var, ard = torch.tensor(1.4, dtype=D64), torch.tensor([0.7, 1.9], dtype=D64)
     for kind in ("rbfard", "linear"):
         _, P1, P2 = psi_stats(kind, mu, s, Z, var, ard)
-        P1c, C = streamed._cov_part(kind, mu, s, Z, var, ard)
-        torch.testing.assert_close(P1c, P1, rtol=1e-13, atol=0)
+        torch.testing.assert_close(streamed._psi1_part(kind, mu, s, Z, var, ard), P1, rtol=1e-13, atol=0)
+        C = streamed._cov_matrix(kind, mu, s, Z, var, ard)
         torch.testing.assert_close(C, P2 - P1.mT @ P1, rtol=1e-10, atol=1e-12)
         assert bool((torch.linalg.eigvalsh(0.5 * (C + C.mT)) > -1e-12).all())      # a sum of covariances
     with pytest.raises(ValueError, match="kind"):
-        streamed._cov_part("matern", mu, s, Z, var, ard)
+        streamed._cov_matrix("matern", mu, s, Z, var, ard)
+
+
+@pytest.mark.parametrize("block", [1, 4, 64])
+def test_pair_cov_sum_value_and_gradient(block, monkeypatch):
+    # c_p = Σ_n exp(a_np) expm1(δ_np) against the dense expression, and its hand-written backward
+    # against finite differences, in one block and in several (the last one partial)
+    monkeypatch.setattr(streamed, "PAIR_BLOCK_ENTRIES", block * 6)
+    monkeypatch.setattr(streamed, "PAIR_BLOCK_MIN_FRAMES", 1)
+    assert streamed.pair_block_frames(6) == block
+    g = torch.Generator().manual_seed(11)
+    N, P = 10, 6
+    Fa = (0.3 * torch.randn(N, 3, dtype=D64, generator=g)).requires_grad_()
+    GaT = (0.3 * torch.randn(3, P, dtype=D64, generator=g)).requires_grad_()
+    Fd = (0.2 * torch.randn(N, 4, dtype=D64, generator=g)).requires_grad_()
+    GdT = (0.2 * torch.randn(4, P, dtype=D64, generator=g)).requires_grad_()
+    dense = ((Fa @ GaT).exp() * torch.expm1(Fd @ GdT)).sum(0)
+    torch.testing.assert_close(streamed._PairCovSum.apply(Fa, GaT, Fd, GdT), dense, rtol=1e-14, atol=1e-15)
+    assert torch.autograd.gradcheck(streamed._PairCovSum.apply, (Fa, GaT, Fd, GdT))
+    # one input without a gradient: the others' gradients are unchanged
+    w = torch.randn(P, dtype=D64, generator=g)
+    ga = torch.autograd.grad((streamed._PairCovSum.apply(Fa, GaT.detach(), Fd, GdT.detach()) * w).sum(), [Fa, Fd])
+    gd = torch.autograd.grad((dense * w).sum(), [Fa, Fd])
+    for x, y in zip(ga, gd):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-14)

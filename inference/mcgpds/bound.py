@@ -112,7 +112,8 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     evaluation would otherwise redo the same Cholesky factorisations. The factors are cached
     only while the cache stays within :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`
     (beyond it only ``Ainv_ok`` is kept and the factors are recomputed: memory that does not
-    grow with N).
+    grow with N). Cached factors carry ``G`` and ``logdetBp`` instead of ``Ls`` and ``LBp``
+    (:func:`_with_mean_operator`).
     """
     sel = slice(None) if sel is None else sel
     key = _prior_key(times, g, time_s, views, alpha, eps, sel)
@@ -128,13 +129,35 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     t = blocks.pack(times, g)[sel]                             # (nb, n)
     out = block_prior_factors(t, mask[sel], time_s, [v["time"] for v in views], alpha, eps)
     if const:
-        out["Ainv_ok"] = well_conditioned(out["A"]) if known_ok is None else known_ok
+        out["Ainv_ok"] = well_conditioned(out["A"], out["Ainv"]) if known_ok is None else known_ok
         out["key"] = key
         if len(cache) > 1024 and key not in cache:    # many problems (test blocks etc.): start afresh
             cache.clear()
         from tandem.inference.mcgpds import streamed
-        size, used = factor_bytes(out), factor_bytes(*cache.values())
-        cache[key] = out if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20 else {"Ainv_ok": out["Ainv_ok"]}
+        # kept with the shared mean operator G in place of Ls and LBp (same shape: one fewer stack)
+        size, used = factor_bytes(out) - factor_bytes({"Ls": out["Ls"]}), factor_bytes(*cache.values())
+        if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20:
+            out = cache[key] = _with_mean_operator(out)
+        else:
+            cache[key] = {"Ainv_ok": out["Ainv_ok"]}
+    return out
+
+
+def _with_mean_operator(factors: dict) -> dict:
+    """Cached prior factors with ``G = L_s B'⁻¹ L_sᵀ`` (nb, n, n) and ``logdetBp`` (nb,) in place of
+    ``Ls`` and ``LBp``.
+
+    The KL's shared-space terms need ``bᵀ G b`` and ``μ_s = G b`` (b = Σ_k (1 − α_k) A_k⁻¹ μ_k,
+    see :func:`_group_terms`): with ``Ls`` and ``LBp`` that is a product and two triangular
+    solves per block and evaluation, each a pass over an n × n matrix (and as many again in the
+    backward); with G it is one product. G costs one triangular solve and one product per block,
+    paid once while the factors are cached (α, ε and the time kernels fixed). ``diag G`` is the
+    shared space's marginal variance.
+    """
+    H = torch.linalg.solve_triangular(factors["LBp"], factors["Ls"].mT, upper=False)   # B'^{-1/2} L_sᵀ
+    out = {k: v for k, v in factors.items() if k not in ("Ls", "LBp")}
+    out["G"] = H.mT @ H
+    out["logdetBp"] = cho_logdet(factors["LBp"])
     return out
 
 
@@ -212,13 +235,19 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     """
     Q = mu_g.shape[-1]
     cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps, sel)
-    Ls, Ainv, LBp = cst["Ls"], cst["Ainv"], cst["LBp"]
-    Aimu = Ainv @ mu_g
+    Aimu = cst["Ainv"] @ mu_g
     quad1 = (mu_g * Aimu).sum()
     b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)      # (nb, n, Q)
-    w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
-    quad2 = (w * w).sum()
-    mu_s = Ls @ torch.linalg.solve_triangular(LBp.mT, w, upper=True)
+    if "G" in cst:                                             # cached: G = L_s B'⁻¹ L_sᵀ (_with_mean_operator)
+        mu_s = cst["G"] @ b
+        quad2 = (b * mu_s).sum()
+        logdetBp = cst["logdetBp"]
+    else:
+        Ls, LBp = cst["Ls"], cst["LBp"]
+        w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
+        quad2 = (w * w).sum()
+        mu_s = Ls @ torch.linalg.solve_triangular(LBp.mT, w, upper=True)
+        logdetBp = cho_logdet(LBp)
     lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
     # with A constant (α, ε, time kernels fixed) a closed-form backward; well conditioned, one
     # Cholesky + one cholesky_inverse per (view, q, block) (private_cov_terms picks the form)
@@ -227,10 +256,12 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     # here would make λ·S, and with it the KL, wrong by λ·1e-12 for λ ≫ 1e12)
     sdiag = sdiag.clamp_min(0.0)
     tr_minus_n = -(lam_p * sdiag).sum()
-    kl = 0.5 * (Q * cho_logdet(LBp).sum() + logdetB.sum() + tr_minus_n + quad1 - quad2)
+    kl = 0.5 * (Q * logdetBp.sum() + logdetB.sum() + tr_minus_n + quad1 - quad2)
     s_s = None
-    if need_shared_var:
-        Ws = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)
+    if need_shared_var and "G" in cst:
+        s_s = cst["G"].diagonal(dim1=-2, dim2=-1)              # (nb, n)
+    elif need_shared_var:
+        Ws = torch.linalg.solve_triangular(cst["LBp"], cst["Ls"].mT, upper=False)
         s_s = (Ws * Ws).sum(-2)                                # (nb, n)
     return kl, sdiag.permute(0, 2, 3, 1), mu_s, s_s
 

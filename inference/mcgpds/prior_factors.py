@@ -95,20 +95,33 @@ def factor_bytes(*factors: dict) -> int:
     return sum(x.numel() * x.element_size() for d in factors for x in d.values() if isinstance(x, torch.Tensor))
 
 
-def well_conditioned(A: torch.Tensor) -> bool:
+def well_conditioned(A: torch.Tensor, Ainv: torch.Tensor | None = None) -> bool:
     """Whether every matrix of a stack is positive definite with condition number below
-    :data:`AINV_COND_MAX` (one symmetric eigenvalue decomposition per matrix).
+    :data:`AINV_COND_MAX`.
+
+    Exact (one symmetric eigenvalue decomposition per matrix) unless a cheaper sufficient test
+    settles it: given ``A⁻¹`` from a successful Cholesky factorisation (so A is positive
+    definite), a symmetric matrix has ``‖A‖₂ ≤ ‖A‖_∞`` (the largest absolute row sum), hence
+    ``cond₂ A ≤ ‖A‖_∞ ‖A⁻¹‖_∞``; when that bound is below the limit for every matrix the answer
+    is True without the eigenvalues (at 1000-frame blocks the decomposition was ≈ 16 % of the
+    first evaluation of the collapsed bound). Otherwise the eigenvalues decide, as before.
 
     Parameters
     ----------
     A : torch.Tensor
         (…, n, n) symmetric matrices.
+    Ainv : torch.Tensor, optional
+        Their inverses, computed from a Cholesky factor that exists.
 
     Returns
     -------
     bool
         True when all are well conditioned.
     """
+    if Ainv is not None:
+        bound = A.abs().sum(-1).amax(-1) * Ainv.abs().sum(-1).amax(-1)
+        if bool(torch.isfinite(bound).all()) and bool((bound < AINV_COND_MAX).all()):
+            return True
     ev = torch.linalg.eigvalsh(A)
     return bool((ev[..., -1] < AINV_COND_MAX * ev[..., 0]).all() and (ev[..., 0] > 0).all())
 

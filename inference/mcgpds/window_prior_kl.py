@@ -45,7 +45,7 @@ def window_prior(t: torch.Tensor, m: torch.Tensor, time_s, views: list, decide: 
     views_time = [v["time"] for v in views]
     out = block_prior_factors(t, m, time_s, views_time, alpha, eps)
     if decide and prior_is_constant(time_s, views):
-        out["Ainv_ok"] = well_conditioned(out["A"])
+        out["Ainv_ok"] = well_conditioned(out["A"], out["Ainv"])
     return out
 
 
