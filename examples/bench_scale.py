@@ -144,7 +144,7 @@ def parser():
                    help="collapsed-held: L-BFGS iterations learning λ too after each λ-held phase")
     p.add_argument("--prior-cache-mb", type=number_type(float, lambda v: v >= 0, "MB >= 0"), default=None,
                    help="the collapsed bound's cache of prior factors (streamed.PRIOR_CACHE_MB; default: the "
-                        "library's; inf: every sequence's, 48 MB per 1000-frame sequence with two views): memory "
+                        "library's; inf: every sequence's, 40 MB per 1000-frame sequence with two views): memory "
                         "for time")
     p.add_argument("--kl-unchunked-mb", type=number_type(float, lambda v: v >= 0, "MB >= 0"), default=None,
                    help="the collapsed bound's KL stacks are computed in one piece up to this size "

@@ -47,9 +47,10 @@ KL_CHUNK_MB = 64.0
 #: the all-at-once evaluation peaks at ≈ 3.3× this stack)
 KL_UNCHUNKED_MB = 384.0
 #: most memory (MB) the cached prior factors (α, ε, time kernels fixed) may take on one ``Blocks``:
-#: 48 MB per 1000-frame sequence with two views, so 512 MB keeps every sequence of a problem that
-#: still runs its KL in one piece (≈ 10⁴ frames; there the cache leaves the peak unchanged and makes
-#: an evaluation 2.8× cheaper); beyond it the factors are rebuilt at every evaluation
+#: 40 MB per 1000-frame sequence with two views (A and A⁻¹ per view, and the shared-space operator G),
+#: so 512 MB keeps every sequence of a problem that still runs its KL in one piece (≈ 10⁴ frames;
+#: there the cache leaves the peak unchanged and makes an evaluation 2.8× cheaper); beyond it the
+#: factors are rebuilt at every evaluation
 PRIOR_CACHE_MB = 512.0
 
 
@@ -228,8 +229,18 @@ PAIR_BLOCK_MIN_FRAMES = 32
 
 
 def pair_block_frames(P: int) -> int:
-    """Frames per block of :class:`_PairCovSum` for P pairs: ``max(PAIR_BLOCK_MIN_FRAMES,
-    PAIR_BLOCK_ENTRIES // P)`` (312 at M = 20, 32 at M = 100)."""
+    """Frames per block of :class:`_PairCovSum`.
+
+    Parameters
+    ----------
+    P : int
+        Pairs per frame, M(M+1)/2.
+
+    Returns
+    -------
+    int
+        ``max(PAIR_BLOCK_MIN_FRAMES, PAIR_BLOCK_ENTRIES // P)`` (312 at M = 20, 32 at M = 100).
+    """
     return max(int(PAIR_BLOCK_MIN_FRAMES), int(PAIR_BLOCK_ENTRIES) // max(int(P), 1), 1)
 
 
