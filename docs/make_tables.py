@@ -243,8 +243,11 @@ BENCH_SCALE_COMMAND = (
     "256-MB-cache row), `... --one collapsed-held 10000 cpu --lbfgs-max-cpu 600 > H_10000.json`, "
     "`... --one collapsed-held 1000 cpu --lbfgs-max-cpu 600 --lbfgs-iters 100000 > H_1000.json`, "
     "`... --one collapsed-held 100000 cpu --prior-cache-mb inf > H_100000.json` and, with "
-    "`--lbfgs-max-cpu 2700`, `R.json` (the earlier rows were joined the same way), then "
-    "`... --rows-from PREVIOUS/bench_scale.json C.json H_*.json --reference-from R.json --out results")
+    "`--lbfgs-max-cpu 2700`, `R.json` (the earlier rows were joined the same way: "
+    "`... --rows-from PREVIOUS/bench_scale.json C.json H_*.json --reference-from R.json --out results`); "
+    "the three collapsed-held rows were then run again, same commands, on the code with the cache-blocked "
+    "pair sums and the cached shared-space operator (the other rows keep the code they ran on), and joined with "
+    "`... --rows-from PREVIOUS/bench_scale.json H_*.json --out results")
 
 #: how docs/results/bench_scale_h200.json and gpu_check_h200.json were written: one run of
 #: examples/gpu_bench.sh on a lent machine with one NVIDIA H200 (16 cores), the rows then joined
