@@ -266,15 +266,21 @@ class _PairCovSum(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, Fa, GaT, Fd, GdT):
+    def blocks(Fa, GaT, Fd, GdT):
+        """Yield ``(rows, E, X)`` per block of frames: ``E = exp(Fa GaT)`` and ``X = expm1(Fd GdT)``
+        of those rows, written into two reused (b, P) buffers (valid until the next block)."""
         N, P = Fa.shape[0], GaT.shape[1]
         b = min(pair_block_frames(P), max(N, 1))
         bufa, bufd = GaT.new_empty(b, P), GaT.new_empty(b, P)
-        out = GaT.new_zeros(P)
         for i in range(0, N, b):
             n = min(b, N - i)
-            E = torch.mm(Fa[i:i + n], GaT, out=bufa[:n]).exp_()
-            X = torch.mm(Fd[i:i + n], GdT, out=bufd[:n]).expm1_()
+            yield (slice(i, i + n), torch.mm(Fa[i:i + n], GaT, out=bufa[:n]).exp_(),
+                   torch.mm(Fd[i:i + n], GdT, out=bufd[:n]).expm1_())
+
+    @staticmethod
+    def forward(ctx, Fa, GaT, Fd, GdT):
+        out = GaT.new_zeros(GaT.shape[1])
+        for _, E, X in _PairCovSum.blocks(Fa, GaT, Fd, GdT):
             out += E.mul_(X).sum(0)
         ctx.save_for_backward(Fa, GaT, Fd, GdT)
         return out
@@ -282,26 +288,20 @@ class _PairCovSum(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gc):
         Fa, GaT, Fd, GdT = ctx.saved_tensors
-        N, P = Fa.shape[0], GaT.shape[1]
-        b = min(pair_block_frames(P), max(N, 1))
-        bufa, bufd = GaT.new_empty(b, P), GaT.new_empty(b, P)
         need_f = ctx.needs_input_grad[0] or ctx.needs_input_grad[2]
         need_g = ctx.needs_input_grad[1] or ctx.needs_input_grad[3]
         ga_s, gd_s = (GaT * gc).mT, (GdT * gc).mT                    # (P, K): ḡ scales the pair side
         dFa, dFd = (torch.empty_like(Fa), torch.empty_like(Fd)) if need_f else (None, None)
         dGa, dGd = (torch.zeros_like(GaT), torch.zeros_like(GdT)) if need_g else (None, None)
-        for i in range(0, N, b):
-            n = min(b, N - i)
-            E = torch.mm(Fa[i:i + n], GaT, out=bufa[:n]).exp_()
-            X = torch.mm(Fd[i:i + n], GdT, out=bufd[:n]).expm1_()
+        for rows, E, X in _PairCovSum.blocks(Fa, GaT, Fd, GdT):
             X.mul_(E)                                                # E (e^δ − 1): ∂/∂a
             E.add_(X)                                                # E e^δ: ∂/∂δ
             if need_f:
-                torch.mm(X, ga_s, out=dFa[i:i + n])
-                torch.mm(E, gd_s, out=dFd[i:i + n])
+                torch.mm(X, ga_s, out=dFa[rows])
+                torch.mm(E, gd_s, out=dFd[rows])
             if need_g:
-                dGa.addmm_(Fa[i:i + n].mT, X)
-                dGd.addmm_(Fd[i:i + n].mT, E)
+                dGa.addmm_(Fa[rows].mT, X)
+                dGd.addmm_(Fd[rows].mT, E)
         if need_g:
             dGa, dGd = dGa * gc, dGd * gc
         return dFa, dGa, dFd, dGd
@@ -328,9 +328,7 @@ def _cov_rbf_matrix(mu, s, Z, variance, ard):
     """
     from tandem.models.gp_kernels import _pairs
     M = Z.shape[0]
-    d1 = 1.0 + ard * s
-    c1 = ard / d1
-    g1 = -0.5 * (c1 * mu * mu).sum(-1) - 0.5 * d1.log().sum(-1)                     # (N,)
+    d1, F1, g1 = _psi1_frame_side(mu, s, ard)
     d2 = 1.0 + 2.0 * ard * s
     a2s = ard * ard * s
     al = a2s / (d1 * d2)                                                              # (N, Q)
@@ -341,7 +339,7 @@ def _cov_rbf_matrix(mu, s, Z, variance, ard):
     zbar = 0.5 * (Z[im] + Z[ip])
     dz = Z[im] - Z[ip]
     ones = Z.new_ones(im.numel(), 1)
-    Fa = torch.cat([c1 * mu, -0.5 * c1, 2.0 * g1[:, None]], 1)                        # (N, 2Q + 1)
+    Fa = torch.cat([F1, 2.0 * g1[:, None]], 1)                                        # (N, 2Q + 1)
     GaT = torch.cat([G1[im] + G1[ip], ones], 1).mT.contiguous()                      # (2Q + 1, P)
     # al (μ − z̄)² expanded: its rounding is ε·al·(μ² + z̄²), small in absolute terms since al = O(a s)
     Fd = torch.cat([-2.0 * al * mu, al, -be, ga[:, None]], 1)                         # (N, 3Q + 1)
@@ -355,10 +353,17 @@ def _psi1_part(kind, mu, s, Z, variance, ard):
     (the frame side of :func:`_cov_rbf_matrix`'s first exponent); for the linear kernel ``μ (Z a)ᵀ``."""
     if kind == "linear":
         return mu @ (Z * ard).T
+    _, F1, g1 = _psi1_frame_side(mu, s, ard)
+    return variance * torch.addmm(g1[:, None], F1, torch.cat([Z, Z * Z], 1).T).exp()
+
+
+def _psi1_frame_side(mu, s, ard):
+    """``(1 + a s, [c μ, −½ c], g)`` of some frames (c = a/(1 + a s)), where
+    ``log(ψ1_nm/σ²) = g_n + [c μ, −½ c]_n · [z_m, z_m²]`` and ``g = −½ Σ_q (c μ² + log(1 + a s))``."""
     d1 = 1.0 + ard * s
     c1 = ard / d1
     g1 = -0.5 * (c1 * mu * mu).sum(-1) - 0.5 * d1.log().sum(-1)
-    return variance * torch.addmm(g1[:, None], torch.cat([c1 * mu, -0.5 * c1], 1), torch.cat([Z, Z * Z], 1).T).exp()
+    return d1, torch.cat([c1 * mu, -0.5 * c1], 1), g1
 
 
 def _cov_matrix(kind, mu, s, Z, variance, ard):
