@@ -135,7 +135,7 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
             cache.clear()
         from tandem.inference.mcgpds import streamed
         # kept with the shared mean operator G in place of Ls and LBp (same shape: one fewer stack)
-        size, used = factor_bytes(out) - factor_bytes({"Ls": out["Ls"]}), factor_bytes(*cache.values())
+        size, used = factor_bytes(out) - out["Ls"].nbytes, factor_bytes(*cache.values())
         if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20:
             out = cache[key] = _with_mean_operator(out)
         else:

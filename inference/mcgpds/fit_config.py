@@ -49,7 +49,7 @@ class McGPDSConfig:
         ``held_joint_iters`` iterations of everything] after the ``cycles`` and before the joint
         phase. With α, ε and the time kernels fixed, an evaluation with λ held skips the
         O(n³) private covariances of every (view, q, sequence) (they depend only on λ and the
-        constant prior, so they are reused): ≈ 9× cheaper at 1000-frame sequences, the schedule
+        constant prior, so they are reused): ≈ 13× cheaper at 10⁴ frames in 1000-frame sequences, the schedule
         for long archives (docs/scaling.md, "Holding the precisions").
     held_iters : int, default 200
         L-BFGS iterations of each λ-held phase (means, mapping kernel, inducing inputs learned).
