@@ -92,6 +92,7 @@ from tandem.inference.experiments.results import Results, environment
 from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.mcgpds.bound import collapsed_loss, likelihood_ceiling
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds, predict_view
+from tandem.inference.mcgpds.preconditioner import PriorPreconditioner
 from tandem.inference.svi import LBFGS, fit
 from tandem.models.mcgpds import hyperparams, mcgpds_model
 
@@ -138,6 +139,10 @@ def parser():
     p.add_argument("--lbfgs-max-cpu", type=number_type(float, lambda v: v >= 0, "CPU seconds >= 0"), default=900.0,
                    help="collapsed-lbfgs, collapsed-held: their CPU cap in seconds (default: 15 CPU-minutes, the "
                         "time-to-quality budget of the scaling goal; inf: none)")
+    p.add_argument("--precondition", action=argparse.BooleanOptionalAction, default=True,
+                   help="collapsed-lbfgs, collapsed-held: L-BFGS with the means whitened by the private prior "
+                        "covariances' Cholesky factors (tandem.inference.mcgpds.preconditioner; default); "
+                        "--no-precondition: plain L-BFGS")
     p.add_argument("--held-iters", type=int_at_least(1), default=HELD_ITERS,
                    help="collapsed-held: L-BFGS iterations of each phase with the precisions λ held")
     p.add_argument("--held-joint-iters", type=int_at_least(0), default=HELD_JOINT_ITERS,
@@ -273,7 +278,8 @@ def _run_one(method: str, N: int, device: str, args) -> dict:
         ceiling = _collapsed_ceiling(data)
         out.update(epoch_time_s=_mean_or(walls[1:], walls[0]), epoch_cpu_s=_mean_or(cpus[1:], cpus[0]),
                    epochs_timed=len(walls) - 1, first_epoch_s=walls[0], steps_per_epoch=1,
-                   final_loss=-float(evals[-1][1]), evaluations=[[float(c), float(b)] for c, b in evals])
+                   final_loss=-float(evals[-1][1]), evaluations=[[float(c), float(b)] for c, b in evals],
+                   preconditioned=bool(args.precondition))
     else:
         data = collapsed_start(sim, args.Q, args.M, seq_len, args.seed, device=dev)
         lr = 0.01 if args.lr is None else args.lr
@@ -383,9 +389,11 @@ def _lbfgs_fit(data, args, max_cpu: float = math.inf, label: str = "", n_frames:
     def on_term(signum, frame):
         raise _Stopped("interrupted")
 
+    pre = PriorPreconditioner(data) if args.precondition else None
+
     def run(frozen, iters, first):
         fit(mcgpds_model, mcgpds_guide, data, loss=traced, num_steps=1, seed=args.seed, progress=False,
-            clear_params=first, optim=LBFGS(max_iter=iters), frozen=frozen)
+            clear_params=first, optim=LBFGS(max_iter=iters, preconditioner=pre), frozen=frozen)
 
     if phases is None:                          # plain L-BFGS: one phase holding nothing
         phases = [((), args.lbfgs_iters)]
@@ -679,6 +687,7 @@ def _child(method, N, device, args) -> dict:
            "--max-cpu", str(args.max_cpu), "--lbfgs-iters", str(args.lbfgs_iters),
            "--lbfgs-max-cpu", str(args.lbfgs_max_cpu), "--held-iters", str(args.held_iters),
            "--held-joint-iters", str(args.held_joint_iters),
+           "--precondition" if args.precondition else "--no-precondition",
            *(["--prior-cache-mb", str(args.prior_cache_mb)] if args.prior_cache_mb is not None else []),
            *(["--kl-unchunked-mb", str(args.kl_unchunked_mb)] if args.kl_unchunked_mb is not None else []),
            *(["--collapsed-max-cpu", str(args.collapsed_max_cpu)] if args.collapsed_max_cpu is not None else []),

@@ -43,6 +43,7 @@ from tandem.inference.checkpoints import (
 from tandem.inference.params import Boolean, InstanceOf, Interval, validate_params
 from tandem.inference.params import Callable as CallableC
 from tandem.inference.persistence import check_writable
+from tandem.inference.preconditioned_lbfgs import PreconditionedLBFGS
 from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["fit", "minimize", "FitResult", "LBFGS", "fit_fingerprint"]
@@ -86,11 +87,22 @@ class LBFGS:
         Inner stop when the gradient's max-norm is below it (≥ 0).
     tolerance_change : float, default 1e-12
         Inner stop when the loss or parameter change is below it (≥ 0).
+    preconditioner : callable or None, default None
+        ``preconditioner(names) -> {name: factor}``, called once per :func:`fit` call after the
+        parameters are created, with the sorted names of the parameters L-BFGS optimises; each
+        factor is a :class:`tandem.inference.preconditioned_lbfgs.ParamFactor` (a fixed
+        invertible ``P`` on that parameter's unconstrained tensor, ``apply``/``apply_t``), and
+        L-BFGS then runs on ``θ = θ₀ + P ν``: its initial inverse Hessian is ``γ P Pᵀ`` instead
+        of ``γ I`` (:class:`tandem.inference.preconditioned_lbfgs.PreconditionedLBFGS`). A
+        square root of a Gaussian prior's covariance whitens the prior term (for McGPDS:
+        :class:`tandem.inference.mcgpds.preconditioner.PriorPreconditioner`). Names it returns
+        that are not among ``names`` raise ``ValueError``.
 
     Raises
     ------
     ValueError
-        If a setting is out of range or ``line_search_fn`` is neither "strong_wolfe" nor None.
+        If a setting is out of range, ``line_search_fn`` is neither "strong_wolfe" nor None,
+        or ``preconditioner`` is neither None nor callable.
     """
     lr: float = 1.0
     max_iter: int = 20
@@ -98,6 +110,7 @@ class LBFGS:
     line_search_fn: str | None = "strong_wolfe"
     tolerance_grad: float = 1e-9
     tolerance_change: float = 1e-12
+    preconditioner: Callable[[list[str]], dict] | None = None
 
     def __post_init__(self):
         check_real_range(self.lr, "LBFGS lr", low=0.0, low_open=True)
@@ -107,6 +120,9 @@ class LBFGS:
             raise ValueError(f"LBFGS line_search_fn: expected 'strong_wolfe' or None, got {self.line_search_fn!r}")
         check_real_range(self.tolerance_grad, "LBFGS tolerance_grad", low=0.0)
         check_real_range(self.tolerance_change, "LBFGS tolerance_change", low=0.0)
+        if self.preconditioner is not None and not callable(self.preconditioner):
+            raise ValueError(f"LBFGS preconditioner: expected None or a callable names -> {{name: factor}}, got "
+                             f"{type(self.preconditioner).__name__}")
 
 
 @dataclass
@@ -341,6 +357,20 @@ def _check_writable(path: Path) -> None:
 
 
 #: declared constraints of :func:`fit`'s own keyword parameters (its other keywords go to the model)
+def _lbfgs_factors(preconditioner, names: list[str]) -> list:
+    """The per-parameter factors of an :class:`LBFGS` preconditioner, in the order of ``names``
+    (None: the identity); a factor for a name that L-BFGS does not optimise raises."""
+    given = preconditioner(list(names))
+    if not isinstance(given, dict):
+        raise ValueError(f"LBFGS preconditioner: expected it to return a dict name -> factor, got "
+                         f"{type(given).__name__}")
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ValueError(f"LBFGS preconditioner: factors for {unknown}, which are not parameters of this fit "
+                         f"({names})")
+    return [given.get(n) for n in names]
+
+
 FIT_CONSTRAINTS = {
     "loss": [None, InstanceOf(ELBO), CallableC()],
     "optim": [None, InstanceOf(pyro.optim.PyroOptim, what="a pyro.optim optimiser"),
@@ -527,11 +557,13 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         restore_params()
         names = sorted(ptrace.trace.nodes)
         params = [pyro.param(n).unconstrained() for n in names]
-        torch_opt = torch.optim.LBFGS(params, lr=optim.lr, max_iter=optim.max_iter,
-                                      history_size=optim.history_size,
-                                      line_search_fn=optim.line_search_fn,
-                                      tolerance_grad=optim.tolerance_grad,
-                                      tolerance_change=optim.tolerance_change)
+        settings = dict(lr=optim.lr, max_iter=optim.max_iter, history_size=optim.history_size,
+                        line_search_fn=optim.line_search_fn, tolerance_grad=optim.tolerance_grad,
+                        tolerance_change=optim.tolerance_change)
+        if optim.preconditioner is None:
+            torch_opt = torch.optim.LBFGS(params, **settings)
+        else:
+            torch_opt = PreconditionedLBFGS(params, _lbfgs_factors(optim.preconditioner, names), **settings)
         if state is not None:
             torch_opt.load_state_dict(state["optim"])
 

@@ -237,7 +237,7 @@ def test_bad_fit_options_name_the_argument(y, kw, name):
 @pytest.mark.parametrize("kw, name", [
     (dict(max_iter=-1), "max_iter"), (dict(max_iter=0), "max_iter"), (dict(history_size=0), "history_size"),
     (dict(lr=0.0), "lr"), (dict(line_search_fn="backtracking"), "line_search_fn"),
-    (dict(tolerance_grad=-1.0), "tolerance_grad")])
+    (dict(tolerance_grad=-1.0), "tolerance_grad"), (dict(preconditioner=3), "preconditioner")])
 def test_bad_lbfgs_settings_name_the_argument(kw, name):
     with pytest.raises(ValueError, match=f"LBFGS {name}"):
         LBFGS(**kw)

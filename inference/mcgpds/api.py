@@ -152,6 +152,7 @@ CONFIG_CONSTRAINTS = {
     "cycles": [_NONNEG_INT], "var_iters": [_NONNEG_INT], "model_iters": [_NONNEG_INT],
     "joint_iters": [_NONNEG_INT], "held_cycles": [_NONNEG_INT], "held_iters": [_NONNEG_INT],
     "held_joint_iters": [_NONNEG_INT], "lbfgs_max_iter": [_POS_INT], "tol": [None, _POS],
+    "precondition": [Boolean()],
     "init": [Options(("pca", "separately"))],
     "init_dims": [None, SequenceOf(_POS_INT)],
     "init_views": [None, AnyValue("arrays used only for the PCA init; checked as arrays by fit_mcgpds")],

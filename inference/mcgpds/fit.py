@@ -78,6 +78,7 @@ from tandem.inference.mcgpds.fitted import (  # noqa: F401
     save_fitted,
 )
 from tandem.inference.mcgpds.missing import check_missing_views, has_missing, mean_fill, nan_var, observed_mask
+from tandem.inference.mcgpds.preconditioner import PriorPreconditioner
 from tandem.inference.mcgpds.uncollapsed import set_optimal_inducing
 from tandem.inference.mcgpds.view_prediction import (  # noqa: F401
     _index,
@@ -303,12 +304,13 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
     losses = []
     t0 = _time.perf_counter()
     first = True
+    pre = PriorPreconditioner(data) if cfg.precondition else None     # one object: phases share its factors
     for i, (name, iters, frozen) in enumerate(phases):
         if iters <= 0:
             continue
         mi = min(cfg.lbfgs_max_iter, iters)
         ck = None if checkpoint is None else f"{checkpoint}.phase{i}"
-        res = fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=mi),
+        res = fit(mcgpds_model, mcgpds_guide, data, loss=collapsed_loss, optim=LBFGS(max_iter=mi, preconditioner=pre),
                   num_steps=int(math.ceil(iters / mi)), seed=seed, progress=progress, tol=cfg.tol,
                   checkpoint=ck, clear_params=first, desc=f"McGPDS {name}", frozen=frozen)
         first = False

@@ -25,7 +25,7 @@ import torch
 from tandem.inference.numerics import cho_logdet, cholesky_jitter
 from tandem.models.kernels import time_params_kernel
 
-__all__ = ["block_prior_factors", "factor_bytes", "well_conditioned"]
+__all__ = ["block_prior_factors", "factor_bytes", "private_prior_cov", "well_conditioned"]
 
 #: condition number of A below which ``(A⁻¹ + Λ)⁻¹`` is used for the private covariances
 AINV_COND_MAX = 1e8
@@ -126,6 +126,35 @@ def well_conditioned(A: torch.Tensor, Ainv: torch.Tensor | None = None) -> bool:
     return bool((ev[..., -1] < AINV_COND_MAX * ev[..., 0]).all() and (ev[..., 0] > 0).all())
 
 
+def private_prior_cov(t: torch.Tensor, mask: torch.Tensor, views_time: list, alpha: torch.Tensor,
+                      eps: torch.Tensor) -> torch.Tensor:
+    """The views' private prior covariances ``A_k = α_k² K_k + (1 − α_k)² ε_k I`` of a batch of
+    padded blocks, (V, nb, n, n), padding rows and columns those of the identity.
+
+    Parameters
+    ----------
+    t : torch.Tensor
+        (nb, n) times of the blocks' frames (any value at padding).
+    mask : torch.Tensor
+        (nb, n) real (1/True) or padding (0/False) slots.
+    views_time : list
+        Per view, its private time kernel (None: the identity).
+    alpha, eps : torch.Tensor
+        (V,) the views' α and ε.
+
+    Returns
+    -------
+    torch.Tensor
+        (V, nb, n, n).
+    """
+    nb, n = mask.shape
+    V = len(views_time)
+    eye = torch.eye(n, dtype=t.dtype, device=t.device)
+    A = torch.stack([(a * a) * _time_K(t, thp, mask) + ((1 - a) ** 2 * e) * eye
+                     for a, e, thp in zip(alpha, eps, views_time)])   # (V, nb, n, n)
+    return _mask_kernel(A.reshape(V * nb, n, n), mask.repeat(V, 1)).reshape(V, nb, n, n)
+
+
 def block_prior_factors(t: torch.Tensor, mask: torch.Tensor, time_s, views_time: list, alpha: torch.Tensor,
                         eps: torch.Tensor, ok: bool | None = None) -> dict:
     """The q(X)-independent factors of a batch of padded blocks (see the module docstring).
@@ -152,13 +181,10 @@ def block_prior_factors(t: torch.Tensor, mask: torch.Tensor, time_s, views_time:
         ``Ls`` (nb, n, n), ``A``, ``Ainv`` (V, nb, n, n), ``logdetA`` (V, nb), ``LBp`` (nb, n, n)
         and ``Ainv_ok``.
     """
-    nb, n = mask.shape
-    V = len(views_time)
+    n = mask.shape[1]
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
     Ls = cholesky_jitter(_time_K(t, time_s, mask), "shared time kernel K_t^(s)")
-    A = torch.stack([(a * a) * _time_K(t, thp, mask) + ((1 - a) ** 2 * e) * eye
-                     for a, e, thp in zip(alpha, eps, views_time)])   # (V, nb, n, n)
-    A = _mask_kernel(A.reshape(V * nb, n, n), mask.repeat(V, 1)).reshape(V, nb, n, n)
+    A = private_prior_cov(t, mask, views_time, alpha, eps)
     LA = cholesky_jitter(A, "private prior covariance A_k")
     Ainv = torch.cholesky_inverse(LA)                          # block inverse via Cholesky
     m = mask.to(t.dtype)
