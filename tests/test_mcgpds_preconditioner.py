@@ -80,7 +80,11 @@ def test_factors_from_the_bounds_prior_cache_equal_fresh_ones(settings):
     data, *_ = tiny_problem(sizes=(7, 5, 6, 7))
     data.fixed = frozenset(("alpha", "eps", "time", "beta", "W"))
     fresh = PriorPreconditioner(data)._factor_stacks()            # nothing cached yet
+    with streamed.streaming(kl_chunk_mb=1e-9):                    # built afresh one block at a time
+        by_block = PriorPreconditioner(data)._factor_stacks()
     assert not data.blocks.__dict__.get("_prior_cache")
+    for a, b in zip(fresh, by_block):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-13)
     with streamed.streaming(prior_cache_mb=math.inf, **settings), torch.no_grad():
         collapsed_loss(mcgpds_model, mcgpds_guide, data)          # caches A, whole or by chunk
     cached = [v for v in data.blocks.__dict__["_prior_cache"].values() if "A" in v]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import torch
 
+from tandem.inference.mcgpds import streamed
 from tandem.inference.mcgpds.bound import _prior_key
 from tandem.inference.mcgpds.prior_factors import _time_key, _view_scalars, prior_leaves, private_prior_cov
 from tandem.inference.numerics import cholesky_jitter
@@ -154,7 +155,9 @@ class PriorPreconditioner:
     def _group_factor(self, g: int, hp: dict, alpha: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
         """chol A (V, nb, n, n) of group ``g``. Where the bound's prior cache holds A for a run of
         the group's blocks (α, ε and the time kernels constant: the first evaluation built them,
-        whole or in the streamed KL's chunks) that A is factorised; the rest is built afresh."""
+        whole or in the streamed KL's chunks) that A is factorised; the rest is built afresh, a
+        KL chunk's worth of blocks at a time (:func:`streamed.blocks_per_chunk`), so the
+        temporaries stay O(chunk) and only the factors grow with N."""
         data, views = self.data, hp["views"]
         _, mask = data.blocks.groups[g]
         nb, n = mask.shape
@@ -170,8 +173,9 @@ class PriorPreconditioner:
         while c0 < nb:
             if c0 in cached:
                 c1, A = cached[c0]
-            else:   # up to the next cached run
-                c1 = min([s for s in cached if s > c0], default=nb)
+            else:   # up to the next cached run, in the streamed KL's chunks (no N-sized temporaries)
+                step = streamed.blocks_per_chunk(len(views), 1, n, nb)
+                c1 = min([s for s in cached if s > c0] + [c0 + step, nb])
                 A = private_prior_cov(t[c0:c1], mask[c0:c1], [v["time"] for v in views], alpha, eps)
             L[:, c0:c1] = cholesky_jitter(A, "private prior covariance A_k")
             c0 = c1
