@@ -77,7 +77,7 @@ def test_factors_are_reused_until_the_prior_changes():
 @pytest.mark.parametrize("settings", [dict(kl_unchunked_mb=0.0, kl_chunk_mb=1e-9),   # one block per chunk
                                       dict(kl_unchunked_mb=math.inf)])               # one piece
 def test_factors_from_the_bounds_prior_cache_equal_fresh_ones(settings):
-    data, *_ = tiny_problem(sizes=(7, 5, 6, 7))
+    data, *_ = tiny_problem(sizes=(7, 5, 6, 8))     # no two sequences on one grid (see test_mcgpds_shared_grid)
     data.fixed = frozenset(("alpha", "eps", "time", "beta", "W"))
     fresh = PriorPreconditioner(data)._factor_stacks()            # nothing cached yet
     with streamed.streaming(kl_chunk_mb=1e-9):                    # built afresh one block at a time

@@ -60,9 +60,12 @@ from tandem.inference.mcgpds.prior_factors import (  # noqa: F401  (re-exported)
     _time_key,
     _time_leaves,
     _view_scalars,
+    block_matmul,
     block_prior_factors,
+    block_solve_triangular,
     factor_bytes,
     prior_leaves,
+    shared_first,
     well_conditioned,
 )
 from tandem.inference.mcgpds.private_cov import (  # noqa: F401  (re-exported)
@@ -135,7 +138,7 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
             cache.clear()
         from tandem.inference.mcgpds import streamed
         # kept with the shared mean operator G in place of Ls and LBp (same shape: one fewer stack)
-        size, used = factor_bytes(out) - out["Ls"].nbytes, factor_bytes(*cache.values())
+        size, used = factor_bytes(out) - out["Ls"].untyped_storage().nbytes(), factor_bytes(*cache.values())
         if used + size <= streamed.PRIOR_CACHE_MB * 2 ** 20:
             out = cache[key] = _with_mean_operator(out)
         else:
@@ -154,10 +157,17 @@ def _with_mean_operator(factors: dict) -> dict:
     paid once while the factors are cached (α, ε and the time kernels fixed). ``diag G`` is the
     shared space's marginal variance.
     """
-    H = torch.linalg.solve_triangular(factors["LBp"], factors["Ls"].mT, upper=False)   # B'^{-1/2} L_sᵀ
+    Ls, LBp = factors["Ls"], factors["LBp"]
+    nb = Ls.shape[0]
+    shared = shared_first(Ls, -3) is not None and shared_first(LBp, -3) is not None
+    if shared:                     # blocks with the same times: one block's G, expanded
+        Ls, LBp = shared_first(Ls, -3), shared_first(LBp, -3)
+    H = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)   # B'^{-1/2} L_sᵀ
     out = {k: v for k, v in factors.items() if k not in ("Ls", "LBp")}
     out["G"] = H.mT @ H
-    out["logdetBp"] = cho_logdet(factors["LBp"])
+    out["logdetBp"] = cho_logdet(LBp)
+    if shared:
+        out["G"], out["logdetBp"] = out["G"].expand(nb, -1, -1), out["logdetBp"].expand(nb)
     return out
 
 
@@ -235,18 +245,19 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     """
     Q = mu_g.shape[-1]
     cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps, sel)
-    Aimu = cst["Ainv"] @ mu_g
+    # block_matmul/block_solve_triangular: one product for all blocks when they share their times
+    Aimu = block_matmul(cst["Ainv"], mu_g)
     quad1 = (mu_g * Aimu).sum()
     b = ((1 - alpha)[:, None, None, None] * Aimu).sum(0)      # (nb, n, Q)
     if "G" in cst:                                             # cached: G = L_s B'⁻¹ L_sᵀ (_with_mean_operator)
-        mu_s = cst["G"] @ b
+        mu_s = block_matmul(cst["G"], b)
         quad2 = (b * mu_s).sum()
         logdetBp = cst["logdetBp"]
     else:
         Ls, LBp = cst["Ls"], cst["LBp"]
-        w = torch.linalg.solve_triangular(LBp, Ls.mT @ b, upper=False)
+        w = block_solve_triangular(LBp, block_matmul(Ls.mT, b), upper=False)
         quad2 = (w * w).sum()
-        mu_s = Ls @ torch.linalg.solve_triangular(LBp.mT, w, upper=True)
+        mu_s = block_matmul(Ls, block_solve_triangular(LBp.mT, w, upper=True))
         logdetBp = cho_logdet(LBp)
     lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
     # with A constant (α, ε, time kernels fixed) a closed-form backward; well conditioned, one
@@ -261,8 +272,12 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     if need_shared_var and "G" in cst:
         s_s = cst["G"].diagonal(dim1=-2, dim2=-1)              # (nb, n)
     elif need_shared_var:
-        Ws = torch.linalg.solve_triangular(cst["LBp"], cst["Ls"].mT, upper=False)
-        s_s = (Ws * Ws).sum(-2)                                # (nb, n)
+        Ls, LBp = cst["Ls"], cst["LBp"]
+        nb = Ls.shape[0]
+        if shared_first(Ls, -3) is not None and shared_first(LBp, -3) is not None:
+            Ls, LBp = shared_first(Ls, -3), shared_first(LBp, -3)
+        Ws = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)
+        s_s = (Ws * Ws).sum(-2).expand(nb, -1)                 # (nb, n)
     return kl, sdiag.permute(0, 2, 3, 1), mu_s, s_s
 
 

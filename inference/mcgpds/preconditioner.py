@@ -27,7 +27,14 @@ import torch
 
 from tandem.inference.mcgpds import streamed
 from tandem.inference.mcgpds.bound import _prior_key
-from tandem.inference.mcgpds.prior_factors import _time_key, _view_scalars, prior_leaves, private_prior_cov
+from tandem.inference.mcgpds.prior_factors import (
+    _time_key,
+    _view_scalars,
+    block_matmul,
+    prior_leaves,
+    private_prior_cov,
+    same_blocks,
+)
 from tandem.inference.numerics import cholesky_jitter
 from tandem.inference.preconditioned_lbfgs import ParamFactor
 from tandem.models.mcgpds import hyperparams
@@ -59,7 +66,7 @@ class BlockCholeskyFactor(ParamFactor):
         parts = []
         for g, L in enumerate(self.factors):
             x = self.blocks.pack(v, g)                          # (nb, n, Q)
-            parts.append((L.mT if transpose else L) @ x)
+            parts.append(block_matmul(L.mT if transpose else L, x))
         return self.blocks.unpack(parts)
 
     def apply(self, v: torch.Tensor) -> torch.Tensor:
@@ -162,6 +169,9 @@ class PriorPreconditioner:
         _, mask = data.blocks.groups[g]
         nb, n = mask.shape
         t = data.blocks.pack(data.times, g)
+        if nb > 1 and same_blocks(t, mask):      # one grid: one factor, expanded (applied as one product)
+            A = private_prior_cov(t[:1], mask[:1], [v["time"] for v in views], alpha, eps)
+            return cholesky_jitter(A, "private prior covariance A_k").expand(len(views), nb, n, n)
         cached = {}                                   # first block -> (end, A of the run)
         whole = _prior_key(data.times, g, hp["time_s"], views, alpha, eps, slice(None))
         if whole is not None:

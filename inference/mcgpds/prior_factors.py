@@ -25,7 +25,8 @@ import torch
 from tandem.inference.numerics import cho_logdet, cholesky_jitter
 from tandem.models.kernels import time_params_kernel
 
-__all__ = ["block_prior_factors", "factor_bytes", "private_prior_cov", "well_conditioned"]
+__all__ = ["block_matmul", "block_prior_factors", "block_solve_triangular", "factor_bytes", "private_prior_cov",
+           "same_blocks", "shared_first", "well_conditioned"]
 
 #: condition number of A below which ``(A⁻¹ + Λ)⁻¹`` is used for the private covariances
 AINV_COND_MAX = 1e8
@@ -80,6 +81,68 @@ def prior_leaves(time_s, views_time: list, *tensors: torch.Tensor) -> list:
     return out
 
 
+def shared_first(x: torch.Tensor, dim: int) -> torch.Tensor | None:
+    """The one block of ``x`` along ``dim`` when every block there is the same stored block (an
+    expanded tensor: stride 0 and more than one block), keeping ``dim`` (size 1); else None."""
+    if -x.dim() <= dim < x.dim() and x.shape[dim] > 1 and x.stride(dim) == 0:
+        return x.narrow(dim, 0, 1)
+    return None
+
+
+def block_matmul(M: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``M @ X`` for (…, nb, n, n) block matrices and (…, nb, n, Q) blocks of columns.
+
+    When ``M`` is one matrix expanded over the nb blocks (:func:`block_prior_factors` on blocks
+    with the same times), the nb products are one (n, n) × (n, nb·Q) product: the matrix is read
+    once instead of nb times, which on long archives is most of a λ-held evaluation's memory
+    traffic. Otherwise the batched product.
+
+    Parameters
+    ----------
+    M : torch.Tensor
+        (…, nb, n, n).
+    X : torch.Tensor
+        (…, nb, n, Q), the same leading dimensions.
+
+    Returns
+    -------
+    torch.Tensor
+        (…, nb, n, Q).
+    """
+    one = shared_first(M, -3)
+    if one is None:
+        return M @ X
+    *lead, nb, n, Q = X.shape
+    cols = X.movedim(-3, -2).reshape(*lead, n, nb * Q)                  # (…, n, nb·Q)
+    return (one.squeeze(-3) @ cols).reshape(*lead, n, nb, Q).movedim(-2, -3)
+
+
+def block_solve_triangular(L: torch.Tensor, X: torch.Tensor, upper: bool) -> torch.Tensor:
+    """``L⁻¹ X`` for (…, nb, n, n) triangular blocks and (…, nb, n, Q) columns; one solve with
+    nb·Q right-hand sides when ``L`` is one block expanded (as :func:`block_matmul`).
+
+    Parameters
+    ----------
+    L : torch.Tensor
+        (…, nb, n, n) triangular.
+    X : torch.Tensor
+        (…, nb, n, Q).
+    upper : bool
+        Whether ``L`` is upper triangular.
+
+    Returns
+    -------
+    torch.Tensor
+        (…, nb, n, Q).
+    """
+    one = shared_first(L, -3)
+    if one is None:
+        return torch.linalg.solve_triangular(L, X, upper=upper)
+    *lead, nb, n, Q = X.shape
+    cols = X.movedim(-3, -2).reshape(*lead, n, nb * Q)
+    return torch.linalg.solve_triangular(one.squeeze(-3), cols, upper=upper).reshape(*lead, n, nb, Q).movedim(-2, -3)
+
+
 def factor_bytes(*factors: dict) -> int:
     """Memory held by the tensors of some factor dicts (what a cache of them counts against
     :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`).
@@ -94,7 +157,13 @@ def factor_bytes(*factors: dict) -> int:
     int
         Bytes.
     """
-    return sum(x.numel() * x.element_size() for d in factors for x in d.values() if isinstance(x, torch.Tensor))
+    storages = {}      # by storage: a factor expanded over identical blocks holds one block's memory
+    for d in factors:
+        for x in d.values():
+            if isinstance(x, torch.Tensor):
+                st = x.untyped_storage()
+                storages[st.data_ptr()] = st.nbytes()
+    return sum(storages.values())
 
 
 def well_conditioned(A: torch.Tensor, Ainv: torch.Tensor | None = None) -> bool:
@@ -120,6 +189,9 @@ def well_conditioned(A: torch.Tensor, Ainv: torch.Tensor | None = None) -> bool:
     bool
         True when all are well conditioned.
     """
+    if A.dim() > 2 and shared_first(A, -3) is not None:      # one matrix expanded over identical blocks
+        A = shared_first(A, -3)
+        Ainv = None if Ainv is None or shared_first(Ainv, -3) is None else shared_first(Ainv, -3)
     if Ainv is not None:
         bound = A.abs().sum(-1).amax(-1) * Ainv.abs().sum(-1).amax(-1)
         if bool(torch.isfinite(bound).all()) and bool((bound < AINV_COND_MAX).all()):
@@ -157,6 +229,15 @@ def private_prior_cov(t: torch.Tensor, mask: torch.Tensor, views_time: list, alp
     return _mask_kernel(A.reshape(V * nb, n, n), mask.repeat(V, 1)).reshape(V, nb, n, n)
 
 
+def same_blocks(t: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Whether every block of a padded batch has the same real slots and the same times there
+    (sequences sampled on one grid: then their prior factors are one block's)."""
+    if not bool((mask == mask[:1]).all()):
+        return False
+    tm = torch.where(mask.bool(), t, torch.zeros((), dtype=t.dtype, device=t.device))
+    return bool((tm == tm[:1]).all())
+
+
 def block_prior_factors(t: torch.Tensor, mask: torch.Tensor, time_s, views_time: list, alpha: torch.Tensor,
                         eps: torch.Tensor, ok: bool | None = None) -> dict:
     """The q(X)-independent factors of a batch of padded blocks (see the module docstring).
@@ -181,9 +262,18 @@ def block_prior_factors(t: torch.Tensor, mask: torch.Tensor, time_s, views_time:
     -------
     dict
         ``Ls`` (nb, n, n), ``A``, ``Ainv`` (V, nb, n, n), ``logdetA`` (V, nb), ``LBp`` (nb, n, n)
-        and ``Ainv_ok``.
+        and ``Ainv_ok``. When all blocks have the same times (:func:`same_blocks`) these are one
+        block's factors expanded over the nb blocks (stride 0, no copies): consumers broadcast,
+        and :func:`block_matmul` turns their products into one matrix product.
     """
-    n = mask.shape[1]
+    nb, n = mask.shape
+    if nb > 1 and same_blocks(t, mask):
+        # every block has the same times: one block's factors, expanded (no copies) over the nb
+        one = block_prior_factors(t[:1], mask[:1], time_s, views_time, alpha, eps, ok)
+        V = len(views_time)
+        return {"Ls": one["Ls"].expand(nb, n, n), "A": one["A"].expand(V, nb, n, n),
+                "Ainv": one["Ainv"].expand(V, nb, n, n), "LBp": one["LBp"].expand(nb, n, n),
+                "logdetA": one["logdetA"].expand(V, nb), "Ainv_ok": one["Ainv_ok"]}
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
     Ls = cholesky_jitter(_time_K(t, time_s, mask), "shared time kernel K_t^(s)")
     A = private_prior_cov(t, mask, views_time, alpha, eps)
