@@ -247,7 +247,12 @@ BENCH_SCALE_COMMAND = (
     "`... --rows-from PREVIOUS/bench_scale.json C.json H_*.json --reference-from R.json --out results`); "
     "the three collapsed-held rows were then run again, same commands, on the code with the cache-blocked "
     "pair sums and the cached shared-space operator (the other rows keep the code they ran on), and joined with "
-    "`... --rows-from PREVIOUS/bench_scale.json H_*.json --out results")
+    "`... --rows-from PREVIOUS/bench_scale.json H_*.json --out results`; "
+    "the three collapsed-held rows were then run again, same commands (L-BFGS preconditioned by default), on "
+    "the code with the whitened means and the shared prior factors of sequences on one time grid, and the "
+    "collapsed-held reference row replaced by `... --one collapsed-held 100000 cpu --prior-cache-mb inf "
+    "--lbfgs-max-cpu 2700 > R.json` (preconditioned, before the shared factors): "
+    "`... --rows-from PREVIOUS/bench_scale.json H_*.json --reference-from R.json --out results")
 
 #: how docs/results/bench_scale_h200.json and gpu_check_h200.json were written: one run of
 #: examples/gpu_bench.sh on a lent machine with one NVIDIA H200 (16 cores), the rows then joined

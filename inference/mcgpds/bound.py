@@ -146,6 +146,17 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     return out
 
 
+def _one_block(Ls: torch.Tensor, LBp: torch.Tensor):
+    """``(Ls, LBp, nb)``: the (1, n, n) factors when both are one block expanded over the nb
+    blocks (sequences on one time grid), else the (nb, n, n) stacks themselves; expanding a
+    result computed from them to nb blocks is then a view or a no-op."""
+    nb = Ls.shape[0]
+    one_s, one_b = shared_first(Ls, -3), shared_first(LBp, -3)
+    if one_s is not None and one_b is not None:
+        return one_s, one_b, nb
+    return Ls, LBp, nb
+
+
 def _with_mean_operator(factors: dict) -> dict:
     """Cached prior factors with ``G = L_s B'⁻¹ L_sᵀ`` (nb, n, n) and ``logdetBp`` (nb,) in place of
     ``Ls`` and ``LBp``.
@@ -157,17 +168,11 @@ def _with_mean_operator(factors: dict) -> dict:
     paid once while the factors are cached (α, ε and the time kernels fixed). ``diag G`` is the
     shared space's marginal variance.
     """
-    Ls, LBp = factors["Ls"], factors["LBp"]
-    nb = Ls.shape[0]
-    shared = shared_first(Ls, -3) is not None and shared_first(LBp, -3) is not None
-    if shared:                     # blocks with the same times: one block's G, expanded
-        Ls, LBp = shared_first(Ls, -3), shared_first(LBp, -3)
+    Ls, LBp, nb = _one_block(factors["Ls"], factors["LBp"])
     H = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)   # B'^{-1/2} L_sᵀ
     out = {k: v for k, v in factors.items() if k not in ("Ls", "LBp")}
-    out["G"] = H.mT @ H
-    out["logdetBp"] = cho_logdet(LBp)
-    if shared:
-        out["G"], out["logdetBp"] = out["G"].expand(nb, -1, -1), out["logdetBp"].expand(nb)
+    out["G"] = (H.mT @ H).expand(nb, -1, -1)
+    out["logdetBp"] = cho_logdet(LBp).expand(nb)
     return out
 
 
@@ -272,10 +277,7 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     if need_shared_var and "G" in cst:
         s_s = cst["G"].diagonal(dim1=-2, dim2=-1)              # (nb, n)
     elif need_shared_var:
-        Ls, LBp = cst["Ls"], cst["LBp"]
-        nb = Ls.shape[0]
-        if shared_first(Ls, -3) is not None and shared_first(LBp, -3) is not None:
-            Ls, LBp = shared_first(Ls, -3), shared_first(LBp, -3)
+        Ls, LBp, nb = _one_block(cst["Ls"], cst["LBp"])
         Ws = torch.linalg.solve_triangular(LBp, Ls.mT, upper=False)
         s_s = (Ws * Ws).sum(-2).expand(nb, -1)                 # (nb, n)
     return kl, sdiag.permute(0, 2, 3, 1), mu_s, s_s

@@ -64,9 +64,10 @@ class McGPDSConfig:
     precondition : bool, default False
         Run L-BFGS on the means whitened by the Cholesky factors of the private prior
         covariances A_k (:class:`tandem.inference.mcgpds.preconditioner.PriorPreconditioner`):
-        the same bound, a different path. On the scaling benchmark's 10⁴ simulated frames
-        (λ-held schedule) it reaches a given bound in about a third of the evaluations
-        (docs/scaling.md). Off by default, the recorded reproductions ran without it.
+        the same bound, a different path. It pays where the prior's ill-conditioning dominates
+        (long sequences, a start far from the optimum: the scaling benchmark); from a PCA start
+        with a high signal-to-noise β plain L-BFGS did as well (docs/scaling.md, "Whitening the
+        means"). Off by default; the recorded reproductions ran without it.
     init : str, default "pca"
         Latent initialisation: ``"pca"`` (PCA of the views side by side) or ``"separately"``
         (PCA of each view, ``init_dims`` columns each).

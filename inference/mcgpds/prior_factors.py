@@ -11,6 +11,10 @@ covariance:
 * ``A`` (V, nb, n, n), ``Ainv = A⁻¹`` (from the Cholesky of A) and ``logdetA = log|A|`` (V, nb);
 * ``LBp = chol B'`` with ``B' = I + L_sᵀ C L_s``, ``C = Σ_k (1 − α_k)² A_k⁻¹``.
 
+Blocks with the same times (:func:`same_blocks`) share all of these: they are then one block's,
+expanded over the batch without copies, and :func:`block_matmul` / :func:`block_solve_triangular`
+apply them to all blocks in one product.
+
 These depend on α, ε and the time kernels only. When those are fixed (the paper's protocol fixes
 them, and so does the benchmark of the stochastic fit) every evaluation of an optimiser over q(X)
 would rebuild the same factors; the callers compute them once and pass them on. ``Ainv_ok`` says
@@ -83,10 +87,34 @@ def prior_leaves(time_s, views_time: list, *tensors: torch.Tensor) -> list:
 
 def shared_first(x: torch.Tensor, dim: int) -> torch.Tensor | None:
     """The one block of ``x`` along ``dim`` when every block there is the same stored block (an
-    expanded tensor: stride 0 and more than one block), keeping ``dim`` (size 1); else None."""
+    expanded tensor: stride 0 and more than one block), keeping ``dim`` (size 1); else None.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Any tensor.
+    dim : int
+        The block dimension.
+
+    Returns
+    -------
+    torch.Tensor or None
+        ``x.narrow(dim, 0, 1)`` or None.
+    """
     if -x.dim() <= dim < x.dim() and x.shape[dim] > 1 and x.stride(dim) == 0:
         return x.narrow(dim, 0, 1)
     return None
+
+
+def _one_product(op, M: torch.Tensor, X: torch.Tensor) -> torch.Tensor | None:
+    """``op(M_b, X_b)`` for every block b as one call ``op(M_1, [X_1 … X_nb])`` when ``M`` is one
+    (n, n) block expanded over the nb blocks; None when it is not."""
+    one = shared_first(M, -3)
+    if one is None:
+        return None
+    *lead, nb, n, Q = X.shape
+    cols = X.movedim(-3, -2).reshape(*lead, n, nb * Q)                  # (…, n, nb·Q)
+    return op(one.squeeze(-3), cols).reshape(*lead, n, nb, Q).movedim(-2, -3)
 
 
 def block_matmul(M: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
@@ -109,12 +137,8 @@ def block_matmul(M: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     torch.Tensor
         (…, nb, n, Q).
     """
-    one = shared_first(M, -3)
-    if one is None:
-        return M @ X
-    *lead, nb, n, Q = X.shape
-    cols = X.movedim(-3, -2).reshape(*lead, n, nb * Q)                  # (…, n, nb·Q)
-    return (one.squeeze(-3) @ cols).reshape(*lead, n, nb, Q).movedim(-2, -3)
+    out = _one_product(torch.matmul, M, X)
+    return M @ X if out is None else out
 
 
 def block_solve_triangular(L: torch.Tensor, X: torch.Tensor, upper: bool) -> torch.Tensor:
@@ -135,12 +159,8 @@ def block_solve_triangular(L: torch.Tensor, X: torch.Tensor, upper: bool) -> tor
     torch.Tensor
         (…, nb, n, Q).
     """
-    one = shared_first(L, -3)
-    if one is None:
-        return torch.linalg.solve_triangular(L, X, upper=upper)
-    *lead, nb, n, Q = X.shape
-    cols = X.movedim(-3, -2).reshape(*lead, n, nb * Q)
-    return torch.linalg.solve_triangular(one.squeeze(-3), cols, upper=upper).reshape(*lead, n, nb, Q).movedim(-2, -3)
+    out = _one_product(lambda M, C: torch.linalg.solve_triangular(M, C, upper=upper), L, X)
+    return torch.linalg.solve_triangular(L, X, upper=upper) if out is None else out
 
 
 def factor_bytes(*factors: dict) -> int:
@@ -231,7 +251,20 @@ def private_prior_cov(t: torch.Tensor, mask: torch.Tensor, views_time: list, alp
 
 def same_blocks(t: torch.Tensor, mask: torch.Tensor) -> bool:
     """Whether every block of a padded batch has the same real slots and the same times there
-    (sequences sampled on one grid: then their prior factors are one block's)."""
+    (sequences sampled on one grid: then their prior factors are one block's).
+
+    Parameters
+    ----------
+    t : torch.Tensor
+        (nb, n) times (any value at padding).
+    mask : torch.Tensor
+        (nb, n) real (1/True) or padding (0/False) slots.
+
+    Returns
+    -------
+    bool
+        True when the blocks are bit-for-bit the same on their real slots.
+    """
     if not bool((mask == mask[:1]).all()):
         return False
     tm = torch.where(mask.bool(), t, torch.zeros((), dtype=t.dtype, device=t.device))
