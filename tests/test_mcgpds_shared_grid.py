@@ -10,7 +10,7 @@ import torch
 from test_mcgpds_bound import tiny_problem
 
 from tandem.guides.mcgpds import variational_params
-from tandem.inference.mcgpds import prior_factors, streamed
+from tandem.inference.mcgpds import bound, prior_factors, streamed
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
 from tandem.inference.mcgpds.preconditioner import PriorPreconditioner
 from tandem.inference.mcgpds.prior_factors import (
@@ -115,3 +115,19 @@ def test_preconditioner_on_a_shared_grid_is_one_factor():
     L = stacks[0][0, 0]
     expected = (L @ v.reshape(3, 6, 2)).reshape(18, 2)
     torch.testing.assert_close(f.apply(v), expected, rtol=1e-14, atol=1e-14)
+
+
+def test_chunks_of_a_shared_group_are_views_of_one_cached_block():
+    data, *_ = tiny_problem(sizes=(6, 6, 6, 6))
+    data.fixed = frozenset(("alpha", "eps", "time", "beta", "W"))
+    hp = hyperparams(data)
+    mus, lams = variational_params(data)
+    with streamed.streaming(prior_cache_mb=math.inf, kl_unchunked_mb=0.0, kl_chunk_mb=1e-9), torch.no_grad():
+        collapsed_bound(data, hp, mus, lams)
+        assert bound._prior_cached(data.times, data.blocks, 0, hp["time_s"], hp["views"],
+                                   torch.stack([v["alpha"] for v in hp["views"]]),
+                                   torch.stack([v["eps"] for v in hp["views"]]), slice(1, 2))
+    entries = [v for v in data.blocks.__dict__["_prior_cache"].values() if "A" in v]
+    assert len(entries) == 1                                   # the group's, not one per chunk
+    assert entries[0]["Ainv"].shape[1] == 4 and entries[0]["Ainv"].stride(1) == 0
+    assert factor_bytes(*entries) < 2 * 8 * 6 * 6 * 4          # one block's matrices (A, A⁻¹, G), not four

@@ -65,6 +65,7 @@ from tandem.inference.mcgpds.prior_factors import (  # noqa: F401  (re-exported)
     block_solve_triangular,
     factor_bytes,
     prior_leaves,
+    same_blocks,
     shared_first,
     well_conditioned,
 )
@@ -99,6 +100,8 @@ def _prior_key(times, g: int, time_s, views, alpha, eps, sel: slice):
 def _prior_cached(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None) -> bool:
     """Whether the prior factors of the blocks ``sel`` of group ``g`` are in the cache (constant
     hyperparameters, within :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`)."""
+    if sel is not None and same_blocks(blocks.pack(times, g), blocks.groups[g][1]):
+        sel = None                           # one time grid: the chunks are views of the group's entry
     key = _prior_key(times, g, time_s, views, alpha, eps, slice(None) if sel is None else sel)
     return key is not None and "A" in blocks.__dict__.get("_prior_cache", {}).get(key, {})
 
@@ -118,6 +121,11 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     grow with N). Cached factors carry ``G`` and ``logdetBp`` instead of ``Ls`` and ``LBp``
     (:func:`_with_mean_operator`).
     """
+    _, mask = blocks.groups[g]
+    if sel is not None and sel != slice(None) and same_blocks(blocks.pack(times, g), mask):
+        # one time grid: a chunk's factors are views of the group's one block (cached once)
+        whole = _prior_factors(times, blocks, g, time_s, views, alpha, eps)
+        return {k: _chunk_of(k, v, sel) for k, v in whole.items()}
     sel = slice(None) if sel is None else sel
     key = _prior_key(times, g, time_s, views, alpha, eps, sel)
     const = key is not None
@@ -128,7 +136,6 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
             if "A" in cache[key]:
                 return cache[key]
             known_ok = cache[key]["Ainv_ok"]
-    _, mask = blocks.groups[g]
     t = blocks.pack(times, g)[sel]                             # (nb, n)
     out = block_prior_factors(t, mask[sel], time_s, [v["time"] for v in views], alpha, eps)
     if const:
@@ -144,6 +151,18 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
         else:
             cache[key] = {"Ainv_ok": out["Ainv_ok"]}
     return out
+
+
+#: the block dimension of each prior factor (the others are not per block)
+_BLOCK_DIM = {"Ls": 0, "LBp": 0, "G": 0, "logdetBp": 0, "A": 1, "Ainv": 1, "logdetA": 1}
+
+
+def _chunk_of(name: str, value, sel: slice):
+    """The blocks ``sel`` of one prior factor (a view; non-tensor entries as they are)."""
+    dim = _BLOCK_DIM.get(name)
+    if dim is None or not isinstance(value, torch.Tensor):
+        return value
+    return value.narrow(dim, sel.start, sel.stop - sel.start)
 
 
 def _one_block(Ls: torch.Tensor, LBp: torch.Tensor):
@@ -241,15 +260,9 @@ def likelihood_ceiling(betas, counts, g_sq_sums=None) -> float:
     return total
 
 
-def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha, eps, mu_g, lam_g,
-                 need_shared_var: bool):
-    """KL contribution and moments of the blocks ``sel`` of group ``g``.
-
-    mu_g, lam_g (V, nb, n, Q) (those blocks, packed). Returns ``(kl, s_diag (V, nb, n, Q),
-    mu_s (nb, n, Q), s_s (nb, n) or None)``.
-    """
-    Q = mu_g.shape[-1]
-    cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps, sel)
+def _mean_terms(cst: dict, mu_g: torch.Tensor, alpha: torch.Tensor):
+    """The KL's mean terms of some blocks, ``(Σ μᵀA⁻¹μ − bᵀ S^(s) b, μ_s)``, from their prior
+    factors ``cst`` (G when cached, else Ls and LBp); mu_g (V, nb, n, Q), μ_s (nb, n, Q)."""
     # block_matmul/block_solve_triangular: one product for all blocks when they share their times
     Aimu = block_matmul(cst["Ainv"], mu_g)
     quad1 = (mu_g * Aimu).sum()
@@ -257,13 +270,26 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     if "G" in cst:                                             # cached: G = L_s B'⁻¹ L_sᵀ (_with_mean_operator)
         mu_s = block_matmul(cst["G"], b)
         quad2 = (b * mu_s).sum()
-        logdetBp = cst["logdetBp"]
     else:
         Ls, LBp = cst["Ls"], cst["LBp"]
         w = block_solve_triangular(LBp, block_matmul(Ls.mT, b), upper=False)
         quad2 = (w * w).sum()
         mu_s = block_matmul(Ls, block_solve_triangular(LBp.mT, w, upper=True))
-        logdetBp = cho_logdet(LBp)
+    return quad1 - quad2, mu_s
+
+
+def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha, eps, mu_g, lam_g,
+                 need_shared_var: bool, means: bool = True):
+    """KL contribution and moments of the blocks ``sel`` of group ``g``.
+
+    mu_g, lam_g (V, nb, n, Q) (those blocks, packed). Returns ``(kl, s_diag (V, nb, n, Q),
+    mu_s (nb, n, Q), s_s (nb, n) or None)``. ``means=False``: without the mean terms
+    (:func:`_mean_terms`; the caller adds them, ``mu_s`` None).
+    """
+    Q = mu_g.shape[-1]
+    cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps, sel)
+    quad, mu_s = _mean_terms(cst, mu_g, alpha) if means else (0.0, None)
+    logdetBp = cst["logdetBp"] if "G" in cst else cho_logdet(cst["LBp"])
     lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
     # with A constant (α, ε, time kernels fixed) a closed-form backward; well conditioned, one
     # Cholesky + one cholesky_inverse per (view, q, block) (private_cov_terms picks the form)
@@ -272,7 +298,7 @@ def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha
     # here would make λ·S, and with it the KL, wrong by λ·1e-12 for λ ≫ 1e12)
     sdiag = sdiag.clamp_min(0.0)
     tr_minus_n = -(lam_p * sdiag).sum()
-    kl = 0.5 * (Q * logdetBp.sum() + logdetB.sum() + tr_minus_n + quad1 - quad2)
+    kl = 0.5 * (Q * logdetBp.sum() + logdetB.sum() + tr_minus_n + quad)
     s_s = None
     if need_shared_var and "G" in cst:
         s_s = cst["G"].diagonal(dim1=-2, dim2=-1)              # (nb, n)
@@ -349,11 +375,15 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
         step = streamed.blocks_per_chunk(len(views), Q, n, nb) if chunked else nb
         if step < nb:
             limit_heap_fragmentation()     # chunks of equal-sized temporaries: keep the heap from fragmenting
+        # sequences on one time grid share their factors: the mean terms then take the whole group
+        # in one product (one pass over A⁻¹ and G), outside the chunks, which stream only the
+        # private covariances (chunked, they would read the shared matrices once per chunk)
+        whole_means = step < nb and same_blocks(blocks.pack(times, g), mask)
         parts = []
         for c0 in range(0, nb, step):
             sel = slice(c0, min(nb, c0 + step))
             args = (times, blocks, g, sel if step < nb else None, time_s, views, alpha, eps,
-                    mu_g[:, sel], lam_g[:, sel], need_shared_var)
+                    mu_g[:, sel], lam_g[:, sel], need_shared_var, not whole_means)
             # A checkpoint keeps a chunk's (V, Q, blocks, n, n) stacks out of the backward. With λ
             # held and the chunk's prior factors cached, the private terms carry no gradient and
             # the backward keeps only references to the cached factors: no recomputation needed.
@@ -365,7 +395,13 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
         for r in parts:
             kl = kl + r[0]
         sd_parts.append(torch.cat([r[1] for r in parts], 1) if len(parts) > 1 else parts[0][1])
-        mus_parts.append(torch.cat([r[2] for r in parts], 0) if len(parts) > 1 else parts[0][2])
+        if whole_means:
+            cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps)     # one block's, expanded
+            quad, mu_s = _mean_terms(cst, mu_g, alpha)
+            kl = kl + 0.5 * quad
+            mus_parts.append(mu_s)
+        else:
+            mus_parts.append(torch.cat([r[2] for r in parts], 0) if len(parts) > 1 else parts[0][2])
         if need_shared_var:
             ss_parts.append(torch.cat([r[3] for r in parts], 0) if len(parts) > 1 else parts[0][3])
     s_diag = blocks.unpack(sd_parts, dim=1)
