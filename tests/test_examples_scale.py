@@ -436,7 +436,8 @@ def test_collapsed_start_on_a_device_keeps_the_model_and_its_bound():
     assert math.isfinite(bounds[0]) and bounds[1] == bounds[0]
 
 
-def test_lbfgs_trace_is_the_iterates_bound_and_the_cap_stops_it():
+@pytest.mark.parametrize("precondition", [False, True])
+def test_lbfgs_trace_is_the_iterates_bound_and_the_cap_stops_it(precondition):
     """Collapsed L-BFGS in the benchmark: one trace point per evaluation, the running best of the
     evaluations; after the run the bound at the parameters L-BFGS left equals the trace's last
     point (the running best is the iterate's bound, as the docstring says); CPU time increases;
@@ -451,7 +452,7 @@ def test_lbfgs_trace_is_the_iterates_bound_and_the_cap_stops_it():
     from tandem.models.mcgpds import mcgpds_model
 
     b = _bench_module()
-    args = argparse.Namespace(seed=0, lbfgs_iters=15)
+    args = argparse.Namespace(seed=0, lbfgs_iters=15, precondition=precondition)
     before = signal.getsignal(signal.SIGTERM)
     data = _small_collapsed_start()
     trace, walls, cpus, stop, evals = b._lbfgs_fit(data, args, label="t", n_frames=100)
@@ -478,7 +479,7 @@ def test_held_phases_hold_lambda_and_end_when_a_round_gains_nothing(monkeypatch)
     import pyro
 
     b = _bench_module()
-    args = argparse.Namespace(seed=0, lbfgs_iters=30, held_iters=10, held_joint_iters=0)
+    args = argparse.Namespace(seed=0, lbfgs_iters=30, held_iters=10, held_joint_iters=0, precondition=True)
     data = _small_collapsed_start()
     lam0 = data.init["lam_0"].clone()
     trace, walls, cpus, stop, evals = b._lbfgs_fit(data, args, label="t", n_frames=100,
@@ -490,7 +491,7 @@ def test_held_phases_hold_lambda_and_end_when_a_round_gains_nothing(monkeypatch)
     assert trace[-1][1] > trace[0][1] + 100
     held_best = trace[-1][1]
     pyro.clear_param_store()
-    args = argparse.Namespace(seed=0, lbfgs_iters=30, held_iters=10, held_joint_iters=5)
+    args = argparse.Namespace(seed=0, lbfgs_iters=30, held_iters=10, held_joint_iters=5, precondition=True)
     data = _small_collapsed_start()
     trace, *_ = b._lbfgs_fit(data, args, label="t", n_frames=100, phases=b.held_phases(args))
     assert not torch.allclose(pyro.param("lam_0").detach(), lam0)
@@ -505,7 +506,7 @@ def test_held_phases_hold_lambda_and_end_when_a_round_gains_nothing(monkeypatch)
         loss(model, guide, data, frozen=frozen)
 
     monkeypatch.setattr(b, "fit", no_step)
-    args = argparse.Namespace(seed=0, lbfgs_iters=1000, held_iters=10, held_joint_iters=5)
+    args = argparse.Namespace(seed=0, lbfgs_iters=1000, held_iters=10, held_joint_iters=5, precondition=True)
     trace, _, _, stop, _ = b._lbfgs_fit(_small_collapsed_start(), args, label="t", phases=b.held_phases(args))
     assert calls == [("lam",), (), ("lam",), ()] and stop == "iterations" and trace[-1][1] == trace[0][1]
     pyro.clear_param_store()
