@@ -248,8 +248,9 @@ BENCH_SCALE_COMMAND = (
     "the three collapsed-held rows were then run again, same commands, on the code with the cache-blocked "
     "pair sums and the cached shared-space operator (the other rows keep the code they ran on), and joined with "
     "`... --rows-from PREVIOUS/bench_scale.json H_*.json --out results`; "
-    "the three collapsed-held rows were then run again, same commands (L-BFGS preconditioned by default), on "
-    "the code with the whitened means and the shared prior factors of sequences on one time grid, and the "
+    "the three collapsed-held rows were then run again on the code with the whitened means (L-BFGS "
+    "preconditioned, the default; N = 1000 with `--no-precondition`, where it hurts) and the shared prior "
+    "factors of sequences on one time grid, N = 100000 with `--held-iters 1000`, and the "
     "collapsed-held reference row replaced by `... --one collapsed-held 100000 cpu --prior-cache-mb inf "
     "--lbfgs-max-cpu 2700 > R.json` (preconditioned, before the shared factors): "
     "`... --rows-from PREVIOUS/bench_scale.json H_*.json --reference-from R.json --out results")
