@@ -356,7 +356,6 @@ def _check_writable(path: Path) -> None:
                          "choose a checkpoint path in a folder you can write to") from None
 
 
-#: declared constraints of :func:`fit`'s own keyword parameters (its other keywords go to the model)
 def _lbfgs_factors(preconditioner, names: list[str]) -> list:
     """The per-parameter factors of an :class:`LBFGS` preconditioner, in the order of ``names``
     (None: the identity); a factor for a name that L-BFGS does not optimise raises."""
@@ -371,6 +370,7 @@ def _lbfgs_factors(preconditioner, names: list[str]) -> list:
     return [given.get(n) for n in names]
 
 
+#: declared constraints of :func:`fit`'s own keyword parameters (its other keywords go to the model)
 FIT_CONSTRAINTS = {
     "loss": [None, InstanceOf(ELBO), CallableC()],
     "optim": [None, InstanceOf(pyro.optim.PyroOptim, what="a pyro.optim optimiser"),

@@ -10,7 +10,10 @@ of that spectrum (at N = 10⁵ frames: 4·10⁵ means).
 :class:`PriorPreconditioner` gives :class:`tandem.inference.LBFGS` the Cholesky factor
 ``L_k`` of ``A_k`` for each ``mu_k``: L-BFGS then runs on ``ν = L_k⁻¹ (μ − μ₀)``, in which the
 term ``μᵀ A_k⁻¹ μ`` is ``‖ν‖²`` up to linear terms (:mod:`tandem.inference.preconditioned_lbfgs`).
-The likelihood's curvature in μ is of order β per frame, so what remains is well conditioned. The
+What remains is ``I + L_kᵀ H_lik L_k`` (H_lik the likelihood's curvature, of order β per frame):
+well conditioned where the prior's spectrum was the obstacle (many long sequences, a start far
+from the optimum), worse than plain L-BFGS where ``β λ_max(A_k)`` dominates (measured both ways:
+docs/scaling.md, "Whitening the means"; hence ``McGPDSConfig.precondition`` is off by default). The
 shared space's correction ``−bᵀ S^(s) b`` only lowers the KL's curvature (it couples the
 views through ``K_s``) and is left out: including it would need the (V n)² joint prior
 covariance per sequence. The factor is computed once per :func:`tandem.inference.fit` call
@@ -19,7 +22,8 @@ same call it stays a fixed (slightly stale) preconditioner, which changes the pa
 objective.
 
 Memory: one (V, blocks, n, n) stack of factors per group (1.6 GB at 10⁵ frames in 1000-frame
-sequences with two views), held while L-BFGS runs.
+sequences with two views), held while L-BFGS runs; one block's when the group's sequences share
+their time grid (:func:`tandem.inference.mcgpds.prior_factors.same_blocks`).
 """
 from __future__ import annotations
 
