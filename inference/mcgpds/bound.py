@@ -97,16 +97,24 @@ def _prior_key(times, g: int, time_s, views, alpha, eps, sel: slice):
             _time_key(time_s), tuple(_time_key(v["time"]) for v in views))
 
 
-def _prior_cached(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None) -> bool:
+def _on_one_grid(times, blocks: Blocks, g: int) -> bool:
+    """Whether the sequences of group ``g`` share their time grid (:func:`same_blocks`)."""
+    return same_blocks(blocks.pack(times, g), blocks.groups[g][1])
+
+
+def _prior_cached(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None,
+                  grid: bool | None = None) -> bool:
     """Whether the prior factors of the blocks ``sel`` of group ``g`` are in the cache (constant
-    hyperparameters, within :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`)."""
-    if sel is not None and same_blocks(blocks.pack(times, g), blocks.groups[g][1]):
+    hyperparameters, within :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`). ``grid``:
+    :func:`_on_one_grid` when the caller has it (None: computed here)."""
+    if sel is not None and (_on_one_grid(times, blocks, g) if grid is None else grid):
         sel = None                           # one time grid: the chunks are views of the group's entry
     key = _prior_key(times, g, time_s, views, alpha, eps, slice(None) if sel is None else sel)
     return key is not None and "A" in blocks.__dict__.get("_prior_cache", {}).get(key, {})
 
 
-def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None = None) -> dict:
+def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel: slice | None = None,
+                   grid: bool | None = None) -> dict:
     """Factorisations of group ``g`` (its blocks ``sel``, default all) that depend only on α, ε
     and the time kernels.
 
@@ -119,10 +127,11 @@ def _prior_factors(times, blocks: Blocks, g: int, time_s, views, alpha, eps, sel
     only while the cache stays within :data:`tandem.inference.mcgpds.streamed.PRIOR_CACHE_MB`
     (beyond it only ``Ainv_ok`` is kept and the factors are recomputed: memory that does not
     grow with N). Cached factors carry ``G`` and ``logdetBp`` instead of ``Ls`` and ``LBp``
-    (:func:`_with_mean_operator`).
+    (:func:`_with_mean_operator`). ``grid``: :func:`_on_one_grid` when the caller has it (None:
+    computed here when ``sel`` is a proper chunk).
     """
     _, mask = blocks.groups[g]
-    if sel is not None and sel != slice(None) and same_blocks(blocks.pack(times, g), mask):
+    if sel is not None and sel != slice(None) and (_on_one_grid(times, blocks, g) if grid is None else grid):
         # one time grid: a chunk's factors are views of the group's one block (cached once)
         whole = _prior_factors(times, blocks, g, time_s, views, alpha, eps)
         return {k: _chunk_of(k, v, sel) for k, v in whole.items()}
@@ -279,15 +288,15 @@ def _mean_terms(cst: dict, mu_g: torch.Tensor, alpha: torch.Tensor):
 
 
 def _group_terms(times, blocks: Blocks, g: int, sel: slice, time_s, views, alpha, eps, mu_g, lam_g,
-                 need_shared_var: bool, means: bool = True):
+                 need_shared_var: bool, means: bool = True, grid: bool | None = None):
     """KL contribution and moments of the blocks ``sel`` of group ``g``.
 
     mu_g, lam_g (V, nb, n, Q) (those blocks, packed). Returns ``(kl, s_diag (V, nb, n, Q),
     mu_s (nb, n, Q), s_s (nb, n) or None)``. ``means=False``: without the mean terms
-    (:func:`_mean_terms`; the caller adds them, ``mu_s`` None).
+    (:func:`_mean_terms`; the caller adds them, ``mu_s`` None). ``grid``: as :func:`_prior_factors`.
     """
     Q = mu_g.shape[-1]
-    cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps, sel)
+    cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps, sel, grid)
     quad, mu_s = _mean_terms(cst, mu_g, alpha) if means else (0.0, None)
     logdetBp = cst["logdetBp"] if "G" in cst else cho_logdet(cst["LBp"])
     lam_p = lam_g.clamp_min(0).permute(0, 3, 1, 2)             # (V, Q, nb, n)
@@ -378,24 +387,24 @@ def latent_terms(times: torch.Tensor, blocks: Blocks, time_s: dict, views: list[
         # sequences on one time grid share their factors: the mean terms then take the whole group
         # in one product (one pass over A⁻¹ and G), outside the chunks, which stream only the
         # private covariances (chunked, they would read the shared matrices once per chunk)
-        whole_means = step < nb and same_blocks(blocks.pack(times, g), mask)
+        grid = step < nb and _on_one_grid(times, blocks, g)     # decided once per group and evaluation
         parts = []
         for c0 in range(0, nb, step):
             sel = slice(c0, min(nb, c0 + step))
             args = (times, blocks, g, sel if step < nb else None, time_s, views, alpha, eps,
-                    mu_g[:, sel], lam_g[:, sel], need_shared_var, not whole_means)
+                    mu_g[:, sel], lam_g[:, sel], need_shared_var, not grid, grid)
             # A checkpoint keeps a chunk's (V, Q, blocks, n, n) stacks out of the backward. With λ
             # held and the chunk's prior factors cached, the private terms carry no gradient and
             # the backward keeps only references to the cached factors: no recomputation needed.
             if step < nb and grad and (lam.requires_grad or not _prior_cached(times, blocks, g, time_s, views,
-                                                                                alpha, eps, args[3])):
+                                                                                alpha, eps, args[3], grid)):
                 parts.append(checkpoint(_group_terms, *args, use_reentrant=False))
             else:
                 parts.append(_group_terms(*args))
         for r in parts:
             kl = kl + r[0]
         sd_parts.append(torch.cat([r[1] for r in parts], 1) if len(parts) > 1 else parts[0][1])
-        if whole_means:
+        if grid:                           # the mean terms of the whole group, one product
             cst = _prior_factors(times, blocks, g, time_s, views, alpha, eps)     # one block's, expanded
             quad, mu_s = _mean_terms(cst, mu_g, alpha)
             kl = kl + 0.5 * quad
