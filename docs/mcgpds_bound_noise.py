@@ -101,10 +101,16 @@ def diagnose(data, reps: int = 4, rel: float = 1e-9, seed: int = 0) -> dict:
 def long_double_h(Y, mu, s, Z, var, ard, beta, jitter: float = 1e-6) -> float:
     """The h part of the RBF view bound, without its constant ``N D/2 (log β − log 2π)``, in numpy long double.
 
-    Direct differences in every exponent (no expanded squares), normal equations and Cholesky
-    written out in long double (64-bit mantissa on x86: ≈ 2000× float64's precision), K_ZZ with
-    the kernel's relative jitter. A reference for the float64 forms; O(N M² Q) memory per row.
+    The least-squares form (:func:`tandem.inference.mcgpds.streamed.h_term_stable`) evaluated
+    entirely in long double (64-bit mantissa on x86: ≈ 2000× float64's precision) from the float64
+    inputs: direct differences in every exponent (no expanded squares), C = Ψ2 − Ψ1ᵀΨ1 summed
+    per frame, ``log|K + βΨ2|`` and the residual from one Householder elimination of
+    ``[[chol(K + βC)ᵀ, 0], [√β Ψ1, √β Y]]`` (:func:`tandem.inference.extended_precision.eliminate`),
+    K_ZZ with the kernel's relative jitter. (The normal equations, even in long double, were
+    4e-4 nats off at N = 10⁴ on the benchmark's data: their condition, 10¹³, times long double's
+    ε is not small there.) A reference for the float64 forms; O(N M Q) memory per row of C.
     """
+    from tandem.inference import extended_precision as ep
     ld = np.longdouble
     mu, Z, s, Y = (x.detach().cpu().numpy().astype(ld) for x in (mu, Z, s, Y))
     a = ard.detach().cpu().numpy().astype(ld)
@@ -112,22 +118,17 @@ def long_double_h(Y, mu, s, Z, var, ard, beta, jitter: float = 1e-6) -> float:
     N, D = Y.shape
     M = Z.shape[0]
     d1, d2 = 1 + a * s, 1 + 2 * a * s
-    P1 = v * np.exp(-0.5 * (((mu[:, None] - Z[None]) ** 2) * (a / d1)[:, None]).sum(-1)
-                    - 0.5 * np.log(d1).sum(-1)[:, None])
+    l1 = -0.5 * (((mu[:, None] - Z[None]) ** 2) * (a / d1)[:, None]).sum(-1) - 0.5 * np.log(d1).sum(-1)[:, None]
+    P1 = v * np.exp(l1)
     zb, dz = 0.5 * (Z[:, None] + Z[None]), Z[:, None] - Z[None]
-    P2 = np.zeros((M, M), dtype=ld)
+    C = np.zeros((M, M), dtype=ld)
     for m in range(M):
         u2 = (((mu[:, None] - zb[m][None]) ** 2) * (a / d2)[:, None]).sum(-1)
-        P2[m] = (v * v * np.exp(-0.25 * (a * dz[m] ** 2).sum(-1)[None] - u2 - 0.5 * np.log(d2).sum(-1)[:, None])).sum(0)
+        l2 = -0.25 * (a * dz[m] ** 2).sum(-1)[None] - u2 - 0.5 * np.log(d2).sum(-1)[:, None]
+        a1 = l1[:, m][:, None] + l1
+        C[m] = (v * v * np.exp(a1) * np.expm1(l2 - a1)).sum(0)
+    C = 0.5 * (C + C.T)
     K = v * np.exp(-0.5 * ((dz ** 2) * a).sum(-1)) + ld(jitter) * v * np.eye(M, dtype=ld)
-
-    def chol(A):
-        L = np.zeros_like(A)
-        for j in range(A.shape[0]):
-            L[j, j] = np.sqrt(A[j, j] - (L[j, :j] ** 2).sum())
-            for i in range(j + 1, A.shape[0]):
-                L[i, j] = (A[i, j] - (L[i, :j] * L[j, :j]).sum()) / L[j, j]
-        return L
 
     def fsolve(L, B):
         X = np.zeros_like(B)
@@ -135,15 +136,19 @@ def long_double_h(Y, mu, s, Z, var, ard, beta, jitter: float = 1e-6) -> float:
             X[i] = (B[i] - L[i, :i] @ X[:i]) / L[i, i]
         return X
 
-    LK, LS = chol(K), chol(K + b * P2)
-    w = fsolve(LS, P1.T @ Y)
-    logdet = 2 * (np.log(np.diag(LS)).sum() - np.log(np.diag(LK)).sum())
-    trK = np.trace(fsolve(LK, fsolve(LK, P2).T))
-    return float(-0.5 * b * (Y * Y).sum() - 0.5 * D * logdet + 0.5 * b * b * (w * w).sum()
-                 + 0.5 * D * b * (trK - N * v))
+    LK, Lc = ep.cholesky(K), ep.cholesky(K + b * C)
+    A = np.zeros((M + N, M + D), dtype=ld)
+    A[:M, :M] = Lc.T
+    A[M:, :M], A[M:, M:] = np.sqrt(b) * P1, np.sqrt(b) * Y
+    E = ep.eliminate(A, M)
+    logdet = 2 * (np.log(np.abs(np.diag(E[:M, :M]))).sum() - np.log(np.diag(LK)).sum())
+    resid = (E[M:, M:] ** 2).sum()
+    W = fsolve(LK, P1.T)
+    trK = (W * W).sum() + np.trace(fsolve(LK, fsolve(LK, C).T))
+    return float(-0.5 * D * logdet - 0.5 * resid + 0.5 * D * b * (trK - N * v))
 
 
-def _cov_rbf_subtracted(mu, s, Z, variance, ard):
+def _cov_rbf_subtracted(mu, s, Z, variance, ard, extended=False):
     """The least-squares form's C as first written: δ = log ψ2 − (log ψ1_m + log ψ1_m') by subtraction."""
     from tandem.models.gp_kernels import _pairs
     M = Z.shape[0]
@@ -160,7 +165,8 @@ def _cov_rbf_subtracted(mu, s, Z, variance, ard):
         - 0.25 * (ard * dz * dz).sum(-1)
     a = log1[:, im] + log1[:, ip]
     Cp = (a.exp() * torch.expm1(log2 - a)).sum(0)
-    return (variance * variance) * Cp[full].reshape(M, M)
+    C = (variance * variance) * Cp[full].reshape(M, M)
+    return (C, C.detach().numpy().astype(np.longdouble)) if extended else C
 
 
 def compare_forms(data, reps: int = 4, rel: float = 1e-9, seed: int = 1) -> dict:
@@ -181,16 +187,16 @@ def compare_forms(data, reps: int = 4, rel: float = 1e-9, seed: int = 1) -> dict
         h = dict(v, Zh=Z, kh_ard=ard, kh_var=var, W=v["W"].detach())
         return B.view_bound(Y, mu, s, h, B._mapping(data))
 
-    def with_form(flag, sub=False):
+    def with_form(flag, sub=False, extended=False):
         def f(*x):
-            old, old_cov = streamed.STABLE_H, streamed._cov_rbf_matrix
-            streamed.STABLE_H = flag
+            old, old_cov, old_ext = streamed.STABLE_H, streamed._cov_rbf_matrix, streamed.EXTENDED_RESIDUAL
+            streamed.STABLE_H, streamed.EXTENDED_RESIDUAL = flag, extended
             if sub:
                 streamed._cov_rbf_matrix = _cov_rbf_subtracted
             try:
                 return view(*x)
             finally:
-                streamed.STABLE_H, streamed._cov_rbf_matrix = old, old_cov
+                streamed.STABLE_H, streamed._cov_rbf_matrix, streamed.EXTENDED_RESIDUAL = old, old_cov, old_ext
         return f
 
     ref = long_double_h(Y, x0[0], s, x0[1], x0[2], x0[3], beta) + const
@@ -198,7 +204,8 @@ def compare_forms(data, reps: int = 4, rel: float = 1e-9, seed: int = 1) -> dict
     deltas = [[rel * x * torch.randn(x.shape, dtype=x.dtype, generator=gen) for x in x0] for _ in range(reps)]
     out = {"reference": ref, "forms": {}}
     for name, f in (("normal equations", with_form(False)), ("least squares, δ subtracted", with_form(True, True)),
-                    ("least squares, closed-form δ", with_form(True))):
+                    ("least squares, closed-form δ", with_form(True)),
+                    ("extended residual", with_form(True, extended=True))):
         xs = [x.clone().requires_grad_(True) for x in x0]
         F = f(*xs)
         grads = torch.autograd.grad(F, xs)
@@ -210,7 +217,7 @@ def compare_forms(data, reps: int = 4, rel: float = 1e-9, seed: int = 1) -> dict
             noise.append(F1 - F0 - sum(float((g * dx).sum()) for g, dx in zip(grads, d)))
         out["forms"][name] = {"value": F0, "minus_reference": F0 - ref, "noise": noise,
                               "noise_rel_max": max(map(abs, noise)) / abs(F0)}
-        if name.endswith("closed-form δ"):
+        if name == "extended residual":
             out["theta_floor"] = 2.0 ** -53 * sum(float((g * x).abs().sum()) for g, x in zip(grads, x0))
     out["input_floors"] = _input_floors(Y, x0, s, beta, reps, seed)
     return out

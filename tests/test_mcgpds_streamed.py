@@ -182,9 +182,42 @@ def test_stable_h_term_equals_the_normal_equation_form(kind, h_chunk, pair_block
     F0, g0 = _value_grad(data, streamed.streaming())
     monkeypatch.setattr(streamed, "STABLE_H", True)
     F1, g1 = _value_grad(data, streamed.streaming())
-    assert abs(float(F1 - F0)) <= 1e-11 * abs(float(F0))
-    # the linear toy's K_ZZ (M = 4 > Q = 2) is rank deficient up to its jitter: the old form's own noise
+    # the linear toy's K_ZZ (M = 4 > Q = 2) is rank deficient up to its jitter, and so is K + βΨ2 in
+    # M − Q directions: both forms' log-determinants carry ≈ ε·cond there (measured 1.8e-11 relative)
+    assert abs(float(F1 - F0)) <= (1e-11 if kind == "rbfard" else 1e-10) * abs(float(F0))
     assert float((g1 - g0).norm()) <= (1e-11 if kind == "rbfard" else 1e-8) * float(g0.norm())
+
+
+def test_pair_cov_sum_compensated_remainder(monkeypatch):
+    # c + lo is the exact sum of the blocks' float64 sums (Neumaier), here block sums of ±1e6 that
+    # cancel to 3e4 beside ones of 0.03: a plain running sum is a few ulps off, c is correctly rounded
+    from fractions import Fraction
+
+    from tandem.models.gp_kernels import _pairs
+    monkeypatch.setattr(streamed, "PAIR_BLOCK_ENTRIES", 3)
+    monkeypatch.setattr(streamed, "PAIR_BLOCK_MIN_FRAMES", 1)
+    M, Q, N = 2, 1, 6
+    g = torch.Generator().manual_seed(2)
+    big = torch.tensor([18.42, 1.0, 18.42, 1.0, 1.0, 1.0], dtype=D64)        # e^18.42 ≈ 1e8
+    Fa = torch.stack([big, 0.01 * torch.randn(N, dtype=D64, generator=g)], 1)
+    GaT = torch.tensor([[1.0, 1.0, 1.0], [0.3, -0.2, 0.5]], dtype=D64)
+    sign = torch.tensor([1.0, 1.0, -1.0, 1.0, 1.0, 1.0], dtype=D64)          # frames 0 and 2 cancel
+    Fd = torch.zeros(N, 3 * Q + 1, dtype=D64)
+    Fd[:, -1] = 0.01 * sign + 1e-3 * torch.randn(N, dtype=D64, generator=g)
+    Z = torch.randn(M, Q, dtype=D64, generator=g)
+    centres = torch.zeros(N, Q, dtype=D64)
+    c, lo = streamed._PairCovSum.apply(Fa, GaT, Fd, Z, centres)
+    sums = [(E * X).sum(0).clone() for _, _, E, X in streamed._PairCovSum.blocks(Fa, GaT, Fd, Z, centres)]
+    assert len(sums) == N and _pairs(M, Z.device)[0].numel() == 3
+    for p in range(3):
+        exact = sum(Fraction(float(b[p])) for b in sums)
+        err = abs(Fraction(float(c[p])) + Fraction(float(lo[p])) - exact)
+        assert err <= Fraction(1, 10 ** 20) * sum(abs(Fraction(float(b[p]))) for b in sums), float(err)
+        assert float(c[p]) == float(exact)                                  # c: the sum correctly rounded
+    running = sums[0].clone()
+    for b in sums[1:]:
+        running += b
+    assert bool((running != c).any())                                        # what the remainder fixes
 
 
 def test_cov_matrix_is_psi2_minus_psi1_outer():
@@ -206,23 +239,42 @@ def test_cov_matrix_is_psi2_minus_psi1_outer():
 
 @pytest.mark.parametrize("block", [1, 4, 64])
 def test_pair_cov_sum_value_and_gradient(block, monkeypatch):
-    # c_p = Σ_n exp(a_np) expm1(δ_np) against the dense expression, and its hand-written backward
-    # against finite differences, in one block and in several (the last one partial)
-    monkeypatch.setattr(streamed, "PAIR_BLOCK_ENTRIES", block * 6)
+    # c_p = Σ_n exp(a_np) expm1(δ_np), δ_np = Fd_n · G(Z − c_b(n))_p, against the dense expression, and
+    # its hand-written backward against finite differences, in one block and in several (the last
+    # one partial), each block with its own centre
+    from tandem.models.gp_kernels import _pairs
+    M, Q, N = 3, 2, 10
+    P = M * (M + 1) // 2
+    monkeypatch.setattr(streamed, "PAIR_BLOCK_ENTRIES", block * P)
     monkeypatch.setattr(streamed, "PAIR_BLOCK_MIN_FRAMES", 1)
-    assert streamed.pair_block_frames(6) == block
+    assert streamed.pair_block_frames(P) == block
     g = torch.Generator().manual_seed(11)
-    N, P = 10, 6
     Fa = (0.3 * torch.randn(N, 3, dtype=D64, generator=g)).requires_grad_()
     GaT = (0.3 * torch.randn(3, P, dtype=D64, generator=g)).requires_grad_()
-    Fd = (0.2 * torch.randn(N, 4, dtype=D64, generator=g)).requires_grad_()
-    GdT = (0.2 * torch.randn(4, P, dtype=D64, generator=g)).requires_grad_()
-    dense = ((Fa @ GaT).exp() * torch.expm1(Fd @ GdT)).sum(0)
-    torch.testing.assert_close(streamed._PairCovSum.apply(Fa, GaT, Fd, GdT), dense, rtol=1e-14, atol=1e-15)
-    assert torch.autograd.gradcheck(streamed._PairCovSum.apply, (Fa, GaT, Fd, GdT))
-    # one input without a gradient: the others' gradients are unchanged
+    Fd = (0.2 * torch.randn(N, 3 * Q + 1, dtype=D64, generator=g)).requires_grad_()
+    Z = torch.randn(M, Q, dtype=D64, generator=g).requires_grad_()
+    b = min(block, N)
+    centres = torch.randn(-(-N // b), Q, dtype=D64, generator=g)
+    im, ip, _ = _pairs(M, Z.device)
+
+    def dense(Fa, GaT, Fd, Z):
+        c = centres.repeat_interleave(b, 0)[:N]                     # (N, Q): each frame's centre
+        Zc = Z[None] - c[:, None]                                   # (N, M, Q)
+        zb = 0.5 * (Zc[:, im] + Zc[:, ip])                          # (N, P, Q)
+        G = torch.cat([zb, Zc[:, im] * Zc[:, ip], zb * zb, torch.ones(N, P, 1, dtype=D64)], 2)
+        delta = (G * Fd[:, None]).sum(-1)
+        return ((Fa @ GaT).exp() * torch.expm1(delta)).sum(0)
+
+    c, lo = streamed._PairCovSum.apply(Fa, GaT, Fd, Z, centres)
+    torch.testing.assert_close(c, dense(Fa, GaT, Fd, Z), rtol=1e-14, atol=1e-15)
+    assert not lo.requires_grad and bool(((c + lo) == c).all())        # lo: below half an ulp of c
+    assert torch.autograd.gradcheck(lambda *x: streamed._PairCovSum.apply(*x, centres)[0], (Fa, GaT, Fd, Z))
+    # inputs without a gradient: the others' gradients are unchanged
     w = torch.randn(P, dtype=D64, generator=g)
-    ga = torch.autograd.grad((streamed._PairCovSum.apply(Fa, GaT.detach(), Fd, GdT.detach()) * w).sum(), [Fa, Fd])
-    gd = torch.autograd.grad((dense * w).sum(), [Fa, Fd])
+    ga = torch.autograd.grad((streamed._PairCovSum.apply(Fa, GaT.detach(), Fd, Z.detach(), centres)[0] * w).sum(),
+                             [Fa, Fd])
+    gd = torch.autograd.grad((dense(Fa, GaT, Fd, Z) * w).sum(), [Fa, Fd])
     for x, y in zip(ga, gd):
         torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="centres"):
+        streamed._PairCovSum.apply(Fa, GaT, Fd, Z, centres[:0])

@@ -29,13 +29,17 @@ from __future__ import annotations
 import contextlib
 import math
 
+import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from tandem.inference import extended_precision
+from tandem.inference.extended_precision import LD
 from tandem.inference.numerics import limit_heap_fragmentation
 from tandem.models import gp_kernels
 
 __all__ = ["KL_CHUNK_MB", "KL_UNCHUNKED_MB", "PRIOR_CACHE_MB", "STABLE_H", "STABLE_H_MIN_FRAMES",
+           "EXTENDED_RESIDUAL",
            "H_CHUNK_FRAMES", "PAIR_BLOCK_ENTRIES", "PAIR_BLOCK_MIN_FRAMES", "pair_block_frames", "kl_chunked",
            "blocks_per_chunk", "unstreamed", "streaming", "h_term_stable", "use_stable_h"]
 
@@ -217,6 +221,14 @@ def use_stable_h(kind, N: int) -> bool:
     return True if mode is True else int(N) >= int(STABLE_H_MIN_FRAMES)
 
 
+#: whether :func:`h_term_stable` takes its residual ``‖R₂₂‖²`` from C carried beyond float64
+#: (:func:`_residual_extended`, where ``longdouble`` is wider than float64:
+#: :data:`tandem.inference.extended_precision.AVAILABLE`). The residual's sensitivity to C is
+#: β UUᵀ with U the (ill-determined) weights of the normal equations, so one ulp of C in float64
+#: moved the bound by ≈ 1e-9 of |F| at N = 10⁴; C's compensated sum, K/2 + βC, its factor and the
+#: elimination against the frames' triangle then run in ``longdouble`` (M × M, M + D columns).
+#: The value changes at the rounding level only; the gradient is float64's.
+EXTENDED_RESIDUAL = True
 #: frames per chunk of :func:`h_term_stable`'s Ψ1 and QR passes ((chunk, M) Ψ1 and (M + chunk,
 #: M + D) QR updates, each chunk under a checkpoint when there are several); C = Ψ2 − Ψ1ᵀΨ1 is summed
 #: by :class:`_PairCovSum` in cache-sized blocks of its own
@@ -245,20 +257,31 @@ def pair_block_frames(P: int) -> int:
 
 
 class _PairCovSum(torch.autograd.Function):
-    """``c_p = Σ_n exp(a_np) expm1(δ_np)`` with ``a = Fa GaT`` and ``δ = Fd GdT`` (N, P) -> (P,).
+    """``c_p = Σ_n exp(a_np) expm1(δ_np)`` over the pairs p = (m ≤ m') of M inducing inputs: (N, P) -> (P,), (P,).
 
-    Fa (N, Ka), GaT (Ka, P), Fd (N, Kd), GdT (Kd, P): both exponents are low-rank products of
-    per-frame and per-pair features (a constant rides along as a column of ones), so no (N, P)
-    table is gathered or kept. The frames are taken :func:`pair_block_frames` at a time: each
-    (b, P) block of ``a`` and ``δ`` is written by one product, exponentiated in place, multiplied
-    and summed over its rows while it is in cache. Only the features are saved; the backward
-    recomputes each block:
+    ``a = Fa GaT`` and, for the frames of block b (centre c_b), ``δ = Fd_b G(Z − c_b)`` with the
+    pair features ``G(Z') = [z̄', z'_m z'_m', z̄'², 1]`` (Kd = 3Q + 1 rows; z̄' = (z'_m + z'_m')/2).
+
+    Returns ``(c, lo)``: c rounded to float64 and the part of the compensated sum that float64
+    cannot hold (``c + lo`` is the sum to about ε² relative, up to the blocks' own rounding;
+    ``lo`` carries no gradient).
+
+    Fa (N, Ka), GaT (Ka, P), Fd (N, Kd), Z (M, Q), centres (blocks, Q) constant: both exponents
+    are low-rank products of per-frame and per-pair features (a constant rides along as a column
+    of ones), so no (N, P) table is gathered or kept. The frames are taken
+    :func:`pair_block_frames` at a time: each (b, P) block of ``a`` and ``δ`` is written by one
+    product, exponentiated in place, multiplied and summed over its rows while it is in cache. The
+    δ features are centred per block (the caller centres Fd's rows on the same c_b) so that the
+    products stay small where δ is: the expansion's rounding is ε·|μ − c_b|·|z − c_b|, not ε·|μ|·|z|.
+    Only the inputs are saved; the backward recomputes each block:
 
         ∂c_p/∂a_np = E_np X_np,   ∂c_p/∂δ_np = E_np (X_np + 1)   (E = exp a, X = expm1 δ),
 
     so with the upstream gradient ḡ (P,) scaling the pair side,
-    ``∂Fa_b = (E∘X)_b (ḡ ∘ GaT)ᵀ``, ``∂Fd_b = (E∘e^δ)_b (ḡ ∘ GdT)ᵀ``,
-    ``∂GaT = ḡ ∘ Σ_b Fa_bᵀ (E∘X)_b`` and ``∂GdT = ḡ ∘ Σ_b Fd_bᵀ (E∘e^δ)_b``.
+    ``∂Fa_b = (E∘X)_b (ḡ ∘ GaT)ᵀ``, ``∂Fd_b = (E∘e^δ)_b (ḡ ∘ G_b)ᵀ``,
+    ``∂GaT = ḡ ∘ Σ_b Fa_bᵀ (E∘X)_b``, and Z's gradient from ``Σ_b Fd_bᵀ (E∘e^δ)_b`` through G,
+    whose rows are linear in c_b once differentiated (so the per-block centres enter through one
+    more accumulated product, of the c-weighted frame features).
 
     Hand-written because autograd over the same expression keeps every (N, P) intermediate (or,
     under a checkpoint, recomputes them through memory): measured at 10⁵ frames, M = 20, one
@@ -266,48 +289,98 @@ class _PairCovSum(torch.autograd.Function):
     """
 
     @staticmethod
-    def blocks(Fa, GaT, Fd, GdT):
-        """Yield ``(rows, E, X)`` per block of frames: ``E = exp(Fa GaT)`` and ``X = expm1(Fd GdT)``
-        of those rows, written into two reused (b, P) buffers (valid until the next block)."""
+    def block_frames(N, P):
+        """Frames per block for N frames and P pairs (the caller centres Fd on these blocks)."""
+        return min(pair_block_frames(P), max(N, 1))
+
+    @staticmethod
+    def blocks(Fa, GaT, Fd, Z, centres):
+        """Yield ``(rows, Gd, E, X)`` per block of frames: ``E = exp(Fa GaT)`` and
+        ``X = expm1(Fd Gd)`` of those rows with the block's pair features ``Gd = G(Z − c_b)``
+        (3Q + 1, P), all three in reused buffers (valid until the next block)."""
+        from tandem.models.gp_kernels import _pairs
         N, P = Fa.shape[0], GaT.shape[1]
-        b = min(pair_block_frames(P), max(N, 1))
+        Q = Z.shape[1]
+        im, ip, _ = _pairs(Z.shape[0], Z.device)
+        b = _PairCovSum.block_frames(N, P)
+        if centres.shape[0] != -(-N // b):
+            raise ValueError(f"centres: expected {-(-N // b)} blocks of {b} frames, got {centres.shape[0]}")
+        zm, zp = Z[im].mT.contiguous(), Z[ip].mT.contiguous()                  # (Q, P)
+        zb = 0.5 * (zm + zp)
+        Gd = GaT.new_empty(3 * Q + 1, P)
+        Gd[3 * Q] = 1.0
+        tm, tp = torch.empty_like(zm), torch.empty_like(zp)
         bufa, bufd = GaT.new_empty(b, P), GaT.new_empty(b, P)
-        for i in range(0, N, b):
+        for k, i in enumerate(range(0, N, b)):
             n = min(b, N - i)
-            yield (slice(i, i + n), torch.mm(Fa[i:i + n], GaT, out=bufa[:n]).exp_(),
-                   torch.mm(Fd[i:i + n], GdT, out=bufd[:n]).expm1_())
+            c = centres[k][:, None]                                            # (Q, 1)
+            torch.sub(zb, c, out=Gd[:Q])                                       # z̄ − c
+            torch.mul(torch.sub(zm, c, out=tm), torch.sub(zp, c, out=tp), out=Gd[Q:2 * Q])
+            torch.mul(Gd[:Q], Gd[:Q], out=Gd[2 * Q:3 * Q])                     # (z̄ − c)²
+            yield (slice(i, i + n), Gd, torch.mm(Fa[i:i + n], GaT, out=bufa[:n]).exp_(),
+                   torch.mm(Fd[i:i + n], Gd, out=bufd[:n]).expm1_())
 
     @staticmethod
-    def forward(ctx, Fa, GaT, Fd, GdT):
-        out = GaT.new_zeros(GaT.shape[1])
-        for _, E, X in _PairCovSum.blocks(Fa, GaT, Fd, GdT):
-            out += E.mul_(X).sum(0)
-        ctx.save_for_backward(Fa, GaT, Fd, GdT)
-        return out
+    def forward(ctx, Fa, GaT, Fd, Z, centres):
+        # the blocks' sums are accumulated with their rounding errors (Neumaier's two-sum): ``hi``
+        # is c rounded once, ``lo`` the rest (non-differentiable), for the callers that carry c
+        # further than float64 (:func:`h_term_stable`'s extended residual); a plain running sum
+        # loses ≈ √(blocks) ulps of c
+        hi, lo = GaT.new_zeros(GaT.shape[1]), GaT.new_zeros(GaT.shape[1])
+        for _, _, E, X in _PairCovSum.blocks(Fa, GaT, Fd, Z, centres):
+            b = E.mul_(X).sum(0)
+            s = hi + b
+            bv = s - hi
+            lo += (hi - (s - bv)) + (b - bv)
+            hi = s
+        s = hi + lo
+        lo = lo - (s - hi)
+        ctx.save_for_backward(Fa, GaT, Fd, Z, centres)
+        ctx.mark_non_differentiable(lo)
+        return s, lo
 
     @staticmethod
-    def backward(ctx, gc):
-        Fa, GaT, Fd, GdT = ctx.saved_tensors
+    def backward(ctx, gc, _glo):
+        from tandem.models.gp_kernels import _pairs
+        Fa, GaT, Fd, Z, centres = ctx.saved_tensors
+        Q = Z.shape[1]
         need_f = ctx.needs_input_grad[0] or ctx.needs_input_grad[2]
         need_g = ctx.needs_input_grad[1] or ctx.needs_input_grad[3]
-        ga_s, gd_s = (GaT * gc).mT, (GdT * gc).mT                    # (P, K): ḡ scales the pair side
+        ga_s = (GaT * gc).mT                                          # (P, Ka): ḡ scales the pair side
         dFa, dFd = (torch.empty_like(Fa), torch.empty_like(Fd)) if need_f else (None, None)
-        dGa, dGd = (torch.zeros_like(GaT), torch.zeros_like(GdT)) if need_g else (None, None)
-        for rows, E, X in _PairCovSum.blocks(Fa, GaT, Fd, GdT):
+        dGa = dZ = None
+        if need_g:
+            dGa = torch.zeros_like(GaT)
+            dGd = Fd.new_zeros(Fd.shape[1], GaT.shape[1])             # Σ_b Fd_bᵀ (E e^δ)_b
+            dGc = Fd.new_zeros(2 * Q, GaT.shape[1])                   # the same, rows Q..3Q weighted by c_b
+            N, b = Fa.shape[0], _PairCovSum.block_frames(Fa.shape[0], GaT.shape[1])
+            cw = Fd[:, Q:3 * Q] * centres.repeat_interleave(b, 0)[:N].repeat(1, 2)
+        for rows, Gd, E, X in _PairCovSum.blocks(Fa, GaT, Fd, Z, centres):
             X.mul_(E)                                                # E (e^δ − 1): ∂/∂a
             E.add_(X)                                                # E e^δ: ∂/∂δ
             if need_f:
                 torch.mm(X, ga_s, out=dFa[rows])
-                torch.mm(E, gd_s, out=dFd[rows])
+                torch.mm(E, (Gd * gc).mT, out=dFd[rows])
             if need_g:
                 dGa.addmm_(Fa[rows].mT, X)
                 dGd.addmm_(Fd[rows].mT, E)
+                dGc.addmm_(cw[rows].mT, E)
         if need_g:
-            dGa, dGd = dGa * gc, dGd * gc
-        return dFa, dGa, dFd, dGd
+            dGa = dGa * gc
+            dGd, dGc = dGd * gc, dGc * gc
+            im, ip, _ = _pairs(Z.shape[0], Z.device)
+            zb = 0.5 * (Z[im] + Z[ip])                                       # (P, Q)
+            g0, g1, g2 = dGd[:Q].mT, dGd[Q:2 * Q].mT, dGd[2 * Q:3 * Q].mT     # (P, Q) each
+            c1, c2 = dGc[:Q].mT, dGc[Q:].mT
+            # rows z̄ − c, (z_m − c)(z_m' − c), (z̄ − c)²: ∂/∂z_m = ½, z_m' − c, z̄ − c (and m ↔ m')
+            common = 0.5 * g0 + zb * g2 - c2
+            dZ = torch.zeros_like(Z)
+            dZ.index_add_(0, im, common + Z[ip] * g1 - c1)
+            dZ.index_add_(0, ip, common + Z[im] * g1 - c1)
+        return dFa, dGa, dFd, dZ, None
 
 
-def _cov_rbf_matrix(mu, s, Z, variance, ard):
+def _cov_rbf_matrix(mu, s, Z, variance, ard, extended=False):
     """``C = Σ_n (⟨k_n k_nᵀ⟩ − ⟨k_n⟩⟨k_n⟩ᵀ)`` (M, M) of some frames for the ARD RBF kernel, summed
     as ``Σ_n ψ1_nm ψ1_nm' expm1(δ_nmm')`` with ``δ = log ψ2_n,mm' − log ψ1_nm − log ψ1_nm'`` in
     closed form.
@@ -322,30 +395,52 @@ def _cov_rbf_matrix(mu, s, Z, variance, ard):
     without subtracting the O(1) exponents of ψ2 and ψ1ψ1 (their difference lost ≈ |log ψ|/|δ|
     ulps of δ, i.e. of C, which the data fit amplifies through the conditioning of K_ZZ).
 
+    The first two terms nearly cancel where μ is close to z_m or z_m' (u² ≈ Δ²/4); with
+    ``u² − Δ²/4 = (μ − z_m)(μ − z_m')`` they are evaluated as
+
+        w₁ (μ − z_m)(μ − z_m') − w₂ u²,   w₁ = a² s/(1 + a s),   w₂ = 2 a³ s²/((1 + a s)(1 + 2 a s)),
+
+    i.e. with the features ``[−2 α μ', w₁, −w₂, h + Σ α μ'²]`` of each frame (α = w₁ − w₂, the
+    first coefficient above; h the log1p term) against ``[z̄', z'_m z'_m', z̄'², 1]`` of each pair,
+    all coordinates taken from the centre of the frame's block (μ' = μ − c_b, z' = z − c_b; the
+    block's mean μ, a constant): the terms are then as small as δ where δ is small (measured at
+    N = 10⁴ on the benchmark's data: C within 140 ulps of a long-double evaluation against 450
+    with the plain expansion).
+
     Both ``log(ψ1_nm ψ1_nm'/σ⁴) = 2 g_n + [c μ, −½ c]_n · ([z, z²]_m + [z, z²]_m')`` (c = a/(1 + a s))
     and δ are products of per-frame and per-pair features, summed by :class:`_PairCovSum`
     over the M(M+1)/2 pairs m ≤ m' (C is symmetric).
     """
     from tandem.models.gp_kernels import _pairs
-    M = Z.shape[0]
+    M, N = Z.shape[0], mu.shape[0]
     d1, F1, g1 = _psi1_frame_side(mu, s, ard)
     d2 = 1.0 + 2.0 * ard * s
     a2s = ard * ard * s
-    al = a2s / (d1 * d2)                                                              # (N, Q)
-    be = 0.25 * a2s / d1
-    ga = 0.5 * torch.log1p(a2s * s / d2).sum(-1) + (al * mu * mu).sum(-1)            # (N,)
+    w1 = a2s / d1
+    al = w1 / d2                                                                      # (N, Q)
+    w2 = 2.0 * ard * s * al
     im, ip, full = _pairs(M, Z.device)
     G1 = torch.cat([Z, Z * Z], 1)                                                     # (M, 2Q)
-    zbar = 0.5 * (Z[im] + Z[ip])
-    dz = Z[im] - Z[ip]
     ones = Z.new_ones(im.numel(), 1)
     Fa = torch.cat([F1, 2.0 * g1[:, None]], 1)                                        # (N, 2Q + 1)
     GaT = torch.cat([G1[im] + G1[ip], ones], 1).mT.contiguous()                      # (2Q + 1, P)
-    # al (μ − z̄)² expanded: its rounding is ε·al·(μ² + z̄²), small in absolute terms since al = O(a s)
-    Fd = torch.cat([-2.0 * al * mu, al, -be, ga[:, None]], 1)                         # (N, 3Q + 1)
-    GdT = torch.cat([zbar, zbar * zbar, dz * dz, ones], 1).mT.contiguous()           # (3Q + 1, P)
-    Cp = _PairCovSum.apply(Fa, GaT, Fd, GdT)
-    return (variance * variance) * Cp[full].reshape(M, M)
+    b = _PairCovSum.block_frames(N, im.numel())
+    nb = -(-N // b)
+    pad = mu.detach().new_zeros(nb * b, mu.shape[1])
+    pad[:N] = mu.detach()
+    counts = torch.full((nb, 1), float(b), dtype=mu.dtype, device=mu.device)
+    counts[-1] = N - (nb - 1) * b
+    centres = pad.reshape(nb, b, -1).sum(1) / counts                                  # (blocks, Q), constant
+    mc = mu - centres.repeat_interleave(b, 0)[:N]
+    h = 0.5 * torch.log1p(a2s * s / d2).sum(-1) + (al * mc * mc).sum(-1)             # (N,)
+    Fd = torch.cat([-2.0 * al * mc, w1, -w2, h[:, None]], 1)                         # (N, 3Q + 1)
+    Cp, lo = _PairCovSum.apply(Fa, GaT, Fd, Z, centres)
+    C = (variance * variance) * Cp[full].reshape(M, M)
+    if not extended:
+        return C
+    v = LD(float(variance.detach()) if torch.is_tensor(variance) else float(variance))
+    c = Cp.detach().cpu().numpy().astype(LD) + lo.cpu().numpy().astype(LD)
+    return C, (v * v) * c[full.cpu().numpy()].reshape(M, M)
 
 
 def _psi1_part(kind, mu, s, Z, variance, ard):
@@ -366,14 +461,42 @@ def _psi1_frame_side(mu, s, ard):
     return d1, torch.cat([c1 * mu, -0.5 * c1], 1), g1
 
 
-def _cov_matrix(kind, mu, s, Z, variance, ard):
-    """``C = Ψ2 − Ψ1ᵀΨ1`` (M, M) of some frames, summed without cancellation (see :func:`_cov_rbf_matrix`)."""
+def _cov_matrix(kind, mu, s, Z, variance, ard, extended=False):
+    """``C = Ψ2 − Ψ1ᵀΨ1`` (M, M) of some frames, summed without cancellation (see :func:`_cov_rbf_matrix`).
+
+    With ``extended=True`` returns ``(C, C_ext)``: also C as a numpy ``longdouble`` array,
+    carried beyond float64 (the pair sum's compensated remainder, the kernel's variance applied
+    in ``longdouble``), no gradient.
+    """
     if kind == "rbfard":
-        return _cov_rbf_matrix(mu, s, Z, variance, ard)
+        return _cov_rbf_matrix(mu, s, Z, variance, ard, extended=extended)
     if kind == "linear":     # Ψ2 − Ψ1ᵀΨ1 = Σ_n (Z a) diag(s_n) (Z a)ᵀ exactly
         Za = Z * ard
-        return (Za * s.sum(0)) @ Za.T
+        C = (Za * s.sum(0)) @ Za.T
+        if not extended:
+            return C
+        za = Za.detach().cpu().numpy().astype(LD)
+        return C, (za * s.detach().cpu().numpy().astype(LD).sum(0)) @ za.T
     raise ValueError(f"kind: expected 'rbfard' or 'linear', got {kind!r}")
+
+
+def _residual_extended(Kzz, beta, C_ext, Rk):
+    """``‖R₂₂‖²`` of :func:`h_term_stable` in ``longdouble``: ``min_U ‖[chol(K/2 + βC)ᵀ, 0; R_k] [U; −I]‖²``.
+
+    K_ZZ, β and R_k (the float64 triangle of ``[chol(K/2)ᵀ, 0; √β Ψ1, √β Y]``) enter as they
+    are; C, K/2 + βC, its Cholesky factor and the elimination are extended. None when K/2 + βC
+    is not positive definite there.
+    """
+    M = Kzz.shape[0]
+    b = LD(float(beta.detach() if torch.is_tensor(beta) else beta))
+    L = extended_precision.cholesky(LD(0.5) * Kzz.detach().cpu().numpy().astype(LD) + b * C_ext)
+    if L is None:
+        return None
+    Rk = Rk.detach().cpu().numpy()
+    A = np.zeros((M + Rk.shape[0], Rk.shape[1]), dtype=LD)
+    A[:M, :M] = L.T
+    A[M:] = Rk
+    return extended_precision.lstsq_residual(A, M)
 
 
 def h_term_stable(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor, variance, ard,
@@ -398,7 +521,16 @@ def h_term_stable(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor,
     :func:`_cov_rbf_matrix`), so no large terms cancel there either; its (frames, pairs) tables
     exist one cache-sized block at a time (:class:`_PairCovSum`). Ψ1 is taken
     :data:`H_CHUNK_FRAMES` frames at a time, each chunk under a checkpoint when there are
-    several: C and ‖L⁻¹Ψ1ᵀ‖² first, then the QR is updated chunk by chunk (``R ← R([R; rows])``).
+    several: C and ‖L⁻¹Ψ1ᵀ‖² first, then the frames' rows are reduced chunk by chunk
+    (``R_k ← R([R_k; rows])``) under ``[chol(K/2)ᵀ, 0]``, and ``[chol(K/2 + βC)ᵀ, 0]`` is
+    stacked on the small triangle R_k last (the same R; K split in halves keeps the chunked QR
+    full rank, which its backward needs).
+
+    With :data:`EXTENDED_RESIDUAL` the residual's value comes from :func:`_residual_extended`:
+    C (carried beyond float64 by the pair sum's compensated remainder), ``K/2 + βC``, its factor
+    and the elimination against R_k in ``longdouble``; its gradient is float64's. The residual
+    is the term most sensitive to C (through β UUᵀ, U the weights of the ill-conditioned normal
+    equations): one float64 ulp of C moved it by 1e-9 of |F| at N = 10⁴.
 
     Parameters
     ----------
@@ -437,7 +569,9 @@ def h_term_stable(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor,
     many = N > chunk
     if many:
         limit_heap_fragmentation()
-    C = _cov_matrix(kind, mu, s, Z, variance, ard)            # all frames; O(N·Q + block·P) memory
+    extended = EXTENDED_RESIDUAL and extended_precision.AVAILABLE
+    C = _cov_matrix(kind, mu, s, Z, variance, ard, extended=extended)   # all frames; O(N·Q + block·P)
+    C, C_ext = C if extended else (C, None)
     tr1 = None
     P1s = []
     for i in range(0, N, chunk):
@@ -448,23 +582,35 @@ def h_term_stable(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor,
         if not many:
             P1s.append(P1c)
     C = 0.5 * (C + C.mT)
-    Lc = cholesky_jitter(Kzz + beta * C, "K_ZZ + β(Ψ2 − Ψ1ᵀΨ1)")
+    # K + βC split as K/2 + (K/2 + βC): the frames' rows are reduced under [chol(K/2)ᵀ, 0], which
+    # keeps that QR full rank (its backward needs it; [√β Ψ1, √β Y] alone is rank deficient for a
+    # linear kernel with M > Q), and the small triangle R_k is what the extended residual reuses
+    Kc = 0.5 * Kzz + beta * C
+    Lc, info = torch.linalg.cholesky_ex(Kc)
+    if info.any():              # needed jitter: the extended residual would factorise another matrix
+        Lc, C_ext = cholesky_jitter(Kc, "K_ZZ/2 + β(Ψ2 − Ψ1ᵀΨ1)"), None
     sb = beta.sqrt()
-    R = torch.cat([Lc.mT, Y.new_zeros(M, D)], 1)                                   # (M, M + D)
 
     def qr_step(R, mu_c, s_c, Y_c):
         P1c = P1s[0] if P1s else _psi1_part(kind, mu_c, s_c, Z, variance, ard)
         return torch.linalg.qr(torch.cat([R, torch.cat([sb * P1c, sb * Y_c], 1)], 0), mode="reduced")[1]
 
+    Rk = torch.cat([math.sqrt(0.5) * LK.mT, Y.new_zeros(M, D)], 1)                 # (M, M + D)
     if not many:
-        R = qr_step(R, mu, s, Y)
+        Rk = qr_step(Rk, mu, s, Y)
     else:
         for i in range(0, N, chunk):
-            args = (R, mu[i:i + chunk], s[i:i + chunk], Y[i:i + chunk])
-            R = checkpoint(qr_step, *args, use_reentrant=False) if grad else qr_step(*args)
+            args = (Rk, mu[i:i + chunk], s[i:i + chunk], Y[i:i + chunk])
+            Rk = checkpoint(qr_step, *args, use_reentrant=False) if grad else qr_step(*args)
+    R = torch.linalg.qr(torch.cat([torch.cat([Lc.mT, Y.new_zeros(M, D)], 1), Rk], 0), mode="reduced")[1]
     R11, R22 = R[:M, :M], R[M:, M:]
     logdet = 2.0 * R11.diagonal().abs().log().sum() - cho_logdet(LK)
     resid = (R22 * R22).sum()
+    if C_ext is not None:
+        # the residual's value from C carried beyond float64 (its gradient stays float64's)
+        r_ext = _residual_extended(Kzz, beta, C_ext, Rk)
+        if r_ext is not None:
+            resid = resid + (float(r_ext) - resid.detach())
     trC = torch.cholesky_solve(C, LK).diagonal().sum()
     psi0 = N * variance if kind == "rbfard" else ((mu * mu + s) * ard).sum()
     return -0.5 * D * logdet - 0.5 * resid + 0.5 * D * beta * (tr1 + trC - psi0)
