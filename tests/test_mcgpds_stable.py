@@ -81,9 +81,10 @@ def test_problem_is_ill_conditioned():
 def test_view_bound_noise_at_1e4():
     """Issue 21's test: under 1e-9 relative parameter perturbations the view term moves by at most
     1e-9 of |F| beyond its first-order change (measured 4.7e-10, 1.4e-5 nats of |F| = 3.0e4, 4 draws);
-    the normal equations by 5.3e-2 nats (1.8e-6), asserted ≥ 1e-7 (what the default replaced)."""
+    the normal equations by 5.3e-2 nats (1.8e-6), asserted ≥ 1e-7 (what the default replaced).
+    Where long double is plain double the residual stays float64 (measured 3.1e-9): ≤ 1e-8 there."""
     noise, F, _ = _noise(True)
-    assert noise <= 1e-9 * F, noise / F
+    assert noise <= (1e-9 if extended_precision.AVAILABLE else 1e-8) * F, noise / F
     noise_ne, F_ne, _ = _noise(False)
     assert noise_ne >= 1e-7 * F_ne, noise_ne / F_ne
 
