@@ -372,6 +372,12 @@ TABLES: tuple[Table, ...] = (
           (("value_grad_peak_rss_mb", "peak RSS, value + gradient (MB)"), ("value_grad_cpu_s", "CPU (s)"),
            ("bound", "bound")), row_headers=("N frames", "M", "method"), digits=6,
           command="OMP_NUM_THREADS=1 python examples/bench_scale.py --mem-check"),
+    Table("mcgpds_bound_noise", "mcgpds_bound_noise.json", ("method",),
+          (("noise_max_nats", "noise, largest of 8 draws (nats)"), ("noise_rel_F", "noise relative to the bound"),
+           ("minus_reference_nats", "value − long-double reference (nats)")),
+          row_headers=("term and form",), digits=2,
+          command="OMP_NUM_THREADS=1 python docs/mcgpds_bound_noise.py --n-seq 10 --seq-len 1000 --steps 0 "
+                  "--reps 8 --forms --out docs/results"),
     *(Table(f"bench_scale_pose_seed{sd}", f"bench_scale_pose_seed{sd}.json", ("method",),
             (("bound", "bound"), ("mean_joint_error", "mean joint error")), digits=6,
             command=f"OMP_NUM_THREADS=1 python examples/bench_scale.py --pose --pose-steps 100 --seed {sd} "

@@ -13,18 +13,21 @@ bound as the code computes it. Printed relative to |F|.
 ``--forms`` then compares, on view 0 (μ, Z, σ², ARD perturbed; the variances s held), the forms
 of the h term: the normal equations, the least-squares form with δ = log ψ2 − log ψ1ψ1 by
 subtraction (as it was) and with δ in closed form (:func:`tandem.inference.mcgpds.streamed._cov_rbf_matrix`),
-each against a long-double reference (:func:`long_double_h`), and prints the floors: the change
-of the least-squares form when one of its inputs (Ψ1, C, K_ZZ) is rounded by one more ulp, and
+the latter with its residual in float64 and from C carried beyond float64
+(:data:`tandem.inference.mcgpds.streamed.EXTENDED_RESIDUAL`, the default), each against a
+long-double reference (:func:`long_double_h`), and prints the floors: the change of the float64
+least-squares form when one of its inputs (Ψ1, C, K_ZZ) is rounded by one more ulp, and
 ``ε Σ|∂F/∂θ · θ|`` (the parameters' own conditioning).
 
-Usage::
+Usage (``--out`` writes ``mcgpds_bound_noise.json`` in the results schema; the docs' table is
+generated from it)::
 
-    OMP_NUM_THREADS=1 python docs/mcgpds_bound_noise.py --n-seq 10 --seq-len 1000 --steps 0 --reps 4 --forms
+    OMP_NUM_THREADS=1 python docs/mcgpds_bound_noise.py --n-seq 10 --seq-len 1000 --steps 0 \\
+        --reps 8 --forms --out docs/results
 """
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
 import numpy as np
@@ -32,6 +35,7 @@ import pyro
 import torch
 
 from tandem.guides.mcgpds import variational_params
+from tandem.inference.experiments.results import Results
 from tandem.inference.mcgpds import bound as B
 from tandem.inference.mcgpds import streamed
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds
@@ -77,7 +81,7 @@ def diagnose(data, reps: int = 4, rel: float = 1e-9, seed: int = 0) -> dict:
             continue
         gs = torch.autograd.grad(t0[n], list(params.values()), retain_graph=i < len(names) - 1, allow_unused=True)
         grads[n] = [torch.zeros_like(p) if g is None else g for g, p in zip(gs, params.values())]
-    v0 = {n: float(t0[n]) for n in names}
+    v0 = {n: float(t0[n].detach()) for n in names}
     F = abs(v0["F"])
     gen = torch.Generator().manual_seed(seed)
     noise = {n: [] for n in names}
@@ -204,8 +208,8 @@ def compare_forms(data, reps: int = 4, rel: float = 1e-9, seed: int = 1) -> dict
     deltas = [[rel * x * torch.randn(x.shape, dtype=x.dtype, generator=gen) for x in x0] for _ in range(reps)]
     out = {"reference": ref, "forms": {}}
     for name, f in (("normal equations", with_form(False)), ("least squares, δ subtracted", with_form(True, True)),
-                    ("least squares, closed-form δ", with_form(True)),
-                    ("extended residual", with_form(True, extended=True))):
+                    ("least squares, float64 residual", with_form(True)),
+                    ("least squares, extended residual (default)", with_form(True, extended=True))):
         xs = [x.clone().requires_grad_(True) for x in x0]
         F = f(*xs)
         grads = torch.autograd.grad(F, xs)
@@ -217,7 +221,7 @@ def compare_forms(data, reps: int = 4, rel: float = 1e-9, seed: int = 1) -> dict
             noise.append(F1 - F0 - sum(float((g * dx).sum()) for g, dx in zip(grads, d)))
         out["forms"][name] = {"value": F0, "minus_reference": F0 - ref, "noise": noise,
                               "noise_rel_max": max(map(abs, noise)) / abs(F0)}
-        if name == "extended residual":
+        if name.startswith("least squares, extended"):
             out["theta_floor"] = 2.0 ** -53 * sum(float((g * x).abs().sum()) for g, x in zip(grads, x0))
     out["input_floors"] = _input_floors(Y, x0, s, beta, reps, seed)
     return out
@@ -266,7 +270,7 @@ def main():
     p.add_argument("--reps", type=int, default=4)
     p.add_argument("--rel", type=float, default=1e-9)
     p.add_argument("--forms", action="store_true", help="also compare the h-term forms on view 0")
-    p.add_argument("--out", default=None, help="write the result as JSON here")
+    p.add_argument("--out", default=None, help="write mcgpds_bound_noise.json (the results schema) into this folder")
     a = p.parse_args()
     torch.set_default_dtype(torch.float64)
     sim = simulate_sequences(a.n_seq, a.seq_len, [10, 8], Q=2, M=20, seed=0)
@@ -276,21 +280,30 @@ def main():
                         progress=False)
     data = fitted.data
     r = diagnose(data, a.reps, a.rel)
+    F = abs(r["F"])
     print(f"N = {data.N}, steps = {a.steps}, F = {r['F']:.6e} ({r['F'] / data.N:.3f} nats/frame)")
     for n, x in r["noise_rel_max"].items():
         print(f"  {n:10s} value {r['values'][n]: .6e}   noise/|F| max {x:.2e}")
+    res = Results("mcgpds_bound_noise", [0], config={"n_frames": data.N, "n_seq": a.n_seq, "seq_len": a.seq_len,
+                                                      "steps": a.steps, "draws": a.reps, "rel": a.rel, "M": 20,
+                                                      "Q": 2, "F": r["F"]})
+    res.add("collapsed bound F (all terms)", "noise_max_nats", max(map(abs, r["noise_abs"]["F"])))
+    res.add("collapsed bound F (all terms)", "noise_rel_F", r["noise_rel_max"]["F"])
     if a.forms:
         c = compare_forms(data, a.reps, a.rel)
         r["view0_forms"] = c
         print(f"view 0, h-term forms (long-double reference {c['reference']:.10e}):")
         for n, x in c["forms"].items():
+            worst = max(map(abs, x["noise"]))
             print(f"  {n:30s} value {x['value']:.10e}  − ref {x['minus_reference']: .2e}  "
-                  f"noise max {max(map(abs, x['noise'])):.2e} nats ({x['noise_rel_max']:.1e} of |F|)")
+                  f"noise max {worst:.2e} nats ({worst / F:.1e} of the bound's |F|)")
+            res.add(f"view 0: {n}", "noise_max_nats", worst)
+            res.add(f"view 0: {n}", "noise_rel_F", worst / F)
+            res.add(f"view 0: {n}", "minus_reference_nats", x["minus_reference"])
         print(f"  floors (nats): parameters {c['theta_floor']:.1e}, "
               + ", ".join(f"{k} rounded {v:.1e}" for k, v in c["input_floors"].items()))
     if a.out:
-        with open(a.out, "w") as f:
-            json.dump(r, f, indent=1)
+        print(f"wrote {res.write(a.out)}")
 
 
 if __name__ == "__main__":

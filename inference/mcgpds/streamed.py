@@ -176,9 +176,9 @@ def unstreamed():
 #: for views of at least :data:`STABLE_H_MIN_FRAMES` frames with a built-in mapping kernel
 #: (:func:`use_stable_h`). Measured at N = 10⁴ (M = 20, kernel and inducing inputs learned,
 #: ``docs/mcgpds_bound_noise.py``): under 1e-9 parameter perturbations the normal equations
-#: move the view term by up to 1.2 nats (3.4e-6 of |F|) and sit 0.5 nats from a long-double
-#: reference; the least-squares form by 8e-4 nats (2.3e-9), 1.4e-4 nats from the reference, at
-#: ≈ 3.4× the view term's time (0.10 s against 0.03 s for a value + gradient there).
+#: move the view term by up to 0.75 nats (2.1e-6 of |F|, 8 draws) and sit 0.26 nats from a
+#: long-double reference; the least-squares form with its extended residual by 1.7e-4 nats
+#: (4.9e-10), 9e-5 nats from the reference, at ≈ 3× the view term's time.
 STABLE_H = "auto"
 #: with ``STABLE_H = "auto"``: the fewest frames of a view that get :func:`h_term_stable`. The
 #: normal equations' cancellation grows with N; below this (every real data set of the
