@@ -294,3 +294,40 @@ def test_predict_accepts_nan_in_source_test_frames():
     with pytest.raises(ValueError, match="every entry"):
         m.predict(bad, t[te], source=0, target=1)
 
+
+
+@pytest.mark.parametrize("kind,J", [("rbfard", 2), ("linear", 1)])
+def test_patterns_with_many_frames_take_the_least_squares_h_term(kind, J, monkeypatch):
+    # a pattern observed in ≥ STABLE_H_MIN_FRAMES frames uses h_term_stable, as a full view does; fewer
+    # frames keep the normal equations. Lowered here so that both happen in one view: the masked bound
+    # equals the column-by-column bound (each column dispatched by its own frame count) and, value
+    # and gradient, the all-normal-equations bound
+    from tandem.inference.mcgpds import streamed
+    data, hp, mus, lams = problem(kind=kind, J=J)
+    g = torch.Generator().manual_seed(4)
+    Y = data.views[1].clone()
+    miss = torch.zeros(Y.shape, dtype=torch.bool)
+    miss[torch.rand(data.N, generator=g, dtype=D64) < 0.25, 1] = True     # column 1: a few frames missing
+    miss[:6, 3] = True                                                    # column 3: half its frames
+    Y[miss] = float("nan")
+    counts = (~miss).sum(0)
+    monkeypatch.setattr(streamed, "STABLE_H_MIN_FRAMES", int(counts[1]))
+    assert bool((counts >= int(counts[1])).sum() == 4) and int(counts[3]) < int(counts[1])
+    calls = []
+    real = streamed.h_term_stable
+    monkeypatch.setattr(streamed, "h_term_stable", lambda *a: calls.append(a[6].shape) or real(*a))
+    lt = latent_terms(data.times, data.blocks, hp["time_s"], hp["views"], mus, lams)
+    s = lt["s_diag"][1].detach()
+    mu = mus[1].detach().clone().requires_grad_(True)
+    masked = view_bound(Y, mu, s, hp["views"][1], kind)
+    assert sorted(calls) == sorted([(int(counts[0]), 3), (int(counts[1]), 1)])   # full columns 0, 2, 4; column 1
+    ref = 0.0
+    for d in range(Y.shape[1]):
+        o = ~miss[:, d]
+        ref = ref + view_bound(data.views[1][o][:, [d]], mu[o], s[o], _reduced_hp(hp["views"][1], [d]), kind)
+    assert abs(float(masked - ref)) < 1e-10 * abs(float(ref))
+    monkeypatch.setattr(streamed, "STABLE_H", False)
+    ne = view_bound(Y, mu, s, hp["views"][1], kind)
+    assert abs(float(masked - ne)) < 1e-10 * abs(float(ne))
+    (g1,), (g0,) = torch.autograd.grad(masked, [mu], retain_graph=True), torch.autograd.grad(ne, [mu])
+    torch.testing.assert_close(g1, g0, rtol=1e-8, atol=1e-10)

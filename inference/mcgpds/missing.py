@@ -16,7 +16,10 @@ observation pattern ``O_d`` share ψ-statistics and one Cholesky of ``I + β Ã`
 columns are grouped by pattern (:func:`column_patterns`) and each group is vectorised as in
 :func:`tandem.inference.mcgpds.bound.view_bound` — with whole frames missing there is one
 group (cost of the full bound on the observed frames). A fully observed view gives
-``view_bound`` exactly; a column never observed contributes nothing (so the bound equals the
+``view_bound`` exactly (a pattern observed in at least
+:data:`tandem.inference.mcgpds.streamed.STABLE_H_MIN_FRAMES` frames takes the same least-squares
+h term, :func:`tandem.inference.mcgpds.streamed.h_term_stable`, as a full view of that length);
+a column never observed contributes nothing (so the bound equals the
 bound of the view with that column removed); a frame missing from one view still carries its
 latents through the KL and the other views. The latent terms (KL, q(X)) are unchanged.
 
@@ -32,6 +35,7 @@ import torch
 
 from tandem.inference.distances import nan_sq_dists  # noqa: F401  (re-exported: the NaN-aware NN distance)
 from tandem.inference.numerics import cho_logdet, cholesky_jitter
+from tandem.models.kernels import mapping_kernel_kind
 from tandem.models.mcgpds import view_bases
 from tandem.models.missing import (  # noqa: F401  (re-exported)
     check_missing_views,
@@ -93,12 +97,13 @@ def masked_view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: di
     torch.Tensor
         The scalar bound; equals ``view_bound(Y, mu, s, hp, kind)`` when nothing is missing.
     """
+    from tandem.inference.mcgpds import streamed
     from tandem.inference.mcgpds.bound import eig_logdet_quad  # (bound imports this module lazily)
     mask = observed_mask(Y)
     Y0 = fill_missing(Y)
     beta, W = hp["beta"], hp["W"]
     n_obs = int(mask.sum())
-    F = -0.5 * n_obs * math.log(2 * math.pi) + 0.5 * n_obs * beta.log() - 0.5 * beta * (Y0 * Y0).sum()
+    F = -0.5 * n_obs * math.log(2 * math.pi) + 0.5 * n_obs * beta.log()
     bh, bgs = view_bases(hp, kind)
     g_off = not W.requires_grad and float((beta.detach() * W * W).max()) < 1e-8   # as in view_bound
     patterns, cols = column_patterns(mask)
@@ -107,13 +112,19 @@ def masked_view_bound(Y: torch.Tensor, mu: torch.Tensor, s: torch.Tensor, hp: di
         rows = torch.nonzero(pat).reshape(-1)
         mu_p, s_p, Y_p = mu[rows], s[rows], Y0[rows][:, cp]
         Dp = int(cp.numel())
-        psi0, At, R = bh.whitened(mu_p, s_p, Y_p)
-        if eye is None:
-            eye = torch.eye(At.shape[0], dtype=Y.dtype, device=Y.device)
-        LP = cholesky_jitter(eye + beta * At, "I + β L⁻¹ψ4L⁻ᵀ (masked)")
-        RP = torch.linalg.solve_triangular(LP, R, upper=False)
-        F = F - 0.5 * Dp * cho_logdet(LP) + 0.5 * beta * beta * (RP * RP).sum() \
-            + 0.5 * Dp * beta * (At.diagonal().sum() - psi0)
+        if streamed.use_stable_h(kind, rows.numel()):
+            # a pattern observed in enough frames: the least-squares form, as view_bound (its h part
+            # includes −β/2 ‖Y_p‖²); fixed by the mask, so one objective for the whole fit
+            F = F + streamed.h_term_stable(mapping_kernel_kind(kind), mu_p, s_p, bh.Z, bh.variance, bh.ard,
+                                           Y_p, beta, bh.kzz(), bh.chol())
+        else:
+            psi0, At, R = bh.whitened(mu_p, s_p, Y_p)
+            if eye is None:
+                eye = torch.eye(At.shape[0], dtype=Y.dtype, device=Y.device)
+            LP = cholesky_jitter(eye + beta * At, "I + β L⁻¹ψ4L⁻ᵀ (masked)")
+            RP = torch.linalg.solve_triangular(LP, R, upper=False)
+            F = F - 0.5 * beta * (Y_p * Y_p).sum() - 0.5 * Dp * cho_logdet(LP) \
+                + 0.5 * beta * beta * (RP * RP).sum() + 0.5 * Dp * beta * (At.diagonal().sum() - psi0)
         if g_off:
             continue
         for j, bg in enumerate(bgs):
