@@ -179,3 +179,11 @@ def test_use_stable_h_modes(monkeypatch):
     monkeypatch.setattr(streamed, "STABLE_H", "yes")
     with pytest.raises(ValueError, match="STABLE_H"):
         streamed.use_stable_h("rbfard", n)
+
+
+def test_extended_residual_setting_is_checked(monkeypatch):
+    monkeypatch.setattr(streamed, "EXTENDED_RESIDUAL", "yes")
+    Y, mu, s, Z, var, ard, beta = _problem(N=50)
+    monkeypatch.setattr(streamed, "STABLE_H", True)
+    with pytest.raises(ValueError, match="EXTENDED_RESIDUAL"):
+        _view(Y, mu, s, Z, var, ard, beta)

@@ -559,7 +559,7 @@ def h_term_stable(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor,
     Raises
     ------
     ValueError
-        An unknown ``kind``.
+        An unknown ``kind``, or :data:`EXTENDED_RESIDUAL` not a bool.
     """
     from tandem.inference.numerics import cho_logdet, cholesky_jitter
     N, D = Y.shape
@@ -569,6 +569,8 @@ def h_term_stable(kind: str, mu: torch.Tensor, s: torch.Tensor, Z: torch.Tensor,
     many = N > chunk
     if many:
         limit_heap_fragmentation()
+    if not isinstance(EXTENDED_RESIDUAL, bool):
+        raise ValueError(f"EXTENDED_RESIDUAL: expected True or False, got {EXTENDED_RESIDUAL!r}")
     extended = EXTENDED_RESIDUAL and extended_precision.AVAILABLE
     C = _cov_matrix(kind, mu, s, Z, variance, ard, extended=extended)   # all frames; O(N·Q + block·P)
     C, C_ext = C if extended else (C, None)
