@@ -325,7 +325,7 @@ class _PairCovSum(torch.autograd.Function):
         # the blocks' sums are accumulated with their rounding errors (Neumaier's two-sum): ``hi``
         # is c rounded once, ``lo`` the rest (non-differentiable), for the callers that carry c
         # further than float64 (:func:`h_term_stable`'s extended residual); a plain running sum
-        # loses ≈ √(blocks) ulps of c
+        # would round once more at every block
         hi, lo = GaT.new_zeros(GaT.shape[1]), GaT.new_zeros(GaT.shape[1])
         for _, _, E, X in _PairCovSum.blocks(Fa, GaT, Fd, Z, centres):
             b = E.mul_(X).sum(0)
