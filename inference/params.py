@@ -333,10 +333,12 @@ class SequenceOf(_Constraint):
         Whether an empty sequence is refused.
     length : int, optional
         The required length; ``None`` → any.
+    sets : bool, default False
+        Whether a ``set`` / ``frozenset`` counts too (its entries are checked the same way).
     """
 
-    def __init__(self, item: _Constraint, nonempty: bool = True, length: int | None = None):
-        self.item, self.nonempty, self.length = item, nonempty, length
+    def __init__(self, item: _Constraint, nonempty: bool = True, length: int | None = None, sets: bool = False):
+        self.item, self.nonempty, self.length, self.sets = item, nonempty, length, sets
 
     def type_ok(self, v) -> bool:
         """Whether ``v`` is a list, tuple or numpy array (a ``str`` is not a sequence here).
@@ -352,7 +354,8 @@ class SequenceOf(_Constraint):
             True when ``v`` has a type this constraint speaks about (its value may still be refused);
             used to say "got ... of type ..." in the message.
         """
-        return isinstance(v, (list, tuple, np.ndarray)) and not isinstance(v, str)
+        kinds = (list, tuple, np.ndarray) + ((set, frozenset) if self.sets else ())
+        return isinstance(v, kinds) and not isinstance(v, str)
 
     def ok(self, v) -> bool:
         """Whether ``v`` is a sequence of the required length (non-empty if asked) whose entries satisfy ``item``.
@@ -375,7 +378,7 @@ class SequenceOf(_Constraint):
 
     def __str__(self):
         n = f" of length {self.length}" if self.length is not None else (" (non-empty)" if self.nonempty else "")
-        return f"a sequence{n} of {self.item}"
+        return f"a sequence{' or set' if self.sets else ''}{n} of {self.item}"
 
 
 class OneOf(_Constraint):
@@ -547,6 +550,44 @@ class TandemEstimator(BaseEstimator):
 
     _parameter_constraints: dict = {}
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # every fit is all-or-nothing (see _all_or_nothing): enforced here, once, for every
+        # estimator, rather than by each fit assigning its attributes in a careful order
+        for name in cls._TRANSACTIONAL:
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, "_all_or_nothing", False):
+                setattr(cls, name, _all_or_nothing(method))
+
+    #: methods that replace the fitted state: if one raises (bad input found late, a failed
+    #: factorisation, Ctrl-C), the object keeps the state it had before the call
+    _TRANSACTIONAL = ("fit",)
+
+    def _snapshot(self) -> tuple:
+        """The object's state: a shallow copy of its attributes and a copy of its own Pyro
+        parameters (their values are cloned: optimisers update them in place)."""
+        state = dict(self.__dict__)
+        store = state.get("param_store_")
+        params = None
+        if store is not None and store is not pyro.get_param_store():
+            params = ({k: v.detach().clone() for k, v in store._params.items()}, dict(store._constraints))
+        return state, params
+
+    def _restore(self, snapshot: tuple) -> None:
+        state, params = snapshot
+        self.__dict__.clear()
+        self.__dict__.update(state)
+        if params is not None:
+            store = ParamStoreDict()
+            values, cons = params
+            for name, value in values.items():
+                # a fresh leaf, as pyro.param makes: unconstrained values with grad enabled
+                value = value.requires_grad_(value.is_floating_point())
+                store._params[name] = value
+                store._param_to_name[value] = name
+            store._constraints.update(cons)
+            self.param_store_ = store
+
     # save / load: one safe format for every estimator (subclasses with more state override)
     def save(self, path) -> None:
         """Write this object (settings and fitted state) to ``path`` in tandem's safe format.
@@ -652,6 +693,30 @@ class TandemEstimator(BaseEstimator):
             store = ParamStoreDict()
             store.set_state(saved)
             self.param_store_ = store
+
+
+def _all_or_nothing(method):
+    """Decorator: if ``method`` raises, restore the estimator's state from before the call.
+
+    A fit that fails after it has replaced part of the fitted state (the data's scalers, say,
+    before a late check of the times refuses the call) would otherwise leave an object whose
+    old fit answers through new scalers: silently wrong predictions. Applied to every
+    estimator's ``fit`` by :class:`TandemEstimator`.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self.__dict__.get("_scope_depth", 0):      # nested inside another of our calls
+            return method(self, *args, **kwargs)
+        snapshot = self._snapshot()
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self._restore(snapshot)
+            raise
+
+    wrapper._all_or_nothing = True
+    return wrapper
 
 
 def own_params(method):
