@@ -6,6 +6,7 @@ calls ``inverse()`` or ``det()`` on a kernel. Solves go through
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 #: dtype of all GP algebra in tandem.
@@ -169,3 +170,31 @@ def limit_heap_fragmentation(threshold_mb: float = 1.0) -> bool:
         except (OSError, AttributeError):
             _HEAP_LIMITED = False
     return _HEAP_LIMITED
+
+
+def set_rng_seed(seed) -> None:
+    """Seed Python's, numpy's, torch's and Pyro's generators (``pyro.set_rng_seed``).
+
+    The one place the package seeds from a user's seed: numpy integers (``np.int64(0)``, what
+    indexing an array of seeds gives) are accepted like Python ints, which ``random.seed``
+    refuses from Python 3.11; bools and fractional values are refused.
+
+    Parameters
+    ----------
+    seed : int or numpy integer
+        A seed in [0, 2³²).
+
+    Raises
+    ------
+    TypeError
+        If ``seed`` is not an integer (or is a bool).
+    ValueError
+        If it lies outside [0, 2³²).
+    """
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed: expected an integer in [0, 2**32), got {seed!r} of type {type(seed).__name__}")
+    seed = int(seed)
+    if not 0 <= seed < 2 ** 32:
+        raise ValueError(f"seed: expected an integer in [0, 2**32), got {seed}")
+    import pyro  # here, not at the top: the leaf module stays importable without Pyro's start-up
+    pyro.set_rng_seed(seed)

@@ -50,7 +50,7 @@ import pyro.distributions as dist
 import torch
 from pyro import poutine
 
-from tandem.inference.numerics import DTYPE, cholesky_jitter
+from tandem.inference.numerics import DTYPE, cholesky_jitter, set_rng_seed
 from tandem.models.kernels import TimeParams, time_params_kernel
 
 # the data container, the time-kernel plumbing and the output-layer functions live in their
@@ -343,7 +343,7 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
                       time_white=init_kwargs.get("time_white", True), time_bias=init_kwargs.get("time_bias", True),
                       private_prior=init_kwargs.get("private_prior", "mcgpds"), out_dims=list(out_dims), init=init,
                       time_kernel=init_kwargs.get("time_kernel"))
-    pyro.set_rng_seed(seed)
+    set_rng_seed(seed)
     # every parameter from ``init`` (all groups fixed while drawing): values left in Pyro's
     # parameter store by an earlier fit or simulation must not leak into this draw
     data.fixed = frozenset(PARAM_GROUPS)

@@ -6,9 +6,9 @@ import random
 from pathlib import Path
 
 import numpy as np
-import pyro
 import torch
 
+from tandem.inference.numerics import set_rng_seed
 from tandem.inference.persistence import check_writable
 
 __all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "number_type", "int_at_least", "positive_int",
@@ -207,7 +207,7 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2 ** 32))
     torch.manual_seed(seed)
-    pyro.set_rng_seed(seed)
+    set_rng_seed(seed)
 
 
 def seed_list(args) -> list[int]:
