@@ -123,12 +123,14 @@ def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
     return t
 
 
-def as_index_array(x, name: str, shape: Sequence[int | None] | None = None) -> np.ndarray:
+def as_index_array(x, name: str, shape: Sequence[int | None] | None = None, bound: int | None = None) -> np.ndarray:
     """The one validator of integer index arrays (e.g. correspondence pairs): an int64 numpy array.
 
     Integer dtypes, and real values that are whole numbers, are accepted (lists, tensors, any
-    layout); NaN, inf, fractional values, bool, complex, string and object entries and meta
-    tensors are refused. Ranges are the caller's to check (they depend on the data).
+    layout); NaN, inf, fractional values, values outside int64 (which a cast would wrap to
+    negative numbers), bool, complex, string and object entries and meta tensors are refused.
+    With ``bound`` every index must lie in [0, bound): a negative index, which numpy and torch
+    would silently read from the end, is an error.
 
     Parameters
     ----------
@@ -138,6 +140,9 @@ def as_index_array(x, name: str, shape: Sequence[int | None] | None = None) -> n
         The argument's name, used in every message.
     shape : sequence of int or None, optional
         The required shape, as in :func:`as_tensor` (``None`` entries are free).
+    bound : int, optional
+        Exclusive upper bound of the indices (e.g. the number of rows they index); with it,
+        indices must lie in [0, bound).
 
     Returns
     -------
@@ -148,7 +153,7 @@ def as_index_array(x, name: str, shape: Sequence[int | None] | None = None) -> n
     ------
     ValueError
         Naming ``name``: ``None``, a refused dtype or entry (the first non-integer entry and its index
-        are given), a meta tensor, the wrong shape.
+        are given), a meta tensor, the wrong shape, an index outside int64 or outside [0, bound).
     """
     if x is None:
         raise ValueError(f"{name}: expected an integer array, got None")
@@ -157,13 +162,27 @@ def as_index_array(x, name: str, shape: Sequence[int | None] | None = None) -> n
     if shape is not None and (a.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, a.shape))):
         want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
         raise ValueError(f"{name}: expected an integer array of shape {want}, got shape {a.shape}")
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
     if not np.issubdtype(a.dtype, np.integer):
         f = a.astype(np.float64)
         bad = ~np.isfinite(f) | (f != np.round(f))
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             raise ValueError(f"{name}: expected integer indices, got {a[idx]!r} at index {idx}")
-    return a.astype(np.int64)
+        # 2**63 is the first float outside int64 (the cast would wrap it to -2**63)
+        wide = (f >= 2.0 ** 63) | (f < -(2.0 ** 63))
+    elif a.dtype == np.uint64:
+        wide = a > np.uint64(hi)
+    else:
+        wide = np.zeros(a.shape, dtype=bool)
+    if wide.any():
+        idx = tuple(int(i) for i in np.argwhere(wide)[0])
+        raise ValueError(f"{name}: expected indices within int64 [{lo}, {hi}], got {a[idx]!r} at index {idx}")
+    out = a.astype(np.int64)
+    if bound is not None and out.size and (int(out.min()) < 0 or int(out.max()) >= int(bound)):
+        idx = tuple(int(i) for i in np.argwhere((out < 0) | (out >= int(bound)))[0])
+        raise ValueError(f"{name}: expected indices in [0, {int(bound)}), got {int(out[idx])} at index {idx}")
+    return out
 
 
 def label_codes(y, n: int, name: str) -> np.ndarray:
