@@ -40,17 +40,19 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
+from pathlib import Path
 
 import numpy as np
 import pyro
 import torch
 
 from tandem.guides.mcgpds import Guide
-from tandem.inference.distances import Standardizer
 from tandem.inference.mcgpds.fit import (
+    FIT_GROUPS,
     McGPDSConfig,
     Prediction,
     check_test_sources,
@@ -58,10 +60,11 @@ from tandem.inference.mcgpds.fit import (
     predict_view,
     view_sites,
 )
-from tandem.inference.mcgpds.missing import check_missing_views, impute_view
+from tandem.inference.mcgpds.missing import check_missing_views, impute_view, standardize_views
 from tandem.inference.mcgpds.predictor import select_predictor, stacked_predictor
 from tandem.inference.mcgpds.predictor_choice import choose_predictor
 from tandem.inference.mcgpds.uncollapsed import set_optimal_inducing
+from tandem.inference.mcgpds.view_prediction import PREDICT_VIEW_CONSTRAINTS
 from tandem.inference.params import (
     AnyValue,
     Boolean,
@@ -72,13 +75,15 @@ from tandem.inference.params import (
     Seed,
     SequenceOf,
     TandemEstimator,
+    check_param,
     own_params,
+    validate_params,
 )
 from tandem.inference.persistence import load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
 from tandem.inference.validation import as_tensor, check_int_range, check_time_order, resolve_device, sequence_labels
 from tandem.models.kernels import MappingKernel, TimeKernel
-from tandem.models.mcgpds import PARAM_GROUPS, SAFE_FIXED, dims, model
+from tandem.models.mcgpds import SAFE_FIXED, dims, model
 
 __all__ = ["McGPDS", "McGPDSPrediction", "McGPDSImputation", "DEFAULT_SCHEDULE"]
 
@@ -156,12 +161,24 @@ CONFIG_CONSTRAINTS = {
     "init": [Options(("pca", "separately"))],
     "init_dims": [None, SequenceOf(_POS_INT)],
     "init_views": [None, AnyValue("arrays used only for the PCA init; checked as arrays by fit_mcgpds")],
-    "alpha_init": [Interval(Real, 0, 1)], "eps_init": [_POS],
+    # (0, 1]: the range fit_mcgpds accepts (McGPDSConfig.alpha_init)
+    "alpha_init": [Interval(Real, 0, 1, closed="right")], "eps_init": [_POS],
     "beta_init": [Options(("snr",)), _POS, SequenceOf(_POS)],
     "w_init_scale": [_NONNEG], "lam_init": [_POS],
     "private_prior": [Options(("mcgpds", "gplvm"))], "output_layer": [Options(("cgpds", "linear"))],
     "coupling": [Boolean()], "dtype": [Options(("float64",))],
 }
+
+class _SetOf(InstanceOf):
+    """A set or frozenset of some of ``options``."""
+
+    def __init__(self, options):
+        super().__init__(set, frozenset, what="a set of some of " + ", ".join(repr(o) for o in options))
+        self.options = tuple(options)
+
+    def ok(self, v) -> bool:
+        return isinstance(v, (set, frozenset)) and all(isinstance(x, str) and x in self.options for x in v)
+
 
 #: McGPDSConfig fields that McGPDS exposes as its own keyword parameters
 _CONFIG_FIELDS = tuple(n for n in McGPDSConfig.__dataclass_fields__ if n not in ("Q", "M", "J", "fixed"))
@@ -172,6 +189,50 @@ def _config_default(name):
         return DEFAULT_SCHEDULE[name]
     f = McGPDSConfig.__dataclass_fields__[name]
     return f.default
+
+
+#: the keywords of :meth:`McGPDS.predict` taken by the tandem predictors themselves
+#: (:func:`~tandem.inference.mcgpds.predictor_choice.choose_predictor`,
+#: :func:`~tandem.inference.mcgpds.predictor.select_predictor`,
+#: :func:`~tandem.inference.mcgpds.predictor.stacked_predictor`); the others go to every candidate's
+#: :func:`~tandem.inference.mcgpds.fit.predict_view` (:data:`PREDICT_VIEW_CONSTRAINTS`). ``candidates``,
+#: ``stack_candidates`` and ``features`` are checked by those functions (each candidate against
+#: :data:`PREDICT_VIEW_CONSTRAINTS` too).
+TANDEM_PREDICT_CONSTRAINTS = {
+    "tandem": {"candidates": [None, AnyValue("checked by choose_predictor")],
+               "stack_candidates": [None, AnyValue("checked by choose_predictor")],
+               "include_mean": [Boolean()], "features": [AnyValue("checked by calibrated_prediction")],
+               "n_chunks": [_POS_INT]},
+    "selected": {"candidates": [None, AnyValue("checked by select_predictor")],
+                 "features": [AnyValue("checked by calibrated_prediction")], "n_chunks": [_POS_INT]},
+    "stacked": {"candidates": [None, AnyValue("checked by stacked_predictor")], "include_mean": [Boolean()],
+                "features": [AnyValue("checked by calibrated_prediction")], "n_chunks": [_POS_INT]},
+}
+_METHODS = ("tandem", "selected", "stacked", "paper", "code", "generative")
+
+
+def check_save_path(path, where: str):
+    """The file ``save`` writes: a path (str or os.PathLike) that is not a folder.
+
+    Raises
+    ------
+    ValueError
+        Naming ``path``, for a folder or a value that is not a path.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{where}: path: expected a file path (str or os.PathLike), got {type(path).__name__}")
+    if Path(path).is_dir():
+        raise ValueError(f"{where}: path: {str(path)!r} is a folder; expected the path of a file to write")
+
+
+def _check_predict_options(method, seed, kwargs: dict) -> None:
+    """The options of :meth:`McGPDS.predict` against their declarations, before any work: ``method``,
+    ``seed``, and every keyword (the tandem predictors' own, the rest :func:`predict_view`'s)."""
+    check_param([Options(_METHODS)], "method", method, "McGPDS.predict: ")
+    check_param([Seed()], "seed", seed, "McGPDS.predict: ")
+    own = TANDEM_PREDICT_CONSTRAINTS.get(method, {})
+    pv = {n: c for n, c in PREDICT_VIEW_CONSTRAINTS.items() if n not in ("method", "seed")}
+    validate_params({**pv, **own}, kwargs, "McGPDS.predict: ")
 
 
 class McGPDS(TandemEstimator):
@@ -193,8 +254,10 @@ class McGPDS(TandemEstimator):
     J : int, default 1
         Basis functions g_j.
     fixed : sequence or set of str, optional
-        Parameter groups held at their initial values (default ``None`` =
-        :data:`tandem.models.mcgpds.SAFE_FIXED` without g).
+        Parameter groups held at their initial values, out of
+        :data:`tandem.inference.mcgpds.fit_config.FIT_GROUPS` ("alpha", "eps", "beta", "time", "W",
+        "kernel", "inducing"; fixing "W" also switches g off); default ``None`` =
+        :data:`tandem.models.mcgpds.SAFE_FIXED` without g.
     scale : str, default "view"
         "view" (one scalar per view) or "column" (per-column standard deviation).
     seed : int, default 0
@@ -233,8 +296,8 @@ class McGPDS(TandemEstimator):
 
     _parameter_constraints = {
         "Q": [None, _POS_INT], "M": [None, _POS_INT], "J": [_POS_INT],
-        "fixed": [None, SequenceOf(Options(PARAM_GROUPS + ("model",)), nonempty=False),
-                  InstanceOf(set, frozenset, what="a set of parameter groups")],
+        # the groups fit_mcgpds can hold fixed (g follows W; the variational parameters never)
+        "fixed": [None, SequenceOf(Options(FIT_GROUPS), nonempty=False), _SetOf(FIT_GROUPS)],
         "scale": [Options(("view", "column"))], "seed": [Seed()], "progress": [Boolean()],
         "device": [None, Device()], **CONFIG_CONSTRAINTS,
     }
@@ -280,15 +343,6 @@ class McGPDS(TandemEstimator):
         return tuple(sorted(SAFE_FIXED - {"g"})) if self.fixed is None else tuple(self.fixed)
 
     # ------------------------------------------------------------------ fit
-    def _scaler(self, Y: torch.Tensor, k: int) -> Standardizer:
-        # "view": one scalar per view keeps the columns' relative sizes (the protocol's scaling)
-        st = Standardizer(Y, per="matrix" if self.scale == "view" else "column")   # NaN (missing) ignored
-        y = Y[~torch.isnan(Y)]
-        if not bool((y != y[:1]).any()):
-            raise ValueError(f"views[{k}]: every entry is the same value; a constant view carries no information "
-                             "to fit (drop it)")
-        return st
-
     @own_params
     def fit(self, views, times=None, sequence_ids=None) -> "McGPDS":
         """Fit on time-aligned views (standardised per view, see ``scale``).
@@ -333,8 +387,9 @@ class McGPDS(TandemEstimator):
             else as_tensor(times, "times", ndim=1, detach=True).to(dev)
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per row), got {t.numel()}")
-        self.scalers_ = [self._scaler(Y, k) for k, Y in enumerate(vs)]
-        zs = [st.transform(Y) for st, Y in zip(self.scalers_, vs)]
+        # "view": one scalar per view keeps the columns' relative sizes (the protocol's scaling);
+        # refuses never-observed columns and constant views (the one check of both estimators)
+        scalers, zs = standardize_views(vs, "matrix" if self.scale == "view" else "column")
         D = sum(int(Y.shape[1]) for Y in vs)
         Q = min(5, N - 1, D) if self.Q is None else self.Q
         M = min(50, N) if self.M is None else self.M
@@ -343,9 +398,11 @@ class McGPDS(TandemEstimator):
         else:
             check_time_order(t, None)
         cfg = McGPDSConfig(Q=Q, M=M, J=self.J, fixed=self._fixed(), **self.config)
-        self.fitted_ = fit_mcgpds(zs, t, sequence_ids=sequence_ids, config=cfg, seed=self.seed,
-                                  progress=self.progress, device=dev)
-        self._times_given = times is not None
+        fitted = fit_mcgpds(zs, t, sequence_ids=sequence_ids, config=cfg, seed=self.seed,
+                            progress=self.progress, device=dev)
+        # every fitted attribute together, only once the fit has succeeded: a failed re-fit
+        # leaves the previous fit whole (its scalers belong to its fitted_)
+        self.fitted_, self.scalers_, self._times_given = fitted, scalers, times is not None
         return self
 
     def _check_fitted(self):
@@ -387,7 +444,11 @@ class McGPDS(TandemEstimator):
             :func:`tandem.inference.mcgpds.predictor.stacked_predictor`), or "paper", "code",
             "generative" (:func:`tandem.inference.mcgpds.fit.predict_view`).
         **kwargs
-            Passed to that function.
+            Passed to that function; each is checked first against its declaration
+            (:data:`TANDEM_PREDICT_CONSTRAINTS` for the tandem predictors' own,
+            :data:`tandem.inference.mcgpds.view_prediction.PREDICT_VIEW_CONSTRAINTS` for the rest,
+            e.g. ``test_iters``, ``k_neighbours``, ``extra_var``, ``nn_index_y``). ``seed`` seeds
+            this prediction (default: the estimator's ``seed``).
 
         Returns
         -------
@@ -398,10 +459,15 @@ class McGPDS(TandemEstimator):
         ------
         ValueError
             A bad view index (the target among the sources), wrong columns, rows that differ
-            between sources, or a missing ``t_test``.
+            between sources, a missing ``t_test``, or a keyword outside its declaration
+            (:class:`tandem.inference.params.InvalidParameterError`, also a ``TypeError``).
+        TypeError
+            An unknown keyword.
         """
         self._check_fitted()
         V = self.fitted_.data.V
+        seed = kwargs.pop("seed", self.seed)       # a seed of this prediction, else the estimator's
+        _check_predict_options(method, seed, kwargs)
         check_int_range(target, "target", 0, V - 1)
         if sources is None:
             check_int_range(source, "source", 0, V - 1)
@@ -462,19 +528,16 @@ class McGPDS(TandemEstimator):
         src_arg, Z_arg = (srcs[0], Zs[0]) if sources is None else (srcs, Zs)
         details = None
         if method == "tandem":
-            details = choose_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed, **kwargs)
+            details = choose_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=seed, **kwargs)
             raw = details.prediction
         elif method == "selected":
-            details = select_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed, **kwargs)
+            details = select_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=seed, **kwargs)
             raw = details.result.prediction
         elif method == "stacked":
-            details = stacked_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=self.seed, **kwargs)
+            details = stacked_predictor(self.fitted_, Z_arg, t_test, src_arg, target, seed=seed, **kwargs)
             raw = details.prediction
-        elif method in ("paper", "code", "generative"):
-            raw = predict_view(self.fitted_, Z_arg, t_test, src_arg, target, method=method, seed=self.seed, **kwargs)
         else:
-            raise ValueError("method: expected 'tandem', 'selected', 'stacked', 'paper', 'code' or 'generative', "
-                             f"got {method!r}")
+            raw = predict_view(self.fitted_, Z_arg, t_test, src_arg, target, method=method, seed=seed, **kwargs)
         st = self.scalers_[target]
         mean, var = st.inverse(raw.mean), st.inverse_var(raw.var)
         if as_torch:
@@ -543,8 +606,11 @@ class McGPDS(TandemEstimator):
         ------
         NotFittedError
             Before :meth:`fit`.
+        ValueError
+            ``path`` is a folder.
         """
         self._check_fitted()
+        check_save_path(path, "McGPDS.save")
         save_estimator(self, path)
 
     @classmethod

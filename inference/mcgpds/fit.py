@@ -67,7 +67,12 @@ from tandem.inference.mcgpds.bound import (
 
 # the config (.fit_config), the fitted container (.fitted) and the prediction (.view_prediction) live in their
 # own modules; the "noqa: F401" imports keep their names importable from here
-from tandem.inference.mcgpds.fit_config import McGPDSConfig, time_kernel_from_spec, time_kernel_spec  # noqa: F401
+from tandem.inference.mcgpds.fit_config import (  # noqa: F401
+    FIT_GROUPS,
+    McGPDSConfig,
+    time_kernel_from_spec,
+    time_kernel_spec,
+)
 from tandem.inference.mcgpds.fitted import (  # noqa: F401
     McGPDSFitted,
     Prediction,
@@ -146,6 +151,18 @@ def _check_views(views, times):
     return vs, t
 
 
+def _check_init_views(init_views, N: int, dev) -> list:
+    """``init_views``: a non-empty list of finite 2-d arrays with one row per frame (they are put
+    side by side for the PCA initialisation of the N frames' latents)."""
+    if not isinstance(init_views, (list, tuple)) or not init_views:
+        raise ValueError(f"init_views: expected a non-empty list of (N, D) arrays, got {type(init_views).__name__}")
+    out = [as_tensor(Y, f"init_views[{k}]", ndim=2).to(dev) for k, Y in enumerate(init_views)]
+    for k, Y in enumerate(out):
+        if Y.shape[0] != N:
+            raise ValueError(f"init_views[{k}]: expected {N} rows (one per frame of the views), got {Y.shape[0]}")
+    return out
+
+
 def _check_config_values(cfg: McGPDSConfig) -> None:
     """Early errors for values the model cannot use (named after the config field)."""
     check_real_range(cfg.alpha_init, "alpha_init", 0.0, 1.0, low_open=True)
@@ -156,8 +173,8 @@ def _check_config_values(cfg: McGPDSConfig) -> None:
     check_real_range(cfg.time_bias_var, "time_bias_var", 0.0, low_open=True)
     if cfg.time_invwidth is not None:
         check_real_range(cfg.time_invwidth, "time_invwidth", 0.0, low_open=True)
-    if cfg.beta_init != "snr":
-        for b in (cfg.beta_init if isinstance(cfg.beta_init, (list, tuple)) else [cfg.beta_init]):
+    if not isinstance(cfg.beta_init, str):
+        for b in (cfg.beta_init if isinstance(cfg.beta_init, (list, tuple, np.ndarray)) else [cfg.beta_init]):
             check_real_range(b, "beta_init (noise precision)", 0.0, low_open=True)
 
 
@@ -238,12 +255,10 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
         raise ValueError(f"private_prior: expected 'mcgpds' or 'gplvm', got {cfg.private_prior!r}")
     if cfg.output_layer not in ("cgpds", "linear"):
         raise ValueError(f"output_layer: expected 'cgpds' or 'linear', got {cfg.output_layer!r}")
-    bad = set(cfg.fixed) - {"alpha", "eps", "beta", "time", "W", "kernel", "inducing"}
+    bad = set(cfg.fixed) - set(FIT_GROUPS)
     if bad:
-        raise ValueError(f"fixed: unknown groups {sorted(bad)}; allowed alpha, eps, beta, time, W, kernel, "
-                         "inducing")
-    init_views = vs if cfg.init_views is None else [as_tensor(Y, f"init_views[{k}]", ndim=2).to(dev)
-                                                     for k, Y in enumerate(cfg.init_views)]
+        raise ValueError(f"fixed: unknown groups {sorted(bad)}; allowed {', '.join(FIT_GROUPS)}")
+    init_views = vs if cfg.init_views is None else _check_init_views(cfg.init_views, N, dev)
     if cfg.init == "pca":
         if cfg.Q > sum(Ds) or cfg.Q >= N:
             raise ValueError(f"Q={cfg.Q} is larger than the data dimension (sum of view dims {sum(Ds)}, "
@@ -260,9 +275,9 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
         X0 = torch.cat([pca_init(mean_fill(Y), q) for Y, q in zip(init_views, dims)], 1)
     else:
         raise ValueError(f"init: expected 'pca' or 'separately', got {cfg.init!r}")
-    if cfg.beta_init == "snr":
+    if isinstance(cfg.beta_init, str) and cfg.beta_init == "snr":
         beta = [100.0 / nan_var(Y) for Y in vs]
-    elif isinstance(cfg.beta_init, (list, tuple)):
+    elif isinstance(cfg.beta_init, (list, tuple, np.ndarray)):     # one per view (a numpy array too)
         if len(cfg.beta_init) != V:
             raise ValueError(f"beta_init: expected {V} values, got {len(cfg.beta_init)}")
         beta = [float(b) for b in cfg.beta_init]

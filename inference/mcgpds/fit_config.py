@@ -8,7 +8,12 @@ from dataclasses import asdict, dataclass
 
 from tandem.models.kernels import kernel_from_spec, mapping_kernel_kind
 
-__all__ = ["McGPDSConfig"]
+__all__ = ["McGPDSConfig", "FIT_GROUPS"]
+
+#: the parameter groups the collapsed fit (:func:`tandem.inference.mcgpds.fit.fit_mcgpds`, and so
+#: :class:`tandem.inference.mcgpds.McGPDS`) can hold fixed: "g" follows "W" (fixing W switches g
+#: off), and the variational parameters are never fixed (the schedule alternates them with the model's)
+FIT_GROUPS = ("alpha", "eps", "beta", "time", "W", "kernel", "inducing")
 
 
 @dataclass

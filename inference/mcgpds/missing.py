@@ -47,7 +47,50 @@ from tandem.models.missing import (  # noqa: F401  (re-exported)
 )
 
 __all__ = ["has_missing", "observed_mask", "column_patterns", "masked_view_bound", "masked_view_posterior",
-           "impute_view", "check_missing_views", "nan_sq_dists", "fill_missing", "nan_var", "mean_fill"]
+           "impute_view", "check_missing_views", "nan_sq_dists", "fill_missing", "nan_var", "mean_fill",
+           "standardize_views"]
+
+
+def standardize_views(views: list, per: str = "matrix"):
+    """The one check and standardisation of the estimators' views (McGPDS, StochasticMcGPDS).
+
+    On top of :func:`check_missing_views` (which the caller runs first), each view must have an
+    observed entry in every column and must not be constant: the standardisation of a column with
+    no observed entry would be made up (mean 0, scale 1: its predictions and imputations exactly 0
+    with a confident variance), and a constant view carries no information to fit.
+
+    Parameters
+    ----------
+    views : list of torch.Tensor
+        V time-aligned views (N, D_k), NaN where missing.
+    per : {"matrix", "column"}, default "matrix"
+        The :class:`~tandem.inference.distances.Standardizer`'s ``per``.
+
+    Returns
+    -------
+    scalers : list of tandem.inference.distances.Standardizer
+        One per view.
+    scaled : list of torch.Tensor
+        The standardised views (NaN where missing).
+
+    Raises
+    ------
+    ValueError
+        Naming the view (and the columns): a column with every entry missing (NaN), a constant view.
+    """
+    from tandem.inference.distances import Standardizer
+    for k, Y in enumerate(views):
+        obs = observed_mask(Y)
+        empty = torch.nonzero(~obs.any(0)).reshape(-1).tolist()
+        if empty:
+            raise ValueError(f"views[{k}]: column(s) {empty} have every entry missing (NaN); a column never "
+                             "observed cannot be standardised or predicted (drop it)")
+        y = Y[obs]
+        if not bool((y != y[:1]).any()):
+            raise ValueError(f"views[{k}]: every entry is the same value ({float(y[0]):g}); a constant view "
+                             "carries no information to fit (drop it)")
+    scalers = [Standardizer(Y, per=per) for Y in views]
+    return scalers, [sc.transform(Y) for sc, Y in zip(scalers, views)]
 
 
 def column_patterns(mask: torch.Tensor):

@@ -45,6 +45,8 @@ from tandem.inference.mcgpds.fit import (
     holdout_predictions,
     predict_view,
 )
+from tandem.inference.mcgpds.view_prediction import PREDICT_VIEW_CONSTRAINTS
+from tandem.inference.params import validate_params
 from tandem.inference.validation import as_tensor, check_int_range
 
 __all__ = ["TANDEM_PREDICTOR", "TANDEM_CANDIDATES", "CalibratedPrediction", "PredictorSelection", "nn_features",
@@ -209,6 +211,12 @@ def calibrated_prediction(fitted: McGPDSFitted, Y_source_test, t_test, source: i
     dev = fitted.data.device
     ftr_t = as_tensor(ftr, "features[0] (train)", ndim=2, finite=False).to(dev)
     fte_t = as_tensor(fte, "features[1] (test)", ndim=2, finite=False).to(dev)
+    if ftr_t.shape[0] != fitted.data.N:
+        raise ValueError(f"features[0] (train): expected {fitted.data.N} rows (one per training frame), "
+                         f"got {ftr_t.shape[0]}")
+    if fte_t.shape[1] != ftr_t.shape[1]:
+        raise ValueError(f"features: the train and test features must have the same columns, got "
+                         f"{ftr_t.shape[1]} and {fte_t.shape[1]}")
     kq = k if kw.get("latent_for_prediction") == "y_nn" else 1
     hm, hv = holdout_predictions(fitted, source, target, nn_features=ftr_t, n_chunks=n_chunks, **kw)
     delta = calibrated_extra_var(hm, hv, fitted.views[target])
@@ -302,6 +310,10 @@ def select_predictor(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 
 def _check_candidates(cands, name: str = "candidates") -> None:
     if not isinstance(cands, dict) or not cands or not all(isinstance(v, dict) for v in cands.values()):
         raise ValueError(f"{name}: expected a non-empty dict of label -> dict of calibrated_prediction keywords")
+    for label, kw in cands.items():
+        # the same declarations as predict_view's own keywords (features is calibrated_prediction's)
+        validate_params(PREDICT_VIEW_CONSTRAINTS, {n: v for n, v in kw.items() if n != "features"},
+                        f"{name}[{label!r}]: ")
 
 
 def _run_key(features, kw: dict):

@@ -28,18 +28,20 @@ maps back.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pyro
 import pyro.optim
 import torch
+from pyro.params.param_store import ParamStoreDict
 
 from tandem.guides.mcgpds import Guide, variational_params
-from tandem.inference.distances import Standardizer
+from tandem.inference.mcgpds.api import check_save_path
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, view_sites
 from tandem.inference.mcgpds.hyper_step import lbfgs_sharded
-from tandem.inference.mcgpds.missing import check_missing_views, impute_view, mean_fill
+from tandem.inference.mcgpds.missing import check_missing_views, impute_view, mean_fill, standardize_views
 from tandem.inference.mcgpds.simulation import simulate_sequences
 from tandem.inference.mcgpds.stochastic_config import StochasticConfig
 from tandem.inference.mcgpds.stochastic_elbo import (
@@ -63,9 +65,9 @@ from tandem.inference.params import (
     check_param,
     own_params,
 )
-from tandem.inference.persistence import load_estimator, save_estimator
+from tandem.inference.persistence import check_writable, load_estimator, save_estimator
 from tandem.inference.predictive import posterior_predictive, rescale_sites
-from tandem.inference.svi import fit
+from tandem.inference.svi import FIT_CONSTRAINTS, fit
 from tandem.inference.validation import (
     NotFittedError,
     as_tensor,
@@ -96,6 +98,10 @@ __all__ = [
     "simulate_sequences",
     "window_kl",
 ]
+
+
+#: the attributes a fit sets (restored as they were when a fit fails)
+_FIT_STATE = ("data_", "scalers_", "seq_ids_", "result_", "objective_", "param_store_", "_optim")
 
 
 class StochasticMcGPDS(TandemEstimator):
@@ -139,7 +145,8 @@ class StochasticMcGPDS(TandemEstimator):
         self._validate_params()
 
     def _config(self) -> StochasticConfig:
-        return StochasticConfig() if self.config is None else self.config
+        # the fields are checked again wherever the config is used (they may be set after construction)
+        return StochasticConfig() if self.config is None else self.config.validate()
 
     # learned state (``data_``, ``result_``, ``objective_``, ``seq_ids_``); the names without
     # the trailing underscore are kept as aliases
@@ -161,6 +168,13 @@ class StochasticMcGPDS(TandemEstimator):
     def data(self, value):
         self.data_ = value
         self._optim = None      # new data: the next train() starts a fresh optimiser
+        # the standardisation and labels go with the data they describe (set by prepare); data built
+        # otherwise carry none, and those of earlier data would map its units wrongly
+        for attr, name in (("scalers", "scalers_"), ("seq_ids", "seq_ids_")):
+            if getattr(value, attr, None) is not None:
+                setattr(self, name, getattr(value, attr))
+            else:
+                self.__dict__.pop(name, None)
 
     @property
     def result(self):
@@ -179,7 +193,9 @@ class StochasticMcGPDS(TandemEstimator):
         """Validate, standardise and window the data; build the initial values.
 
         Each view is divided by one scale (the RMS of its column standard deviations) after
-        centring, which keeps the outputs' relative sizes. Sets ``scalers_`` and ``seq_ids_``.
+        centring, which keeps the outputs' relative sizes. This object is not changed: the
+        returned data carry their standardisation (``scalers``) and sequence codes (``seq_ids``),
+        which become ``scalers_`` and ``seq_ids_`` when the data are assigned (``m.data = m.prepare(...)``).
 
         Parameters
         ----------
@@ -202,11 +218,13 @@ class StochasticMcGPDS(TandemEstimator):
         Raises
         ------
         ValueError
-            If a view has an infinite entry or no observed entry, a frame is missing (NaN) in every
-            view, the views' row counts or ``times`` disagree, the frames of a sequence are out of time order,
-            or ``Q`` exceeds the total view dimension.
+            If a view has an infinite entry, a column with no observed entry or is constant, a frame
+            is missing (NaN) in every view, the views' row counts or ``times`` disagree, the frames of
+            a sequence are out of time order, ``seed`` is not a seed, or ``Q`` exceeds the total view
+            dimension.
         """
         cfg = self._config()
+        check_param([Seed()], "seed", seed, "StochasticMcGPDS.prepare: ")
         if not isinstance(views, (list, tuple)) or not views:
             raise ValueError("views: expected a non-empty list of (N, D_k) arrays")
         dev = resolve_device(self.device, views, times)
@@ -232,9 +250,8 @@ class StochasticMcGPDS(TandemEstimator):
         if cfg.Q > sum(Y.shape[1] for Y in vs):
             raise ValueError(f"Q={cfg.Q}: expected at most the total view dimension {sum(Y.shape[1] for Y in vs)}")
         # one scale per view (the RMS of its column standard deviations) keeps the outputs'
-        # relative sizes, as the collapsed McGPDS object does
-        self.scalers_ = [Standardizer(Y, per="matrix") for Y in vs]
-        vs = [sc.transform(Y) for sc, Y in zip(self.scalers_, vs)]
+        # relative sizes; the one check of both estimators (never-observed columns, constant views)
+        scalers, vs = standardize_views(vs, "matrix")
         win = Windows(seq, cfg.window)
         X0 = pca_init(mean_fill(torch.cat(vs, 1)), cfg.Q)     # missing entries: column means, for the init only
         if cfg.time_invwidth is None:
@@ -259,10 +276,11 @@ class StochasticMcGPDS(TandemEstimator):
         fixed = set(cfg.fixed)
         if "W" in fixed:
             fixed.add("g")
-        self.seq_ids_ = seq
-        return StochasticData([Y.to(dev) for Y in vs], t.to(dev), win, cfg.Q, cfg.M, cfg.J, init, X0.to(dev),
+        data = StochasticData([Y.to(dev) for Y in vs], t.to(dev), win, cfg.Q, cfg.M, cfg.J, init, X0.to(dev),
                               frozenset(fixed), cfg.mapping_kernel, cfg.time_white, cfg.time_bias,
                               cfg.private_prior, cfg.lam_init, time_kernel=cfg.time_kernel)
+        data.scalers, data.seq_ids = scalers, seq
+        return data
 
     def decay_steps(self) -> int:
         """Number of steps T over which the hyperparameters' learning rate decays.
@@ -302,7 +320,6 @@ class StochasticMcGPDS(TandemEstimator):
         lrd = float(cfg.lr_final) ** (1.0 / self.decay_steps())
         return pyro.optim.ClippedAdam({"lr": cfg.lr, "lrd": lrd, "clip_norm": 1e6})
 
-    @own_params
     def fit(self, views, times, seq_ids=None, seed: int = 0, progress: bool = False, loss_wrapper=None,
             checkpoint=None, checkpoint_every: int = 100):
         """Fit through :func:`tandem.inference.fit`.
@@ -335,14 +352,40 @@ class StochasticMcGPDS(TandemEstimator):
         -------
         StochasticMcGPDS
             ``self``, fitted.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`prepare`; a setting outside its declaration (the config's fields, ``seed``,
+            ``progress``, ``checkpoint_every``), or a checkpoint path that cannot be written. Every
+            argument is checked before anything changes, and if the fit fails anyway the object
+            keeps its previous fit (data, parameters, optimiser, result).
         """
         self._validate_params()
-        check_param([Seed()], "seed", seed, "StochasticMcGPDS.fit: ")
-        self.data_ = self.prepare(views, times, seq_ids, seed)
-        pyro.clear_param_store()
-        self._optim = None
-        return self.train(int(self._config().num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
-                          checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+        cfg = self._config()
+        where = "StochasticMcGPDS.fit: "
+        check_param([Seed()], "seed", seed, where)
+        check_param(FIT_CONSTRAINTS["progress"], "progress", progress, where)
+        check_param(FIT_CONSTRAINTS["checkpoint"], "checkpoint", checkpoint, where)
+        check_param(FIT_CONSTRAINTS["checkpoint_every"], "checkpoint_every", checkpoint_every, where)
+        if checkpoint is not None and not Path(checkpoint).exists():
+            try:            # fail now, not after the state has been replaced (as the driver would)
+                check_writable(Path(checkpoint).parent)
+            except OSError as err:
+                raise ValueError(f"checkpoint: cannot write {checkpoint} ({err.strerror or err}); choose a "
+                                 "checkpoint path in a folder you can write to") from None
+        data = self.prepare(views, times, seq_ids, seed)
+        saved = {n: self.__dict__[n] for n in _FIT_STATE if n in self.__dict__}
+        try:
+            self.data = data                       # with its scalers and sequence codes
+            self.param_store_ = ParamStoreDict()   # a fresh store: the previous fit's stays intact
+            return self.train(int(cfg.num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
+                              checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+        except BaseException:
+            for n in _FIT_STATE:                   # the previous fit, whole
+                self.__dict__.pop(n, None)
+            self.__dict__.update(saved)
+            raise
 
     @own_params
     def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None,
@@ -378,20 +421,25 @@ class StochasticMcGPDS(TandemEstimator):
         ------
         NotFittedError
             Before :meth:`fit` or :meth:`prepare`.
+        ValueError
+            ``num_steps`` not an integer ≥ 0, ``seed`` not a seed (bools and fractions refused, never cast).
         """
         cfg = self._config()
         self.data  # noqa: B018 - NotFittedError before fit / prepare
-        self.objective_ = StochasticELBO(batch=cfg.batch, local_iters=cfg.local_iters, hyper_iters=cfg.hyper_iters)
-        loss = self.objective_ if loss_wrapper is None else loss_wrapper(self.objective_)
+        check_param(FIT_CONSTRAINTS["num_steps"], "num_steps", num_steps, "StochasticMcGPDS.train: ")
+        check_param([Seed()], "seed", seed, "StochasticMcGPDS.train: ")
+        objective = StochasticELBO(batch=cfg.batch, local_iters=cfg.local_iters, hyper_iters=cfg.hyper_iters)
+        loss = objective if loss_wrapper is None else loss_wrapper(objective)
         if getattr(self, "_optim", None) is None:
             self._optim = self.optimizer()
         with warnings.catch_warnings():
             # hyper_iters > 0: the returned loss carries no gradient (the objective moves the
             # hyperparameters itself, once per epoch), which the driver would warn about
             warnings.filterwarnings("ignore", message="loss: the callable loss returned a tensor that depends on no")
-            self.result_ = fit(model_params, guide_params, self.data, loss=loss, optim=self._optim,
-                               num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
-                               checkpoint_every=checkpoint_every, clear_params=False, desc="McGPDS (stochastic)")
+            result = fit(model_params, guide_params, self.data, loss=loss, optim=self._optim,
+                         num_steps=int(num_steps), seed=seed, progress=progress, checkpoint=checkpoint,
+                         checkpoint_every=checkpoint_every, clear_params=False, desc="McGPDS (stochastic)")
+        self.objective_, self.result_ = objective, result
         return self
 
     # ------------------------------------------------------------------ save / load
@@ -404,15 +452,26 @@ class StochasticMcGPDS(TandemEstimator):
         ----------
         path : str or path-like
             The file to write.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit` (or data assigned from :meth:`prepare`).
+        ValueError
+            ``path`` is a folder.
         """
-        store = getattr(self, "param_store_", None)
-        save_estimator(self, path, extra=None if store is not None else pyro.get_param_store().get_state())
+        self.data  # noqa: B018 - NotFittedError before fit / prepare
+        check_save_path(path, "StochasticMcGPDS.save")
+        # the parameters are this object's own store (param_store_, saved with the state): the
+        # user's global Pyro store is never written into the file
+        save_estimator(self, path)
 
     @classmethod
     def load(cls, path, map_location=None) -> "StochasticMcGPDS":
         """Read an object written by :meth:`save`.
 
-        Its Pyro parameters are put back into the parameter store. Nothing is unpickled.
+        Its Pyro parameters become the object's own store (``param_store_``); the user's global Pyro
+        parameter store is left as it was. Nothing is unpickled.
 
         Parameters
         ----------
@@ -432,8 +491,10 @@ class StochasticMcGPDS(TandemEstimator):
             If the file is damaged or foreign.
         """
         m, params = load_estimator(cls, path, map_location, with_extra=True)
-        if params is not None:
-            pyro.get_param_store().set_state(params)
+        if params is not None:      # files of older versions kept the parameters beside the state
+            store = ParamStoreDict()
+            store.set_state(params)
+            m.param_store_ = store
         return m
 
     # ------------------------------------------------------------------ evaluation

@@ -14,7 +14,8 @@ __all__ = ["StochasticConfig"]
 class StochasticConfig:
     """Settings of a stochastic McGPDS fit (defaults: the protocol's fixed groups, g off).
 
-    Every field is checked against its declared constraint at construction.
+    Every field is checked against its declared constraint at construction and whenever the
+    config is used (:meth:`validate`).
 
     Attributes
     ----------
@@ -103,8 +104,25 @@ class StochasticConfig:
     time_kernel: object = None      # None: the paper's RBF + white + bias (time_white/time_bias/...)
 
     def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> "StochasticConfig":
+        """Check every field against its declared constraint (at construction, and again wherever the
+        config is used: a field changed after construction is checked too).
+
+        Returns
+        -------
+        StochasticConfig
+            ``self``.
+
+        Raises
+        ------
+        tandem.inference.params.InvalidParameterError
+            (A ``ValueError`` and a ``TypeError``.) Naming the field outside its constraint.
+        """
         validate_params(_STOCHASTIC_CONSTRAINTS, {n: getattr(self, n) for n in self.__dataclass_fields__},
                         "StochasticConfig: ")
+        return self
 
 
 _POS_INT, _NONNEG_INT = Interval(Integral, 1), Interval(Integral, 0)

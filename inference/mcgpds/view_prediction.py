@@ -7,6 +7,7 @@ The prediction methods ("paper", "code", "generative") and the tandem extensions
 from __future__ import annotations
 
 import time as _time
+from numbers import Integral, Real
 
 import numpy as np
 import pyro
@@ -22,11 +23,53 @@ from tandem.inference.mcgpds.bound import (
 )
 from tandem.inference.mcgpds.fitted import McGPDSFitted, Prediction, constant_hyperparams
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
+from tandem.inference.params import AnyValue, Boolean, Interval, Options, Seed, validate_params
 from tandem.inference.svi import LBFGS, minimize
-from tandem.inference.validation import as_tensor, check_time_order
+from tandem.inference.validation import as_index_array, as_tensor, check_int_range, check_time_order
 from tandem.models.kernels import time_params_kernel
 
-__all__ = ["predict_view", "holdout_folds", "holdout_predictions", "calibrated_extra_var", "check_test_sources"]
+__all__ = ["predict_view", "holdout_folds", "holdout_predictions", "calibrated_extra_var", "check_test_sources",
+           "PREDICT_VIEW_CONSTRAINTS"]
+
+#: declared constraints of :func:`predict_view`'s options, checked at its entry: every predictor
+#: (``McGPDS.predict(method=...)``, the candidates of the tandem predictors) reaches them through it.
+#: The index and variance arrays are checked against the data by :func:`_check_arrays`.
+PREDICT_VIEW_CONSTRAINTS = {
+    "method": [Options(("paper", "code", "generative"))],
+    "test_iters": [None, Interval(Integral, 0)],
+    "fixll": [None, Boolean()],
+    "nn_index_y": [None, AnyValue("an integer array of training-frame indices, checked against the data")],
+    "beta_target_override": [None, Interval(Real, 0, closed="neither")],
+    "latent_for_prediction": [Options(("shared_nn", "y_nn", "private_nn"))],
+    "seed": [Seed()], "progress": [Boolean()],
+    "shared_reference": [Options(("joint", "source_only"))],
+    "init_from": [None, Options(("shared", "private"))],
+    "output_components": [Options(("all", "h"))],
+    "k_neighbours": [Interval(Integral, 1)],
+    "candidates": [None, AnyValue("an integer array of training-frame indices, checked against the data")],
+    "extra_var": [None, AnyValue("a finite non-negative scalar or (D_target,) array, checked against the data")],
+}
+
+
+def _check_arrays(fitted: McGPDSFitted, target: int, nn_index_y, candidates, extra_var):
+    """``nn_index_y`` and ``candidates``: integer indices of training frames (the one index
+    validator, in [0, N)); ``extra_var``: finite, ≥ 0, a scalar or one value per target column."""
+    N = fitted.data.N
+    for name, x in (("nn_index_y", nn_index_y), ("candidates", candidates)):
+        if x is None:
+            continue
+        a = as_index_array(x, name)
+        if a.size and (int(a.min()) < 0 or int(a.max()) >= N):
+            raise ValueError(f"{name}: expected training-frame indices in [0, {N}), got values in "
+                             f"[{int(a.min())}, {int(a.max())}]")
+    if extra_var is not None:
+        D = fitted.data.out_dims[target]
+        ev = as_tensor(extra_var, "extra_var", detach=True)          # finite
+        if ev.dim() > 1 or (ev.dim() == 1 and ev.numel() != D):
+            raise ValueError(f"extra_var: expected a scalar or {D} values (one per column of view {target}), "
+                             f"got shape {tuple(ev.shape)}")
+        if bool((ev < 0).any()):
+            raise ValueError(f"extra_var: expected variances >= 0, got min {float(ev.min()):g}")
 
 
 def check_test_sources(sources, names) -> None:
@@ -214,15 +257,12 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     t0 = _time.perf_counter()
     data = fitted.data
     V = data.V
-    if method not in ("paper", "code", "generative"):
-        raise ValueError(f"method: expected 'paper', 'code' or 'generative', got {method!r}")
-    if output_components not in ("all", "h"):
-        raise ValueError(f"output_components: expected 'all' or 'h', got {output_components!r}")
-    if shared_reference not in ("joint", "source_only"):
-        raise ValueError(f"shared_reference: expected 'joint' or 'source_only', got {shared_reference!r}")
-    if latent_for_prediction not in ("shared_nn", "y_nn", "private_nn"):
-        raise ValueError("latent_for_prediction: expected 'shared_nn', 'y_nn' or 'private_nn', "
-                         f"got {latent_for_prediction!r}")
+    validate_params(PREDICT_VIEW_CONSTRAINTS, dict(
+        method=method, test_iters=test_iters, fixll=fixll, nn_index_y=nn_index_y,
+        beta_target_override=beta_target_override, latent_for_prediction=latent_for_prediction, seed=seed,
+        progress=progress, shared_reference=shared_reference, init_from=init_from,
+        output_components=output_components, k_neighbours=k_neighbours, candidates=candidates,
+        extra_var=extra_var), "predict_view: ")
     if not (0 <= int(target) < V):
         raise ValueError(f"target: expected a view index in [0, {V}), got {target}")
     srcs, Ylist, multi = _sources(source, Y_source_test, V, target)
@@ -245,6 +285,7 @@ def predict_view(fitted: McGPDSFitted, Y_source_test, t_test, source: int = 0, t
     Ns = Ys.shape[0]
     if ts.numel() != Ns:
         raise ValueError(f"t_test: expected {Ns} time stamps (one per test frame), got {ts.numel()}")
+    _check_arrays(fitted, int(target), nn_index_y, candidates, extra_var)
     if fixll is None:
         fixll = method == "code"
     if test_iters is None:
@@ -388,6 +429,7 @@ def holdout_folds(fitted: McGPDSFitted, n_chunks: int = 5) -> list[torch.Tensor]
     labels = list(dict.fromkeys(seq.tolist()))
     if len(labels) > 1:
         return [torch.nonzero(seq == u).reshape(-1) for u in labels]
+    check_int_range(n_chunks, "n_chunks", 1)        # (used with a single training sequence only)
     if n_chunks < 2:
         raise ValueError(f"n_chunks: expected >= 2 for a single training sequence, got {n_chunks}")
     return [c for c in torch.arange(fitted.data.N, device=seq.device).tensor_split(int(n_chunks)) if c.numel()]

@@ -227,7 +227,15 @@ class StochasticData:
         D_k of each view (set from ``views``; any value given is overwritten).
     time_kernel : tandem.models.kernels.TimeKernel or sequence of them, optional
         ``None``: the paper's kernel; see ``tandem.models.mcgpds.time_kernels``.
+    scalers : list of tandem.inference.distances.Standardizer or None
+        Not a constructor argument: set by :meth:`StochasticMcGPDS.prepare
+        <tandem.inference.mcgpds.stochastic.StochasticMcGPDS.prepare>` to the standardisation of
+        ``views`` (data units ↔ these), ``None`` otherwise.
+    seq_ids : torch.Tensor or None
+        Not a constructor argument: the (N,) sequence codes, set with ``scalers``.
     """
+    scalers = None          # (not fields) set by StochasticMcGPDS.prepare
+    seq_ids = None
     views: list
     times: torch.Tensor
     windows: Windows
