@@ -578,7 +578,10 @@ class TandemEstimator(BaseEstimator):
         self.__dict__.clear()
         self.__dict__.update(state)
         if params is not None:
-            store = ParamStoreDict()
+            # the same store object (callers may hold it), its contents as they were: the call
+            # may have replaced its dicts or updated its tensors in place
+            store = state["param_store_"]
+            store._params, store._param_to_name, store._constraints = {}, {}, {}
             values, cons = params
             for name, value in values.items():
                 # a fresh leaf, as pyro.param makes: unconstrained values with grad enabled
@@ -586,7 +589,6 @@ class TandemEstimator(BaseEstimator):
                 store._params[name] = value
                 store._param_to_name[value] = name
             store._constraints.update(cons)
-            self.param_store_ = store
 
     # save / load: one safe format for every estimator (subclasses with more state override)
     def save(self, path) -> None:
