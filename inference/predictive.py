@@ -29,6 +29,7 @@ import pyro.distributions as dist
 import torch
 import xarray as xr
 from pyro import poutine
+from pyro.distributions.torch_distribution import MaskedDistribution
 from pyro.distributions.util import scale_and_mask
 from pyro.infer import infer_discrete
 from pyro.poutine.subsample_messenger import _Subsample
@@ -37,7 +38,8 @@ from tandem.inference.numerics import set_rng_seed
 from tandem.inference.params import Boolean, InstanceOf, Interval, Seed, validate_params
 from tandem.inference.validation import check_int_range
 
-__all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz", "arviz_groups", "rescale_sites"]
+__all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz", "arviz_groups", "rescale_sites",
+           "scored_log_likelihood"]
 
 #: Major version of the installed ArviZ: 0 (``InferenceData``) or 1 (``xarray.DataTree``).
 ARVIZ_MAJOR = int(az.__version__.split(".")[0])
@@ -76,6 +78,40 @@ def _np(t) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
+def _dist_entry_mask(fn):
+    """Which entries of a value of ``fn`` its log-density scores (``Distribution.mask``, possibly
+    under ``to_event``): a bool tensor broadcastable to batch_shape + event_shape, or None."""
+    if isinstance(fn, MaskedDistribution):
+        m = torch.as_tensor(fn._mask, dtype=torch.bool)
+        m = m.reshape(m.shape + (1,) * len(fn.event_shape))      # a batch mask covers the event entries
+        inner = _dist_entry_mask(fn.base_dist)
+        return m if inner is None else m & inner
+    if isinstance(fn, torch.distributions.Independent):          # same value shape, batch dims reinterpreted
+        return _dist_entry_mask(fn.base_dist)
+    return None
+
+
+def _scored(site):
+    """The entries and the points of an observed site that its log-density scores.
+
+    An entry is unscored when ``poutine.mask`` (``site["mask"]``) or a ``Distribution.mask``
+    (at any level of the distribution) masks it; a point (one entry of the log-density, the event
+    dims summed) is scored when any of its entries is. Returns ``(entries, points)``: bool tensors
+    of the value's shape and of the log-density's shape, or ``(None, None)`` when nothing is masked.
+    """
+    fn, value = site["fn"], site["value"]
+    ev = len(fn.event_shape)
+    m = _dist_entry_mask(fn)
+    if site["mask"] is not None:
+        sm = torch.as_tensor(site["mask"], dtype=torch.bool, device=value.device)
+        sm = sm.reshape(sm.shape + (1,) * ev)
+        m = sm if m is None else m & sm
+    if m is None:
+        return None, None
+    m = torch.broadcast_to(m.to(value.device), value.shape)
+    return m, (m.flatten(-ev).any(-1) if ev else m)
+
+
 def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: int = 0,
          log_likelihood: bool = True, **kwargs) -> dict[str, dict[str, np.ndarray]]:
     """Draw ``num_samples`` joint posterior / posterior-predictive samples.
@@ -110,8 +146,15 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
           ``pyro.deterministic`` sites. Model latent sites outside these are left out with a
           ``UserWarning`` naming them (their values would be prior draws).
         - ``posterior_predictive``: a fresh draw of every observed site given each joint draw.
-        - ``log_likelihood``: log p(y_i | θ) pointwise, the enumerated sites summed out
-          (not conditional on the drawn labels).
+        - ``log_likelihood``: log p(y_i | θ) pointwise — one value per entry of the site's batch
+          shape (event dims summed) — the enumerated sites summed out (not conditional on the
+          drawn labels). Each value is the term that ``lp`` holds for that point: multiplied by
+          the site's ``poutine.scale``, and NaN at a point the model masks (``poutine.mask`` or
+          ``Distribution.mask``: missing data, not a point; :func:`tandem.inference.loo` leaves
+          it out, :func:`scored_log_likelihood` drops it for ``az.loo``). So Σ over the non-NaN
+          entries is the observation part of ``lp``.
+        - ``observed_data``: the observed values, NaN at the entries the model masks (floating
+          values; integer values are kept as given).
         - ``sample_stats``: ``lp`` = log p(θ, y), the model's joint log-density of the draw and all
           observations (``pyro.factor`` terms included, enumerated sites summed out by
           ``TraceEnum_ELBO``), and ``log_q`` = log q(θ).
@@ -175,7 +218,12 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
                 if _is_deterministic(site):
                     post.setdefault(name, []).append(_np(site["value"]))
                 elif site["is_observed"]:
-                    obs.setdefault(name, _np(site["value"]))
+                    entries, points = _scored(site)
+                    if name not in obs:
+                        value = site["value"]
+                        if entries is not None and value.is_floating_point():
+                            value = torch.where(entries, value, torch.nan)     # not observed
+                        obs[name] = _np(value)
                     if log_likelihood:
                         pointwise = site["fn"].log_prob(site["value"])
                         if enumerated:
@@ -183,6 +231,11 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
                             while m.dim() > pointwise.dim():      # the (now singleton) enumeration dims
                                 m = m.squeeze(0)
                             pointwise = torch.broadcast_to(m, pointwise.shape)
+                        # the term of lp this point stands for (scaled as in lp), so that leaving the
+                        # point out of lp removes exactly it; a masked point is none: NaN
+                        pointwise = pointwise * site["scale"]
+                        if points is not None:
+                            pointwise = torch.where(points, pointwise, torch.nan)
                         loglik.setdefault(name, []).append(_np(pointwise))
                     ppc.setdefault(name, []).append(_np(free.nodes[name]["value"]))
                 elif name in guide_latents or name in enumerated:
@@ -342,38 +395,112 @@ def rescale_sites(data, sites: dict):
     """Map observed sites of an ArviZ object from standardised to the data's units, in place.
 
     With y_data = y · scale + mean per entry of the site's last dimension, the draws in
-    ``posterior_predictive`` and the values in ``observed_data`` are mapped; a
-    ``log_likelihood`` entry becomes the density in the data's units, log p − log scale per
-    entry (the Jacobian), and ``sample_stats["lp"]`` (log p(θ, y)) loses the same Jacobian
-    summed over every entry of the site.
+    ``posterior_predictive`` and the values in ``observed_data`` are mapped. The log-densities
+    lose the Jacobian, log scale per scored entry: a ``log_likelihood`` point loses the sum over
+    its entries (one entry per point, or the whole event of a ``to_event`` site, whose
+    log-likelihood has the event dims summed), and ``sample_stats["lp"]`` (log p(θ, y)) loses
+    the sum over every scored entry of the site. Entries the model masks (NaN in
+    ``observed_data``, see :func:`draw`) carry no Jacobian: they are in neither density.
 
     Parameters
     ----------
     data : arviz.InferenceData or xarray.DataTree
         An export of :func:`posterior_predictive` (either ArviZ API).
     sites : dict
-        ``{site name: (dim, scale, mean)}``: the site's last dimension ``dim`` and per-entry
-        ``scale``, ``mean`` (array-likes of that length).
+        ``{site name: (dim, scale, mean)}``: the name ``dim`` of the site's last dimension in
+        ``observed_data`` and per-entry ``scale``, ``mean`` (array-likes of that length).
 
     Returns
     -------
     arviz.InferenceData or xarray.DataTree
         ``data``, modified in place.
+
+    Raises
+    ------
+    ValueError
+        If ``dim`` is not the last dimension of the site in ``observed_data``, or the site has a
+        log-likelihood but no ``observed_data`` (needed to tell its event dims and masked entries).
     """
     groups = arviz_groups(data)
     for name, (dim, scale, mean) in sites.items():
         sc = xr.DataArray(np.asarray(scale, dtype=float), dims=[dim])
         mu = xr.DataArray(np.asarray(mean, dtype=float), dims=[dim])
+        obs = data["observed_data"][name] if "observed_data" in groups and name in data["observed_data"] else None
+        if obs is not None and obs.dims[-1] != dim:
+            raise ValueError(f"sites[{name!r}]: dim {dim!r} is not the last dimension of {name!r} in observed_data "
+                             f"(its dims are {list(obs.dims)})")
+        has_ll = "log_likelihood" in groups and name in data["log_likelihood"]
+        if has_ll and obs is None:
+            raise ValueError(f"sites[{name!r}]: the log_likelihood needs {name!r} in observed_data to be rescaled "
+                             "(its event dims and masked entries)")
+        if obs is not None:
+            # log scale of every scored entry, in the data's shape (0 at masked entries: NaN in observed_data)
+            jac = (xr.zeros_like(obs, dtype=float) + np.log(sc)).where(obs.notnull(), 0.0)
+        if has_ll:
+            ll = data["log_likelihood"][name]
+            event = obs.dims[ll.ndim - 2:]       # data dims the log-likelihood sums (to_event), by position
+            per_point = jac.sum(dim=list(event)) if event else jac
+            data["log_likelihood"][name] = ll.copy(data=ll.values - per_point.values)
         for group in ("posterior_predictive", "observed_data"):
             if group in groups and name in data[group]:
                 data[group][name] = data[group][name] * sc + mu
-        if "log_likelihood" in groups and name in data["log_likelihood"]:
-            data["log_likelihood"][name] = data["log_likelihood"][name] - np.log(sc)
-        if "sample_stats" in groups and "lp" in data["sample_stats"] and "observed_data" in groups \
-                and name in data["observed_data"]:
-            reps = data["observed_data"][name].size / sc.size
-            data["sample_stats"]["lp"] = data["sample_stats"]["lp"] - reps * float(np.log(sc).sum())
+        if "sample_stats" in groups and "lp" in data["sample_stats"] and obs is not None:
+            if bool(obs.notnull().all()):    # every entry scored: (size / len(scale)) · Σ log scale, as always
+                shift = obs.size / sc.size * float(np.log(sc).sum())
+            else:
+                shift = float(jac.sum())
+            data["sample_stats"]["lp"] = data["sample_stats"]["lp"] - shift
     return data
+
+
+def scored_log_likelihood(data):
+    """A copy of an export whose log-likelihood holds only the points the model scores, for ``az.loo``.
+
+    :func:`draw` stores NaN at the points a model masks (missing data); ArviZ's ``az.loo`` /
+    ``az.waic`` would propagate them. Here every log-likelihood variable with NaN entries is
+    flattened to its non-NaN entries along a new dimension ``<name>_point``, whose coordinate is
+    the entry's flat (C-order) index in the original variable; variables without NaN are kept
+    as they are. ``az.loo`` of the result equals ``az.loo`` of the model with only the scored
+    points. (:func:`tandem.inference.loo` leaves masked points out by itself.)
+
+    Parameters
+    ----------
+    data : arviz.InferenceData or xarray.DataTree
+        An export of :func:`posterior_predictive` (either ArviZ API) with a ``log_likelihood``
+        group.
+
+    Returns
+    -------
+    arviz.InferenceData or xarray.DataTree
+        A copy of ``data``; ``data`` itself is left unchanged.
+
+    Raises
+    ------
+    ValueError
+        If ``data`` has no ``log_likelihood`` group, or an entry is NaN in some draws only.
+    """
+    if "log_likelihood" not in arviz_groups(data):
+        raise ValueError("data: expected an export with a log_likelihood group")
+    out = data.copy()
+    ds = data["log_likelihood"]
+    ds = getattr(ds, "ds", ds).copy()                                # DataTree node → Dataset
+    for name in list(ds.data_vars):
+        da = ds[name]
+        v = np.asarray(da.values)
+        flat = v.reshape(v.shape[:2] + (-1,))
+        nan = np.isnan(flat)
+        if not nan.any():
+            continue
+        keep = ~nan.all(axis=(0, 1))
+        if nan[..., keep].any():
+            raise ValueError(f"log_likelihood {name!r}: entries NaN in some draws only (a masked point is NaN in "
+                             "every draw)")
+        point = f"{name}_point"
+        ds = ds.drop_vars(name)
+        ds[name] = xr.DataArray(flat[..., keep], dims=[*da.dims[:2], point], coords={point: np.flatnonzero(keep)})
+    unused = [d for d in ds.dims if not any(d in ds[v].dims for v in ds.data_vars)]
+    out["log_likelihood"] = ds.drop_dims(unused)            # the replaced variables' old dims
+    return out
 
 
 #: declared constraints of :func:`posterior_predictive`'s own keyword parameters

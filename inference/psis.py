@@ -30,13 +30,19 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
+
+from tandem.inference.params import Interval, validate_params
 
 __all__ = ["psis", "gpd_fit", "loo", "compare", "LOOResult", "K_THRESHOLD"]
 
 #: Pareto k̂ above which an importance-sampling estimate is reported as unreliable.
 K_THRESHOLD = 0.7
+
+#: declared constraints of :func:`psis`'s keyword parameters
+PSIS_CONSTRAINTS = {"r_eff": [Interval(Real, 0, None, closed="neither")]}
 
 
 def gpd_fit(x: np.ndarray) -> tuple[float, float]:
@@ -84,6 +90,10 @@ def _gpd_quantile(p: np.ndarray, k: float, sigma: float) -> np.ndarray:
     return sigma * np.expm1(-k * np.log1p(-p)) / k
 
 
+#: relative spread of log ratios below which they count as constant (round-off of lp − log_q)
+_FLAT_RTOL = math.sqrt(np.finfo(float).eps)
+
+
 def psis(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Pareto-smoothed importance sampling.
 
@@ -91,27 +101,36 @@ def psis(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, np.nda
     order statistics of a generalized Pareto fit to them (:func:`gpd_fit`), truncated at the
     largest raw ratio, and the log weights are normalised over the draws.
 
+    A column whose log ratios are constant up to round-off (spread max − min at most
+    √ε · max(1, max |log r|), e.g. p(θ, y)/q(θ) of a guide equal to the posterior) has equal
+    weights: they are exact, so it gets k̂ = −inf (no tail at all) and its weights are
+    returned unsmoothed. ``az.psislw`` reports ``inf`` there (fewer than 5 ratios above the
+    cut-off); everywhere else the two agree.
+
     Parameters
     ----------
     log_ratios : numpy.ndarray
         (S,) or (S, n) log importance ratios, one column per target distribution, S ≥ 2 draws,
         all finite.
     r_eff : float, default 1.0
-        Relative efficiency of the draws (1 for independent draws).
+        Relative efficiency of the draws (1 for independent draws): a finite number > 0.
 
     Returns
     -------
     log_weights : numpy.ndarray
         Same shape as ``log_ratios``, normalised so that logsumexp over the draws is 0.
     k_hat : numpy.ndarray or float
-        (n,) Pareto shape per column (a float for 1-d input); ``inf`` when fewer than 5 ratios
-        exceed the tail cut-off (no smoothing then).
+        (n,) Pareto shape per column (a float for 1-d input); ``-inf`` for a (near-)constant
+        column (above); ``inf`` when otherwise fewer than 5 ratios exceed the tail cut-off (no
+        smoothing then).
 
     Raises
     ------
     ValueError
-        If ``log_ratios`` has the wrong shape or non-finite entries.
+        If ``log_ratios`` has the wrong shape or non-finite entries, or ``r_eff`` is not a finite
+        number > 0 (``PSIS_CONSTRAINTS``).
     """
+    validate_params(PSIS_CONSTRAINTS, {"r_eff": r_eff}, "psis: ")
     lr = np.asarray(log_ratios, dtype=float)
     one = lr.ndim == 1
     lr = lr[:, None] if one else lr
@@ -124,6 +143,12 @@ def psis(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, np.nda
     out, ks = np.empty_like(lr), np.empty(n)
     for j in range(n):
         v = lr[:, j] - lr[:, j].max()
+        if -v.min() <= _FLAT_RTOL * max(1.0, float(np.abs(lr[:, j]).max())):
+            # equal ratios up to round-off: the weights are exact, there is no tail to fit (a
+            # GPD fit to round-off noise would report k̂ = inf, a false alarm)
+            ks[j] = -np.inf
+            out[:, j] = v - _logsumexp(v)
+            continue
         order = np.argsort(v)
         cut = max(v[order[-M - 1]], math.log(np.finfo(float).tiny))
         tail = order[v[order] > cut]
@@ -162,15 +187,16 @@ class LOOResult:
     p_loo : float
         lppd − elpd, the effective number of parameters (lppd also importance-weighted).
     pointwise : numpy.ndarray
-        (n,) elpd_i.
+        elpd_i of every entry of the log-likelihood variables (flattened and concatenated); NaN
+        at an entry the model masks (NaN in the log-likelihood), which is not a point.
     k_hat : numpy.ndarray
-        (n,) per-point Pareto k̂.
+        Per-entry Pareto k̂, aligned with ``pointwise`` (NaN at masked entries).
     k_hat_q : float
-        k̂ of the ratios p(θ, y)/q(θ).
+        k̂ of the ratios p(θ, y)/q(θ) (−inf when they are constant: the guide is the posterior).
     warning : bool
         True when any k̂ exceeds ``K_THRESHOLD`` (0.7).
     n_samples, n_points : int
-        Number of draws S and of points n.
+        Number of draws S and of points n (the scored entries; masked entries are not counted).
     var_names : list of str
         The log-likelihood variables whose entries are the points.
     """
@@ -188,7 +214,7 @@ class LOOResult:
 
     def __repr__(self):
         return (f"LOOResult(elpd={self.elpd:.3f}, se={self.se:.3f}, mcse={self.mcse:.3f}, p_loo={self.p_loo:.3f}, "
-                f"max k_hat={np.max(self.k_hat):.2f}, k_hat_q={self.k_hat_q:.2f}, n_samples={self.n_samples}, "
+                f"max k_hat={np.nanmax(self.k_hat):.2f}, k_hat_q={self.k_hat_q:.2f}, n_samples={self.n_samples}, "
                 f"n_points={self.n_points})")
 
 
@@ -210,7 +236,13 @@ def loo(idata, var_name: str | list[str] | None = None, warn: bool = True) -> LO
 
     The ratios are log r_{s,i} = lp_s − log_q_s − log p(y_i | θ_s), Pareto-smoothed per point
     (:func:`psis`); elpd_i = log Σ_s w̃_{s,i} p(y_i | θ_s). A per-point k̂ or the k̂ of p/q above
-    0.7 means the guide is too far from the posterior for the estimate to be trusted.
+    0.7 means the guide is too far from the posterior for the estimate to be trusted; an exact
+    guide has constant p/q and k̂ of p/q = −inf (no warning).
+
+    Entries of the log-likelihood that are NaN in every draw are entries the model masks
+    (missing data, ``poutine.mask`` or ``Distribution.mask``; see
+    :func:`tandem.inference.predictive.draw`): they are not points, so the result equals that of
+    the model with only the scored entries (their ``pointwise`` and ``k_hat`` are NaN).
 
     Parameters
     ----------
@@ -233,7 +265,8 @@ def loo(idata, var_name: str | list[str] | None = None, warn: bool = True) -> LO
     ------
     ValueError
         If the export lacks the log-likelihood group or ``lp``/``log_q``, names an unknown
-        variable, or holds non-finite ``lp``/``log_q``.
+        variable, holds non-finite ``lp``/``log_q``, has an entry that is NaN in some draws only,
+        or has no scored entry.
     """
     ll = _group(idata, "log_likelihood")
     ss = _group(idata, "sample_stats")
@@ -246,7 +279,15 @@ def loo(idata, var_name: str | list[str] | None = None, warn: bool = True) -> LO
     for nm in names:
         if nm not in ll:
             raise ValueError(f"var_name: {nm!r} is not in the log_likelihood group (has {list(ll.data_vars)})")
-    L = np.concatenate([_flat_draws(ll[nm]) for nm in names], axis=1)          # (S, n)
+    L_all = np.concatenate([_flat_draws(ll[nm]) for nm in names], axis=1)      # (S, entries)
+    nan = np.isnan(L_all)
+    scored = ~nan.all(axis=0)            # masked entries are NaN in every draw: not points
+    if nan[:, scored].any():
+        raise ValueError(f"log_likelihood {names}: entries NaN in some draws only (a masked entry is NaN in every "
+                         "draw); the model's log-density is not finite there")
+    if not scored.any():
+        raise ValueError(f"log_likelihood {names}: every entry is NaN (masked); there is no point to leave out")
+    L = L_all[:, scored]                                                       # (S, n)
     lp = np.asarray(ss["lp"].values, dtype=float).reshape(-1)
     lq = np.asarray(ss["log_q"].values, dtype=float).reshape(-1)
     S, n = L.shape
@@ -269,8 +310,10 @@ def loo(idata, var_name: str | list[str] | None = None, warn: bool = True) -> LO
         warnings.warn(f"loo: Pareto k̂ > {K_THRESHOLD} (max per-point k̂ {np.max(k):.2f}, k̂ of p/q {k_q:.2f}): "
                       "the importance-sampling estimate is unreliable; the guide is too far from the posterior "
                       "(try a richer guide or more draws)", UserWarning, stacklevel=2)
+    pointwise, k_full = np.full(scored.size, np.nan), np.full(scored.size, np.nan)
+    pointwise[scored], k_full[scored] = elpd_i, k
     return LOOResult(elpd=float(elpd_i.sum()), se=float(math.sqrt(n * np.var(elpd_i))), mcse=mcse,
-                     p_loo=float(lppd_i.sum() - elpd_i.sum()), pointwise=elpd_i, k_hat=k, k_hat_q=float(k_q),
+                     p_loo=float(lppd_i.sum() - elpd_i.sum()), pointwise=pointwise, k_hat=k_full, k_hat_q=float(k_q),
                      warning=bad, n_samples=S, n_points=n, var_names=names)
 
 
@@ -290,7 +333,7 @@ def compare(fits, var_name=None):
     pandas.DataFrame
         One row per fit, sorted by elpd (best first), with columns ``elpd``, ``se``, ``d_elpd``
         (best − this), ``d_se`` (√(n Var_i) of the pointwise difference; NaN when the fits have
-        different points), ``p_loo``, ``mcse``, ``max_k_hat``, ``k_hat_q``, ``warning``.
+        different points, masked entries left out), ``p_loo``, ``mcse``, ``max_k_hat``, ``k_hat_q``, ``warning``.
 
     Raises
     ------
@@ -314,12 +357,14 @@ def compare(fits, var_name=None):
     rows = []
     for nm, r in res.items():
         b = res[best]
-        if r.n_points == b.n_points:
+        same = r.pointwise.shape == b.pointwise.shape and np.array_equal(np.isnan(r.pointwise), np.isnan(b.pointwise))
+        if r.n_points == b.n_points and same:
             diff = b.pointwise - r.pointwise
+            diff = diff[~np.isnan(diff)]                   # masked entries are not points
             d_se = float(math.sqrt(r.n_points * np.var(diff)))
         else:
             d_se = float("nan")
         rows.append({"model": nm, "elpd": r.elpd, "se": r.se, "d_elpd": b.elpd - r.elpd, "d_se": d_se,
-                     "p_loo": r.p_loo, "mcse": r.mcse, "max_k_hat": float(np.max(r.k_hat)),
+                     "p_loo": r.p_loo, "mcse": r.mcse, "max_k_hat": float(np.nanmax(r.k_hat)),
                      "k_hat_q": r.k_hat_q, "warning": r.warning})
     return pd.DataFrame(rows).set_index("model").sort_values("elpd", ascending=False)

@@ -647,7 +647,8 @@ class McGPDS(TandemEstimator):
         Latents (``X_s``; ``X_0``, ``v_0``, ``u_0``, ... per view) come from the hand-written guide with the
         optimal q(V), q(U) of the collapsed fit; ``y_k`` (posterior predictive and observed
         data) are in the user's units and ``log_likelihood`` is the density of the data in those
-        units (the model-unit log density minus log of the scale per entry). Resets Pyro's
+        units (the model-unit log density minus log of the scale per entry); a missing (NaN) entry
+        of a view is NaN in ``log_likelihood`` and ``observed_data`` (not a point). Resets Pyro's
         parameter store to this fit: its own store (``param_store_``); the user's global Pyro
         parameter store is left as it was.
 

@@ -22,6 +22,7 @@ from pyro.distributions import constraints
 
 from tandem.guides.mcgpds import variational_params
 from tandem.inference.mcgpds.bound import _mapping, latent_terms
+from tandem.inference.mcgpds.missing import column_patterns, fill_missing, observed_mask
 from tandem.inference.numerics import cho_logdet, cholesky_jitter
 from tandem.models.mcgpds import hyperparams, view_bases
 
@@ -116,16 +117,65 @@ def uncollapsed_elbo_analytic(data, hp: dict, mus: list, lams: list, q_v: list, 
     return elbo
 
 
+def _optimal_q_columns(bh, bgs, W, beta, mu, s, Y):
+    """Optimal q(v_d), q(u_dj) of columns ``Y`` (n, D) observed in the frames of ``mu``, ``s`` (n, Q).
+
+    Returns ``((m (D, M), L (D, M, M)), (m (J, D, M), L (J, D, M, M)))``.
+    """
+    D = Y.shape[1]
+    _, P1, P2 = bh.psi(mu, s)
+    H = bh.kzz()
+    Sig = H + beta * P2
+    m = beta * H @ torch.linalg.solve(Sig, P1.mT @ Y)                # (M, D)
+    cov = H @ torch.linalg.solve(Sig, H)
+    cov = 0.5 * (cov + cov.mT)
+    q_v = (m.mT.contiguous(), cholesky_jitter(cov, "optimal q(v) covariance").expand(D, -1, -1).contiguous())
+    ms, Ls = [], []
+    for j, bg in enumerate(bgs):
+        _, P1g, P2g = bg.psi(mu, s)
+        G = bg.kzz()
+        w = W[:, j]
+        Sg = G[None] + (beta * w * w)[:, None, None] * P2g[None]
+        mj = (beta * w)[:, None] * (G[None] @ torch.linalg.solve(Sg, (P1g.mT @ Y).mT[..., None]))[..., 0]
+        cj = G[None] @ torch.linalg.solve(Sg, G[None].expand_as(Sg))
+        ms.append(mj)
+        Ls.append(cholesky_jitter(0.5 * (cj + cj.mT), "optimal q(u) covariance"))
+    return q_v, (torch.stack(ms), torch.stack(Ls))
+
+
+def _optimal_q_masked(bh, bgs, W, beta, mu, s, Y):
+    """:func:`_optimal_q_columns` of a view with NaN entries: column d uses only the frames O_d where
+    it is observed (the masked likelihood the model scores), columns grouped by pattern as in
+    :func:`tandem.inference.mcgpds.missing.masked_view_posterior`; a column never observed keeps
+    its prior, N(0, K_ZZ)."""
+    N, D = Y.shape
+    M, J = bh.kzz().shape[0], len(bgs)
+    LH = cholesky_jitter(bh.kzz(), "K_ZZ of h")
+    LG = [cholesky_jitter(bg.kzz(), "K_ZZ of g") for bg in bgs]
+    mv, Lv = Y.new_zeros(D, M), LH.expand(D, M, M).clone()
+    mu_u = Y.new_zeros(J, D, M)
+    Lu = torch.stack([L.expand(D, M, M) for L in LG]) if J else Y.new_zeros(0, D, M, M)
+    Y0 = fill_missing(Y)
+    for pat, cp in zip(*column_patterns(observed_mask(Y))):
+        rows = torch.nonzero(pat).reshape(-1)
+        (m, L), (mj, Lj) = _optimal_q_columns(bh, bgs, W[cp], beta, mu[rows], s[rows], Y0[rows][:, cp])
+        mv[cp], Lv[cp] = m, L
+        mu_u[:, cp], Lu[:, cp] = mj, Lj
+    return (mv, Lv), (mu_u, Lu)
+
+
 def optimal_q_inducing(data, hp: dict, mus: list, lams: list):
     """The optimal q(V), q(U) (per output) of every view, as (mean, Cholesky) pairs.
 
     ``q(v_d) = N(β H (H + βψ4)⁻¹ ψ0ᵀ y_d, H (H + βψ4)⁻¹ H)`` and likewise for ``u_dj`` with
-    ``β w_dj`` and ``β w_dj² ψ5``.
+    ``β w_dj`` and ``β w_dj² ψ5``. For a view with NaN (missing) entries the model scores only
+    the observed ones, so column d's statistics run over the frames where it is observed (a
+    column never observed keeps its prior N(0, K_ZZ)).
 
     Parameters
     ----------
     data : McGPDSData
-        The problem (with observed views).
+        The problem (with observed views, NaN where missing).
     hp : dict
         Hyperparameters (:func:`tandem.models.mcgpds.hyperparams`).
     mus : list of torch.Tensor
@@ -143,28 +193,12 @@ def optimal_q_inducing(data, hp: dict, mus: list, lams: list):
     q_v, q_u = [], []
     for k, Y in enumerate(data.views):
         v = hp["views"][k]
-        D = Y.shape[1]
-        beta = v["beta"]
-        mu, s = mus[k], lt["s_diag"][k]
         bh, bgs = view_bases(v, kind)
-        _, P1, P2 = bh.psi(mu, s)
-        H = bh.kzz()
-        Sig = H + beta * P2
-        m = beta * H @ torch.linalg.solve(Sig, P1.mT @ Y)                # (M, D)
-        cov = H @ torch.linalg.solve(Sig, H)
-        cov = 0.5 * (cov + cov.mT)
-        q_v.append((m.mT.contiguous(), cholesky_jitter(cov, "optimal q(v) covariance").expand(D, -1, -1).contiguous()))
-        ms, Ls = [], []
-        for j, bg in enumerate(bgs):
-            _, P1g, P2g = bg.psi(mu, s)
-            G = bg.kzz()
-            w = v["W"][:, j]
-            Sg = G[None] + (beta * w * w)[:, None, None] * P2g[None]
-            mj = (beta * w)[:, None] * (G[None] @ torch.linalg.solve(Sg, (P1g.mT @ Y).mT[..., None]))[..., 0]
-            cj = G[None] @ torch.linalg.solve(Sg, G[None].expand_as(Sg))
-            ms.append(mj)
-            Ls.append(cholesky_jitter(0.5 * (cj + cj.mT), "optimal q(u) covariance"))
-        q_u.append((torch.stack(ms), torch.stack(Ls)))
+        # NaN entries are missing (masked in the model): they must not reach the statistics
+        columns = _optimal_q_masked if bool(torch.isnan(Y).any()) else _optimal_q_columns
+        qv, qu = columns(bh, bgs, v["W"], v["beta"], mus[k], lt["s_diag"][k], Y)
+        q_v.append(qv)
+        q_u.append(qu)
     return q_v, q_u
 
 
