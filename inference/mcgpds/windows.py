@@ -190,7 +190,11 @@ class StochasticData:
     object), ``device`` (that of ``times``), ``rows`` and ``mask`` (the windows' (S, L) index
     and mask tensors on that device), ``view_masks`` (:func:`view_masks`: the missing entries of
     each view, None where none), and the properties ``V`` (number of views) and ``N`` (number of
-    frames).
+    frames). Two plain attributes are not constructor arguments: ``scalers`` (list of
+    :class:`tandem.inference.distances.Standardizer`, set by :meth:`StochasticMcGPDS.prepare
+    <tandem.inference.mcgpds.stochastic.StochasticMcGPDS.prepare>` to the standardisation of
+    ``views``, data units ↔ these; ``None`` otherwise) and ``seq_ids`` (the (N,) sequence codes,
+    set with ``scalers``).
 
     Attributes
     ----------
@@ -227,12 +231,6 @@ class StochasticData:
         D_k of each view (set from ``views``; any value given is overwritten).
     time_kernel : tandem.models.kernels.TimeKernel or sequence of them, optional
         ``None``: the paper's kernel; see ``tandem.models.mcgpds.time_kernels``.
-    scalers : list of tandem.inference.distances.Standardizer or None
-        Not a constructor argument: set by :meth:`StochasticMcGPDS.prepare
-        <tandem.inference.mcgpds.stochastic.StochasticMcGPDS.prepare>` to the standardisation of
-        ``views`` (data units ↔ these), ``None`` otherwise.
-    seq_ids : torch.Tensor or None
-        Not a constructor argument: the (N,) sequence codes, set with ``scalers``.
     """
     scalers = None          # (not fields) set by StochasticMcGPDS.prepare
     seq_ids = None
