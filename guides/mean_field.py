@@ -32,7 +32,7 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import biject_to, constraints
 
-from tandem.inference.numerics import DTYPE
+from tandem.inference.numerics import DTYPE, seeded_generator
 from tandem.models.coupled_projections import check_model_args, frame, q_raw_init
 from tandem.models.samtc import check_tasks
 
@@ -227,7 +227,7 @@ class SAMTCMeanField:
         tasks, h = check_tasks(tasks, h)
         K = int(n_atoms)
         opts = dict(dtype=DTYPE, device=tasks[0].device)
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = seeded_generator(self.seed)
         pooled = torch.cat(tasks)
 
         def rand_points(m):

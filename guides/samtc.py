@@ -25,7 +25,7 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-from tandem.inference.numerics import DTYPE
+from tandem.inference.numerics import DTYPE, seeded_generator
 from tandem.models.samtc import check_tasks
 
 __all__ = ["Guide", "SAMTCGuide", "guide"]
@@ -71,7 +71,7 @@ class Guide:
         opts = dict(dtype=DTYPE, device=dev)    # the parameters follow the data's device
         pos = constraints.positive
         # a CPU generator: the same seed picks the same starting points on every device
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = seeded_generator(self.seed)
         pooled = torch.cat(tasks)
 
         def rand_points(m):

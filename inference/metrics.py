@@ -1,26 +1,29 @@
 """The papers' own evaluation metrics, in one place.
 
 Every function takes numpy arrays or torch tensors and returns a Python ``float``
-(or, where noted, a per-item array). Inputs are checked first: empty inputs, mismatched
-shapes and NaN/inf entries raise ``ValueError`` naming the argument (a metric of nothing
-is not NaN, it is a caller's bug).
+(or, where noted, a per-item array). Inputs are read by the shared validators of
+:mod:`tandem.inference.validation` first — values by :func:`~tandem.inference.validation.as_tensor`
+(real numbers only: bool, complex, string, object, datetime and masked-array inputs are refused),
+labels by :func:`~tandem.inference.validation.label_codes`, indices by
+:func:`~tandem.inference.validation.as_index_array` — and empty inputs, mismatched shapes and
+NaN/inf entries raise ``ValueError`` naming the argument (a metric of nothing is not NaN, it is a
+caller's bug).
 """
 from __future__ import annotations
 
 import numpy as np
+import torch
 from scipy.optimize import linear_sum_assignment
+
+from tandem.inference.validation import as_index_array, as_tensor, label_codes
 
 __all__ = ["mean_joint_error", "rmse", "msll", "mean_abs_error", "mean_norm_error",
            "clustering_accuracy", "nmi", "match_accuracy", "circular_pose_error_deg"]
 
 
 def _np(x, name):
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    a = np.asarray(x, dtype=np.float64)
-    if not np.isfinite(a).all():
-        raise ValueError(f"{name}: contains NaN or inf entries")
-    return a
+    """``x`` as a finite float64 numpy array, read by the shared :func:`as_tensor`."""
+    return as_tensor(x, name, detach=True).cpu().numpy()
 
 
 def _same_shape(a, b, na, nb):
@@ -93,7 +96,8 @@ def msll(mean, var, true, mask=None) -> float:
         (N, D) targets y.
     mask : array_like of bool, optional
         (N, D) or (D,) entries E to score (default: all); how callers exclude coordinates that
-        are constant in the data, whose predictive variance may be exactly 0.
+        are constant in the data, whose predictive variance may be exactly 0. A bool array, or
+        numeric 0/1 flags (integer or float, 1 = score); any other value (an index list?) is refused.
 
     Returns
     -------
@@ -105,11 +109,7 @@ def msll(mean, var, true, mask=None) -> float:
     if mask is None:
         sel = np.ones(m.shape, bool)
     else:
-        mk = np.asarray(mask.detach().cpu().numpy() if hasattr(mask, "detach") else mask)
-        if mk.dtype != bool and not (np.issubdtype(mk.dtype, np.integer) and np.isin(mk, (0, 1)).all()):
-            raise ValueError(f"mask: expected a boolean array (True = score the entry), got dtype {mk.dtype}"
-                             + (" with values other than 0/1 (indices?)" if np.issubdtype(mk.dtype, np.number) else ""))
-        sel = _broadcast(mk.astype(bool), m.shape, "mask")
+        sel = _broadcast(_mask(mask), m.shape, "mask")
     if not sel.any():
         raise ValueError("msll: the mask selects no entries")
     if (v[sel] <= 0).any():
@@ -118,6 +118,22 @@ def msll(mean, var, true, mask=None) -> float:
     r = (t - m)[sel]
     vv = v[sel]
     return float(np.mean(0.5 * np.log(2 * np.pi * vv) + 0.5 * r * r / vv))
+
+
+def _mask(mask) -> np.ndarray:
+    """A bool mask read from bools or numeric 0/1 flags (the numbers through the shared reader)."""
+    if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
+        return mask.detach().cpu().numpy()
+    if isinstance(mask, (np.ndarray, list, tuple)) and not isinstance(mask, np.ma.MaskedArray):
+        mk = np.asarray(mask)
+        if mk.dtype == bool:
+            return mk
+    f = _np(mask, "mask")
+    other = ~np.isin(f, (0.0, 1.0))
+    if other.any():
+        raise ValueError(f"mask: expected a boolean array or 0/1 flags (True or 1 = score the entry), got the value "
+                         f"{f[other][0]:g} (are these indices? Build a boolean mask from them first)")
+    return f == 1.0
 
 
 def mean_abs_error(pred, true) -> float:
@@ -158,16 +174,22 @@ def mean_norm_error(pred, true) -> float:
 
 
 def _labels(x, name):
-    a = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
-    if a.ndim > 1 and not (a.ndim == 2 and a.shape[1] == 1):
-        raise ValueError(f"{name}: expected a label vector (n,), got shape {a.shape}")
-    a = a.ravel()
-    if a.size == 0:
+    """Label codes 0..L−1 from the shared :func:`label_codes` (missing-value labels refused); an (n, 1)
+    column is read as its n labels."""
+    if isinstance(x, (list, tuple)):
+        try:
+            x = np.asarray(x)
+        except ValueError:   # ragged: left to label_codes to name
+            pass
+    shape = getattr(x, "shape", None)
+    if shape is not None and len(shape) > 1:
+        if len(shape) != 2 or shape[1] != 1:
+            raise ValueError(f"{name}: expected a label vector (n,), got shape {tuple(shape)}")
+        x = x[:, 0]
+    codes = label_codes(x, None, name)
+    if codes.size == 0:
         raise ValueError(f"{name}: empty label vector")
-    if a.dtype.kind == "f" and not np.isfinite(a).all():
-        raise ValueError(f"{name}: contains NaN or inf labels")
-    _, inv = np.unique(a, return_inverse=True)
-    return inv
+    return codes
 
 
 def _contingency(true, pred):
@@ -263,16 +285,9 @@ def match_accuracy(pred_partner, true_partner, tolerance: int = 0, period: int |
 
 
 def _indices(x, name) -> np.ndarray:
-    """A 1-d integer index vector; float input must hold whole numbers (no silent truncation)."""
-    a = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x).ravel()
-    if a.dtype.kind in "iu":
-        return a.astype(np.int64)
-    if a.dtype.kind == "f" and np.isfinite(a).all() and (a == np.round(a)).all():
-        return a.astype(np.int64)
-    if a.size == 0:
-        return a.astype(np.int64)
-    raise ValueError(f"{name}: expected integer indices, got dtype {a.dtype}"
-                     + (" with non-integer or non-finite values" if a.dtype.kind == "f" else ""))
+    """A 1-d int64 index vector from the shared :func:`as_index_array` (whole numbers in the int64 range:
+    no silent truncation or wrap-round)."""
+    return as_index_array(x, name).ravel()
 
 
 def _broadcast(a: np.ndarray, shape, name: str) -> np.ndarray:
@@ -288,7 +303,8 @@ def circular_pose_error_deg(pred_pose_deg, true_pose_deg) -> float:
     Parameters
     ----------
     pred_pose_deg, true_pose_deg : array_like
-        Angles in degrees (broadcastable shapes).
+        Angles in degrees, of the same shape (no broadcasting: a (n,) against an (n, 1) would
+        silently score n² pairs).
 
     Returns
     -------

@@ -6,7 +6,6 @@ calls ``inverse()`` or ``det()`` on a kernel. Solves go through
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 #: dtype of all GP algebra in tandem.
@@ -14,29 +13,49 @@ DTYPE = torch.float64
 
 
 class NotPositiveDefiniteError(ValueError):
-    """Raised when a matrix is still not positive definite after the largest jitter."""
+    """Raised when a matrix is not symmetric positive definite: asymmetric, or still not positive
+    definite after the largest jitter."""
+
+
+def _max_asymmetry(K: torch.Tensor) -> torch.Tensor:
+    """max |K − Kᵀ| over the batch, in row blocks so that no second n×n copy of a large K is held."""
+    if K.numel() <= 1 << 22:            # small: one pass (the common case; per-op overhead dominates)
+        return (K - K.mT).abs().amax()
+    n = K.shape[-1]
+    step = max(1, (1 << 22) // max(1, K[..., 0, :].numel()))   # about 4M entries per block
+    return torch.stack([(K[..., i:i + step, :] - K[..., :, i:i + step].mT).abs().amax()
+                        for i in range(0, n, step)]).amax()
 
 
 def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
                     max_tries: int = 7, growth: float = 10.0) -> torch.Tensor:
     """Lower Cholesky factor L with L Lᵀ = K + δI for the smallest δ that works.
 
-    Tries δ = 0, then ``jitter · mean(diag K)`` multiplied by ``growth`` on each retry, at most
+    Tries δ = 0, then ``jitter · mean(|diag K|)`` multiplied by ``growth`` on each retry, at most
     ``max_tries`` times. One δ is used for the whole batch so that batched results stay
-    comparable.
+    comparable. The jitter is relative to the scale of the diagonal, so a matrix whose diagonal is all
+    zero (the zero matrix, if it is positive semi-definite) has no scale to set δ by and is refused
+    in every dtype, rather than "factorised" with a δ of the order of the dtype's smallest number.
+
+    K must be symmetric: only its lower triangle is read by the factorisation, so an asymmetric K
+    would silently be replaced by its lower triangle's symmetric completion. It is checked to
+    max |K − Kᵀ| ≤ ε^⅓ · max |K| over the batch (ε the dtype's machine epsilon: 6.1e-6 in float64,
+    4.9e-3 in float32): far above round-off, even that of products such as L⁻¹ Ψ L⁻ᵀ that are
+    symmetric only up to it (≤ 2.2e-10 relative over the McGPDS, twin-GP and coupled-projection test
+    suites), and far below the O(1) asymmetry of a wrong or transposed block.
 
     Parameters
     ----------
     K : torch.Tensor
-        (..., n, n) symmetric matrices.
+        (..., n, n) symmetric matrices of a real floating dtype.
     name : str, default "matrix"
         What K is, for the error message.
     jitter : float, default 1e-8
-        First relative jitter.
+        First relative jitter, a finite real > 0.
     max_tries : int, default 7
-        Number of jitter values tried after δ = 0.
+        Number of jitter values tried after δ = 0, an integer ≥ 0 (0: no jitter, plain Cholesky).
     growth : float, default 10.0
-        Factor between successive jitters.
+        Factor between successive jitters, a finite real > 1.
 
     Returns
     -------
@@ -45,21 +64,54 @@ def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
 
     Raises
     ------
+    ValueError
+        Naming the argument: K not a tensor (numpy input: convert with ``torch.as_tensor``), not of a
+        real floating dtype, of fewer than 2 dimensions or not square (naming ``name``); ``jitter``,
+        ``max_tries`` or ``growth`` outside their ranges.
     NotPositiveDefiniteError
-        (a ``ValueError``) naming ``name``, its shape and the largest jitter tried, when K has
-        NaN/inf entries or remains indefinite.
+        (a ``ValueError``) naming ``name`` and its shape, when K is not symmetric, has NaN/inf
+        entries, has an all-zero diagonal, or remains indefinite (then with the largest jitter
+        tried). Callers that reject a line-search trial point on this error reject an asymmetric
+        matrix alike.
     """
-    if K.shape[-1] != K.shape[-2]:
+    from tandem.inference.validation import check_int_range, check_real_range  # validation imports this module
+    check_real_range(jitter, "jitter", low=0.0, low_open=True)
+    check_real_range(growth, "growth", low=1.0, low_open=True)
+    check_int_range(max_tries, "max_tries", low=0)
+    if not isinstance(K, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch tensor (..., n, n), got {type(K).__name__} "
+                         "(convert with torch.as_tensor(K, dtype=torch.float64))")
+    if not K.dtype.is_floating_point:
+        raise ValueError(f"{name}: expected a real floating-point tensor, got dtype {K.dtype}")
+    if K.dim() < 2 or K.shape[-1] != K.shape[-2]:
         raise ValueError(f"{name}: expected a square matrix (..., n, n), got shape {tuple(K.shape)}")
     # one reduction pass first (a NaN/inf entry makes the sum non-finite); the exact
     # element-wise test, ~30x slower on large batched K, only when the sum is not finite
     if not torch.isfinite(K.sum()) and not torch.isfinite(K).all():
         raise NotPositiveDefiniteError(f"{name}: contains NaN or inf entries (shape {tuple(K.shape)})")
+    if K.numel():
+        with torch.no_grad():
+            asym = _max_asymmetry(K)
+            kmax = K.abs().amax() if K.numel() <= 1 << 22 else torch.maximum(K.amax(), -K.amin())
+            bad = bool(asym > torch.finfo(K.dtype).eps ** (1 / 3) * kmax)   # one device sync
+        if bad:
+            asym, kmax = asym.item(), kmax.item()
+            raise NotPositiveDefiniteError(
+                f"{name}: expected a symmetric matrix, got max |K − Kᵀ| = {asym:.3g} against max |K| = {kmax:.3g} "
+                f"(shape {tuple(K.shape)}); only the lower triangle would be used. Symmetrise it, e.g. "
+                "(K + K.mT) / 2, if the asymmetry is round-off")
     L, info = torch.linalg.cholesky_ex(K)
     if not info.any():
         return L
     n = K.shape[-1]
-    scale = K.diagonal(dim1=-2, dim2=-1).abs().mean().clamp_min(1e-300).item()
+    scale = K.diagonal(dim1=-2, dim2=-1).abs().mean().item()
+    if scale == 0.0:
+        raise NotPositiveDefiniteError(
+            f"{name}: not positive definite (shape {tuple(K.shape)}) and its diagonal is all zero, so there is no "
+            "scale for a relative jitter; check the kernel variances")
+    if max_tries == 0:
+        raise NotPositiveDefiniteError(
+            f"{name}: not positive definite (shape {tuple(K.shape)}); no jitter was tried (max_tries=0)")
     eye = torch.eye(n, dtype=K.dtype, device=K.device)
     delta = jitter * scale
     for _ in range(max_tries):
@@ -129,6 +181,63 @@ def tri_solve(L: torch.Tensor, B: torch.Tensor, upper: bool = False, left: bool 
     return torch.linalg.solve_triangular(L, B, upper=upper, left=left)
 
 
+def set_seed(seed, name: str = "seed") -> int:
+    """Seed Pyro's, torch's, numpy's and Python's global RNGs from a user seed; the package's one seeding call.
+
+    ``pyro.set_rng_seed`` hands the seed to ``random.seed``, which refuses numpy integers
+    (``np.int64(5)``, what numpy code produces); the seed is validated
+    (:func:`~tandem.inference.validation.check_seed`) and passed on as a Python ``int``, so the
+    streams are those of ``pyro.set_rng_seed(int(seed))``.
+
+    Parameters
+    ----------
+    seed : int
+        A Python or numpy integer in [0, 2³² − 1].
+    name : str, default "seed"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    int
+        The seed as a Python ``int``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, for a bool, a non-integer or a value outside [0, 2³² − 1].
+    """
+    import pyro
+
+    from tandem.inference.validation import check_seed  # validation imports this module
+    s = check_seed(seed, name)
+    pyro.set_rng_seed(s)
+    return s
+
+
+def seeded_generator(seed, name: str = "seed") -> torch.Generator:
+    """A new CPU ``torch.Generator`` seeded with ``seed`` (``Generator.manual_seed`` refuses numpy integers).
+
+    Parameters
+    ----------
+    seed : int
+        A Python or numpy integer in [0, 2³² − 1].
+    name : str, default "seed"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    torch.Generator
+        ``torch.Generator().manual_seed(int(seed))``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, as :func:`set_seed`.
+    """
+    from tandem.inference.validation import check_seed
+    return torch.Generator().manual_seed(check_seed(seed, name))
+
+
 _HEAP_LIMITED: bool | None = None
 
 
@@ -170,31 +279,3 @@ def limit_heap_fragmentation(threshold_mb: float = 1.0) -> bool:
         except (OSError, AttributeError):
             _HEAP_LIMITED = False
     return _HEAP_LIMITED
-
-
-def set_rng_seed(seed) -> None:
-    """Seed Python's, numpy's, torch's and Pyro's generators (``pyro.set_rng_seed``).
-
-    The one place the package seeds from a user's seed: numpy integers (``np.int64(0)``, what
-    indexing an array of seeds gives) are accepted like Python ints, which ``random.seed``
-    refuses from Python 3.11; bools and fractional values are refused.
-
-    Parameters
-    ----------
-    seed : int or numpy integer
-        A seed in [0, 2³²).
-
-    Raises
-    ------
-    TypeError
-        If ``seed`` is not an integer (or is a bool).
-    ValueError
-        If it lies outside [0, 2³²).
-    """
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed: expected an integer in [0, 2**32), got {seed!r} of type {type(seed).__name__}")
-    seed = int(seed)
-    if not 0 <= seed < 2 ** 32:
-        raise ValueError(f"seed: expected an integer in [0, 2**32), got {seed}")
-    import pyro  # here, not at the top: the leaf module stays importable without Pyro's start-up
-    pyro.set_rng_seed(seed)

@@ -41,7 +41,7 @@ from pyro.params.param_store import ParamStoreDict
 from sklearn.base import BaseEstimator
 
 from tandem.inference.persistence import load_estimator, save_estimator
-from tandem.inference.validation import NotFittedError, resolve_device
+from tandem.inference.validation import SEED_MAX, NotFittedError, resolve_device
 
 __all__ = ["Interval", "Options", "InstanceOf", "Boolean", "Callable", "Seed", "Device", "SequenceOf", "OneOf",
            "AnyValue", "validate_params", "check_param", "InvalidParameterError", "TandemEstimator", "own_params",
@@ -267,10 +267,15 @@ class Callable(_Constraint):
 
 
 class Seed(Interval):
-    """An integer seed in [0, 2³²) (an :class:`Interval` of integers)."""
+    """An integer seed in [0, 2³²) (an :class:`Interval` of integers; numpy integers count).
+
+    The range is :data:`~tandem.inference.validation.SEED_MAX`'s, the one
+    :func:`~tandem.inference.validation.check_seed` and :func:`~tandem.inference.numerics.set_seed`
+    enforce, so a declared seed is one the seeding accepts.
+    """
 
     def __init__(self):
-        super().__init__(Integral, 0, 2 ** 32 - 1)
+        super().__init__(Integral, 0, SEED_MAX)
 
 
 class Device(_Constraint):

@@ -34,7 +34,7 @@ from pyro.distributions.util import scale_and_mask
 from pyro.infer import infer_discrete
 from pyro.poutine.subsample_messenger import _Subsample
 
-from tandem.inference.numerics import set_rng_seed
+from tandem.inference.numerics import set_seed
 from tandem.inference.params import Boolean, InstanceOf, Interval, Seed, validate_params
 from tandem.inference.validation import check_int_range
 
@@ -166,7 +166,7 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
     """
     check_int_range(num_samples, "num_samples", low=1)
     check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
-    set_rng_seed(seed)
+    set_seed(seed)
     post, ppc, obs, loglik = {}, {}, {}, {}
     stats: dict[str, list] = {"lp": [], "log_q": []}
     enumerated: list[str] = []

@@ -40,7 +40,7 @@ from tandem.inference.checkpoints import (
     load_checkpoint,
     save_atomic,
 )
-from tandem.inference.numerics import set_rng_seed
+from tandem.inference.numerics import set_seed
 from tandem.inference.params import Boolean, InstanceOf, Interval, validate_params
 from tandem.inference.params import Callable as CallableC
 from tandem.inference.persistence import check_writable
@@ -296,7 +296,7 @@ def _check_deterministic_callable(loss_fn, first_value: float, seed: int) -> Non
     """Evaluate a custom loss once more under another RNG state; raise if the value changed."""
     rng = _rng_state()
     try:
-        set_rng_seed((seed + 1_000_003) % 2 ** 32)
+        set_seed((int(seed) + 1_000_003) % 2 ** 32)   # int: numpy int32 + 1_000_003 may overflow
         with torch.no_grad():
             second = float(loss_fn().detach())
     finally:
@@ -521,7 +521,7 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
     else:
         if clear_params:
             pyro.clear_param_store()
-        set_rng_seed(seed)
+        set_seed(seed)
 
     def restore_params():
         # Lazily built guides (autoguides) create their parameters on the first call and

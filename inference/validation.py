@@ -7,6 +7,7 @@ arrays for the deterministic reference algorithms) so callers need no further ca
 """
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 from typing import Sequence
@@ -25,14 +26,54 @@ class NotFittedError(ValueError, AttributeError):
     """
 
 
+#: The seeds every entry point accepts: integers in [0, SEED_MAX] (numpy's legacy global RNG, which
+#: ``pyro.set_rng_seed`` seeds, takes no more).
+SEED_MAX = 2 ** 32 - 1
+
+# numpy dtype kinds read as real numbers: signed/unsigned integers and floats. Bool ("b"),
+# complex ("c"), datetime ("M"), timedelta ("m" — numpy files it under np.number), strings,
+# bytes, void and object are not.
+_REAL_KINDS = "iuf"
+
+
+def _refuse_masked(x, name: str):
+    """``x`` unchanged, or its data if ``x`` is a numpy masked array with no entry masked.
+
+    ``np.asarray`` drops a mask silently, so a masked entry (a value the caller said not to use)
+    would be read as data; such arrays are refused. An array whose mask masks nothing (``nomask`` or
+    all False, e.g. ``np.ma.masked_invalid`` of clean data) loses nothing and is read as its data.
+    """
+    if isinstance(x, np.ma.MaskedArray):
+        masked = np.ma.getmaskarray(x)
+        if masked.any():
+            idx = tuple(int(i) for i in np.argwhere(masked)[0])
+            raise ValueError(f"{name}: got a numpy masked array with {int(masked.sum())} masked entries (first at "
+                             f"index {idx}); masks are not read (np.asarray would drop it). Pass plain data: "
+                             "x.filled(np.nan) where the argument takes NaN as missing, or drop the masked rows")
+        return np.ma.getdata(x)
+    return x
+
+
+def _tensor_numpy(t: torch.Tensor) -> np.ndarray:
+    """A CPU numpy copy/view of tensor ``t``; float dtypes numpy lacks (bfloat16, float8) are widened to
+    float64 first (exactly: every such value is a float64)."""
+    t = t.detach()
+    if t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        t = t.to(torch.float64)
+    return t.cpu().numpy()
+
+
 def _read_array(x, name: str) -> np.ndarray | torch.Tensor:
     """The one reader of array-likes: a torch tensor (detached later if asked), a numpy array,
-    a scipy.sparse matrix (densified), a pandas frame/series or nested lists/tuples (via
-    ``np.asarray``). Refuses meta-device tensors (they hold no values), bool, complex, string,
-    object and ragged inputs, each with a ``ValueError`` naming ``name``."""
+    a scipy.sparse matrix or a sparse torch tensor (both densified), a numpy masked array with no
+    entry masked (its data), a pandas frame/series or nested lists/tuples (via ``np.asarray``).
+    Refuses meta-device tensors (they hold no values), masked arrays with masked entries, bool,
+    complex, datetime/timedelta, string, object and ragged inputs, each with a ``ValueError``
+    naming ``name``."""
     import scipy.sparse as sp
     if sp.issparse(x):
         x = x.toarray()
+    x = _refuse_masked(x, name)
     if isinstance(x, torch.Tensor):
         if x.device.type == "meta":
             raise ValueError(f"{name}: got a tensor on the meta device, which holds no values; expected data "
@@ -40,6 +81,8 @@ def _read_array(x, name: str) -> np.ndarray | torch.Tensor:
         if x.dtype == torch.bool or x.is_complex():
             raise ValueError(f"{name}: expected a real numeric array, got dtype {x.dtype}"
                              + (" (cast 0/1 flags to float explicitly)" if x.dtype == torch.bool else ""))
+        if x.layout != torch.strided:   # sparse layouts: densified, as scipy.sparse matrices are
+            x = x.to_dense()
         return x
     try:
         a = np.asarray(x)
@@ -49,7 +92,7 @@ def _read_array(x, name: str) -> np.ndarray | torch.Tensor:
         raise ValueError(f"{name}: expected a real numeric array, got dtype bool (cast 0/1 flags to float explicitly)")
     if np.iscomplexobj(a):
         raise ValueError(f"{name}: expected a real numeric array, got complex values")
-    if a.dtype == object or not np.issubdtype(a.dtype, np.number):
+    if a.dtype.kind not in _REAL_KINDS:
         raise ValueError(f"{name}: expected a real numeric array, got dtype {a.dtype}")
     return a
 
@@ -59,12 +102,14 @@ def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
               shape: Sequence[int | None] | None = None, detach: bool = False) -> torch.Tensor:
     """Convert ``x`` (array-like, any real numeric dtype) to a ``dtype`` tensor and check it.
 
-    Accepted: numpy arrays of any real numeric dtype and memory layout, torch tensors (they
-    stay on their device), nested lists/tuples, scipy.sparse matrices (densified), pandas
-    frames. Refused with a ``ValueError`` naming ``name``: ``None``, bool, complex, string or
-    object dtype, ragged lists, tensors on the meta device, the wrong rank or shape, a
-    zero-length axis after the first (a (N, 0) array has no features), fewer than
-    ``min_rows`` rows, and NaN/inf (when ``finite``).
+    Accepted: numpy arrays of any real numeric dtype and memory layout, torch tensors of any real
+    dtype (they stay on their device; sparse layouts are densified), nested lists/tuples,
+    scipy.sparse matrices (densified), pandas frames, numpy masked arrays with no entry masked.
+    Refused with a ``ValueError`` naming ``name``: ``None``, bool, complex, datetime/timedelta,
+    string or object dtype, ragged lists, masked arrays with masked entries (the mask would be
+    dropped), tensors on the meta device, the wrong rank or shape, a zero-length axis after the
+    first (a (N, 0) array has no features), fewer than ``min_rows`` rows, and NaN/inf (when
+    ``finite``). ``ndim`` and ``min_rows`` must be non-negative integers (not bools).
 
     Parameters
     ----------
@@ -97,6 +142,10 @@ def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
     ValueError
         Naming ``name``, for any of the refused inputs above.
     """
+    if ndim is not None:
+        check_int_range(ndim, "ndim", low=0)
+    if min_rows is not None:
+        check_int_range(min_rows, "min_rows", low=0)
     if x is None:
         raise ValueError(f"{name}: expected an array, got None")
     x = _read_array(x, name)
@@ -123,14 +172,14 @@ def as_tensor(x, name: str, ndim: int | None = None, dtype: torch.dtype = DTYPE,
     return t
 
 
-def as_index_array(x, name: str, shape: Sequence[int | None] | None = None, bound: int | None = None) -> np.ndarray:
+def as_index_array(x, name: str, shape: Sequence[int | None] | None = None) -> np.ndarray:
     """The one validator of integer index arrays (e.g. correspondence pairs): an int64 numpy array.
 
-    Integer dtypes, and real values that are whole numbers, are accepted (lists, tensors, any
-    layout); NaN, inf, fractional values, values outside int64 (which a cast would wrap to
-    negative numbers), bool, complex, string and object entries and meta tensors are refused.
-    With ``bound`` every index must lie in [0, bound): a negative index, which numpy and torch
-    would silently read from the end, is an error.
+    Integer dtypes, and real values that are whole numbers, are accepted (lists, tensors of any
+    real dtype, any layout, masked arrays with no entry masked); NaN, inf, fractional values,
+    values outside the int64 range [−2⁶³, 2⁶³) (they would wrap round in the cast), bool, complex,
+    datetime, string and object entries, masked entries and meta tensors are refused. Ranges
+    within int64 are the caller's to check (they depend on the data).
 
     Parameters
     ----------
@@ -140,9 +189,6 @@ def as_index_array(x, name: str, shape: Sequence[int | None] | None = None, boun
         The argument's name, used in every message.
     shape : sequence of int or None, optional
         The required shape, as in :func:`as_tensor` (``None`` entries are free).
-    bound : int, optional
-        Exclusive upper bound of the indices (e.g. the number of rows they index); with it,
-        indices must lie in [0, bound).
 
     Returns
     -------
@@ -152,52 +198,64 @@ def as_index_array(x, name: str, shape: Sequence[int | None] | None = None, boun
     Raises
     ------
     ValueError
-        Naming ``name``: ``None``, a refused dtype or entry (the first non-integer entry and its index
-        are given), a meta tensor, the wrong shape, an index outside int64 or outside [0, bound).
+        Naming ``name``: ``None``, a refused dtype or entry (the first non-integer or out-of-range entry
+        and its index are given), a meta tensor, the wrong shape.
     """
     if x is None:
         raise ValueError(f"{name}: expected an integer array, got None")
     a = _read_array(x, name)
-    a = a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+    a = _tensor_numpy(a) if isinstance(a, torch.Tensor) else a
     if shape is not None and (a.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, a.shape))):
         want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
         raise ValueError(f"{name}: expected an integer array of shape {want}, got shape {a.shape}")
-    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-    if not np.issubdtype(a.dtype, np.integer):
-        f = a.astype(np.float64)
-        bad = ~np.isfinite(f) | (f != np.round(f))
-        if bad.any():
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"{name}: expected integer indices, got {a[idx]!r} at index {idx}")
-        # 2**63 is the first float outside int64 (the cast would wrap it to -2**63)
-        wide = (f >= 2.0 ** 63) | (f < -(2.0 ** 63))
-    elif a.dtype == np.uint64:
-        wide = a > np.uint64(hi)
+    if np.issubdtype(a.dtype, np.integer):
+        # only uint64 holds values int64 does not (≥ 2⁶³); they would wrap to negatives
+        bad = a > np.iinfo(np.int64).max if a.dtype == np.uint64 else np.zeros(a.shape, bool)
+        why = "outside the int64 range"
     else:
-        wide = np.zeros(a.shape, dtype=bool)
-    if wide.any():
-        idx = tuple(int(i) for i in np.argwhere(wide)[0])
-        raise ValueError(f"{name}: expected indices within int64 [{lo}, {hi}], got {a[idx]!r} at index {idx}")
-    out = a.astype(np.int64)
-    if bound is not None and out.size and (int(out.min()) < 0 or int(out.max()) >= int(bound)):
-        idx = tuple(int(i) for i in np.argwhere((out < 0) | (out >= int(bound)))[0])
-        raise ValueError(f"{name}: expected indices in [0, {int(bound)}), got {int(out[idx])} at index {idx}")
-    return out
+        f = a.astype(np.float64)
+        fin = np.isfinite(f)
+        bad = ~fin | (f != np.round(f))
+        why = "not an integer"
+        if not bad.any():
+            # whole floats beyond int64 (1e20, 2.0**63) would be cast to -2**63
+            bad = (f >= 2.0 ** 63) | (f < -2.0 ** 63)
+            why = "outside the int64 range"
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name}: expected integer indices in the int64 range, got {a[idx]!r} at index {idx} "
+                         f"({why})")
+    return a.astype(np.int64)
 
 
-def label_codes(y, n: int, name: str) -> np.ndarray:
+def _is_missing(v) -> bool:
+    """Whether label ``v`` is a missing-value marker: ``None``, a NaN of any float type (Python, numpy,
+    ``Decimal``), NaT (numpy's or pandas') or pandas' ``NA`` — checked without importing pandas."""
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):
+        return True
+    if isinstance(v, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(v))
+    try:
+        return bool(v != v)      # NaN is the one value unequal to itself
+    except (TypeError, ValueError):   # arrays and other values without a plain truth value
+        return False
+
+
+def label_codes(y, n: int | None, name: str) -> np.ndarray:
     """The one validator of per-row labels (sequence ids, class labels): (n,) int64 codes 0..L−1.
 
     Codes are given in order of first appearance. ``y`` may hold any hashable labels (ints, floats,
-    strings; a list, numpy array or tensor); two rows share a label iff their labels are equal (a
-    fractional label is its own label, never truncated).
+    strings; a list, numpy array, masked array with no entry masked, or tensor of any real dtype);
+    two rows share a label iff their labels are equal (a fractional label is its own label, never
+    truncated).
 
     Parameters
     ----------
     y : array_like or torch.Tensor
         (n,) labels.
-    n : int
-        The number of rows the labels must cover.
+    n : int or None
+        The number of rows the labels must cover (a non-negative integer, not a bool); ``None`` → any
+        length.
     name : str
         The argument's name, used in every message.
 
@@ -209,34 +267,43 @@ def label_codes(y, n: int, name: str) -> np.ndarray:
     Raises
     ------
     ValueError
-        Naming ``name``: NaN and ``None`` labels, the wrong length or rank, meta tensors.
+        Naming ``name``: missing-value labels (``None``, NaN, NaT, ``pandas.NA``), masked entries, a
+        scipy.sparse matrix, the wrong length or rank, meta tensors; naming ``n``, a bad ``n``.
     TypeError
         Naming ``name`` and the row, for an unhashable label.
     """
+    import scipy.sparse as sp
+    if n is not None:
+        check_int_range(n, "n", low=0)
+    want = "labels (one per row)" if n is None else f"{n} labels (one per row)"
+    if sp.issparse(y):
+        raise ValueError(f"{name}: expected {want} as a 1-d array, got a scipy.sparse matrix of shape {y.shape}")
+    y = _refuse_masked(y, name)
     if isinstance(y, torch.Tensor):
         if y.device.type == "meta":
             raise ValueError(f"{name}: got a tensor on the meta device, which holds no values; expected labels")
-        y = y.detach().cpu().numpy()
+        y = _tensor_numpy(y.to_dense() if y.layout != torch.strided else y)
     try:
         a = np.asarray(y)
     except Exception as e:  # ragged or odd containers
-        raise ValueError(f"{name}: expected {n} labels (one per row), got {type(y).__name__} ({e})") from None
-    if a.ndim != 1 or a.shape[0] != n:
-        raise ValueError(f"{name}: expected {n} labels (one per row), got shape {a.shape}")
-    if a.dtype.kind in "fc":
-        if np.isnan(a).any():
-            raise ValueError(f"{name}: contains NaN labels (first at index {int(np.flatnonzero(np.isnan(a))[0])}); "
-                             "expected one hashable label per row")
+        raise ValueError(f"{name}: expected {want}, got {type(y).__name__} ({e})") from None
+    if a.ndim != 1 or (n is not None and a.shape[0] != n):
+        raise ValueError(f"{name}: expected {want}, got shape {a.shape}")
+    if a.dtype.kind in "fcmM":
+        miss = np.isnat(a) if a.dtype.kind in "mM" else np.isnan(a)
+        if miss.any():
+            raise ValueError(f"{name}: contains {'NaT' if a.dtype.kind in 'mM' else 'NaN'} labels (missing values; "
+                             f"first at index {int(np.flatnonzero(miss)[0])}); expected one hashable label per row")
     elif a.dtype == object:
         for i, v in enumerate(a):
-            if v is None or (isinstance(v, float) and v != v):
-                raise ValueError(f"{name}: label {i} is {v!r}; expected one hashable label per row")
+            if _is_missing(v):
+                raise ValueError(f"{name}: label {i} is {v!r}, a missing value; expected one hashable label per row")
             try:
                 hash(v)
             except TypeError:
                 raise TypeError(f"{name}: label {i} ({type(v).__name__}) is not hashable") from None
     codes = {}
-    out = np.empty(n, dtype=np.int64)
+    out = np.empty(a.shape[0], dtype=np.int64)
     for i, v in enumerate(a.tolist()):
         out[i] = codes.setdefault(v, len(codes))
     return out
@@ -303,9 +370,12 @@ def check_finite(x, name: str) -> None:
     Raises
     ------
     ValueError
-        Naming ``name``, with the number of non-finite entries and the index of the first.
+        Naming ``name``, with the number of non-finite entries and the index of the first (and as
+        :func:`as_tensor` for a non-numeric input).
     """
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float64), device="cpu")
+    if not isinstance(x, torch.Tensor):
+        x = _read_array(x, name)
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(x.astype(np.float64), device="cpu")
     bad = ~torch.isfinite(t)
     if bad.any():
         idx = tuple(int(i) for i in bad.nonzero()[0])
@@ -415,6 +485,33 @@ def check_int_range(value, name: str, low: int | None = None, high: int | None =
     return int(value)
 
 
+def check_seed(seed, name: str = "seed") -> int:
+    """The one validator of random seeds: an integer in [0, :data:`SEED_MAX`]; return it as ``int``.
+
+    Python and numpy integers are accepted (``np.int64(5)`` — which ``random.seed``, and so
+    ``pyro.set_rng_seed``, would refuse — becomes ``5``); bools, floats and values outside the range are
+    refused. :class:`tandem.inference.params.Seed` declares the same range.
+
+    Parameters
+    ----------
+    seed : int
+        The seed.
+    name : str, default "seed"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    int
+        ``seed`` as a Python ``int``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, for a non-integer or a value outside [0, 2³² − 1].
+    """
+    return check_int_range(seed, name, low=0, high=SEED_MAX)
+
+
 def check_real_range(value, name: str, low: float | None = None, high: float | None = None,
                      low_open: bool = False, high_open: bool = False) -> float:
     """Check that a real scalar lies in the given (half-)open or closed interval; return it as ``float``.
@@ -422,7 +519,8 @@ def check_real_range(value, name: str, low: float | None = None, high: float | N
     Parameters
     ----------
     value : float
-        The value (anything ``float()`` accepts); NaN and ±inf are refused.
+        A real scalar: a Python or numpy int/float, or a 0-d real numpy array or tensor. Strings,
+        bools, arrays/tensors with one or more axes (even of one element), NaN and ±inf are refused.
     name : str
         The argument's name, used in the message.
     low : float, optional
@@ -444,17 +542,21 @@ def check_real_range(value, name: str, low: float | None = None, high: float | N
     ValueError
         Naming ``name``, for a non-real, non-finite or out-of-range value.
     """
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a real number, got {value!r}") from None
+    # a 0-d array or tensor is a scalar (its bool/complex items are refused below); one with axes is not
+    v = value.item() if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == 0 else value
+    # numbers.Real covers Python and numpy ints and floats; bools are ints to Python but not numbers here,
+    # and strings ("0.5") are not parsed
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise ValueError(f"{name}: expected a real number, got {value!r} of type {type(value).__name__}")
+    v = float(v)
     bad = (not np.isfinite(v)
            or (low is not None and (v <= low if low_open else v < low))
            or (high is not None and (v >= high if high_open else v > high)))
     if bad:
-        lo = "(" if low_open else "["
-        hi = ")" if high_open else "]"
-        raise ValueError(f"{name}: expected a value in {lo}{low}, {high}{hi}, got {value!r}")
+        lo = "(" if low_open or low is None else "["
+        hi = ")" if high_open or high is None else "]"
+        raise ValueError(f"{name}: expected a value in {lo}{'-inf' if low is None else low}, "
+                         f"{'inf' if high is None else high}{hi}, got {value!r}")
     return v
 
 
@@ -554,11 +656,20 @@ def check_time_order(times, labels=None, name: str = "sequence_ids", times_name:
     ------
     ValueError
         Naming ``times_name`` and the first pair of frames out of order, unless within every
-        sequence the frames are given in non-decreasing time order (and as :func:`as_tensor` for
+        sequence the frames are given in non-decreasing time order; naming both arguments when
+        ``labels`` and ``times`` have different numbers of entries (and as :func:`as_tensor` for
         ``times``).
     """
     t = as_tensor(times, times_name, detach=True).cpu().numpy().reshape(-1)
-    lab = np.zeros(t.shape[0], dtype=np.int64) if labels is None else np.asarray(labels).reshape(-1)
+    if labels is None:
+        lab = np.zeros(t.shape[0], dtype=np.int64)
+    else:
+        lab = _refuse_masked(labels, name)
+        lab = (_tensor_numpy(lab) if isinstance(lab, torch.Tensor) else np.asarray(lab)).reshape(-1)
+        if lab.shape[0] != t.shape[0]:
+            # a frame without a label (or a label without a frame) would go unchecked
+            raise ValueError(f"{times_name} has {t.shape[0]} time stamps but {name} has {lab.shape[0]} labels; "
+                             "expected one label per frame")
     order = np.argsort(lab, kind="stable")
     ls, ts = lab[order], t[order]
     bad = np.flatnonzero((ls[1:] == ls[:-1]) & (ts[1:] < ts[:-1]))
@@ -583,7 +694,7 @@ def check_weights(S, name: str, n: int) -> np.ndarray:
     name : str
         The argument's name, used in the messages.
     n : int
-        The number of points.
+        The number of points, at least 1 (an integer, not a bool).
 
     Returns
     -------
@@ -593,9 +704,11 @@ def check_weights(S, name: str, n: int) -> np.ndarray:
     Raises
     ------
     ValueError
-        Naming ``name``: the wrong shape, NaN/inf, negative or asymmetric weights.
+        Naming ``name``: the wrong shape, NaN/inf, negative or asymmetric weights; naming ``n``: a
+        non-integer or n < 1 (weights between no points).
     """
     import scipy.sparse as sp
+    check_int_range(n, "n (the number of points)", low=1)
     if sp.issparse(S):
         if S.shape != (n, n):
             raise ValueError(f"{name}: expected shape ({n}, {n}), got {S.shape}")

@@ -50,7 +50,7 @@ import pyro.distributions as dist
 import torch
 from pyro import poutine
 
-from tandem.inference.numerics import DTYPE, cholesky_jitter, set_rng_seed
+from tandem.inference.numerics import DTYPE, cholesky_jitter, seeded_generator, set_seed
 from tandem.models.kernels import TimeParams, time_params_kernel
 
 # the data container, the time-kernel plumbing and the output-layer functions live in their
@@ -336,14 +336,14 @@ def simulate(times, seq_ids, out_dims: list, Q: int = 2, M: int = 10, J: int = 1
         ``fixed`` groups, :data:`SAFE_FIXED`).
     """
     times = torch.as_tensor(times, dtype=DTYPE, device=times.device if isinstance(times, torch.Tensor) else None)
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded_generator(seed)
     init = default_init(len(times), out_dims, Q, M, J, mapping_kernel, times=times, generator=gen,
                         **init_kwargs)
     data = McGPDSData(None, times, seq_ids, Q, M, J, mapping_kernel,
                       time_white=init_kwargs.get("time_white", True), time_bias=init_kwargs.get("time_bias", True),
                       private_prior=init_kwargs.get("private_prior", "mcgpds"), out_dims=list(out_dims), init=init,
                       time_kernel=init_kwargs.get("time_kernel"))
-    set_rng_seed(seed)
+    set_seed(seed)
     # every parameter from ``init`` (all groups fixed while drawing): values left in Pyro's
     # parameter store by an earlier fit or simulation must not leak into this draw
     data.fixed = frozenset(PARAM_GROUPS)

@@ -63,7 +63,7 @@ import torch
 from pyro import poutine
 from pyro.ops.indexing import Vindex
 
-from tandem.inference.numerics import DTYPE, set_rng_seed
+from tandem.inference.numerics import DTYPE, set_seed
 
 __all__ = ["model", "dims", "simulate", "check_tasks", "DIMS", "MAX_PLATE_NESTING", "site_names"]
 
@@ -307,7 +307,7 @@ def simulate(n, h, n_atoms: int, d: int = 2, seed: int = 0, prior_loc=None, **hy
     dummy = [torch.zeros(int(nt), int(d), dtype=DTYPE, device="cpu") for nt in n]
     loc = torch.zeros(int(d), dtype=DTYPE, device="cpu") if prior_loc is None \
         else torch.as_tensor(prior_loc, dtype=DTYPE, device="cpu")
-    set_rng_seed(seed)
+    set_seed(seed)
     with torch.no_grad():
         tr = poutine.trace(poutine.uncondition(model)).get_trace(dummy, list(h), n_atoms, prior_loc=loc, **hyper)
     val = lambda name: tr.nodes[name]["value"].detach().cpu().numpy()  # noqa: E731

@@ -2,13 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import random
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from tandem.inference.numerics import set_rng_seed
+from tandem.inference.numerics import set_seed as _set_seed
 from tandem.inference.persistence import check_writable
 
 __all__ = ["base_parser", "set_seed", "seed_list", "prepare_out", "number_type", "int_at_least", "positive_int",
@@ -204,10 +200,7 @@ def set_seed(seed: int) -> None:
     seed : int
         The seed.
     """
-    random.seed(seed)
-    np.random.seed(seed % (2 ** 32))
-    torch.manual_seed(seed)
-    set_rng_seed(seed)
+    _set_seed(seed)   # Python's, numpy's, torch's and Pyro's RNGs (pyro.set_rng_seed seeds all four)
 
 
 def seed_list(args) -> list[int]:

@@ -38,7 +38,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import cdist
 
 from tandem.guides.samtc import Guide
-from tandem.inference.numerics import DTYPE, set_rng_seed
+from tandem.inference.numerics import DTYPE, set_seed
 from tandem.inference.predictive import to_arviz
 from tandem.inference.samtc.spectral import kmeans
 from tandem.inference.svi import fit
@@ -263,7 +263,7 @@ class ModelFit:
             {"y": [(n_t, h_t)], "u": [(n_t,) P(u = 1)], "a": [(h_t, K + 1)]} numpy arrays.
         """
         self.activate()
-        set_rng_seed(seed)
+        set_seed(seed)
         elbo = TraceEnum_ELBO(max_plate_nesting=MAX_PLATE_NESTING)
         T = len(self.tasks)
         acc = {"y": [0.0] * T, "u": [0.0] * T, "a": [0.0] * T}
@@ -324,7 +324,7 @@ class ModelFit:
             {"a": [(S, h_t)], "y": [(S, n_t)], "u": [(S, n_t)]}.
         """
         self.activate()
-        set_rng_seed(seed)
+        set_seed(seed)
         T = len(self.tasks)
         out = {"a": [[] for _ in range(T)], "y": [[] for _ in range(T)], "u": [[] for _ in range(T)]}
         kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
@@ -417,7 +417,7 @@ class ModelFit:
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
         self.activate()
-        set_rng_seed(seed)
+        set_seed(seed)
         T = len(self.tasks)
         kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
         c, sc = self.centre.detach().cpu().numpy(), float(self.scale)
