@@ -82,5 +82,5 @@ def test_numpy_integer_seeds():
     b = McGPDS(seed=3, **FAST).fit([Y1[:40], Y2[:40]], times=t[:40])
     np.testing.assert_array_equal(a.predict(Y1[40:], t[:10], method="code").mean,
                                   b.predict(Y1[40:], t[:10], method="code").mean)
-    with pytest.raises(TypeError, match="seed"):
+    with pytest.raises(ValueError, match="seed"):
         tandem.inference.numerics.set_seed(True)
