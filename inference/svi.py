@@ -356,6 +356,29 @@ def _check_writable(path: Path) -> None:
                          "choose a checkpoint path in a folder you can write to") from None
 
 
+def _check_lbfgs_params(names: list[str], params: list[torch.Tensor], desc: str) -> None:
+    """Raise ``RuntimeError`` unless the tensors L-BFGS holds are still the store's parameters
+    and the loss reached at least one of them.
+
+    ``torch.optim.LBFGS`` reads a missing gradient as zero and stops at once: a parameter the
+    model or guide replaced in the store (a PyroModule re-wrapping it in a new
+    ``nn.Parameter``, a ``set_state`` inside the loss) would otherwise freeze the fit without
+    a word. A single parameter without a gradient is legitimate (the loss does not depend
+    on it; it stays where it is).
+    """
+    live = dict(pyro.get_param_store().named_parameters())
+    stale = [n for n, p in zip(names, params) if live.get(n) is not p]
+    if stale:
+        raise RuntimeError(f"{desc}: the parameters {stale} in Pyro's param store are no longer the tensors L-BFGS "
+                           "optimises (the model, guide or loss replaced them, e.g. a PyroModule re-wrapping a "
+                           "parameter or a param-store set_state/clear during the fit); their updates would not "
+                           "reach the loss and the fit would stall. Create parameters once and update them in place")
+    if params and all(p.grad is None for p in params):
+        raise RuntimeError(f"{desc}: the loss has no gradient with respect to any of the parameters L-BFGS "
+                           f"optimises ({names}); L-BFGS would stop at once. Check that the loss uses the "
+                           "parameters (not detached copies of them)")
+
+
 def _lbfgs_factors(preconditioner, names: list[str]) -> list:
     """The per-parameter factors of an :class:`LBFGS` preconditioner, in the order of ``names``
     (None: the identity); a factor for a name that L-BFGS does not optimise raises."""
@@ -528,12 +551,26 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         # run happened at step 0, so on resume the guide is built first (the RNG draws
         # this costs are undone below) and the checkpoint's parameters are put back.
         if state is not None:
-            # checkpoints are read onto the CPU: put every parameter back on the device the
-            # model/guide just created it on (the data's device), so a CUDA fit resumes on CUDA
-            live = {n: v.device for n, v in pyro.get_param_store().items()}
+            # The values are copied *into* the tensors the guide just created, not swapped
+            # for the file's tensors: a PyroModule guide (every autoguide) holds its own
+            # nn.Parameter objects and, finding another tensor in the store, wraps that in a
+            # new nn.Parameter; the gradients then land on the new objects while L-BFGS holds
+            # the old ones, and the fit stalls. copy_ also puts a CPU-read checkpoint back on
+            # the device the model/guide created each parameter on (the data's device).
+            live = dict(pyro.get_param_store().named_parameters())
             default = next(iter(live.values()), None)
             saved = dict(state["params"])
-            saved["params"] = {n: v.to(live.get(n, default or v.device)) for n, v in saved["params"].items()}
+            restored = {}
+            for n, v in saved["params"].items():
+                cur = live.get(n)
+                if cur is not None and cur.shape == v.shape and cur.dtype == v.dtype:
+                    with torch.no_grad():
+                        cur.copy_(v)
+                    restored[n] = cur
+                else:  # not built by the guide's first call (created on demand later)
+                    restored[n] = v.to(cur.device if cur is not None
+                                       else default.device if default is not None else v.device)
+            saved["params"] = restored
             pyro.clear_param_store()
             pyro.get_param_store().set_state(saved)
 
@@ -572,6 +609,7 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             value = pending_first[0] if pending_first[0] is not None else loss_fn()
             pending_first[0] = None
             value.backward()
+            _check_lbfgs_params(names, params, desc)
             return value
 
         def step() -> float:
