@@ -204,8 +204,11 @@ def _describe_optim(optim) -> Any:
 def fit_fingerprint(model: Callable, guide: Callable, args: tuple, kwargs: dict, loss, optim, seed: int) -> dict:
     """What identifies a :func:`fit` run, as a flat dict (see ``checkpoints.fingerprint``).
 
-    Model and guide by qualified name (for an autoguide: its class and its model's
-    name), the loss (ELBO class and its particle settings, or the callable's name), the
+    Model and guide by qualified name and, for a function, a digest of its code, defaults
+    and closure contents (for an autoguide: its class and its model's name;
+    ``checkpoints.describe_callable`` says what the digest cannot see, e.g. global variables
+    the function reads), the loss (ELBO class and its particle settings, or the callable's
+    name and digest), the
     optimiser (class/constructor and its arguments, e.g. ``lr``; or the :class:`LBFGS`
     settings), the seed, and every positional/keyword data argument by dtype, shape and
     SHA-256 of its contents. ``num_steps``, ``tol`` and the checkpoint settings are not

@@ -4,12 +4,14 @@ corrupt payloads, names outside tandem in the safe loader, version tags, message
 import numpy as np
 import pyro
 import pyro.distributions as dist
+import pyro.optim
 import pytest
 import torch
 from pyro.infer import Trace_ELBO
 from pyro.infer.autoguide import AutoDelta, AutoNormal
 
 from tandem.inference import LBFGS, fit, minimize
+from tandem.inference.checkpoints import CheckpointError, describe_callable, fingerprint, fingerprint_diff
 
 X = torch.randn(30, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
 Y = 2 * X + 0.3 * torch.randn(30, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
@@ -84,3 +86,89 @@ def test_lbfgs_refuses_to_optimise_parameters_replaced_in_the_store():
 
     with pytest.raises(RuntimeError, match=r"\['x'\].*no longer the tensors L-BFGS optimises"):
         minimize(loss_fn, num_steps=5, progress=False, optim=LBFGS(max_iter=3))
+
+
+# ------------------------------------------------------------------ 3. fingerprints
+def _quad_min(loss_fn, ck, n):
+    return minimize(loss_fn, num_steps=n, progress=False, checkpoint=ck, optim=pyro.optim.Adam({"lr": 0.1}))
+
+
+def test_checkpoint_refuses_another_lambda(tmp_path):
+    ck = tmp_path / "m.pt"
+    f1 = lambda: (pyro.param("x", torch.tensor(0.)) - 1) ** 2  # noqa: E731 - two lambdas are the point
+    f2 = lambda: (pyro.param("x", torch.tensor(0.)) - 5) ** 2  # noqa: E731
+    assert describe_callable(f1).split(" ")[0] == describe_callable(f2).split(" ")[0]  # same qualname
+    _quad_min(f1, ck, 3)
+    with pytest.raises(CheckpointError, match="loss"):
+        _quad_min(f2, ck, 6)
+    assert _quad_min(f1, ck, 6).resumed_from == 3          # the same lambda still resumes
+
+
+def _make_model(data):
+    def factory_model():
+        mu = pyro.sample("mu", dist.Normal(0., 10.))
+        with pyro.plate("n", len(data)):
+            pyro.sample("y", dist.Normal(mu, 1.), obs=data)
+    return factory_model
+
+
+def test_checkpoint_refuses_a_factory_model_around_other_data(tmp_path):
+    ck = tmp_path / "f.pt"
+    y = torch.tensor([0.1, -0.2, 0.3])
+    m1, m2, m3 = _make_model(y), _make_model(y + 5), _make_model(y.clone())
+    assert describe_callable(m1) == describe_callable(m3) != describe_callable(m2)
+    fit(m1, AutoNormal(m1), num_steps=3, progress=False, checkpoint=ck)
+    with pytest.raises(CheckpointError, match="model"):
+        fit(m2, AutoNormal(m2), num_steps=6, progress=False, checkpoint=ck)
+    assert fit(m3, AutoNormal(m3), num_steps=6, progress=False, checkpoint=ck).resumed_from == 3
+
+
+def test_function_digest_sees_defaults_and_is_stable_for_recursive_closures():
+    def a(x, k=1):
+        return x + k
+
+    def b(x, k=2):
+        return x + k
+    b.__qualname__ = a.__qualname__
+    assert describe_callable(a) != describe_callable(b)
+
+    def outer():
+        def rec(n):
+            return rec(n - 1) if n else 0
+        return rec
+    assert describe_callable(outer()) == describe_callable(outer())
+
+
+def test_fingerprint_hashes_pandas_contents_and_masks():
+    pd = pytest.importorskip("pandas")
+    a = pd.DataFrame({"x": [1., 2.], "y": [3., 4.]})
+
+    def differs(u, v):
+        return fingerprint_diff(fingerprint(args=(u,)), fingerprint(args=(v,))) != []
+    assert not differs(a, a.copy())
+    assert differs(a, pd.DataFrame({"x": [100., 2.], "y": [3., 4.]}))        # values
+    assert differs(a, a.rename(columns={"y": "z"}))                            # column labels
+    assert differs(a, a.set_index(pd.Index([5, 6])))                           # index
+    assert differs(a, a.astype({"x": "float32"}))                              # dtypes
+    assert differs(pd.Series([1., 2.]), pd.Series([5., 6.]))
+    assert differs(pd.Series([1., 2.], name="a"), pd.Series([1., 2.], name="b"))
+    assert differs(pd.Index([1, 2]), pd.Index([1, 3]))
+    m1 = np.ma.masked_array([1., 2.], mask=[True, False])
+    m2 = np.ma.masked_array([1., 2.], mask=[False, False])
+    assert differs(m1, m2) and not differs(m1, m1.copy())
+
+
+def test_checkpoint_refuses_another_dataframe(tmp_path):
+    pd = pytest.importorskip("pandas")
+
+    def df_model(df):
+        y = torch.tensor(df["y"].values, dtype=torch.float32)
+        mu = pyro.sample("mu", dist.Normal(0., 10.))
+        with pyro.plate("n", len(y)):
+            pyro.sample("y", dist.Normal(mu, 1.), obs=y)
+    ck = tmp_path / "pd.pt"
+    fit(df_model, AutoNormal(df_model), pd.DataFrame({"y": [0.1, -0.2, 0.3]}), num_steps=3, progress=False,
+        checkpoint=ck)
+    with pytest.raises(CheckpointError, match=r"args\[0\]"):
+        fit(df_model, AutoNormal(df_model), pd.DataFrame({"y": [50., 51., 49.]}), num_steps=6, progress=False,
+            checkpoint=ck)
