@@ -464,10 +464,14 @@ def load_checkpoint(path, kind: str) -> dict:
     Raises
     ------
     CheckpointError
-        Naming ``path``, and saying to delete it, when the path is a folder, the file is empty,
-        truncated, not a tandem file, or holds something other than a ``kind`` checkpoint.
+        Naming ``path``: when it is a folder (saying to pass a file path), or, saying to delete it,
+        when the file is empty, truncated, corrupt, not a tandem file, or holds something other than
+        a ``kind`` checkpoint.
     """
     path = Path(path)
+    if path.is_dir():   # never advise deleting a folder: the user gave a folder where a file belongs
+        raise CheckpointError(f"checkpoint {path} is a folder; pass the path of a checkpoint *file* "
+                              f"(e.g. {path / 'run.ckpt'})")
     remedy = f"delete {path} (or choose another checkpoint path) to start afresh"
     try:
         state = load(path, map_location="cpu")
