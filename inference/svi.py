@@ -476,7 +476,8 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         Show a tqdm progress bar.
     tol : float or None, default None
         Early stop once the relative change between the mean loss of the last ``window``
-        steps and of the ``window`` steps before is below ``tol`` (after at least
+        steps and of the ``window`` steps before is at most ``tol``
+        (``|new - old| <= tol * max(|old|, 1e-12)``, after at least
         ``min_steps`` steps). A resumed run whose loaded losses already meet the rule
         returns at once. None: no early stop.
     window : int, default 1
@@ -491,7 +492,9 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         uninterrupted run. A file written by a different run (other data, model, guide,
         loss, optimiser settings or seed), one holding more than ``num_steps`` steps, or
         an unreadable file raises ``CheckpointError`` (a ``ValueError``) naming the file
-        and what differs.
+        and what differs; so does a folder (pass a file path). Functions are told apart by
+        their code, defaults and closure contents, not by the global variables they read
+        (see :func:`fit_fingerprint`).
     checkpoint_every : int, default 100
         Steps between checkpoints.
     clear_params : bool, default True
