@@ -11,8 +11,9 @@ payload) is refused before anything runs.
 values stay plain, containers are tagged (``{"$l": [...]}``, ``{"$t": [...]}``, ``{"$d":
 [[k, v], ...]}``, so tuples, int keys and nested dicts round-trip), a tensor is a
 reference ``{"$T": i}`` into ``tensors``, a numpy array ``{"$A": i, "dtype", "shape"}`` (its
-raw bytes as a ``uint8`` tensor), and a few value types have their own tag (numpy scalars,
-complex, sets, paths, bytes, torch dtypes/devices, torch/pyro constraint objects, enums).
+raw bytes as a ``uint8`` tensor; a masked array ``{"$MA": data, "mask", "fill"}``), and a
+few value types have their own tag (numpy scalars, complex, sets, paths, bytes, torch
+dtypes/devices, torch/pyro constraint objects, enums).
 An instance of a class defined inside the ``tandem`` package is recorded by its class
 name and its state (``__getstate__``); on reading, a name is followed only as a plain
 dotted name from its module through classes (never through a module that module imports),
@@ -271,6 +272,10 @@ class _Encoder:
                 raise TypeError(f"{path}: cannot save a {t.layout} tensor; convert it to a dense tensor")
             return {"$T": self._add(t.cpu().clone().contiguous()), "grad": bool(obj.requires_grad),
                     "device": str(obj.device)}
+        if isinstance(obj, np.ma.MaskedArray):
+            # an ndarray subclass: the plain-array case below would drop the mask without a word
+            return {"$MA": self.enc(np.ma.getdata(obj), path), "mask": self.enc(np.ma.getmaskarray(obj), path),
+                    "fill": self.enc(obj.fill_value, path)}
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject:
                 return {"$Aobj": self.enc(list(obj.ravel()), path), "shape": list(obj.shape)}
@@ -436,6 +441,11 @@ def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per
         if tag == "$A":
             raw = tensors[n["$A"]].cpu().numpy().tobytes()
             return np.frombuffer(raw, dtype=np.dtype(n["dtype"])).reshape(n["shape"]).copy()
+        if tag == "$MA":
+            data, mask = dec(n["$MA"]), dec(n["mask"])
+            if not (isinstance(data, np.ndarray) and isinstance(mask, np.ndarray) and mask.shape == data.shape):
+                raise PersistenceError("malformed masked array")
+            return np.ma.masked_array(data, mask=mask, fill_value=dec(n["fill"]))
         if tag == "$Aobj":
             vals = dec(n["$Aobj"])
             a = np.empty(len(vals), dtype=object)

@@ -281,3 +281,14 @@ def test_a_folder_as_checkpoint_is_named_without_advice_to_delete_it(tmp_path):
 def test_fit_docstring_states_the_inclusive_stopping_rule():
     doc = fit.__doc__
     assert "below ``tol``" not in doc and "<= tol" in doc
+
+
+def test_masked_arrays_keep_their_mask_through_a_file(tmp_path):
+    p = tmp_path / "m.tandem"
+    m = np.ma.masked_array([1., 2., 3.], mask=[True, False, False], fill_value=-9.)
+    dump({"m": m}, p, "k")
+    back = load(p, "k")["m"]
+    assert isinstance(back, np.ma.MaskedArray)
+    np.testing.assert_array_equal(np.ma.getmaskarray(back), [True, False, False])
+    np.testing.assert_array_equal(back.data, m.data)
+    assert back.fill_value == -9.
