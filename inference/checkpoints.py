@@ -7,9 +7,11 @@ one way to say what "its own" means and to refuse anything else:
 * :func:`fingerprint` turns named values — data tensors/arrays, settings, optimiser and
   loss objects, functions — into a flat ``{path: plain value}`` dict. Arrays and tensors
   are recorded by dtype, shape **and** a SHA-256 of their bytes, so a file written on
-  other data of the same shape is recognised; functions and classes by their qualified
-  name; dataclasses field by field; dicts/lists element by element (paths such as
-  ``args[0].views[1]`` or ``optim.lr``).
+  other data of the same shape is recognised (a masked array with its mask; a pandas
+  DataFrame/Series/Index by a hash of its values, dtypes, index and labels); classes by their
+  qualified name; functions by their qualified name and a digest of their code, defaults and
+  closure contents (see :func:`describe_callable` for what it cannot see); dataclasses field by
+  field; dicts/lists element by element (paths such as ``args[0].views[1]`` or ``optim.lr``).
 * :func:`fingerprint_diff` lists the paths whose values differ, for an error message
   that names what changed.
 * :func:`content_hash` is one short hash of any such values (a cache key).
@@ -26,6 +28,7 @@ import dataclasses
 import enum
 import hashlib
 import math
+import types
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +57,23 @@ def _qualname(obj) -> str:
 def describe_callable(fn) -> str:
     """A stable name for a model, guide, loss or optimiser constructor.
 
-    Functions and classes: ``module.qualname``. A wrapper that sets ``__wrapped__``
-    (``functools.wraps``) is named after what it wraps; a ``functools.partial`` after its
-    function (its bound arguments are not part of the name). A bound method: the class of its
-    object and the method name. Any other callable object (e.g. an ``AutoNormal`` instance): its
-    class, plus the name of the ``model`` it wraps when it has one. Settings held inside callable
-    objects are not part of the name.
+    Functions: ``module.qualname`` plus a digest ``code:<sha>`` of what the function runs and
+    holds: its code object (bytecode, constants, nested functions, the names it uses; not its
+    file or line number), its default arguments and the contents of its closure cells (by
+    :func:`fingerprint`, so a closure over data is told apart by the data's contents). So two
+    lambdas, or two functions a factory made around different data (``make(Y)`` and
+    ``make(Y + 5)``), get different names. Not covered: the *global* variables a function reads
+    (a module-level constant edited between two runs), objects in a closure that
+    :func:`fingerprint` records by type only (nested deeper than it looks, or of a kind it does
+    not know), and the state of a bound method's object. Bytecode differs between Python
+    versions, so a function's name from another Python version differs too.
+
+    Classes: ``module.qualname``. A wrapper that sets ``__wrapped__`` (``functools.wraps``) is
+    named after what it wraps; a ``functools.partial`` after its function plus a digest of its
+    bound arguments. A bound method: the class of its object, the method name and the function's
+    digest. Any other callable object (e.g. an ``AutoNormal`` instance): its class, plus the name
+    of the ``model`` it wraps when it has one; other settings held inside callable objects are
+    not part of the name.
 
     Parameters
     ----------
@@ -71,20 +85,80 @@ def describe_callable(fn) -> str:
     str
         Its name.
     """
+    return _describe(fn, set())
+
+
+def _describe(fn, stack: set) -> str:
+    """:func:`describe_callable`; ``stack`` holds the ids of the objects being described above
+    this one (a closure that refers to itself would otherwise recurse for ever)."""
     seen = 0
     while hasattr(fn, "__wrapped__") and seen < 10:
         fn, seen = fn.__wrapped__, seen + 1
     if hasattr(fn, "func") and hasattr(fn, "args") and hasattr(fn, "keywords"):  # functools.partial
-        return f"partial({describe_callable(fn.func)})"
+        bound = _digest(stack, args=tuple(fn.args), keywords=dict(fn.keywords))
+        return f"partial({_describe(fn.func, stack)}, args:{bound})"
     if hasattr(fn, "__self__") and hasattr(fn, "__func__"):                      # bound method
-        return f"{_qualname(type(fn.__self__))}.{fn.__func__.__name__}"
-    if isinstance(fn, type) or hasattr(fn, "__code__") or type(fn).__name__ == "builtin_function_or_method":
+        digest = f" code:{_function_digest(fn.__func__, stack)}" if hasattr(fn.__func__, "__code__") else ""
+        return f"{_qualname(type(fn.__self__))}.{fn.__func__.__name__}{digest}"
+    if isinstance(fn, type) or type(fn).__name__ == "builtin_function_or_method":
         return _qualname(fn)
+    if hasattr(fn, "__code__"):
+        return f"{_qualname(fn)} code:{_function_digest(fn, stack)}"
     name = _qualname(type(fn))
     inner = getattr(fn, "model", None)
     if callable(inner) and inner is not fn:
-        name += f"(model={describe_callable(inner)})"
+        name += f"(model={_describe(inner, stack)})"
     return name
+
+
+def _const_repr(c) -> str:
+    """A repr of a code constant that does not depend on the process (frozenset order, ids)."""
+    if isinstance(c, (frozenset, set)):
+        return "frozenset{" + ",".join(sorted(_const_repr(x) for x in c)) + "}"
+    if isinstance(c, tuple):
+        return "(" + ",".join(_const_repr(x) for x in c) + ")"
+    if isinstance(c, types.CodeType):
+        return "code:" + _code_digest(c)
+    return f"{type(c).__name__}:{c!r}"
+
+
+def _code_digest(code: types.CodeType) -> str:
+    """SHA-256 of what a code object runs: bytecode, constants (nested code by its own digest),
+    the global/attribute names and the local/free variable names; not its file or line."""
+    h = hashlib.sha256()
+    h.update(code.co_code)
+    for part in (code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+                 (code.co_argcount, code.co_kwonlyargcount, code.co_flags)):
+        h.update(repr(part).encode())
+    h.update(_const_repr(tuple(code.co_consts)).encode())
+    return h.hexdigest()[:16]
+
+
+def _function_digest(fn, stack: set) -> str:
+    """Digest of a function: its code, defaults and closure contents (see :func:`describe_callable`)."""
+    if id(fn) in stack:
+        return "recursive"
+    stack.add(id(fn))
+    try:
+        cells = {}
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                cells[name] = cell.cell_contents
+            except ValueError:                      # a cell not yet assigned
+                cells[name] = "<empty cell>"
+        held = _digest(stack, defaults=getattr(fn, "__defaults__", None),
+                       kwdefaults=getattr(fn, "__kwdefaults__", None), closure=cells)
+    finally:
+        stack.discard(id(fn))
+    return hashlib.sha256(f"{_code_digest(fn.__code__)}|{held}".encode()).hexdigest()[:16]
+
+
+def _digest(stack: set, **named) -> str:
+    """Short SHA-256 of the fingerprint of ``named`` (inside a description: shares ``stack``)."""
+    out: dict = {}
+    for k, v in named.items():
+        _flatten(k, v, out, 0, stack)
+    return hashlib.sha256(repr(sorted(out.items())).encode()).hexdigest()[:16]
 
 
 def _array_entry(kind: str, dtype, shape, data: bytes) -> str:
@@ -92,6 +166,50 @@ def _array_entry(kind: str, dtype, shape, data: bytes) -> str:
     h.update(f"{kind}|{dtype}|{tuple(shape)}|".encode())
     h.update(data)
     return f"{kind} {dtype} {tuple(int(s) for s in shape)} sha256:{h.hexdigest()[:16]}"
+
+
+def _array_bytes(a: np.ndarray) -> bytes:
+    """The contents of an array as bytes: raw for a plain dtype, a repr of the values for object arrays."""
+    if a.dtype.hasobject:
+        return repr(a.tolist()).encode()
+    return np.ascontiguousarray(a).tobytes()
+
+
+def _is_pandas(obj) -> bool:
+    # by module name: pandas is imported only when the data are pandas objects already
+    if not (type(obj).__module__ or "").startswith("pandas"):
+        return False
+    import pandas as pd
+    return isinstance(obj, (pd.DataFrame, pd.Series, pd.Index))
+
+
+def _pandas_entry(obj) -> str:
+    """One entry for a DataFrame, Series or Index: its kind, shape and a hash of its values,
+    dtypes, index, column labels and name (the class name alone told no two frames apart)."""
+    import pandas as pd
+    h = hashlib.sha256()
+
+    def add(label: str, values) -> None:
+        a = np.asarray(values)
+        h.update(f"|{label}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(_array_bytes(a))
+    kind = type(obj).__name__
+    if isinstance(obj, pd.Index):
+        add("values", obj.to_numpy())
+        h.update(f"|names|{list(obj.names)!r}".encode())
+    else:
+        add("index", obj.index.to_numpy())
+        h.update(f"|index names|{list(obj.index.names)!r}".encode())
+        if isinstance(obj, pd.DataFrame):
+            add("columns", obj.columns.to_numpy())
+            for i in range(obj.shape[1]):
+                col = obj.iloc[:, i]
+                h.update(f"|column {i}|{col.dtype}".encode())
+                add(f"column {i}", col.to_numpy())
+        else:
+            h.update(f"|name|{obj.name!r}|{obj.dtype}".encode())
+            add("values", obj.to_numpy())
+    return f"pandas.{kind} {tuple(int(s) for s in obj.shape)} sha256:{h.hexdigest()[:16]}"
 
 
 def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
@@ -113,6 +231,16 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
         t = obj.detach().cpu().contiguous()
         data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""  # device: cpu-ok
         out[path] = _array_entry("tensor", str(t.dtype).replace("torch.", ""), t.shape, data)
+        return
+    if isinstance(obj, np.ma.MaskedArray):
+        # the mask is part of the data: the same values with another mask are other data
+        a = np.ascontiguousarray(np.ma.getdata(obj))
+        m = np.ascontiguousarray(np.ma.getmaskarray(obj))
+        data = _array_bytes(a) + b"|mask|" + m.tobytes()
+        out[path] = _array_entry("masked_array", a.dtype.str, a.shape, data)
+        return
+    if _is_pandas(obj):
+        out[path] = _pandas_entry(obj)
         return
     if isinstance(obj, np.ndarray):
         if obj.dtype == object:
@@ -136,9 +264,12 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
     if isinstance(obj, bytes):
         out[path] = "bytes sha256:" + hashlib.sha256(obj).hexdigest()[:16]
         return
+    if isinstance(obj, types.ModuleType):
+        out[path] = f"module {obj.__name__}"
+        return
     if callable(obj) and (isinstance(obj, type) or hasattr(obj, "__code__") or hasattr(obj, "__wrapped__")
                           or hasattr(obj, "__func__")):
-        out[path] = describe_callable(obj)
+        out[path] = _describe(obj, stack)
         return
     if depth >= _MAX_DEPTH or id(obj) in stack:
         out[path] = f"<{_qualname(type(obj))}>"
@@ -164,7 +295,7 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
             for f in dataclasses.fields(obj):
                 _flatten(f"{path}.{f.name}" if path else f.name, getattr(obj, f.name), out, depth + 1, stack)
         elif callable(obj):
-            out[path] = describe_callable(obj)
+            out[path] = _describe(obj, stack)
         elif hasattr(obj, "__dict__"):
             # a plain object: its public attributes (private ones are caches and bookkeeping)
             out[path] = _qualname(type(obj))
@@ -333,10 +464,14 @@ def load_checkpoint(path, kind: str) -> dict:
     Raises
     ------
     CheckpointError
-        Naming ``path``, and saying to delete it, when the path is a folder, the file is empty,
-        truncated, not a tandem file, or holds something other than a ``kind`` checkpoint.
+        Naming ``path``: when it is a folder (saying to pass a file path), or, saying to delete it,
+        when the file is empty, truncated, corrupt, not a tandem file, or holds something other than
+        a ``kind`` checkpoint.
     """
     path = Path(path)
+    if path.is_dir():   # never advise deleting a folder: the user gave a folder where a file belongs
+        raise CheckpointError(f"checkpoint {path} is a folder; pass the path of a checkpoint *file* "
+                              f"(e.g. {path / 'run.ckpt'})")
     remedy = f"delete {path} (or choose another checkpoint path) to start afresh"
     try:
         state = load(path, map_location="cpu")

@@ -11,13 +11,16 @@ payload) is refused before anything runs.
 values stay plain, containers are tagged (``{"$l": [...]}``, ``{"$t": [...]}``, ``{"$d":
 [[k, v], ...]}``, so tuples, int keys and nested dicts round-trip), a tensor is a
 reference ``{"$T": i}`` into ``tensors``, a numpy array ``{"$A": i, "dtype", "shape"}`` (its
-raw bytes as a ``uint8`` tensor), and a few value types have their own tag (numpy scalars,
-complex, sets, paths, bytes, torch dtypes/devices, torch/pyro constraint objects, enums).
+raw bytes as a ``uint8`` tensor; a masked array ``{"$MA": data, "mask", "fill"}``), and a
+few value types have their own tag (numpy scalars, complex, sets, paths, bytes, torch
+dtypes/devices, torch/pyro constraint objects, enums).
 An instance of a class defined inside the ``tandem`` package is recorded by its class
-name and its state (``__getstate__``); on reading, only classes whose module lies in
-``tandem`` (and, for constraints, in ``torch.distributions.constraints`` /
-``pyro.distributions.constraints``) are looked up, and they are rebuilt with
-``cls.__new__`` plus their state — no constructor or other code of the file's choosing runs.
+name and its state (``__getstate__``); on reading, a name is followed only as a plain
+dotted name from its module through classes (never through a module that module imports),
+and only to a class or function *defined* in ``tandem`` (its ``__module__``; for
+constraints, in ``torch.distributions.constraints`` / ``pyro.distributions.constraints``);
+classes are rebuilt with ``cls.__new__`` plus their state — no constructor or other code of
+the file's choosing runs.
 
 Every write goes through :func:`atomic_write`: ``tempfile.mkstemp`` in the target folder
 (an unpredictable name created with ``O_EXCL``, so a planted symlink is never followed),
@@ -185,15 +188,46 @@ def _qual(cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _resolve(name: str, allowed: tuple[str, ...]):
-    mod, _, qual = name.partition(":")
-    if not any(mod == a or mod.startswith(a + ".") for a in allowed):
+def _lookup(name: str, allowed: tuple[str, ...]):
+    """The object a file names as ``"module:Qual.Name"``, looked up without leaving ``allowed``.
+
+    Only plain dotted names are followed (identifiers; no ``<locals>``); every step
+    after the module must stand on a class (a nested class or a method), never on a module that
+    the named module happens to import (``tandem.x:np.random.RandomState``, ``tandem.x:os.system``);
+    and the object found must itself be defined in ``allowed`` (its ``__module__``), so a name
+    imported into a tandem module from elsewhere (``tandem.x:Path``) is refused too.
+    """
+    mod, sep, qual = name.partition(":") if isinstance(name, str) else ("", "", "")
+    if not sep or not all(p.isidentifier() for p in mod.split(".")):
+        raise PersistenceError(f"refers to {name!r}, which is not a 'module:name' reference")
+    if not _within(mod, allowed):
         raise PersistenceError(f"refers to {name!r}, outside the allowed modules {allowed}")
+    parts = qual.split(".")
+    if not all(p.isidentifier() for p in parts):
+        kind = "the local class or function" if "<" in qual else "the non-plain name"
+        raise PersistenceError(f"refers to {kind} {name!r}")
     obj = importlib.import_module(mod)
-    for part in qual.split("."):
-        if part.startswith("<"):
-            raise PersistenceError(f"refers to the local class {name!r}")
+    for i, part in enumerate(parts):
+        if i > 0 and not isinstance(obj, type):
+            raise PersistenceError(f"refers to {name!r}, which reaches {'.'.join(parts[:i])!r}, not a class, "
+                                   "on the way")
         obj = getattr(obj, part)
+        if isinstance(obj, types.ModuleType):
+            raise PersistenceError(f"refers to {name!r}, which walks through the module {obj.__name__!r}")
+    home = getattr(obj, "__module__", None)
+    if not (isinstance(home, str) and _within(home, allowed)):
+        raise PersistenceError(f"refers to {name!r}, which is defined in {home!r}, outside the allowed modules "
+                               f"{allowed}")
+    return obj
+
+
+def _within(mod: str, allowed: tuple[str, ...]) -> bool:
+    return any(mod == a or mod.startswith(a + ".") for a in allowed)
+
+
+def _resolve(name: str, allowed: tuple[str, ...]):
+    """:func:`_lookup` of a class."""
+    obj = _lookup(name, allowed)
     if not isinstance(obj, type):
         raise PersistenceError(f"refers to {name!r}, which is not a class")
     return obj
@@ -238,6 +272,10 @@ class _Encoder:
                 raise TypeError(f"{path}: cannot save a {t.layout} tensor; convert it to a dense tensor")
             return {"$T": self._add(t.cpu().clone().contiguous()), "grad": bool(obj.requires_grad),
                     "device": str(obj.device)}
+        if isinstance(obj, np.ma.MaskedArray):
+            # an ndarray subclass: the plain-array case below would drop the mask without a word
+            return {"$MA": self.enc(np.ma.getdata(obj), path), "mask": self.enc(np.ma.getmaskarray(obj), path),
+                    "fill": self.enc(obj.fill_value, path)}
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject:
                 return {"$Aobj": self.enc(list(obj.ravel()), path), "shape": list(obj.shape)}
@@ -356,9 +394,9 @@ def encode(obj, path: str = "value") -> tuple[Any, dict[str, torch.Tensor]]:
 def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per tag
     """Inverse of :func:`encode`; tensors are put on ``map_location`` (or the recorded device).
 
-    Only classes of ``tandem`` (and constraint classes of ``torch``/``pyro``) are looked up, and
-    they are rebuilt with ``cls.__new__`` plus their state: no constructor or other code of the
-    file's choosing runs.
+    Only classes and functions defined in ``tandem`` (and constraint classes of ``torch``/``pyro``)
+    are looked up, by plain dotted names that pass through no other module; classes are rebuilt
+    with ``cls.__new__`` plus their state: no constructor or other code of the file's choosing runs.
 
     Parameters
     ----------
@@ -403,6 +441,11 @@ def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per
         if tag == "$A":
             raw = tensors[n["$A"]].cpu().numpy().tobytes()
             return np.frombuffer(raw, dtype=np.dtype(n["dtype"])).reshape(n["shape"]).copy()
+        if tag == "$MA":
+            data, mask = dec(n["$MA"]), dec(n["mask"])
+            if not (isinstance(data, np.ndarray) and isinstance(mask, np.ndarray) and mask.shape == data.shape):
+                raise PersistenceError("malformed masked array")
+            return np.ma.masked_array(data, mask=mask, fill_value=dec(n["fill"]))
         if tag == "$Aobj":
             vals = dec(n["$Aobj"])
             a = np.empty(len(vals), dtype=object)
@@ -460,13 +503,7 @@ def decode(tree, tensors: dict, map_location=None):  # noqa: C901 - one case per
             c.__dict__.update(dec(n["state"]))
             return c
         if tag == "$fn":
-            mod, _, qual = n["$fn"].partition(":")
-            root = _tandem_root()
-            if not (mod == root or mod.startswith(root + ".")):
-                raise PersistenceError(f"refers to {n['$fn']!r}, outside tandem")
-            obj = importlib.import_module(mod)
-            for part in qual.split("."):
-                obj = getattr(obj, part)
+            obj = _lookup(n["$fn"], (_tandem_root(),))
             if not (isinstance(obj, (types.FunctionType, type))):
                 raise PersistenceError(f"refers to {n['$fn']!r}, not a function or class")
             return obj
@@ -537,7 +574,8 @@ def check_archive(path: Path) -> None:
     Checks, without unpickling anything: the zip magic ``PK\\x03\\x04`` (a raw pickle —
     torch's legacy format — or another file type is refused here, so torch never parses it
     and emits no "Detected pickle protocol" warning); that the archive opens (else it is
-    truncated or corrupt); its layout (one top folder holding ``data.pkl``); and the
+    truncated or corrupt); its layout (one top folder holding ``data.pkl``); every entry's
+    CRC-32 (a damaged tensor payload, which ``torch.load`` would read as wrong numbers); and the
     opcodes of ``data.pkl``: only ``GLOBAL`` references to :data:`_ALLOWED_GLOBALS` or to a
     ``torch.*Storage`` class.
 
@@ -571,6 +609,12 @@ def check_archive(path: Path) -> None:
                 raise PersistenceError(f"{path} is a zip archive but not a tandem/torch file (entries: "
                                        f"{sorted(names)[:5]}...)")
             data = z.read(f"{next(iter(tops))}/data.pkl")
+            # torch.load does not check the CRC-32 the archive stores for each entry: a flipped bit
+            # in a tensor's bytes would load as a wrong number without a word
+            bad = z.testzip()
+            if bad is not None:
+                raise PersistenceError(f"{path} is corrupt: the entry {bad!r} fails its CRC-32 check (the file was "
+                                       "damaged after it was written)")
     except PersistenceError:
         raise
     except (zipfile.BadZipFile, OSError, EOFError, KeyError, ValueError) as err:
@@ -634,8 +678,13 @@ def load(path, kind: str | None = None, map_location=None):
     if not isinstance(z, dict) or z.get("format") != FORMAT:
         raise PersistenceError(f"{path} is not a tandem file (no {FORMAT!r} header); it was written by an older "
                                "version of tandem or by another program")
-    if not isinstance(z.get("version"), int) or z["version"] > VERSION:
-        raise PersistenceError(f"{path} has format version {z.get('version')!r}; this tandem reads up to "
+    version = z.get("version")
+    # a plain int: True is an int to isinstance, and 0 or -5 are no version tandem ever wrote
+    if type(version) is not int or version < 1:
+        raise PersistenceError(f"{path} has a malformed format version {version!r} (expected an integer >= 1); "
+                               "it is damaged or not written by tandem")
+    if version > VERSION:
+        raise PersistenceError(f"{path} has format version {version!r}; this tandem reads up to "
                                f"{VERSION}: upgrade tandem")
     if kind is not None and z.get("kind") != kind:
         raise PersistenceError(f"{path} holds a {z.get('kind')!r}, expected a {kind!r}")

@@ -205,8 +205,11 @@ def _describe_optim(optim) -> Any:
 def fit_fingerprint(model: Callable, guide: Callable, args: tuple, kwargs: dict, loss, optim, seed: int) -> dict:
     """What identifies a :func:`fit` run, as a flat dict (see ``checkpoints.fingerprint``).
 
-    Model and guide by qualified name (for an autoguide: its class and its model's
-    name), the loss (ELBO class and its particle settings, or the callable's name), the
+    Model and guide by qualified name and, for a function, a digest of its code, defaults
+    and closure contents (for an autoguide: its class and its model's name;
+    ``checkpoints.describe_callable`` says what the digest cannot see, e.g. global variables
+    the function reads), the loss (ELBO class and its particle settings, or the callable's
+    name and digest), the
     optimiser (class/constructor and its arguments, e.g. ``lr``; or the :class:`LBFGS`
     settings), the seed, and every positional/keyword data argument by dtype, shape and
     SHA-256 of its contents. ``num_steps``, ``tol`` and the checkpoint settings are not
@@ -357,6 +360,29 @@ def _check_writable(path: Path) -> None:
                          "choose a checkpoint path in a folder you can write to") from None
 
 
+def _check_lbfgs_params(names: list[str], params: list[torch.Tensor], desc: str) -> None:
+    """Raise ``RuntimeError`` unless the tensors L-BFGS holds are still the store's parameters
+    and the loss reached at least one of them.
+
+    ``torch.optim.LBFGS`` reads a missing gradient as zero and stops at once: a parameter the
+    model or guide replaced in the store (a PyroModule re-wrapping it in a new
+    ``nn.Parameter``, a ``set_state`` inside the loss) would otherwise freeze the fit without
+    a word. A single parameter without a gradient is legitimate (the loss does not depend
+    on it; it stays where it is).
+    """
+    live = dict(pyro.get_param_store().named_parameters())
+    stale = [n for n, p in zip(names, params) if live.get(n) is not p]
+    if stale:
+        raise RuntimeError(f"{desc}: the parameters {stale} in Pyro's param store are no longer the tensors L-BFGS "
+                           "optimises (the model, guide or loss replaced them, e.g. a PyroModule re-wrapping a "
+                           "parameter or a param-store set_state/clear during the fit); their updates would not "
+                           "reach the loss and the fit would stall. Create parameters once and update them in place")
+    if params and all(p.grad is None for p in params):
+        raise RuntimeError(f"{desc}: the loss has no gradient with respect to any of the parameters L-BFGS "
+                           f"optimises ({names}); L-BFGS would stop at once. Check that the loss uses the "
+                           "parameters (not detached copies of them)")
+
+
 def _lbfgs_factors(preconditioner, names: list[str]) -> list:
     """The per-parameter factors of an :class:`LBFGS` preconditioner, in the order of ``names``
     (None: the identity); a factor for a name that L-BFGS does not optimise raises."""
@@ -451,7 +477,8 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         Show a tqdm progress bar.
     tol : float or None, default None
         Early stop once the relative change between the mean loss of the last ``window``
-        steps and of the ``window`` steps before is below ``tol`` (after at least
+        steps and of the ``window`` steps before is at most ``tol``
+        (``|new - old| <= tol * max(|old|, 1e-12)``, after at least
         ``min_steps`` steps). A resumed run whose loaded losses already meet the rule
         returns at once. None: no early stop.
     window : int, default 1
@@ -466,7 +493,9 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         uninterrupted run. A file written by a different run (other data, model, guide,
         loss, optimiser settings or seed), one holding more than ``num_steps`` steps, or
         an unreadable file raises ``CheckpointError`` (a ``ValueError``) naming the file
-        and what differs.
+        and what differs; so does a folder (pass a file path). Functions are told apart by
+        their code, defaults and closure contents, not by the global variables they read
+        (see :func:`fit_fingerprint`).
     checkpoint_every : int, default 100
         Steps between checkpoints.
     clear_params : bool, default True
@@ -529,12 +558,26 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
         # run happened at step 0, so on resume the guide is built first (the RNG draws
         # this costs are undone below) and the checkpoint's parameters are put back.
         if state is not None:
-            # checkpoints are read onto the CPU: put every parameter back on the device the
-            # model/guide just created it on (the data's device), so a CUDA fit resumes on CUDA
-            live = {n: v.device for n, v in pyro.get_param_store().items()}
+            # The values are copied *into* the tensors the guide just created, not swapped
+            # for the file's tensors: a PyroModule guide (every autoguide) holds its own
+            # nn.Parameter objects and, finding another tensor in the store, wraps that in a
+            # new nn.Parameter; the gradients then land on the new objects while L-BFGS holds
+            # the old ones, and the fit stalls. copy_ also puts a CPU-read checkpoint back on
+            # the device the model/guide created each parameter on (the data's device).
+            live = dict(pyro.get_param_store().named_parameters())
             default = next(iter(live.values()), None)
             saved = dict(state["params"])
-            saved["params"] = {n: v.to(live.get(n, default or v.device)) for n, v in saved["params"].items()}
+            restored = {}
+            for n, v in saved["params"].items():
+                cur = live.get(n)
+                if cur is not None and cur.shape == v.shape and cur.dtype == v.dtype:
+                    with torch.no_grad():
+                        cur.copy_(v)
+                    restored[n] = cur
+                else:  # not built by the guide's first call (created on demand later)
+                    restored[n] = v.to(cur.device if cur is not None
+                                       else default.device if default is not None else v.device)
+            saved["params"] = restored
             pyro.clear_param_store()
             pyro.get_param_store().set_state(saved)
 
@@ -573,6 +616,7 @@ def fit(model: Callable, guide: Callable, *args, loss: ELBO | Callable | None = 
             value = pending_first[0] if pending_first[0] is not None else loss_fn()
             pending_first[0] = None
             value.backward()
+            _check_lbfgs_params(names, params, desc)
             return value
 
         def step() -> float:
