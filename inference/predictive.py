@@ -82,7 +82,8 @@ def _dist_entry_mask(fn):
     """Which entries of a value of ``fn`` its log-density scores (``Distribution.mask``, possibly
     under ``to_event``): a bool tensor broadcastable to batch_shape + event_shape, or None."""
     if isinstance(fn, MaskedDistribution):
-        m = torch.as_tensor(fn._mask, dtype=torch.bool)
+        m = fn._mask.bool() if isinstance(fn._mask, torch.Tensor) \
+            else torch.as_tensor(fn._mask, dtype=torch.bool)  # device: cpu-ok (a Python bool)
         m = m.reshape(m.shape + (1,) * len(fn.event_shape))      # a batch mask covers the event entries
         inner = _dist_entry_mask(fn.base_dist)
         return m if inner is None else m & inner
