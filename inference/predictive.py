@@ -392,6 +392,16 @@ def arviz_groups(data) -> list[str]:
     return list(data.children)
 
 
+def _set_group(data, name: str, ds) -> None:
+    """Replace group ``name`` of an ArviZ object of either API by the Dataset ``ds``, in place
+    (a DataTree takes item assignment; ArviZ 0.x's InferenceData holds its groups as attributes
+    and only gained item assignment in later 0.x releases)."""
+    if ARVIZ_MAJOR >= 1:
+        data[name] = ds
+    else:
+        setattr(data, name, ds)
+
+
 def rescale_sites(data, sites: dict):
     """Map observed sites of an ArviZ object from standardised to the data's units, in place.
 
@@ -500,7 +510,7 @@ def scored_log_likelihood(data):
         ds = ds.drop_vars(name)
         ds[name] = xr.DataArray(flat[..., keep], dims=[*da.dims[:2], point], coords={point: np.flatnonzero(keep)})
     unused = [d for d in ds.dims if not any(d in ds[v].dims for v in ds.data_vars)]
-    out["log_likelihood"] = ds.drop_dims(unused)            # the replaced variables' old dims
+    _set_group(out, "log_likelihood", ds.drop_dims(unused))   # the replaced variables' old dims
     return out
 
 

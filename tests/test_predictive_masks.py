@@ -16,7 +16,7 @@ import xarray as xr
 from pyro import poutine
 
 from tandem.inference import compare, loo, posterior_predictive
-from tandem.inference.predictive import rescale_sites, scored_log_likelihood
+from tandem.inference.predictive import _set_group, rescale_sites, scored_log_likelihood
 from tandem.inference.psis import psis
 
 TAU, SIG = 2.0, 1.0
@@ -62,7 +62,7 @@ def only_observed(idata, keep):
     """The same draws with the log-likelihood of the scored points only (the 4-point model)."""
     ref = idata.copy()
     ll = idata.log_likelihood["y"]
-    ref["log_likelihood"] = xr.Dataset({"y": ll.isel({ll.dims[2]: keep})})
+    _set_group(ref, "log_likelihood", xr.Dataset({"y": ll.isel({ll.dims[2]: keep})}))
     return ref
 
 
