@@ -80,3 +80,15 @@ def two_view_split(seed=0, N=50, Nt=15):
         views.append(np.tanh(np.c_[0.3 * np.cos(2 * np.pi * t / (2.1 + k)), s] @ A)
                      + 0.05 * rng.standard_normal((N + Nt, D)))
     return [Y[:N] for Y in views], [Y[N:] for Y in views], t[:N], t[N:] - t[N]
+
+
+def two_view_toy(N: int = 60, seed: int = 1):
+    """Two small time-aligned views (N, 5) and (N, 3) driven by one shared and one private
+    sinusoid each, plus noise, and their times (N,): a McGPDS problem that fits in seconds."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    t = np.arange(N) * 0.05
+    shared = np.sin(2 * np.pi * t / 3)
+    Y1 = np.tanh(np.c_[shared, np.cos(2 * np.pi * t / 2.1)] @ rng.normal(size=(2, 5)))
+    Y2 = np.tanh(np.c_[shared, np.sin(2 * np.pi * t / 1.3)] @ rng.normal(size=(2, 3)))
+    return Y1 + 0.05 * rng.normal(size=Y1.shape), Y2 + 0.05 * rng.normal(size=Y2.shape), t

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tandem
+from common import two_view_toy
 from tandem import McGPDS
 from tandem.inference.params import TandemEstimator
 
@@ -18,12 +19,7 @@ FAST = dict(Q=2, M=8, cycles=1, var_iters=3, model_iters=3, joint_iters=5)
 
 
 def _toy(N=50, seed=1):
-    rng = np.random.default_rng(seed)
-    t = np.arange(N) * 0.05
-    shared = np.sin(2 * np.pi * t / 3)
-    Y1 = np.tanh(np.c_[shared, np.cos(2 * np.pi * t / 2.1)] @ rng.normal(size=(2, 5)))
-    Y2 = np.tanh(np.c_[shared, np.sin(2 * np.pi * t / 1.3)] @ rng.normal(size=(2, 3)))
-    return Y1 + 0.05 * rng.normal(size=Y1.shape), Y2 + 0.05 * rng.normal(size=Y2.shape), t
+    return two_view_toy(N, seed)
 
 def _estimator_classes():
     import tandem.inference.coupled_projections as cp  # noqa: F401  (import every estimator's module)

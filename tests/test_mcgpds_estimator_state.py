@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import tandem
+from common import two_view_toy
 from tandem import McGPDS, StochasticMcGPDS
 from tandem.inference.mcgpds.stochastic import StochasticConfig, simulate_sequences
 
@@ -14,12 +15,7 @@ FAST = dict(Q=2, M=8, cycles=1, var_iters=5, model_iters=5, joint_iters=10)
 
 
 def _toy(N=60, seed=1):
-    rng = np.random.default_rng(seed)
-    t = np.arange(N) * 0.05
-    shared = np.sin(2 * np.pi * t / 3)
-    Y1 = np.tanh(np.c_[shared, np.cos(2 * np.pi * t / 2.1)] @ rng.normal(size=(2, 5)))
-    Y2 = np.tanh(np.c_[shared, np.sin(2 * np.pi * t / 1.3)] @ rng.normal(size=(2, 3)))
-    return Y1 + 0.05 * rng.normal(size=Y1.shape), Y2 + 0.05 * rng.normal(size=Y2.shape), t
+    return two_view_toy(N, seed)
 
 
 @pytest.fixture(scope="module")
