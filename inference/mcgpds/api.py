@@ -169,17 +169,6 @@ CONFIG_CONSTRAINTS = {
     "coupling": [Boolean()], "dtype": [Options(("float64",))],
 }
 
-class _SetOf(InstanceOf):
-    """A set or frozenset of some of ``options``."""
-
-    def __init__(self, options):
-        super().__init__(set, frozenset, what="a set of some of " + ", ".join(repr(o) for o in options))
-        self.options = tuple(options)
-
-    def ok(self, v) -> bool:
-        return isinstance(v, (set, frozenset)) and all(isinstance(x, str) and x in self.options for x in v)
-
-
 #: McGPDSConfig fields that McGPDS exposes as its own keyword parameters
 _CONFIG_FIELDS = tuple(n for n in McGPDSConfig.__dataclass_fields__ if n not in ("Q", "M", "J", "fixed"))
 
@@ -297,7 +286,7 @@ class McGPDS(TandemEstimator):
     _parameter_constraints = {
         "Q": [None, _POS_INT], "M": [None, _POS_INT], "J": [_POS_INT],
         # the groups fit_mcgpds can hold fixed (g follows W; the variational parameters never)
-        "fixed": [None, SequenceOf(Options(FIT_GROUPS), nonempty=False), _SetOf(FIT_GROUPS)],
+        "fixed": [None, SequenceOf(Options(FIT_GROUPS), nonempty=False, sets=True)],
         "scale": [Options(("view", "column"))], "seed": [Seed()], "progress": [Boolean()],
         "device": [None, Device()], **CONFIG_CONSTRAINTS,
     }
