@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from tandem.inference.twin_gp import TwinGP
+from tandem.inference.twin_gp import TwinGP, TwinGPRegressor
 from tandem.inference.twin_gp.certainty import smtgp_det_objective
 from tandem.inference.twin_gp.divergences import kl_divergence, log_chernoff_coefficient, renyi, sharma_mittal, tsallis
 
@@ -114,3 +114,93 @@ def test_smtgp_det_objective_at_alpha_one_is_the_limit():
         near = smtgp_det_objective(m, Xt, yt, 1 - 1e-9, beta)
         assert torch.isfinite(at_one).all()
         torch.testing.assert_close(at_one, near, rtol=1e-5, atol=0)
+
+
+# -- findings 4, 5, 6, 9: the regressor's CV and its inputs -------------------------------
+
+def _small(n=30, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 2))
+    return X, np.c_[np.sin(3 * X[:, 0]), X[:, 1]]
+
+
+_FAST = dict(rho_mult_x=(0.5, 1.0), rho_mult_y=(0.5,), lam_grid=(1e-2,), folds=3, ensemble=1)
+
+
+def _mae(p, t):
+    return float(np.mean(np.abs(np.asarray(p) - np.asarray(t))))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "0.1", np.array([0.1, 0.2])])
+def test_cv_refuses_a_metric_value_that_is_not_a_finite_number(bad):
+    X, Y = _small()
+    calls = []
+
+    def metric(p, t):  # the second setting's folds go wrong
+        calls.append(1)
+        return bad if len(calls) % 2 == 0 else _mae(p, t)
+    with pytest.raises(ValueError, match=r"^metric .*setting \(rho_x, rho_y, lam\)"):
+        TwinGPRegressor("KLTGP", metric=metric, **_FAST).fit(X, Y)
+    calls.clear()  # (α, β) CV: α = 0 (KLTGP) is scored first on each fold, then (0.5, 0.99)
+    with pytest.raises(ValueError, match=r"^metric .*setting \(alpha, beta\) = \(0\.5, 0\.99\)"):
+        TwinGPRegressor("SMTGP", rho_x=0.8, rho_y=0.8, lam=1e-2, alphas=(0.0, 0.5), betas=(0.99,), folds=3,
+                        metric=metric).fit(X, Y)
+
+
+def test_cv_with_an_all_nan_metric_is_an_error_not_the_first_grid_point():
+    X, Y = _small()
+    with pytest.raises(ValueError, match="^metric"):
+        TwinGPRegressor("KLTGP", metric=lambda p, t: float("nan"), **_FAST).fit(X, Y)
+
+
+def test_cv_metric_numpy_and_tensor_scalars_still_work():
+    X, Y = _small()
+    a = TwinGPRegressor("KLTGP", metric=lambda p, t: np.float32(_mae(p, t)), **_FAST).fit(X, Y)
+    b = TwinGPRegressor("KLTGP", metric=lambda p, t: torch.tensor(_mae(p, t)), **_FAST).fit(X, Y)
+    assert a.settings_ == b.settings_
+
+
+def test_near_ties_refuses_non_finite_scores():
+    from tandem.inference.twin_gp.ensemble import near_ties
+    with pytest.raises(ValueError, match="^scores: expected finite"):
+        near_ties({"a": [0.1, 0.2], "b": [float("nan"), 0.1]})
+
+
+def test_neighbors_above_n_is_refused_by_fit():
+    X, Y = _small()
+    with pytest.raises(ValueError, match=r"^neighbors: expected at most N = 30 .*got 100"):
+        TwinGPRegressor("KLTGP", rho_x=.8, rho_y=.8, lam=1e-2, neighbors=100).fit(X, Y)
+    TwinGPRegressor("KLTGP", rho_x=.8, rho_y=.8, lam=1e-2, neighbors=30).fit(X, Y).predict(X[:2])
+
+
+@pytest.mark.parametrize("n, kw, match", [
+    (3, dict(folds=2), r"^folds / cv_subset: .*training fold holds 1 row"),
+    (12, dict(cv_subset=2, folds=2), r"^folds / cv_subset: cv_subset=2 of N=12 .*holds 1 row"),
+    (12, dict(cv_subset=3), r"^folds: cv_subset=3 of N=12 training rows gives 3 CV rows, too few for folds=5"),
+])
+def test_cv_sizes_are_checked_up_front_naming_folds_and_cv_subset(n, kw, match):
+    X, Y = _small()
+    with pytest.raises(ValueError, match=match):
+        TwinGPRegressor("KLTGP", **kw).fit(X[:n], Y[:n])
+    # nothing cross-validated: the same sizes are fine
+    TwinGPRegressor("KLTGP", rho_x=.8, rho_y=.8, lam=1e-2, **kw).fit(X[:n], Y[:n])
+
+
+def test_return_info_must_be_a_bool():
+    X, Y = _small()
+    r = TwinGPRegressor("KLTGP", rho_x=.8, rho_y=.8, lam=1e-2).fit(X, Y)
+    with pytest.raises(ValueError, match="^return_info: expected True or False"):
+        r.predict(X[:2], return_info="no")
+    assert isinstance(r.predict(X[:2], return_info=np.bool_(False)), np.ndarray)
+
+
+def test_beta_is_none_at_the_alpha_endpoints_and_one_d_y_true():
+    X, Y = _small()
+    r = TwinGPRegressor("SMTGP", rho_x=.8, rho_y=.8, lam=1e-2, alphas=(0.0,), folds=3).fit(X, Y[:, 0])
+    assert r.alpha_ == 0.0 and r.beta_ is None
+    r2 = TwinGPRegressor("SMTGP", rho_x=.8, rho_y=.8, lam=1e-2, alpha=0.5).fit(X, Y[:, 0])
+    assert r2.beta_ == 0.99
+    idata = r.to_inference_data(X[:4], Y[:4, 0], num_samples=5)      # a 1-d Y_true, as fit took a 1-d Y
+    assert idata["log_likelihood"]["y"].shape[-1] == 4
+    with pytest.raises(ValueError, match="^Y_true"):
+        r.to_inference_data(X[:4], Y[:3, 0], num_samples=5)
