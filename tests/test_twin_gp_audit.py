@@ -10,12 +10,14 @@ CV input checks).
   are errors naming the parameter.
 """
 import math
+import warnings
 
 import mpmath
 import numpy as np
 import pytest
 import torch
 
+from tandem.inference.distances import Standardizer
 from tandem.inference.twin_gp import TwinGP, TwinGPRegressor
 from tandem.inference.twin_gp.certainty import smtgp_det_objective
 from tandem.inference.twin_gp.divergences import kl_divergence, log_chernoff_coefficient, renyi, sharma_mittal, tsallis
@@ -204,3 +206,35 @@ def test_beta_is_none_at_the_alpha_endpoints_and_one_d_y_true():
     assert idata["log_likelihood"]["y"].shape[-1] == 4
     with pytest.raises(ValueError, match="^Y_true"):
         r.to_inference_data(X[:4], Y[:3, 0], num_samples=5)
+
+
+# -- finding 3: extreme units ------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [1e-200, 1e-160, 1e160, 1e300])
+@pytest.mark.parametrize("as_t", [False, True])
+@pytest.mark.parametrize("per", ["column", "matrix"])
+def test_standardizer_is_scale_safe(c, as_t, per):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3)) + [0.0, 5.0, -1.0]
+    X[:, 2] = 0.25                                                   # a constant column stays constant
+    for Xm in (X, np.where(rng.random(X.shape) < 0.2, np.nan, X)):  # also with missing entries
+        s0 = Standardizer(Xm, per=per)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")                           # no overflow warnings either
+            s1 = Standardizer(torch.as_tensor(Xm * c) if as_t else Xm * c, per=per)
+        np.testing.assert_allclose(np.asarray(s1.scale)[:2] / c, np.asarray(s0.scale)[:2], rtol=1e-14)
+        np.testing.assert_allclose(np.asarray(s1.mean) / c, np.asarray(s0.mean), rtol=1e-14)
+        if per == "column":
+            assert float(np.asarray(s1.scale)[2]) == 1.0
+
+
+@pytest.mark.parametrize("cx, cy", [(1.0, 1e160), (1e-200, 1.0), (1e160, 1.0), (1.0, 1e-200)])
+def test_regressor_predicts_the_same_in_extreme_units(cx, cy):
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(12, 2))
+    Y = np.c_[np.sin(3 * X[:, 0]), X[:, 1]]
+    kw = dict(rho_x=0.8, rho_y=0.8, lam=1e-2)
+    p = TwinGPRegressor("KLTGP", **kw).fit(X, Y).predict(X[:3])
+    q = TwinGPRegressor("KLTGP", **kw).fit(X * cx, Y * cy).predict(X[:3] * cx) / cy
+    assert not np.allclose(q, q[0])                                  # not every row the same
+    np.testing.assert_allclose(q, p, atol=1e-12)
