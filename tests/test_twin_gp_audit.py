@@ -238,3 +238,64 @@ def test_regressor_predicts_the_same_in_extreme_units(cx, cy):
     q = TwinGPRegressor("KLTGP", **kw).fit(X * cx, Y * cy).predict(X[:3] * cx) / cy
     assert not np.allclose(q, q[0])                                  # not every row the same
     np.testing.assert_allclose(q, p, atol=1e-12)
+
+
+# -- finding 2: form="sm" stops at the log form's minimiser for every β ---------------------
+
+@pytest.fixture(scope="module")
+def toy1_model():
+    from tandem.models.twin_gp import simulate
+    d = simulate(1, seed=0)
+    m = TwinGP(d["X_train"][:120], d["Y_train"][:120], 0.1, 0.2, 1e-3)
+    Xt = d["X_test"][::10]
+    return m, Xt, m.predict(Xt, "KLTGP")
+
+
+def _log_excess(m, Xt, a, y):
+    """Largest relative excess of the log-form objective at y over its minimum reached from y
+    (tight tolerances)."""
+    ctx = m.context(Xt, "SMTGP", a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (at gtol = 1e-12 some points stop on rounding)
+        ylog = m.predict(Xt, "SMTGP", alpha=a, init=y, form="log", max_iter=1000, gtol=1e-12)
+    f, f0 = m.objective(y, ctx), m.objective(ylog, ctx)
+    return ((f - f0) / f0.abs().clamp_min(1.0)).max().item()
+
+
+@pytest.mark.parametrize("a, b", [(0.5, 1 + 1e-9), (0.5, 1 - 1e-6), (0.5, 50.0), (0.999, 1.5), (0.9, 5.0)])
+def test_sm_form_reaches_the_log_form_minimiser_for_every_beta(toy1_model, a, b):
+    # the old code: relative excess 0.11, 1e-3, 0.09, 3.9 and ~1, every point "converged", no warning
+    m, Xt, init = toy1_model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a point at a kink of the λ floor may stop, flagged, as in the log form)
+        y = m.predict(Xt, "SMTGP", alpha=a, beta=b, init=init, form="sm")
+        ylog = m.predict(Xt, "SMTGP", alpha=a, init=init, form="log")
+    # as close as the log form's own run gets (at α = 0.999 that is ~2e-6: ℓ_α is ill-conditioned there)
+    assert _log_excess(m, Xt, a, y) <= max(1e-6, 5 * _log_excess(m, Xt, a, ylog))
+
+
+def test_sm_form_guard_leaves_the_default_grid_alone(toy1_model, monkeypatch):
+    # on ordinary data the paper's grid never reaches the guard: the same bits as L′ alone
+    from tandem.inference.twin_gp import predictor
+    m, Xt, init = toy1_model
+    runs = [(a, b) for a in (0.1, 0.5, 0.9) for b in (0.99, 0.5, 1.5)]
+    now = [m.predict(Xt, "SMTGP", alpha=a, beta=b, init=init, form="sm") for a, b in runs]
+    monkeypatch.setattr(predictor, "_SM_MIN_SLOPE", 0.0)
+    monkeypatch.setattr(predictor, "_SM_MIN_RATE", 0.0)
+    for (a, b), y in zip(runs, now):
+        assert torch.equal(y, m.predict(Xt, "SMTGP", alpha=a, beta=b, init=init, form="sm")), (a, b)
+    # ... while without it a large β stops far from the minimiser, reporting convergence
+    y, info = m.predict(Xt, "SMTGP", alpha=0.999, beta=1.5, init=init, form="sm", return_info=True)
+    assert bool(info.converged.all()) and _log_excess(m, Xt, 0.999, y) > 1e-3
+
+
+def test_regressor_with_beta_near_one_predicts_at_the_minimiser():
+    X, Y = _small(60)
+    kw = dict(rho_x=0.3, rho_y=0.5, lam=1e-3, alpha=0.5)
+    r = TwinGPRegressor("SMTGP", beta=1 + 1e-9, **kw).fit(X, Y)
+    Xt = X[:10] + 0.03
+    p, info = r.predict(Xt, return_info=True)
+    assert bool(info.converged.all())
+    Zt = r.sx_.transform(torch.as_tensor(Xt))
+    m = r.model_
+    assert _log_excess(m, Zt, 0.5, r.sy_.transform(torch.as_tensor(p))) <= 1e-6
