@@ -215,6 +215,41 @@ def constant_columns(X):
     return (hi - lo) <= 16 * np.finfo(np.float64).eps * np.maximum(np.abs(hi), np.abs(lo))
 
 
+# standard deviations in [_SAFE_LO, _SAFE_HI] come from squares that neither overflow nor lose
+# digits to underflow (subnormals start at 2.2e-308); outside it they are recomputed on rescaled data
+_SAFE_LO, _SAFE_HI = 1e-140, 1e140
+
+
+def _rescaled_std(dev, axis: int, is_t: bool):
+    """Standard deviation along ``axis`` of the deviations ``dev`` (NaN = missing), computed on
+    dev / max|dev| so that nothing is squared beyond float64's range (values beyond ≈1e±154)."""
+    if is_t:
+        m = dev.abs().nan_to_num(0.0).amax(axis, keepdim=True)
+        m = torch.where(m > 0, m, torch.ones_like(m))
+        q = dev / m
+        return (q * q).nanmean(axis).nan_to_num(0.0).sqrt() * m.squeeze(axis)
+    m = np.nanmax(np.abs(dev), axis=axis, keepdims=True) if dev.size else np.ones(1)
+    m = np.where(np.isfinite(m) & (m > 0), m, 1.0)
+    q = dev / m
+    with warnings.catch_warnings():            # an all-missing column: "mean of empty slice"
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.sqrt(np.nan_to_num(np.nanmean(q * q, axis))) * np.squeeze(m, axis)
+
+
+def _rescaled_mean(x, axis: int, is_t: bool):
+    """Mean along ``axis`` (NaN = missing) computed on x / max|x|: the plain sum overflows for
+    values near float64's maximum."""
+    if is_t:
+        m = x.abs().nan_to_num(0.0).amax(axis, keepdim=True)
+        m = torch.where(m > 0, m, torch.ones_like(m))
+        return (x / m).nanmean(axis).nan_to_num(0.0) * m.squeeze(axis)
+    m = np.nanmax(np.abs(x), axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m) & (m > 0), m, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nan_to_num(np.nanmean(x / m, axis)) * np.squeeze(m, axis)
+
+
 class Standardizer:
     """Column standardisation z = (x − mean) / scale and its inverse.
 
@@ -242,6 +277,11 @@ class Standardizer:
     -----
     NaN entries (missing) are ignored: each column's mean and standard deviation are those of
     its observed entries (a column with none observed: mean 0, scale 1).
+
+    Any finite magnitude works: a mean that overflows, or a standard deviation outside
+    [1e-140, 1e140] (whose squares over- or underflow beyond ≈1e±154), is recomputed on the
+    column divided by its largest magnitude, so data in units of 1e-200 or 1e160 standardise
+    like data in units of 1 (ordinary data take the plain formulas, unchanged).
     """
 
     def __init__(self, X, center: bool = True, per: str = "column", skip_constant: bool = False):
@@ -257,9 +297,14 @@ class Standardizer:
             with warnings.catch_warnings():            # numpy: "mean of empty slice" for an empty column
                 warnings.simplefilter("ignore", RuntimeWarning)
                 cm = Xa.nanmean(0).nan_to_num(0.0) if is_t else np.nan_to_num(np.nanmean(Xa, 0))
+                # (nan_to_num turned an overflowed sum's inf into float64's maximum)
+                if bool((abs(cm) >= np.finfo(np.float64).max).any()):
+                    cm = _rescaled_mean(Xa, 0, is_t)   # the sum overflowed (values near float64's maximum)
                 dev = Xa - cm
-                std = ((dev * dev).nanmean(0).nan_to_num(0.0).sqrt() if is_t
-                       else np.sqrt(np.nan_to_num(np.nanmean(dev * dev, 0))))
+                with np.errstate(over="ignore", under="ignore"):   # (out of range: recomputed in _safe)
+                    std = ((dev * dev).nanmean(0).nan_to_num(0.0).sqrt() if is_t
+                           else np.sqrt(np.nan_to_num(np.nanmean(dev * dev, 0))))
+                    std = self._safe(std, dev, 0, is_t)
             mean = cm if center else cm * 0
             Xc = torch.where(torch.isnan(Xa), cm, Xa) if is_t else np.where(np.isnan(Xa), cm, Xa)
         else:
@@ -267,22 +312,45 @@ class Standardizer:
             # the same order whatever the other columns are (a reduction over dim 0 of an
             # (n, d) array vectorises across columns, so its rounding depends on d)
             XT = Xa.T.contiguous() if is_t else np.ascontiguousarray(Xa.T)
-            mean = XT.mean(1) if center else Xa[0] * 0
-            # (two-pass, by hand: torch's std kernel also changes its order with the row count)
-            std = ((XT - XT.mean(1, keepdims=True)) ** 2).mean(1) ** 0.5
+            with np.errstate(over="ignore", under="ignore"):   # (out of range: recomputed below)
+                cm = XT.mean(1)
+                if not (bool(torch.isfinite(cm).all()) if is_t else bool(np.isfinite(cm).all())):
+                    cm = _rescaled_mean(XT, 1, is_t)   # the sum overflowed (values near float64's maximum)
+                dev = XT - cm[:, None]
+                # (two-pass, by hand: torch's std kernel also changes its order with the row count)
+                std = self._safe(((dev) ** 2).mean(1) ** 0.5, dev, 1, is_t)
+            mean = cm if center else Xa[0] * 0
             Xc = Xa
         const = constant_columns(Xc)          # (missing entries filled with their column's mean)
         std = std * ~const if is_t else np.where(const, 0.0, std)
         if center:  # a constant column centres to exact zeros (its mean is off by rounding)
             mean = torch.where(const, Xc[0], mean) if is_t else np.where(const, Xc[0], mean)
         if per == "matrix":
-            var = std ** 2
-            if skip_constant:
-                var = var[~const]
-            rms = var.mean() ** 0.5 if var.shape[0] else var.sum()
+            used = std[~const] if skip_constant else std
+            top = float(used.max()) if used.shape[0] else 0.0
+            # rescaled by the largest std where squaring it would over- or underflow
+            ref = top if top > 0 and not _SAFE_LO <= top <= _SAFE_HI else 1.0
+            var = (used / ref) ** 2
+            rms = var.mean() ** 0.5 * ref if var.shape[0] else var.sum()
             std = std * 0 + rms
         scale = torch.where(std > 0, std, torch.ones_like(std)) if is_t else np.where(std > 0, std, 1.0)
         self.mean, self.scale = mean, scale
+
+    @staticmethod
+    def _safe(std, dev, axis: int, is_t: bool):
+        """``std`` where it lies in [_SAFE_LO, _SAFE_HI] or is 0 with all deviations 0; elsewhere
+        recomputed from the deviations ``dev`` rescaled (:func:`_rescaled_std`)."""
+        if is_t:
+            ok = (std >= _SAFE_LO) & (std <= _SAFE_HI)
+            ok |= (dev.nan_to_num(0.0) == 0).all(axis)
+            if bool(ok.all()):
+                return std
+            return torch.where(ok, std, _rescaled_std(dev, axis, is_t))
+        ok = (std >= _SAFE_LO) & (std <= _SAFE_HI)
+        ok |= (np.nan_to_num(dev) == 0).all(axis)
+        if bool(ok.all()):
+            return std
+        return np.where(ok, std, _rescaled_std(dev, axis, is_t))
 
     def transform(self, X):
         """Map data to standardised units.

@@ -82,7 +82,8 @@ def sharma_mittal(mu_p, Sigma_p, mu_q, Sigma_q, alpha: float, beta: float) -> to
     """Sharma–Mittal divergence D_{α,β}(p : q) between Gaussians (Nielsen & Nock 2012 closed form).
 
     The limits are taken exactly: β = 1 gives Rényi, α = 1 (with β = 1) Kullback–Leibler;
-    α = 1 with β ≠ 1 is the (KL-based) limit D_{1,β} = (exp((1−β) KL) − 1)/(β − 1).
+    α = 1 with β ≠ 1 is the (KL-based) limit D_{1,β} = (exp((β−1) KL) − 1)/(β − 1)
+    (c_α^{1/(1−α)} → exp(−KL) as α → 1, so c_α^{(1−β)/(1−α)} → exp((β−1) KL)).
 
     Parameters
     ----------
@@ -109,7 +110,7 @@ def sharma_mittal(mu_p, Sigma_p, mu_q, Sigma_q, alpha: float, beta: float) -> to
     b = check_real_range(beta, "beta")
     if a == 1.0:
         kl = kl_divergence(mu_p, Sigma_p, mu_q, Sigma_q)
-        return kl if b == 1.0 else torch.expm1((1 - b) * kl) / (b - 1)
+        return kl if b == 1.0 else torch.expm1((b - 1) * kl) / (b - 1)
     logc = log_chernoff_coefficient(mu_p, Sigma_p, mu_q, Sigma_q, a)
     if b == 1.0:
         return logc / (a - 1)

@@ -56,6 +56,11 @@ def near_ties(scores: dict, k: int = ENSEMBLE, se: float = ENSEMBLE_SE) -> list:
     -------
     list
         The settings, best first.
+
+    Raises
+    ------
+    ValueError
+        On no settings, unequal or fewer than two fold counts, or a non-finite value.
     """
     k = check_int_range(k, "k", 1)
     se = check_real_range(se, "se", 0.0)
@@ -65,6 +70,10 @@ def near_ties(scores: dict, k: int = ENSEMBLE, se: float = ENSEMBLE_SE) -> list:
     if len({v.size for v in folds.values()}) != 1 or next(iter(folds.values())).size < 2:
         raise ValueError("scores: expected the same number (>= 2) of per-fold values for every setting, got "
                          f"{sorted({v.size for v in folds.values()})}")
+    bad = [key for key, v in folds.items() if not np.isfinite(v).all()]
+    if bad:  # sorted() with NaN keys orders by grid position, not by score
+        raise ValueError(f"scores: expected finite per-fold values, got {folds[bad[0]].tolist()} for the "
+                         f"setting {bad[0]}")
     ranked = sorted(folds, key=lambda key: folds[key].mean())
     best = folds[ranked[0]]
     # settings equal but for rounding (d ~ 1e-16) are ties, whatever the sign of the noise

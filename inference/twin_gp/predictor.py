@@ -13,7 +13,9 @@ Objectives minimised over y for each test input x (all O(N²) per evaluation):
 * SMTGP   ℓ_α(y) = log η_xy(α) − α log η_y,  η_xy(α) = K_α − K_XYᵀ M_α⁻¹ K_XY with
   M_α = (1−α)K_X + αK_Y, K_XY = (1−α)K_x + αK_y, K_α = (1−α)k_X(x,x) + αk_Y(y,y).
   The paper's L′ = (1/(β−1)) exp(−(1−β)/(2(1−α)) ℓ_α) has the same minimiser for every
-  β ≠ 1 (``form="sm"`` optimises L′ itself, so β changes the path; ``form="log"``, the
+  β ≠ 1 (``form="sm"`` optimises L′ itself, so β changes the path but not where it stops:
+  where L′'s stopping tests have become vacuous in ℓ_α — β near 1, or L′ flattened by large
+  β or α near 1 with β > 1 — the log form finishes the point; ``form="log"``, the
   default, optimises −log φ_α/(α(1−α)) = [ℓ_α − (1−α) log η_x]/(α(1−α)), which tends to
   (L_KL + const)/η_x as α → 0 and to L_IKL − 1 + const as α → 1, so its scale stays O(1)
   across α).
@@ -86,6 +88,10 @@ def _warn_unconverged(method: str, capped: torch.Tensor, stalled: torch.Tensor, 
         if n:
             warnings.warn(cls(f"{method}: {n} of {B} test points {why}", n), stacklevel=3)
 
+
+# form="sm": below this slope r = (β−1)L′ = dL′/dℓ relative to its start, or this rate |c| =
+# |1−β|/(2(1−α)), L′'s stopping tests say little about ℓ_α (see TwinGP._finish_sm_in_log_form)
+_SM_MIN_SLOPE, _SM_MIN_RATE = 1e-4, 1e-3
 
 # context entries that value_and_grad_internal never reads (TwinGP._sub does not gather them)
 _UNREAD_BY_OBJECTIVES = ("Kx", "Xt", "nn_index")
@@ -589,7 +595,9 @@ class TwinGP:
         optimizer : {"bfgs", "gd"}, default "bfgs"
             See :func:`~tandem.inference.twin_gp.optimizer.minimize_batched`.
         form : {"log", "sm"}, default "log"
-            SMTGP's objective form.
+            SMTGP's objective form. ``"sm"`` runs the paper's L′ (β sets the path); points where
+            L′'s stopping tests say little about ℓ_α (β near 1, L′ flattened by large β) are
+            finished in the log form, with its flags in ``info``, so every β stops at ℓ_α's minimiser.
         max_iter : int, default 50
             Iterations per test point at most.
         gtol, ftol : float, default 1e-6 and 1e-10
@@ -671,6 +679,9 @@ class TwinGP:
                 y, info = minimize_batched(fg, y0, optimizer=optimizer, max_iter=max_iter, gtol=gtol,
                                            ftol=ftol, max_step=self._ry if max_step is None else max_step,
                                            progress=bar, on_active=None if rows is None else rows.shrink_to)
+                if form == "sm":
+                    y, info = self._finish_sm_in_log_form(y, info, ctx, a, b, ref["ell"], optimizer, max_iter, gtol,
+                                                          ftol, self._ry if max_step is None else max_step)
             outs.append(y)
             infos.append(info)
         if bar is not None:
@@ -685,6 +696,51 @@ class TwinGP:
                        torch.cat([i.f for i in infos]), torch.cat([i.grad_inf for i in infos]) / self.y_scale,
                        torch.cat([i.converged for i in infos]), sum(i.wall_time for i in infos), capped,
                        stalled=stalled, n_restart=torch.cat([i.n_restart for i in infos]))
+        return y, info
+
+    def _finish_sm_in_log_form(self, y, info: OptInfo, ctx: dict, a: float, b: float, ell0: torch.Tensor,
+                               optimizer: str, max_iter: int, gtol: float, ftol: float, max_step: float):
+        """Continue in the log form the points where ``form="sm"`` stopped on tests that L′'s
+        reparametrisation of ℓ_α made vacuous; return the merged (y, info).
+
+        L′ = exp(−c(ℓ − ℓ0))/(β − 1), c = (1−β)/(2(1−α)), is a monotone function of ℓ with the
+        same minimiser, but its stopping tests, read in ℓ, loosen: the gradient and absolute
+        tests by 1/r, r = (β−1)L′ = exp(−c(ℓ − ℓ0)) the slope dL′/dℓ relative to its start
+        (r → 0 for c ≪ 0: large β, or α near 1 with β > 1), the relative test by 1/|c| (β → 1:
+        L′ ≈ 1/(β−1) then hides every change of ℓ). Where r < ``_SM_MIN_SLOPE`` or |c| <
+        ``_SM_MIN_RATE`` and the log form's own gradient test fails, the point is finished by the
+        log form (the same minimiser; its tests are β-free), so the result does not depend on β
+        beyond the optimisation path. The thresholds lie far outside what the paper's grid
+        (α ≤ 0.95, β ∈ {0.99, 0.5, 1.5}) reaches on ordinary data, whose results are unchanged.
+        Finished points report the log form's converged / capped / stalled flags; ``f`` and
+        ``grad_inf`` stay those of L′ (at the final point), ``n_iter`` and ``n_restart`` add up.
+        """
+        c = (1 - b) / (2 * (1 - a))
+        r = info.f * (b - 1)
+        suspect = torch.ones_like(info.converged) if abs(c) < _SM_MIN_RATE else ~(r >= _SM_MIN_SLOPE)  # (NaN too)
+        si = suspect.nonzero().squeeze(1)
+        if si.numel() == 0:
+            return y, info
+        _, g = self.value_and_grad_internal(y[si], self._sub(ctx, si), form="log")
+        pi = si[~(g.abs().amax(1) <= gtol)]
+        if pi.numel() == 0:
+            return y, info
+        pctx = self._sub(ctx, pi)
+        rows = _RowCache(pctx["W"]) if pctx["W"] is not None and pctx["W"].dim() == 3 else None
+
+        def fg(yy, idx):
+            return self.value_and_grad_internal(yy, self._sub(pctx, idx, rows), form="log")
+        yp, ip = minimize_batched(fg, y[pi], optimizer=optimizer, max_iter=max_iter, gtol=gtol, ftol=ftol,
+                                  max_step=max_step, on_active=None if rows is None else rows.shrink_to)
+        f, g = self.value_and_grad_internal(yp, pctx, beta=b, form="sm", ref=ell0[pi])
+        y = y.clone()
+        y[pi] = yp
+        info.f[pi], info.grad_inf[pi] = f, g.abs().amax(1)
+        info.n_iter[pi] += ip.n_iter
+        info.n_restart[pi] += ip.n_restart
+        info.converged[pi], info.capped[pi], info.stalled[pi] = ip.converged, ip.capped, ip.stalled
+        info.n_eval += ip.n_eval
+        info.wall_time += ip.wall_time
         return y, info
 
     def reference_predict(self, Xt, method: str = "SMTGP", alpha: float = 0.5, init=None,

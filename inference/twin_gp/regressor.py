@@ -141,7 +141,9 @@ class TwinGPRegressor(TandemEstimator):
     rho_x\_, rho_y\_, lam\_ : float
         The best setting.
     alpha\_, beta\_ : float or None
-        Selected or given; shared by the members.
+        Selected or given; shared by the members. ``beta_`` is None where β plays no part: for
+        KLTGP/IKLTGP, and for SMTGP at a selected (or given) α of 0 or 1 (KLTGP/IKLTGP predict),
+        unless β was given.
     cv\_ : dict
         The CV scores; empty where nothing was selected.
     sx\_, sy\_ : tandem.inference.distances.Standardizer
@@ -202,7 +204,9 @@ class TwinGPRegressor(TandemEstimator):
         Raises
         ------
         ValueError
-            On bad shapes, unequal row counts, or fewer rows than ``folds``.
+            On bad shapes, unequal row counts, fewer rows than ``folds``, ``neighbors`` > N, CV
+            training folds of fewer than 2 rows (``folds`` against min(``cv_subset``, N)), or a
+            ``metric`` value that is not a finite real number.
         """
         self._validate_params()
         X = as_tensor(X, "X", ndim=2, min_rows=2, detach=True)
@@ -214,6 +218,7 @@ class TwinGPRegressor(TandemEstimator):
         check_same_rows({"X": X, "Y": Y}, "samples (rows)")
         if X.shape[0] < self.folds:
             raise ValueError(f"X: {X.shape[0]} training rows cannot be split into folds={self.folds} CV folds")
+        self._check_sizes(X.shape[0])
         self.sx_, self.sy_ = Standardizer(X), Standardizer(Y)
         Z, W = self.sx_.transform(X), self.sy_.transform(Y)
         rng = np.random.default_rng(self.seed)
@@ -243,11 +248,31 @@ class TwinGPRegressor(TandemEstimator):
                                     max_iter=self.max_iter)
             self.cv_["alpha_beta"] = sel
             self.alpha_, self.beta_ = sel["best"]
-        if self.method == "SMTGP" and self.beta_ is None:
-            self.beta_ = 0.99  # β changes only SMTGP's optimisation path (paper's default list starts here)
+        if self.method == "SMTGP" and self.beta_ is None and self.alpha_ not in (0.0, 1.0):
+            # β changes only SMTGP's optimisation path (paper's default list starts here); at the
+            # endpoints α = 0 / 1 KLTGP / IKLTGP predict and β stays None (the CV's key there too)
+            self.beta_ = 0.99
         self.models_ = [TwinGP(Z, W, rx, ry, lam, device=self.device) for rx, ry, lam in self.settings_]
         self.model_ = self.models_[0]
         return self
+
+    def _check_sizes(self, N: int) -> None:
+        """``neighbors`` and the CV's sizes against the N training rows, before any work: the local
+        model cannot use more neighbours than there are rows, and every CV training fold must hold
+        the two rows a twin GP needs (otherwise the CV fails deep inside, naming other arguments)."""
+        if self.neighbors is not None and self.neighbors > N:
+            raise ValueError(f"neighbors: expected at most N = {N} (the training rows), got {self.neighbors}")
+        if not (None in (self.rho_x, self.rho_y, self.lam) or (self.method == "SMTGP" and self.alpha is None)):
+            return  # nothing is cross-validated
+        n = min(self.cv_subset, N)
+        what = f"cv_subset={self.cv_subset} of N={N} training rows gives {n} CV rows"
+        fix = "lower folds" + (" or raise cv_subset" if self.cv_subset < N else " or add training rows")
+        if self.folds > n:
+            raise ValueError(f"folds: {what}, too few for folds={self.folds} CV folds; {fix}")
+        train = n - -(-n // self.folds)  # the smallest training fold: n minus the largest fold
+        if train < 2:
+            raise ValueError(f"folds / cv_subset: {what}; with folds={self.folds} a CV training fold holds {train} "
+                             f"row(s), but a twin GP needs at least 2; {fix}")
 
     def _cv_neighbors(self, Zs) -> int | None:
         # a CV fold holds (folds−1)/folds of the subset; the local model cannot use more
@@ -326,11 +351,14 @@ class TwinGPRegressor(TandemEstimator):
         tandem.NotFittedError
             Before :meth:`fit`.
         ValueError
-            On a bad ``method``/``members`` or test inputs of the wrong dimension.
+            On a bad ``method``/``members``, a ``return_info`` that is not a bool, or test inputs of
+            the wrong dimension.
         """
         self._check_fitted()
+        if not isinstance(return_info, (bool, np.bool_)):  # "no" or 0.0 must not read as a truth value
+            raise ValueError(f"return_info: expected True or False, got {return_info!r}")
         Zt = self.sx_.transform(self._check_test(Xt))
-        out = self._predict_std(Zt, return_info, method, members)
+        out = self._predict_std(Zt, bool(return_info), method, members)
         pred = self.sy_.inverse(out[0] if return_info else out)
         # numpy in -> numpy out; a tensor in -> a tensor on its device
         pred = pred.detach().to(Xt.device) if isinstance(Xt, torch.Tensor) else pred.detach().cpu().numpy()
@@ -361,7 +389,8 @@ class TwinGPRegressor(TandemEstimator):
         Xt : array_like or torch.Tensor
             (B, d_x) test inputs.
         Y_true : array_like, optional
-            (B, d_y) true outputs: adds ``observed_data`` and ``log_likelihood``.
+            (B, d_y) true outputs (a 1-d (B,) array where d_y = 1, as ``fit`` accepts for ``Y``):
+            adds ``observed_data`` and ``log_likelihood``.
         num_samples : int, default 200
             Draws of the Laplace approximation.
         seed : int, default 0
@@ -404,6 +433,9 @@ class TwinGPRegressor(TandemEstimator):
         y = np.asarray(idata["posterior"]["y"]) * np.asarray(self.sy_.scale) + np.asarray(self.sy_.mean)
         groups = {"posterior": {"y": y}, "posterior_predictive": {"y": ppc[None]}}
         if Y_true is not None:
+            Y_true = as_tensor(Y_true, "Y_true")
+            if Y_true.dim() == 1 and self.model_.dy == 1:  # as fit reads a 1-d Y: one output column
+                Y_true = Y_true.unsqueeze(1)
             Y_true = as_tensor(Y_true, "Y_true", ndim=2, shape=(Zt.shape[0], self.model_.dy))
             Yt = Y_true.to(device=pred.device, dtype=pred.dtype)
             r = ((Yt - mu) / sc - pred.detach()).unsqueeze(-1)                      # (B, d_y, 1)

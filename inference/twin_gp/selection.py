@@ -68,6 +68,23 @@ def kfold_indices(n: int, k: int = 5, seed: int = 0) -> list[np.ndarray]:
     return [np.sort(f) for f in np.array_split(perm, k)]
 
 
+def _score(metric, pred, true, setting):
+    """``metric(pred, true)``, checked: a finite real number (a 0-d or one-element array or tensor
+    also passes); the value itself is returned unchanged.
+
+    A NaN would silently decide the CV (``min`` and ``sorted`` with NaN keys depend on where
+    the NaN sits in the grid), an infinity would tie every fold it occurs in, and a string
+    would fail later inside numpy: each is a ``ValueError`` naming ``metric`` and ``setting``."""
+    v = metric(pred, true)
+    name = f"metric (its value for the setting {setting})"
+    if isinstance(v, (str, bytes)):
+        raise ValueError(f"{name}: expected a finite real number (lower is better), got {v!r}")
+    t = as_tensor(v, name)  # refuses non-numeric values and NaN/inf, naming metric
+    if t.numel() != 1:
+        raise ValueError(f"{name}: expected one real number (lower is better), got shape {tuple(t.shape)}")
+    return v
+
+
 def _folds(X, Y, k, seed):
     X = as_tensor(X, "X", ndim=2)
     Y = as_tensor(Y, "Y", ndim=2)
@@ -122,7 +139,8 @@ def select_kltgp(X, Y, rho_x_grid, rho_y_grid, lam_grid, metric, k: int = 5, see
     rho_x_grid, rho_y_grid, lam_grid : sequence of float
         The grids of ρ_x, ρ_y and λ.
     metric : callable
-        ``metric(pred, true) -> float``, lower is better.
+        ``metric(pred, true) -> float``, lower is better; a value that is not a finite real
+        number is a ``ValueError`` naming ``metric`` and the setting.
     k : int, default 5
         CV folds.
     seed : int, default 0
@@ -149,7 +167,8 @@ def select_kltgp(X, Y, rho_x_grid, rho_y_grid, lam_grid, metric, k: int = 5, see
                 for rx, ry, lam in itertools.product(rho_x_grid, rho_y_grid, lam_grid):
                     m = TwinGP(Xtr, Ytr, rx, ry, lam)
                     pred = m.predict(Xva, "KLTGP", max_iter=max_iter, neighbors=neighbors)
-                    scores.setdefault((rx, ry, lam), []).append(metric(pred, Yva))
+                    scores.setdefault((rx, ry, lam), []).append(
+                        _score(metric, pred, Yva, f"(rho_x, rho_y, lam) = {(rx, ry, lam)}"))
     best = min(scores, key=lambda key: np.mean(scores[key]))
     return {"best": best, "scores": scores, "capped": cap.count, "stalled": cap.stalled}
 
@@ -171,7 +190,8 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
     rho_x, rho_y, lam : float
         The kernel widths and λ.
     metric : callable
-        ``metric(pred, true) -> float``, lower is better.
+        ``metric(pred, true) -> float``, lower is better; a value that is not a finite real
+        number is a ``ValueError`` naming ``metric`` and the setting.
     alphas : sequence of float, default ALPHAS
         The α grid in [0, 1].
     betas : sequence of float, default BETAS
@@ -199,15 +219,15 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
             init = m.predict(Xva, "KLTGP", max_iter=max_iter, neighbors=neighbors)
             for a in alphas:
                 if a == 0.0:
-                    scores.setdefault((0.0, None), []).append(metric(init, Yva))
+                    scores.setdefault((0.0, None), []).append(_score(metric, init, Yva, "alpha = 0 (KLTGP)"))
                 elif a == 1.0:
                     pred = m.predict(Xva, "IKLTGP", init=init, max_iter=max_iter, neighbors=neighbors)
-                    scores.setdefault((1.0, None), []).append(metric(pred, Yva))
+                    scores.setdefault((1.0, None), []).append(_score(metric, pred, Yva, "alpha = 1 (IKLTGP)"))
                 else:
                     for b in betas:
                         pred = m.predict(Xva, "SMTGP", alpha=a, beta=b, init=init, max_iter=max_iter,
                                          neighbors=neighbors, form=form)
-                        scores.setdefault((a, b), []).append(metric(pred, Yva))
+                        scores.setdefault((a, b), []).append(_score(metric, pred, Yva, f"(alpha, beta) = {(a, b)}"))
     order = list(scores)
     best = min(order, key=lambda key: (round(float(np.mean(scores[key])), 12), order.index(key)))
     return {"best": best, "scores": scores, "capped": cap.count, "stalled": cap.stalled}
@@ -225,7 +245,8 @@ def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) ->
     rho_grid, noise_grid : sequence of float
         The grids of ρ and σ².
     metric : callable
-        ``metric(pred, true) -> float``, lower is better.
+        ``metric(pred, true) -> float``, lower is better; a value that is not a finite real
+        number is a ``ValueError`` naming ``metric`` and the setting.
     k : int, default 5
         CV folds.
     seed : int, default 0
@@ -239,7 +260,8 @@ def select_gpr(X, Y, rho_grid, noise_grid, metric, k: int = 5, seed: int = 0) ->
     scores: dict = {}
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for r, s in itertools.product(rho_grid, noise_grid):
-            scores.setdefault((r, s), []).append(metric(gpr_predict(Xtr, Ytr, Xva, r, s), Yva))
+            scores.setdefault((r, s), []).append(
+                _score(metric, gpr_predict(Xtr, Ytr, Xva, r, s), Yva, f"(rho, noise) = {(r, s)}"))
     return {"best": min(scores, key=lambda key: np.mean(scores[key])), "scores": scores}
 
 
@@ -255,7 +277,8 @@ def select_wknn(X, Y, ks, metric, k: int = 5, seed: int = 0) -> dict:
     ks : sequence of int
         Neighbour counts.
     metric : callable
-        ``metric(pred, true) -> float``, lower is better.
+        ``metric(pred, true) -> float``, lower is better; a value that is not a finite real
+        number is a ``ValueError`` naming ``metric`` and the setting.
     k : int, default 5
         CV folds.
     seed : int, default 0
@@ -269,7 +292,7 @@ def select_wknn(X, Y, ks, metric, k: int = 5, seed: int = 0) -> dict:
     scores: dict = {}
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for kk in ks:
-            scores.setdefault(kk, []).append(metric(wknn_predict(Xtr, Ytr, Xva, kk), Yva))
+            scores.setdefault(kk, []).append(_score(metric, wknn_predict(Xtr, Ytr, Xva, kk), Yva, f"k = {kk}"))
     return {"best": min(scores, key=lambda key: np.mean(scores[key])), "scores": scores}
 
 
@@ -296,7 +319,8 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
     ks : sequence of int
         Neighbour counts.
     metric : callable
-        ``metric(pred, true) -> float``, lower is better.
+        ``metric(pred, true) -> float``, lower is better; a value that is not a finite real
+        number is a ``ValueError`` naming ``metric`` and the setting.
     criterion : {"kta", "hsic"}, default "kta"
         The alignment.
     k : int, default 5
@@ -327,7 +351,8 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
     for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
         for kk in ks:
             kk = min(kk, Xtr.shape[0])
-            scores.setdefault(kk, []).append(metric(kernel_knn_predict(Xtr, Ytr, Xva, kk, rho), Yva))
+            scores.setdefault(kk, []).append(
+                _score(metric, kernel_knn_predict(Xtr, Ytr, Xva, kk, rho), Yva, f"k = {kk}"))
     return {"best": (rho, min(scores, key=lambda key: np.mean(scores[key]))), "alignment": align, "scores": scores}
 
 
@@ -586,7 +611,8 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     data : dict
         "X_train", "Y_train", "X_test", "Y_test" arrays.
     metric : callable
-        ``metric(pred, true) -> float``, lower is better.
+        ``metric(pred, true) -> float``, lower is better; a value that is not a finite real
+        number is a ``ValueError`` naming ``metric`` and the setting.
     metric_name : str
         Its name in the records.
     res : tandem.inference.experiments.results.Results
