@@ -85,11 +85,19 @@ def _float_variants(a: np.ndarray, kind: str):
            V("requires_grad tensor", torch.tensor(a, requires_grad=True), "equal"),
            V("meta tensor", torch.empty(a.shape, dtype=torch.float64, device="meta"), "error"),
            V("None entries", np.where(np.arange(a.size).reshape(a.shape) == 0, None, a.astype(object)), "error")]
+    masked = np.ma.masked_array(a.copy(), mask=np.zeros(a.shape, bool))
+    masked.mask.flat[-1] = True
+    out += [V("masked array (an entry masked)", masked, "error"),
+            V("masked array (nothing masked)", np.ma.masked_array(a.copy()), "equal")]
     if a.ndim == 2:
+        sparse = __import__("scipy.sparse", fromlist=["x"])
         out += [V("zero-length axis", np.zeros((a.shape[0], 0)), "error"),
                 V("one dimension fewer", a[0].copy(), "either"),
                 V("Fortran order", np.asfortranarray(a), "equal"),
-                V("scipy.sparse matrix", __import__("scipy.sparse", fromlist=["x"]).csr_matrix(a), "either")]
+                V("scipy.sparse matrix", sparse.csr_matrix(a), "either"),
+                V("scipy.sparse csc matrix", sparse.csc_matrix(a), "either"),
+                V("scipy.sparse coo array", sparse.coo_array(a), "either"),
+                V("numpy.matrix", np.asmatrix(a), "either")]
         if pd is not None:
             out.append(V("pandas DataFrame", pd.DataFrame(a), "either"))
     else:
@@ -179,6 +187,24 @@ class Target:
     kinds: dict
     run: Callable[[dict], object]
     alone: tuple = ()               # arguments whose row count is free (no "one row short" case)
+    follows: tuple = ()             # arguments whose container type the output follows (tensor in -> tensor out)
+
+
+def output_type_problem(out, tensor: bool | None) -> str | None:
+    """What is wrong with the container types of an output, or None. Every array in ``out``
+    (recursively through lists and tuples) must be a plain ``numpy.ndarray`` (no subclass:
+    ``numpy.matrix`` broadcasts ``a[:, 0] - b[:, 0]`` to a square, a masked array carries a
+    mask) or a ``torch.Tensor``; ``tensor`` True/False requires tensors / numpy arrays
+    (the contract: numpy in -> numpy out, a tensor in -> a tensor out), None allows either."""
+    if isinstance(out, (list, tuple)):
+        return next((p for p in (output_type_problem(o, tensor) for o in out) if p), None)
+    if isinstance(out, torch.Tensor):
+        return "a tensor where a numpy array was due (numpy in -> numpy out)" if tensor is False else None
+    if isinstance(out, np.ndarray):
+        if type(out) is not np.ndarray:
+            return f"a {type(out).__module__}.{type(out).__name__} where a plain numpy.ndarray was due"
+        return "a numpy array where a tensor was due (a tensor in -> a tensor out)" if tensor else None
+    return None
 
 
 def _close(a, b, rtol=1e-6, atol=1e-8) -> bool:
@@ -188,7 +214,8 @@ def _close(a, b, rtol=1e-6, atol=1e-8) -> bool:
 
 #: variants that are not a contract question, with the reason (target, argument prefix, label)
 NOT_APPLICABLE = {
-    ("SAMTC.fit", "tasks", "scipy.sparse matrix"):
+    # (a label prefix: "scipy.sparse" stands for every sparse format)
+    ("SAMTC.fit", "tasks", "scipy.sparse"):
         "documented: a scipy.sparse task is text (cosine similarities, LSA), a dense one Euclidean (PCA)",
     # NaN entries of McGPDS views are missing data (masked likelihood, McGPDS.impute): a valid
     # input with its own semantics, checked against closed forms in tests/test_mcgpds_missing.py
@@ -224,7 +251,8 @@ def target_cases(t: Target, rtol: float = 1e-6, atol: float = 1e-8) -> list:
         for k, v in enumerate(variants(kind, clean[arg])):
             if v.label == "one row short" and (arg in t.alone or len(t.kinds) == 1):
                 continue
-            if (t.name, arg.split("[")[0], v.label) in NOT_APPLICABLE:
+            if any(v.label.startswith(lab) for (n, a, lab) in NOT_APPLICABLE
+                   if (n, a) == (t.name, arg.split("[")[0])):
                 continue
             key = None if v.ref is None else (arg, k)
             if key is not None:
@@ -239,10 +267,14 @@ def target_cases(t: Target, rtol: float = 1e-6, atol: float = 1e-8) -> list:
                         return _SameError()
                     raise
 
-            def ok(rc, key=key):
+            want_tensor = isinstance(v.value, torch.Tensor) if arg in t.follows else None
+
+            def ok(rc, key=key, want_tensor=want_tensor):
                 ref = reference(key)
                 if isinstance(rc[0], _SameError):
                     return True
+                if output_type_problem(rc[0], want_tensor):
+                    return False
                 return not isinstance(ref, Exception) and _close(rc[0], ref, rtol, atol)
 
             # a length mismatch between arguments may be reported under either argument
@@ -339,7 +371,8 @@ def targets() -> list:
                     {"views[0]": "data", "views[1]": "data", "times": "times", "sequence_ids": "seqids"}, mc_fit))
     T.append(Target("McGPDS.predict", lambda: {"source_view_test": Yt, "t_test": np.arange(4.0)},
                     {"source_view_test": "data", "t_test": "times"},
-                    lambda f: _fitted("McGPDS").predict(f["source_view_test"], f["t_test"], method="paper").mean))
+                    lambda f: _fitted("McGPDS").predict(f["source_view_test"], f["t_test"], method="paper").mean,
+                    follows=("source_view_test",)))
     # StochasticMcGPDS
     V, tt, S = _stoch_data(0)
 
@@ -349,7 +382,8 @@ def targets() -> list:
     T.append(Target("StochasticMcGPDS.fit", lambda: {"views[0]": V[0], "views[1]": V[1], "times": tt, "seq_ids": S},
                     {"views[0]": "data", "views[1]": "data", "times": "times", "seq_ids": "seqids"}, st_fit))
     T.append(Target("StochasticMcGPDS.to_model_units", lambda: {"Y": V[0][:5]}, {"Y": "data"},
-                    lambda f: _fitted("StochasticMcGPDS").to_model_units(f["Y"], 0)))
+                    lambda f: _fitted("StochasticMcGPDS").to_model_units(f["Y"], 0), follows=("Y",)))
+    # (mean and var each follow their own input's type, so no single argument decides the pair's)
     T.append(Target("StochasticMcGPDS.to_data_units", lambda: {"mean": V[1][:5], "var": np.abs(V[1][:5]) + 0.1},
                     {"mean": "data", "var": "data"},
                     lambda f: _fitted("StochasticMcGPDS").to_data_units(f["mean"], f["var"], 1)))
@@ -361,7 +395,7 @@ def targets() -> list:
 
     T.append(Target("TwinGPRegressor.fit", lambda: dict(zip("XY", _tgp_data(0))), {"X": "data", "Y": "data"}, tg_fit))
     T.append(Target("TwinGPRegressor.predict", lambda: {"Xt": Xte}, {"Xt": "data"},
-                    lambda f: _fitted("TwinGPRegressor").predict(f["Xt"])))
+                    lambda f: _fitted("TwinGPRegressor").predict(f["Xt"]), follows=("Xt",)))
 
     def tg_idata(f):
         d = _fitted("TwinGPRegressor").to_inference_data(f["Xt"], f["Y_true"], num_samples=3)
@@ -385,16 +419,16 @@ def targets() -> list:
 
     def cp_fit(f):
         m = CoupledProjections(d=1, k=3).fit(f["X"], f["Y"], f["pairs"], Sx=f["Sx"], Sy=f["Sy"])
-        return [m.transform_x(Xn), m.transform_y(Yn)]
+        return [m.transform_x(Xn), m.transform_y(Yn), m.embedding_x_, m.embedding_y_]
 
     T.append(Target("CoupledProjections.fit", lambda: {"X": X, "Y": Y, "pairs": pairs,
                                                        "Sx": _f32(knn_heat_weights(X, 3)),
                                                        "Sy": _f32(knn_heat_weights(Y, 3))},
                     {"X": "data", "Y": "data", "pairs": "pairs", "Sx": "weights", "Sy": "weights"}, cp_fit))
     T.append(Target("CoupledProjections.transform_x", lambda: {"X": Xn}, {"X": "data"},
-                    lambda f: _fitted("CoupledProjections").transform_x(f["X"])))
+                    lambda f: _fitted("CoupledProjections").transform_x(f["X"]), follows=("X",)))
     T.append(Target("CoupledProjections.transform_y", lambda: {"Y": Yn}, {"Y": "data"},
-                    lambda f: _fitted("CoupledProjections").transform_y(f["Y"])))
+                    lambda f: _fitted("CoupledProjections").transform_y(f["Y"]), follows=("Y",)))
     return T
 
 

@@ -37,7 +37,8 @@ def test_the_sweep_covers_every_estimator_and_class():
                  "object dtype", "str dtype", "complex dtype", "bool dtype", "python list", "tuple",
                  "scipy.sparse matrix", "float32 array", "float32 tensor", "int array", "int tensor",
                  "non-contiguous array", "non-contiguous tensor", "Fortran order", "requires_grad tensor",
-                 "meta tensor"):
+                 "meta tensor", "masked array (an entry masked)", "masked array (nothing masked)", "numpy.matrix",
+                 "scipy.sparse csc matrix", "scipy.sparse coo array"):
         assert want in labels, want
     assert len(CASES) >= 700
 
@@ -52,3 +53,20 @@ def test_the_sweep_detects_a_silent_misread():
     assert kinds["toy: X = NaN"] == "silent"            # the NaN is in the dropped row
     assert kinds["toy: X = python list"] == "handled"
     assert kinds["toy: X = str dtype"] == "silent"       # numeric strings read as numbers: an error was due
+
+
+def test_the_sweep_checks_output_types():
+    """Control: numpy.matrix out (what a sparse input once gave), numpy out for a tensor in,
+    and a tensor out for numpy in are each caught, though their values equal the clean ones."""
+    def run(f):
+        X = f["X"]
+        if isinstance(X, torch.Tensor):
+            return X.detach().double().numpy().sum(0, keepdims=True)           # tensor in -> numpy out
+        return np.asmatrix(np.asarray(X, dtype=float)).sum(0)                    # numpy.matrix out
+    t = input_sweep.Target("toy", lambda: {"X": np.arange(12.0).reshape(6, 2)}, {"X": "data"}, run, follows=("X",))
+    kinds = {c.name: fault_survey.classify(c)[0] for c in input_sweep.target_cases(t)}
+    assert kinds["toy: X = python list"] == "silent"
+    assert kinds["toy: X = float64 tensor"] == "silent"
+    assert input_sweep.output_type_problem(torch.zeros(2), tensor=False)
+    assert input_sweep.output_type_problem([np.zeros(2), np.ma.zeros(2)], tensor=None)
+    assert input_sweep.output_type_problem((np.zeros(2), torch.zeros(2)), tensor=None) is None
