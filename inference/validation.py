@@ -310,11 +310,14 @@ def label_codes(y, n: int | None, name: str) -> np.ndarray:
 
 
 def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
-             min_rows: int | None = None) -> np.ndarray:
+             min_rows: int | None = None, sparse: bool = False) -> np.ndarray:
     """numpy float64 twin of :func:`as_tensor` for the deterministic reference code.
 
-    Sparse scipy matrices pass through unchanged (after a finiteness check of their data);
-    callers that cannot use them densify or refuse them (see :func:`check_weights`).
+    A scipy.sparse input (any format, matrix or array class) is checked like a dense one
+    (dtype, rank, zero-length axis, finiteness of its stored entries, rows) and then densified
+    to a plain ``numpy.ndarray`` — never a ``numpy.matrix``, whose ``a[:, 0] - b[:, 0]``
+    broadcasts to a square — unless the caller works on sparse data (``sparse=True``: a
+    float64 CSR matrix is returned).
 
     Parameters
     ----------
@@ -328,11 +331,13 @@ def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
         Refuse NaN/inf entries.
     min_rows : int, optional
         The least number of rows.
+    sparse : bool, default False
+        Keep a sparse input sparse (as a float64 CSR matrix) instead of densifying it.
 
     Returns
     -------
     numpy.ndarray or scipy.sparse.csr_matrix
-        A float64 array (a float64 CSR matrix for sparse input).
+        A float64 array (a float64 CSR matrix for sparse input when ``sparse``).
 
     Raises
     ------
@@ -353,8 +358,33 @@ def as_array(x, name: str, ndim: int | None = None, finite: bool = True,
             raise ValueError(f"{name}: contains NaN or inf entries")
         if min_rows is not None and x.shape[0] < min_rows:
             raise ValueError(f"{name}: expected at least {min_rows} rows, got shape {x.shape}")
-        return x
+        return x if sparse else x.toarray()
     return as_tensor(x, name, ndim=ndim, finite=finite, min_rows=min_rows).detach().cpu().numpy()
+
+
+def like_input(out, like):
+    """An output in the container type of an input: numpy in → numpy out, a tensor in → a tensor.
+
+    Parameters
+    ----------
+    out : torch.Tensor or numpy.ndarray
+        The result.
+    like : object
+        The input whose type the result follows (the estimator contract of the usage guide).
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+        ``out`` as a detached tensor on ``like``'s device when ``like`` is a tensor, else as a
+        plain ``numpy.ndarray`` (a tensor moved to the CPU; a numpy subclass such as
+        ``numpy.matrix`` made a plain array).
+    """
+    if isinstance(like, torch.Tensor):
+        t = out.detach() if isinstance(out, torch.Tensor) else torch.as_tensor(np.asarray(out))
+        return t.to(like.device)
+    if isinstance(out, torch.Tensor):
+        return out.detach().cpu().numpy()
+    return np.asarray(out)
 
 
 def check_finite(x, name: str) -> None:

@@ -21,6 +21,7 @@ import torch
 from pyro.infer.autoguide import AutoDelta
 
 from tandem.inference import metrics as M
+from tandem.inference import validation
 from tandem.inference.numerics import NotPositiveDefiniteError, cholesky_jitter, seeded_generator, set_seed
 from tandem.inference.params import Seed, check_param
 from tandem.inference.validation import (
@@ -376,3 +377,38 @@ def test_timedelta_and_datetime_arrays_are_not_numbers():
 def test_weights_between_no_points_are_refused_naming_n():
     with pytest.raises(ValueError, match=r"^n \(the number of points\): expected an integer in \[1, inf\], got 0"):
         check_weights(np.zeros((0, 0)), "S", 0)
+
+
+# ----------------------------------------------------------------------------- sparse in, plain arrays out
+_SPARSE_FORMATS = ("csr_matrix", "csc_matrix", "coo_matrix", "lil_matrix", "dok_matrix", "bsr_matrix",
+                   "csr_array", "csc_array", "coo_array")
+
+
+@pytest.mark.parametrize("fmt", _SPARSE_FORMATS)
+def test_as_array_densifies_every_sparse_format_to_a_plain_ndarray(fmt):
+    import scipy.sparse as sp
+    A = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0]])
+    out = validation.as_array(getattr(sp, fmt)(A), "A", ndim=2)
+    assert type(out) is np.ndarray and out.dtype == np.float64    # not numpy.matrix
+    np.testing.assert_array_equal(out, A)
+    kept = validation.as_array(getattr(sp, fmt)(A), "A", ndim=2, sparse=True)
+    assert sp.issparse(kept) and kept.format == "csr"
+    np.testing.assert_array_equal(kept.toarray(), A)
+
+
+@pytest.mark.parametrize("bad", [np.array([[1 + 1j, 0]]), np.array([[True, False]])], ids=["complex", "bool"])
+def test_as_array_checks_sparse_input_like_dense(bad):
+    import scipy.sparse as sp
+    for sparse in (False, True):
+        with pytest.raises(ValueError, match="A:"):
+            validation.as_array(sp.csr_matrix(bad), "A", ndim=2, sparse=sparse)
+
+
+def test_like_input_follows_the_input_container():
+    out = np.arange(4.0).reshape(2, 2)
+    t = validation.like_input(out, torch.zeros(1))
+    assert isinstance(t, torch.Tensor) and t.device.type == "cpu"
+    np.testing.assert_array_equal(t.numpy(), out)
+    back = validation.like_input(torch.as_tensor(out, dtype=torch.float64).requires_grad_(), np.zeros(1))
+    assert type(back) is np.ndarray
+    assert type(validation.like_input(np.asmatrix(out), [[0.0]])) is np.ndarray

@@ -75,6 +75,7 @@ from tandem.inference.validation import (
     as_array,
     check_int_range,
     check_weights,
+    like_input,
 )
 from tandem.models import coupled_projections as cp_model
 
@@ -194,10 +195,10 @@ class CoupledProjections(TandemEstimator):
 
         Parameters
         ----------
-        X : array_like
-            (N_x, D_x) points of view x (rows), N_x ≥ 2.
-        Y : array_like
-            (N_y, D_y) points of view y (rows), N_y ≥ 2.
+        X : array_like, torch.Tensor or scipy.sparse matrix
+            (N_x, D_x) points of view x (rows), N_x ≥ 2 (a sparse matrix is densified).
+        Y : array_like, torch.Tensor or scipy.sparse matrix
+            (N_y, D_y) points of view y (rows), N_y ≥ 2 (likewise).
         pairs : array_like
             (K, 2) known pairs (i, j), x_i ↔ y_j, K ≥ d.
         Sx : numpy.ndarray or scipy.sparse matrix, optional
@@ -277,13 +278,13 @@ class CoupledProjections(TandemEstimator):
 
         Parameters
         ----------
-        X : array_like
+        X : array_like, torch.Tensor or scipy.sparse matrix
             (M, D_x) new points (rows).
 
         Returns
         -------
-        numpy.ndarray
-            (M, d) latent positions.
+        numpy.ndarray or torch.Tensor
+            (M, d) latent positions; numpy in → numpy out, a tensor in → a tensor on its device.
 
         Raises
         ------
@@ -293,23 +294,23 @@ class CoupledProjections(TandemEstimator):
             If X does not have D_x columns.
         """
         self._check_fitted()
-        X = as_array(X, "X (new points)", ndim=2, min_rows=1)
-        if X.shape[1] != self.Mx.shape[0]:
-            raise ValueError(f"X: expected {self.Mx.shape[0]} columns, got {X.shape[1]}")
-        return (X - self.pca_x.mean) @ self.Mx
+        A = as_array(X, "X (new points)", ndim=2, min_rows=1)
+        if A.shape[1] != self.Mx.shape[0]:
+            raise ValueError(f"X: expected {self.Mx.shape[0]} columns, got {A.shape[1]}")
+        return like_input((A - self.pca_x.mean) @ self.Mx, X)
 
     def transform_y(self, Y) -> np.ndarray:
         """Map new y points into the latent space: (y − mean_y) M_y.
 
         Parameters
         ----------
-        Y : array_like
+        Y : array_like, torch.Tensor or scipy.sparse matrix
             (M, D_y) new points (rows).
 
         Returns
         -------
-        numpy.ndarray
-            (M, d) latent positions.
+        numpy.ndarray or torch.Tensor
+            (M, d) latent positions; numpy in → numpy out, a tensor in → a tensor on its device.
 
         Raises
         ------
@@ -319,10 +320,10 @@ class CoupledProjections(TandemEstimator):
             If Y does not have D_y columns.
         """
         self._check_fitted()
-        Y = as_array(Y, "Y (new points)", ndim=2, min_rows=1)
-        if Y.shape[1] != self.My.shape[0]:
-            raise ValueError(f"Y: expected {self.My.shape[0]} columns, got {Y.shape[1]}")
-        return (Y - self.pca_y.mean) @ self.My
+        A = as_array(Y, "Y (new points)", ndim=2, min_rows=1)
+        if A.shape[1] != self.My.shape[0]:
+            raise ValueError(f"Y: expected {self.My.shape[0]} columns, got {A.shape[1]}")
+        return like_input((A - self.pca_y.mean) @ self.My, Y)
 
     def objective(self) -> float:
         """J at the solution: Tr(Pᵀ Z Ω Zᵀ P) = Σ eigenvalues.

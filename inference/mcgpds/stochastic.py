@@ -73,6 +73,7 @@ from tandem.inference.validation import (
     as_tensor,
     check_int_range,
     check_time_order,
+    like_input,
     resolve_device,
     sequence_labels,
 )
@@ -678,11 +679,6 @@ class StochasticMcGPDS(TandemEstimator):
             raise ValueError(f"{name}: expected {D} columns (view {view}), got {t.shape[1]}")
         return t, isinstance(x, torch.Tensor), sc
 
-    @staticmethod
-    def _units_output(t, like):
-        """Tensor in → a tensor on its device; anything else → numpy."""
-        return t.to(like.device) if isinstance(like, torch.Tensor) else t.detach().cpu().numpy()
-
     def to_model_units(self, Y, view: int):
         """Data units → the standardised units of the fit: (Y − μ_view) / s_view.
 
@@ -705,7 +701,7 @@ class StochasticMcGPDS(TandemEstimator):
         """
         self._check_fitted("scalers_", "fit(views, times, seq_ids)")
         t, _, sc = self._units_input(Y, "Y", view)
-        return self._units_output((t.cpu() - sc.mean.cpu()) / sc.scale.cpu(), Y)
+        return like_input((t.cpu() - sc.mean.cpu()) / sc.scale.cpu(), Y)
 
     def to_data_units(self, mean, var=None, view: int = 1):
         """Standardised units → data units of view ``view``: mean ↦ mean · s + μ, var ↦ var · s².
@@ -733,7 +729,7 @@ class StochasticMcGPDS(TandemEstimator):
         self._check_fitted("scalers_", "fit(views, times, seq_ids)")
         m, _, sc = self._units_input(mean, "mean", view)
         scale, mu = sc.scale.cpu(), sc.mean.cpu()
-        out = self._units_output(m.cpu() * scale + mu, mean)
+        out = like_input(m.cpu() * scale + mu, mean)
         if var is None:
             return out
         v, _, _ = self._units_input(var, "var", view)
@@ -741,7 +737,7 @@ class StochasticMcGPDS(TandemEstimator):
             raise ValueError(f"var: expected the shape of mean {tuple(m.shape)}, got {tuple(v.shape)}")
         if (v < 0).any():
             raise ValueError("var: variances must be non-negative")
-        return out, self._units_output(v.cpu() * scale ** 2, var)
+        return out, like_input(v.cpu() * scale ** 2, var)
 
     @own_params
     def to_inference_data(self, num_samples: int = 100, seed: int = 0):

@@ -46,11 +46,8 @@ def validate_tasks(tasks, n_clusters, labels=None):
         raise ValueError("tasks: expected a non-empty list of (n_t, d) arrays")
     out = []
     for t, X in enumerate(tasks):
-        if sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=np.float64)
-        else:
-            X = as_array(X, f"tasks[{t}]", ndim=2, finite=False)
-        out.append(X)
+        # a sparse task stays sparse (text: cosine similarities), through the same checks
+        out.append(as_array(X, f"tasks[{t}]", ndim=2, finite=False, sparse=True))
     hs = check_task_layout([X.shape for X in out], n_clusters, h_name="n_clusters")
     for t, X in enumerate(out):
         bad = int((~np.isfinite(X.data if sp.issparse(X) else X)).sum())

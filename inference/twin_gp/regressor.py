@@ -51,7 +51,7 @@ from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
 from tandem.inference.twin_gp.predictor import METHODS, TwinGP
 from tandem.inference.twin_gp.selection import BETAS, select_alpha_beta, select_kltgp
-from tandem.inference.validation import as_tensor, check_int_range, check_same_rows
+from tandem.inference.validation import as_tensor, check_int_range, check_same_rows, like_input
 from tandem.models.twin_gp import dims, model
 
 __all__ = ["TwinGPRegressor", "EnsembleInfo", "RHO_MULT_X", "RHO_MULT_Y", "LAM_GRID", "ALPHA_GRID", "ENSEMBLE"]
@@ -360,8 +360,7 @@ class TwinGPRegressor(TandemEstimator):
         Zt = self.sx_.transform(self._check_test(Xt))
         out = self._predict_std(Zt, bool(return_info), method, members)
         pred = self.sy_.inverse(out[0] if return_info else out)
-        # numpy in -> numpy out; a tensor in -> a tensor on its device
-        pred = pred.detach().to(Xt.device) if isinstance(Xt, torch.Tensor) else pred.detach().cpu().numpy()
+        pred = like_input(pred, Xt)   # numpy in -> numpy out; a tensor in -> a tensor on its device
         return (pred, out[1]) if return_info else pred
 
     @own_params
