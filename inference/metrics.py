@@ -176,8 +176,8 @@ def mean_norm_error(pred, true) -> float:
 def _labels(x, name):
     """Label codes 0..L−1 from the shared :func:`label_codes` (missing-value labels refused); an (n, 1)
     column is read as its n labels."""
-    if isinstance(x, (list, tuple)):
-        try:
+    if isinstance(x, (list, tuple)) and any(isinstance(v, (list, tuple, np.ndarray)) for v in x):
+        try:   # a nested list: an (n, 1) column; a flat list goes to label_codes as it is (no dtype coercion)
             x = np.asarray(x)
         except ValueError:   # ragged: left to label_codes to name
             pass

@@ -241,13 +241,31 @@ def _is_missing(v) -> bool:
         return False
 
 
+def _label_list(y: list | tuple) -> np.ndarray:
+    """A Python list of labels as an array without coercing the labels into one dtype.
+
+    ``np.asarray`` would make ``[1, "1"]`` two equal strings and ``[2**53, 2**53 + 1, 0.5]``
+    floats of which the first two are equal; a list whose labels are not all of one Python type
+    is therefore kept as an object array, label by label (two labels are then the same label
+    iff they are equal as Python values: ``1``, ``1.0`` and ``True`` are one label, ``"1"`` is
+    another). Nested lists (a 2-d input) are left to ``np.asarray``, whose shape is checked by
+    the caller.
+    """
+    if any(isinstance(v, (list, tuple, np.ndarray)) for v in y) or len({type(v) for v in y}) <= 1:
+        return np.asarray(y)
+    a = np.empty(len(y), dtype=object)
+    a[:] = list(y)
+    return a
+
+
 def label_codes(y, n: int | None, name: str) -> np.ndarray:
     """The one validator of per-row labels (sequence ids, class labels): (n,) int64 codes 0..L−1.
 
     Codes are given in order of first appearance. ``y`` may hold any hashable labels (ints, floats,
     strings; a list, numpy array, masked array with no entry masked, or tensor of any real dtype);
     two rows share a label iff their labels are equal (a fractional label is its own label, never
-    truncated).
+    truncated). A Python list mixing types is read label by label, not coerced to one dtype
+    (``[1, "1"]`` are two labels; large integers are not rounded through float64).
 
     Parameters
     ----------
@@ -284,7 +302,7 @@ def label_codes(y, n: int | None, name: str) -> np.ndarray:
             raise ValueError(f"{name}: got a tensor on the meta device, which holds no values; expected labels")
         y = _tensor_numpy(y.to_dense() if y.layout != torch.strided else y)
     try:
-        a = np.asarray(y)
+        a = _label_list(y) if isinstance(y, (list, tuple)) else np.asarray(y)
     except Exception as e:  # ragged or odd containers
         raise ValueError(f"{name}: expected {want}, got {type(y).__name__} ({e})") from None
     if a.ndim != 1 or (n is not None and a.shape[0] != n):

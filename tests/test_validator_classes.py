@@ -412,3 +412,32 @@ def test_like_input_follows_the_input_container():
     back = validation.like_input(torch.as_tensor(out, dtype=torch.float64).requires_grad_(), np.zeros(1))
     assert type(back) is np.ndarray
     assert type(validation.like_input(np.asmatrix(out), [[0.0]])) is np.ndarray
+
+
+# ----------------------------------------------------------------------------- labels keep their identity
+@pytest.mark.parametrize("labels, codes", [
+    ([1, "1", 2, 2], [0, 1, 2, 2]),                       # np.asarray made 1 and "1" one string
+    ([2 ** 53, 2 ** 53 + 1, 0.5], [0, 1, 2]),             # ... and 2**53, 2**53 + 1 one float
+    ((1, 1.0, True, "1"), [0, 0, 0, 1]),                  # equal as Python values: one label
+    (["a", 3, "b", 3.0], [0, 1, 2, 1]),
+])
+def test_label_codes_do_not_coerce_mixed_lists(labels, codes):
+    np.testing.assert_array_equal(validation.label_codes(labels, None, "y"), codes)
+
+
+def test_metrics_read_mixed_label_lists_like_object_arrays():
+    rng = np.random.default_rng(3)
+    pool = [1, "1", 2, "2", 2 ** 53, 2 ** 53 + 1, 0.5, "a"]
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+    for _ in range(50):
+        t = [pool[i] for i in rng.integers(0, len(pool), 12)]
+        p = [pool[i] for i in rng.integers(0, len(pool), 12)]
+        obj_t, obj_p = np.empty(12, object), np.empty(12, object)
+        obj_t[:], obj_p[:] = t, p
+        assert M.clustering_accuracy(t, p) == M.clustering_accuracy(obj_t, obj_p)
+        codes_t = validation.label_codes(t, None, "t")
+        codes_p = validation.label_codes(p, None, "p")
+        want = normalized_mutual_info_score(codes_t, codes_p, average_method="max")
+        assert M.nmi(t, p) == pytest.approx(want, abs=1e-12)
+        assert adjusted_rand_score(codes_t, codes_p) == pytest.approx(
+            adjusted_rand_score([str(type(v)) + repr(v) for v in t], [str(type(v)) + repr(v) for v in p]))
