@@ -315,7 +315,8 @@ def label_codes(y, n: int | None, name: str) -> np.ndarray:
     elif a.dtype == object:
         for i, v in enumerate(a):
             if _is_missing(v):
-                raise ValueError(f"{name}: label {i} is {v!r}, a missing value; expected one hashable label per row")
+                what = "NaN" if isinstance(v, float) and v != v else repr(v)   # nan's repr is lower-case
+                raise ValueError(f"{name}: label {i} is {what}, a missing value; expected one hashable label per row")
             try:
                 hash(v)
             except TypeError:

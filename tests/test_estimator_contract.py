@@ -30,6 +30,8 @@ from tandem.inference.mcgpds import stochastic as st
 from tandem.inference.params import check_param
 from tandem.inference.predictive import PREDICTIVE_CONSTRAINTS
 from tandem.inference.samtc import SAMTC
+from tandem.inference.samtc.algorithm import SAMTC_CONSTRAINTS, samtc
+from tandem.inference.samtc.baselines import BASELINE_CONSTRAINTS, kmeans_baseline, ncut_snn, pooled_baseline
 from tandem.inference.svi import FIT_CONSTRAINTS, MINIMIZE_CONSTRAINTS
 from tandem.inference.twin_gp import TwinGPRegressor
 from tandem.inference.validation import check_time_order, check_weights, sequence_labels
@@ -301,6 +303,15 @@ ENTRY_POINTS = [
      lambda **kw: fit(_noop, _noop, **{"progress": False, **kw})),
     ("minimize", MINIMIZE_CONSTRAINTS, {"loss_fn", "desc"},
      lambda **kw: minimize(**{"loss_fn": _noop, **kw})),
+    ("samtc", SAMTC_CONSTRAINTS, {p for p in inspect.signature(samtc).parameters} - {"tasks", "labels"},
+     lambda **kw: samtc(**{"tasks": _samtc_data(0), "n_clusters": [2, 2], **kw})),
+    *[(f.__name__, {p: BASELINE_CONSTRAINTS[p] for p in ps}, set(ps),
+       (lambda f: lambda **kw: f(**{"tasks" if f is not ncut_snn else "X":
+                                    _samtc_data(0) if f is not ncut_snn else _samtc_data(0)[0],
+                                    "n_clusters" if f is not ncut_snn else "h": [2, 2] if f is not ncut_snn else 2,
+                                    **kw}))(f))
+      for f, ps in ((ncut_snn, ("k", "seed", "metric")), (kmeans_baseline, ("seed", "n_init")),
+                    (pooled_baseline, ("method", "seed", "k")))],
     ("posterior_predictive", PREDICTIVE_CONSTRAINTS, {p.name for p in inspect.signature(posterior_predictive)
                                                       .parameters.values() if p.kind is p.KEYWORD_ONLY},
      lambda **kw: posterior_predictive(_noop, _noop, **kw)),
@@ -336,3 +347,51 @@ def test_values_outside_the_declared_constraint_raise_a_named_error(entry):
             assert param in str(e.value), (name, param, v, str(e.value))
             tested += 1
     assert tested >= len(decl)
+
+
+# ------------------------------------------------------------------ sequences: every declared form
+#: a valid sequence value for every parameter declared with a SequenceOf, per estimator
+#: (a new sequence parameter without an entry fails the guard below)
+SEQUENCE_VALUES = {
+    "McGPDS": {"init_dims": (1, 1), "beta_init": (50.0, 20.0), "time_kernel": None, "fixed": ("alpha",)},
+    "StochasticMcGPDS": {},
+    "TwinGPRegressor": {"rho_mult_x": (0.5, 1.0), "rho_mult_y": (1.0,), "lam_grid": (1e-3, 1e-2),
+                        "alphas": (0.0, 0.5), "betas": (0.99,)},
+    "SAMTC": {"n_clusters": (2, 2), "k_self": (4, 5), "k_src": (4, 3)},
+    "CoupledProjections": {"pca": (2, None)},
+}
+#: extra constructor arguments that make a sequence parameter matter (it is read only then)
+SEQUENCE_CONTEXT = {("McGPDS", "init_dims"): {"init": "separately"},
+                    ("TwinGPRegressor", "rho_mult_x"): {"rho_x": None, "rho_y": None, "lam": None, "folds": 2},
+                    ("TwinGPRegressor", "rho_mult_y"): {"rho_x": None, "rho_y": None, "lam": None, "folds": 2},
+                    ("TwinGPRegressor", "lam_grid"): {"rho_x": None, "rho_y": None, "lam": None, "folds": 2},
+                    ("TwinGPRegressor", "alphas"): {"method": "SMTGP", "folds": 2},
+                    ("TwinGPRegressor", "betas"): {"method": "SMTGP", "folds": 2}}
+
+
+def _sequence_params(case):
+    from tandem.inference.params import SequenceOf
+    decl = type(case.make())._parameter_constraints
+    return sorted(p for p, cs in decl.items() if any(isinstance(c, SequenceOf) for c in cs))
+
+
+def test_every_sequence_parameter_has_a_value_to_check():
+    for c in CASES:
+        assert set(_sequence_params(c)) == set(SEQUENCE_VALUES[c.name]), c.name
+
+
+@pytest.mark.parametrize("case, param", [(c, p) for c in CASES for p in _sequence_params(c)
+                                         if SEQUENCE_VALUES[c.name][p] is not None],
+                         ids=[f"{c.name}.{p}" for c in CASES for p in _sequence_params(c)
+                              if SEQUENCE_VALUES[c.name][p] is not None])
+def test_a_declared_sequence_is_read_the_same_as_tuple_list_or_array(case, param):
+    """What the constraint accepts (a tuple, a list, a numpy array) fit accepts, with one result."""
+    value = SEQUENCE_VALUES[case.name][param]
+    ctx = SEQUENCE_CONTEXT.get((case.name, param), {})
+    outs = []
+    for form in (tuple(value), list(value), np.asarray(value) if None not in value else np.asarray(value, object)):
+        pyro.clear_param_store()
+        est = case.make(**{**ctx, param: form})
+        outs.append(np.asarray(case.out(est.fit(*case.data(0))), dtype=float))
+    for o in outs[1:]:
+        np.testing.assert_allclose(o, outs[0], rtol=1e-10, atol=1e-12)

@@ -44,13 +44,15 @@ class PCA:
     singular_values: np.ndarray = field(init=False, repr=False)
     rank: int = field(init=False, default=0)
 
-    def fit(self, X: np.ndarray) -> "PCA":
+    def fit(self, X: np.ndarray, name: str = "X") -> "PCA":
         """Centre X and keep its leading principal directions.
 
         Parameters
         ----------
         X : numpy.ndarray
             (N, D) points (rows).
+        name : str, default "X"
+            The data's name in the error message.
 
         Returns
         -------
@@ -67,7 +69,7 @@ class PCA:
         _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
         self.rank = int(np.sum(s > self.rtol * (s[0] if s.size and s[0] > 0 else 1.0)))
         if self.rank == 0:
-            raise ValueError("data: every point is identical after centring (zero variance); "
+            raise ValueError(f"{name}: every point is identical after centring (zero variance); "
                              "nothing to project")
         p = self.rank if self.n_components is None else min(self.n_components, self.rank)
         self.components = Vt[:p].T

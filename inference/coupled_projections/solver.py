@@ -73,7 +73,6 @@ from tandem.inference.svi import fit
 from tandem.inference.validation import (
     NotFittedError,
     as_array,
-    check_int_range,
     check_weights,
     like_input,
 )
@@ -113,9 +112,9 @@ class CoupledProjections(TandemEstimator):
         Weight of view x's neighbourhood-preservation term (paper: 1).
     alpha_y : float, default 1.0
         Weight of view y's neighbourhood-preservation term (paper: 1).
-    pca : int, tuple or None, default None
-        Per-view PCA components (int) or None (keep the rank). An int per view may be given
-        as a tuple ``(p_x, p_y)``.
+    pca : int, sequence of two or None, default None
+        Per-view PCA components (int) or None (keep the rank). One entry per view may be given
+        as a pair ``(p_x, p_y)`` (a tuple or list; an entry may be None).
     ridge : float, default 0.0
         Relative ridge added to Z Zᵀ (0 = the paper's exact constraint).
 
@@ -223,12 +222,10 @@ class CoupledProjections(TandemEstimator):
         Y = as_array(Y, "Y", ndim=2, min_rows=2)
         nx, ny = X.shape[0], Y.shape[0]
         self.pairs = check_pairs(pairs, nx, ny, self.d)
-        px, py = self.pca if isinstance(self.pca, tuple) else (self.pca, self.pca)
-        for nm, p in (("pca (x)", px), ("pca (y)", py)):
-            if p is not None:
-                check_int_range(p, nm, 1)
-        self.pca_x = PCA(px).fit(X)
-        self.pca_y = PCA(py).fit(Y)
+        # pca: None, an int, or one entry per view (any sequence of two: the declared constraint)
+        px, py = (self.pca, self.pca) if self.pca is None or isinstance(self.pca, Integral) else self.pca
+        self.pca_x = PCA(None if px is None else int(px)).fit(X, "X")
+        self.pca_y = PCA(None if py is None else int(py)).fit(Y, "Y")
         Xr, Yr = self.pca_x.transform(X), self.pca_y.transform(Y)
         rx, ry = Xr.shape[1], Yr.shape[1]
         if self.d > min(rx, ry):

@@ -53,10 +53,12 @@ partition taken label-free (consensus over the k_t grid) in every mode.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 
+from tandem.inference.params import AnyValue, Boolean, Interval, Options, Seed, SequenceOf, validate_params
 from tandem.inference.samtc import steps as st
 
 # the input checks, the grid selection and the single-task Ncut-SNN / baselines live in their
@@ -164,6 +166,32 @@ class SAMTCResult:
 # ---------------------------------------------------------------------------------
 # SAMTC
 # ---------------------------------------------------------------------------------
+
+_POS_INT = Interval(Integral, 1)
+
+#: every option of :func:`samtc` and of :class:`tandem.inference.samtc.SAMTC`, declared once
+#: (checked at the entry of both; the cross-option rules are checked in :func:`samtc`)
+SAMTC_CONSTRAINTS = {
+    "n_clusters": [SequenceOf(Interval(Integral, 2))],
+    "variant": [Options(("full", "nr", "ns"))],
+    "k_self": [None, _POS_INT, SequenceOf(_POS_INT)],
+    "k_src": [None, _POS_INT, SequenceOf(_POS_INT)],
+    "select": [Options(("labels", "label-free"))],
+    "reduce_dim": [None, _POS_INT],
+    "seed": [Seed()],
+    "kmm_B": [Interval(Real, 0, closed="neither")],
+    "kmm_eps": [Interval(Real, 0, 1, closed="left")],
+    "init_labels": [None, AnyValue("per-task label arrays, checked by samtc against the tasks")],
+    "js_tau": [None, Interval(Real, 0)],
+    "calibrate_R": [Boolean()],
+    "edges": [Options(("mutual", "symmetric"))],
+    "pairing": [Options(("mutual", "close"))],
+    "transfer": [Options(("augment", "reweight"))],
+    "js_bandwidth": [Options(("separate", "pooled"))],
+    "source_rows": [Options(SOURCE_ROWS)],
+    "node_reach": [Options(NODE_REACH)],
+}
+
 
 def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
           select: str = "label-free", labels=None, reduce_dim: int | None = None, seed: int = 0,
@@ -294,44 +322,26 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     to the initial partition's (0.935), consensus over SAMTC's grid ∪ Ncut-SNN's grid
     (0.946 partial / 0.970 no-trap / 0.962 complete).
     """
-    if node_reach not in NODE_REACH:
-        raise ValueError(f"node_reach: expected 'k' or 'paired', got {node_reach!r}")
-    if source_rows not in SOURCE_ROWS:
-        raise ValueError(f"source_rows: expected 'all' or 'subtask', got {source_rows!r}")
-    if js_bandwidth not in ("pooled", "separate"):
-        raise ValueError(f"js_bandwidth: expected 'pooled' or 'separate', got {js_bandwidth!r}")
-    if transfer not in ("augment", "reweight"):
-        raise ValueError(f"transfer: expected 'augment' or 'reweight', got {transfer!r}")
-    if pairing not in ("mutual", "close"):
-        raise ValueError(f"pairing: expected 'mutual' or 'close', got {pairing!r}")
+    # (n_clusters: checked with the tasks by validate_tasks, which names the entry)
+    validate_params(SAMTC_CONSTRAINTS, dict(
+        variant=variant, k_self=k_self, k_src=k_src, select=select, reduce_dim=reduce_dim,
+        seed=seed, kmm_B=kmm_B, kmm_eps=kmm_eps, init_labels=init_labels, js_tau=js_tau, calibrate_R=calibrate_R,
+        edges=edges, pairing=pairing, transfer=transfer, js_bandwidth=js_bandwidth, source_rows=source_rows,
+        node_reach=node_reach), "samtc: ")
     if pairing == "close" and js_tau is None:
         raise ValueError("pairing='close' needs a JS threshold (js_tau)")
-    if variant not in ("full", "nr", "ns"):
-        raise ValueError(f"variant: expected 'full', 'nr' or 'ns', got {variant!r}")
-    if select not in ("labels", "label-free"):
-        raise ValueError(f"select: expected 'labels' or 'label-free', got {select!r}")
     if select == "labels" and labels is None:
         raise ValueError("select='labels' needs the true labels (labels=[y_1, ..., y_T])")
-    # options that would otherwise switch the transfer off without a word
-    if not (isinstance(kmm_eps, (int, float, np.floating, np.integer)) and not isinstance(kmm_eps, bool)
-            and 0.0 <= kmm_eps < 1.0):
-        raise ValueError(f"kmm_eps: expected a slack in [0, 1) (|Σβ − ñ_s| ≤ ñ_s·ε; ε ≥ 1 admits β = 0, "
-                         f"i.e. no transfer), got {kmm_eps!r}")
-    if not (isinstance(kmm_B, (int, float, np.floating, np.integer)) and not isinstance(kmm_B, bool)
-            and np.isfinite(kmm_B) and kmm_B >= 1.0 - kmm_eps and kmm_B > 0):
-        raise ValueError(f"kmm_B: expected a finite bound B > 0 with B ≥ 1 − kmm_eps = {1.0 - kmm_eps:g} "
-                         f"(else Σβ ≥ ñ_s(1 − ε) is infeasible), got {kmm_B!r}")
-    if js_tau is not None and not (isinstance(js_tau, (int, float, np.floating, np.integer))
-                                   and not isinstance(js_tau, bool) and np.isfinite(js_tau) and js_tau >= 0):
-        raise ValueError(f"js_tau: expected None or a finite threshold >= 0 (in units of log 2; a negative "
-                         f"one keeps no cluster pair, i.e. no transfer), got {js_tau!r}")
-    if reduce_dim is not None and (isinstance(reduce_dim, bool) or not isinstance(reduce_dim, (int, np.integer))
-                                   or reduce_dim < 1):
-        raise ValueError(f"reduce_dim: expected None or a positive integer, got {reduce_dim!r}")
+    # a cross-option rule the declaration cannot state (kmm_eps in [0, 1) is declared: ε ≥ 1
+    # would admit β = 0, i.e. no transfer)
+    if kmm_B < 1.0 - kmm_eps:
+        raise ValueError(f"kmm_B: expected a bound B ≥ 1 − kmm_eps = {1.0 - kmm_eps:g} (else Σβ ≥ ñ_s(1 − ε) "
+                         f"is infeasible), got {kmm_B!r}")
     tasks, hs = validate_tasks(tasks, n_clusters, labels)
     labels = validate_labels(labels, tasks)
     T = len(tasks)
     ns = [X.shape[0] for X in tasks]
+    k_self, k_src = _per_task_k(k_self, T, "k_self"), _per_task_k(k_src, T, "k_src")
 
     # own-task similarities and neighbour orders (computed once, sliced per k)
     S = [st.similarity(X, X, _metric_for(X)) for X in tasks]
@@ -623,11 +633,27 @@ def transfer_graph(own_order, k_t, parts, k_src, edges="mutual"):
     return st.snn_graph(knn, [At, *blocks], [1.0, *weights], node_weights=omega, edges=edges)
 
 
+def _per_task_k(k, T: int, name: str):
+    """``k_self``/``k_src`` as None (the grid) or one value per task, checked against T.
+
+    An int is used for every task; a list, tuple or 1-d integer array must have exactly one
+    entry per task (a short list failed deep inside, extra entries were silently ignored).
+    """
+    if k is None or (isinstance(k, (int, np.integer)) and not isinstance(k, bool)):
+        return k
+    if isinstance(k, (list, tuple, np.ndarray)) and np.ndim(k) == 1:
+        if len(k) != T:
+            raise ValueError(f"{name}: expected one value per task ({T} tasks), got {len(k)}: {list(k)!r}")
+        return list(k)
+    raise ValueError(f"{name}: expected None, an integer or one integer per task, got {k!r}")
+
+
 def _k_values(k, t, grid, cap, name):
-    """The k values to try for task t: the grid, or the user's int (or per-task list)."""
+    """The k values to try for task t: the grid, or the user's int (or per-task list, see
+    :func:`_per_task_k`)."""
     if k is None:
         return grid
-    v = k[t] if isinstance(k, (list, tuple)) else k
+    v = k[t] if isinstance(k, list) else k
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= cap:
         raise ValueError(f"{name}: expected an integer in [1, {cap}] for task {t}, got {v!r}")
     return [int(v)]

@@ -9,16 +9,26 @@ Re-exported by :mod:`tandem.inference.samtc.algorithm`.
 """
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 import scipy.sparse as sp
 
 from tandem.inference import metrics
+from tandem.inference.params import Interval, Options, Seed, validate_params
 from tandem.inference.samtc import steps as st
 from tandem.inference.samtc.selection import select_setting
 from tandem.inference.samtc.spectral import kmeans, ncut
 from tandem.inference.samtc.task_checks import _metric_for, validate_labels, validate_tasks
 
-__all__ = ["ncut_snn", "ncut_snn_grid", "kmeans_baseline", "pooled_baseline"]
+__all__ = ["ncut_snn", "ncut_snn_grid", "kmeans_baseline", "pooled_baseline", "BASELINE_CONSTRAINTS"]
+
+_POS_INT = Interval(Integral, 1)
+#: the options of the public baselines, declared once (each checks the ones it takes)
+BASELINE_CONSTRAINTS = {
+    "k": [None, _POS_INT], "seed": [Seed()], "metric": [None, Options(("cosine", "euclidean"))],
+    "n_init": [_POS_INT], "method": [Options(("ncut_snn", "kmeans"))],
+}
 
 
 def _fill_isolated(lab, S):
@@ -64,6 +74,7 @@ def ncut_snn(X, h: int, k: int | None = None, seed: int = 0, metric: str | None 
     numpy.ndarray
         (n,) labels.
     """
+    validate_params(BASELINE_CONSTRAINTS, dict(k=k, seed=seed, metric=metric), "ncut_snn: ")
     (X,), (h,) = validate_tasks([X], [h])
     metric = metric or _metric_for(X)
     S = st.similarity(X, X, metric)
@@ -131,6 +142,7 @@ def kmeans_baseline(tasks, n_clusters, seed: int = 0, n_init: int = 10):
     list of numpy.ndarray
         Per-task labels.
     """
+    validate_params(BASELINE_CONSTRAINTS, dict(seed=seed, n_init=n_init), "kmeans_baseline: ")
     tasks, hs = validate_tasks(tasks, n_clusters)
     return [kmeans(X, h, seed=seed, n_init=n_init)[0] for X, h in zip(tasks, hs)]
 
@@ -165,6 +177,7 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
     list of numpy.ndarray
         Per-task labels (values in 0..H−1).
     """
+    validate_params(BASELINE_CONSTRAINTS, dict(method=method, seed=seed, k=k), "pooled_baseline: ")
     tasks, hs = validate_tasks(tasks, n_clusters, labels)
     labels = validate_labels(labels, tasks)
     sizes = [X.shape[0] for X in tasks]
@@ -175,7 +188,7 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
     H = max(hs)
     if method == "kmeans":
         lab = kmeans(P, H, seed=seed)[0]
-    elif method == "ncut_snn":
+    else:   # "ncut_snn" (the declared options)
         if k is not None:
             lab = ncut_snn(P, H, k=k, seed=seed)
         else:
@@ -187,6 +200,4 @@ def pooled_baseline(tasks, n_clusters, method: str = "ncut_snn", seed: int = 0, 
                 score = [np.mean([metrics.clustering_accuracy(y, l) for y, l in zip(labels, np.split(g, cut))])
                          for g in labs]
                 lab = labs[int(np.argmax(score))]
-    else:
-        raise ValueError(f"pooled_baseline: method must be 'ncut_snn' or 'kmeans', got {method!r}")
     return np.split(lab, np.cumsum(sizes)[:-1])

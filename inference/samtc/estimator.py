@@ -6,29 +6,14 @@ tasks (:func:`tandem.inference.samtc.model_fit.fit_model`) for ``to_inference_da
 """
 from __future__ import annotations
 
-from numbers import Integral, Real
-
 import numpy as np
 import scipy.sparse as sp
 
-from tandem.inference.params import (
-    AnyValue,
-    Boolean,
-    InstanceOf,
-    Interval,
-    Options,
-    Seed,
-    SequenceOf,
-    TandemEstimator,
-    own_params,
-)
-from tandem.inference.samtc.algorithm import SAMTCResult, samtc, validate_tasks
+from tandem.inference.params import TandemEstimator, own_params
+from tandem.inference.samtc.algorithm import SAMTC_CONSTRAINTS, SAMTCResult, samtc, validate_tasks
 from tandem.inference.samtc.model_fit import ModelFit, fit_model
 
 __all__ = ["SAMTC"]
-
-
-_POS_INT = Interval(Integral, 1)
 
 
 class SAMTC(TandemEstimator):
@@ -92,26 +77,7 @@ class SAMTC(TandemEstimator):
         The full result.
     """
 
-    _parameter_constraints = {
-        "n_clusters": [SequenceOf(Interval(Integral, 2))],
-        "variant": [Options(("full", "nr", "ns"))],
-        "k_self": [None, _POS_INT, SequenceOf(_POS_INT)],
-        "k_src": [None, _POS_INT, SequenceOf(_POS_INT), InstanceOf(dict, what="a dict {source: k}")],
-        "select": [Options(("labels", "label-free"))],
-        "reduce_dim": [None, _POS_INT],
-        "seed": [Seed()],
-        "kmm_B": [Interval(Real, 0, closed="neither")],
-        "kmm_eps": [Interval(Real, 0, 1, closed="left")],
-        "init_labels": [None, AnyValue("per-task label arrays, checked by samtc against the tasks")],
-        "js_tau": [None, Interval(Real, 0)],
-        "calibrate_R": [Boolean()],
-        "edges": [Options(("mutual", "symmetric"))],
-        "pairing": [Options(("mutual", "close"))],
-        "transfer": [Options(("augment", "reweight"))],
-        "js_bandwidth": [Options(("separate", "pooled"))],
-        "source_rows": [Options(("all", "subtask"))],
-        "node_reach": [Options(("k", "paired"))],
-    }
+    _parameter_constraints = SAMTC_CONSTRAINTS
 
     def __init__(self, n_clusters, *, variant: str = "full", k_self=None, k_src=None,
                  select: str = "label-free", reduce_dim: int | None = None, seed: int = 0, kmm_B: float = 10.0,
