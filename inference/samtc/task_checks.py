@@ -13,6 +13,26 @@ from tandem.models.samtc import check_task_layout
 __all__ = ["validate_tasks"]
 
 
+def _unit_rows(X: sp.csr_matrix) -> sp.csr_matrix:
+    """A sparse (text) task with every non-zero row scaled to unit L2 norm (empty rows stay 0).
+
+    SAMTC reads a sparse task in cosine geometry: the own-task graph uses cosine similarity,
+    so a document's length carries no information there. The other steps (the LSA space of the
+    density and KMM steps, the ranking of source rows) use the rows as vectors, so unnormalised
+    rows made the result depend on document length (per-row rescaling by U(0.2, 5) took task
+    accuracies 0.967/0.94/0.963 to 0.356/0.96/0.40). Normalising here puts every step in the
+    cosine geometry; rows that are already unit-norm (the text loaders' tf-idf) are left
+    exactly as they are.
+    """
+    X = X.copy()
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    # rows already of unit norm (to 1e-12) are kept bit for bit: no round-off for tf-idf input
+    scale[np.abs(norms - 1.0) <= 1e-12] = 1.0
+    X.data *= np.repeat(scale, np.diff(X.indptr))
+    return X
+
+
 def validate_tasks(tasks, n_clusters, labels=None):
     """Check the tasks and convert them to float64.
 
@@ -33,7 +53,8 @@ def validate_tasks(tasks, n_clusters, labels=None):
     Returns
     -------
     tasks : list
-        float64 csr matrices or dense arrays.
+        float64 dense arrays, or CSR matrices with unit-norm rows (a sparse task is text, read
+        in cosine geometry; see :func:`_unit_rows`).
     n_clusters : list of int
         h_t per task.
 
@@ -53,6 +74,7 @@ def validate_tasks(tasks, n_clusters, labels=None):
         bad = int((~np.isfinite(X.data if sp.issparse(X) else X)).sum())
         if bad:
             raise ValueError(f"tasks[{t}]: contains {bad} NaN or inf entries; expected finite values")
+    out = [_unit_rows(X) if sp.issparse(X) else X for X in out]
     validate_labels(labels, out)
     return out, hs
 
