@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from tandem.inference.params import TandemEstimator, own_params
 from tandem.inference.samtc.algorithm import SAMTC_CONSTRAINTS, SAMTCResult, samtc, validate_tasks
 from tandem.inference.samtc.model_fit import ModelFit, fit_model
+from tandem.inference.validation import check_int_range
 
 __all__ = ["SAMTC"]
 
@@ -69,6 +70,9 @@ class SAMTC(TandemEstimator):
     ----------
     labels\_ : list of numpy.ndarray
         Per task, (n_t,) cluster labels in 0..h_t − 1.
+    tasks\_ : list
+        The validated tasks the fit used: float64 copies (dense arrays, or CSR matrices with
+        unit-norm rows), never the caller's objects.
     R\_ : numpy.ndarray
         (T, T) relatedness, R_[t, s] of source s for target t (diagonal 1).
     reusable\_ : dict
@@ -117,9 +121,13 @@ class SAMTC(TandemEstimator):
             ``self``, fitted.
         """
         self._validate_params()
+        # the validated float64 copies (plain arrays / CSR; never the caller's objects: a DataFrame
+        # could not be saved, and a later change to the caller's array would change the fit)
+        tasks, _ = validate_tasks(tasks, list(self.n_clusters), labels)
+        tasks = [X.copy() for X in tasks]
         self.result_: SAMTCResult = samtc(tasks, list(self.n_clusters), variant=self.variant, select=self.select,
                                           labels=labels, seed=self.seed, **self.options)
-        self.tasks_ = list(tasks)
+        self.tasks_ = tasks
         self.labels_ = self.result_.labels
         self.R_ = self.result_.R
         self.reusable_ = self.result_.reusable
@@ -188,6 +196,7 @@ class SAMTC(TandemEstimator):
             The export, in the data's units.
         """
         self._check_fitted()
+        check_int_range(num_samples, "num_samples", 1)   # before a model fit replaces model_fit_
         if self.model_fit_ is None or fit_kwargs:
             self.fit_model(**fit_kwargs)
         return self.model_fit_.to_inference_data(num_samples=num_samples, seed=self.seed)
