@@ -395,3 +395,24 @@ def test_a_declared_sequence_is_read_the_same_as_tuple_list_or_array(case, param
         outs.append(np.asarray(case.out(est.fit(*case.data(0))), dtype=float))
     for o in outs[1:]:
         np.testing.assert_allclose(o, outs[0], rtol=1e-10, atol=1e-12)
+
+
+def _arrays(obj):
+    """Every numpy array and tensor inside ``obj`` (lists/tuples walked)."""
+    if isinstance(obj, (list, tuple)):
+        return [a for o in obj for a in _arrays(o)]
+    return [obj] if isinstance(obj, (np.ndarray, torch.Tensor)) else []
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a_fit_does_not_alias_the_callers_arrays(case):
+    """Changing the caller's arrays in place after fit leaves the fitted object's answers as they were."""
+    pyro.clear_param_store()
+    data = case.data(0)
+    est = case.make().fit(*data)
+    before = np.asarray(case.out(est), dtype=float)
+    for a in _arrays(data):
+        floating = a.is_floating_point() if isinstance(a, torch.Tensor) else a.dtype.kind == "f"
+        if floating:                     # data arrays (index arrays such as pairs stay: they are ids)
+            a[...] = 1e3
+    np.testing.assert_array_equal(np.asarray(case.out(est), dtype=float), before)

@@ -236,7 +236,8 @@ class StochasticMcGPDS(TandemEstimator):
         if any(Y.shape[0] != N for Y in vs):
             raise ValueError(f"views: every view must have the same number of rows, got {[Y.shape[0] for Y in vs]}")
         check_missing_views(vs)          # ±inf, a view with no observed entry, a frame missing in every view
-        t = as_tensor(times, "times", ndim=1, detach=True).to(dev)
+        # a copy: the fit keeps the times, and as_tensor shares a float64 tensor's memory
+        t = as_tensor(times, "times", ndim=1, detach=True).to(dev).clone()
         if t.numel() != N:
             raise ValueError(f"times: expected {N} time stamps (one per frame), got {t.numel()}")
         # sequence labels are CPU bookkeeping (Windows): any hashable labels, NaN refused, frames
