@@ -36,17 +36,25 @@ import enum
 import importlib
 import json
 import math
-import os
-import tempfile
 import types
 from pathlib import Path, PurePath
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+# the atomic writers live in their own module; imported here so every name of the format stays
+# importable from tandem.inference.persistence
+from tandem.inference.atomic_files import (  # noqa: F401
+    atomic_write,
+    check_save_path,
+    check_writable,
+    write_bytes_atomic,
+    write_text_atomic,
+)
+
 __all__ = ["FORMAT", "VERSION", "PersistenceError", "atomic_write", "write_bytes_atomic", "write_text_atomic",
-           "check_writable", "encode", "decode", "dump", "load", "save_estimator", "load_estimator"]
+           "check_writable", "check_save_path", "encode", "decode", "dump", "load", "save_estimator", "load_estimator"]
 
 FORMAT = "tandem.safe"
 VERSION = 1
@@ -58,129 +66,6 @@ class PersistenceError(ValueError):
 
     A ``ValueError``; the message names the file.
     """
-
-
-# ---------------------------------------------------------------------------------- atomic writes
-def atomic_write(path, write: Callable[[Any], None], *, mode: str = "wb") -> Path:
-    """Write ``path`` atomically: ``write(f)`` fills an open temporary file in ``path``'s folder.
-
-    The temporary file comes from :func:`tempfile.mkstemp` (random name, ``O_CREAT|O_EXCL``,
-    mode 0600: never a predictable name, never through a symlink), is flushed and
-    ``fsync``-ed, given the permissions an ordinary ``open()`` would give (0666 less the umask),
-    then moved over ``path`` with :func:`os.replace`; its folder is ``fsync``-ed where the
-    platform allows. On any failure (full disk, exception in ``write``) the temporary file is
-    deleted and the previous ``path`` is untouched. The parent folder is created.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The target file.
-    write : callable
-        ``write(f)`` writes the whole content to the open file object ``f``.
-    mode : str, default "wb"
-        The mode the temporary file is opened in (keyword only).
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
-
-    Raises
-    ------
-    OSError
-        If the folder cannot be created or written (the temporary file is removed); any exception
-        of ``write`` is re-raised likewise.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        try:  # keep the permissions an ordinary open() would give (mkstemp uses 0600)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        except OSError:
-            pass
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-    return path
-
-
-def write_bytes_atomic(path, data: bytes) -> Path:
-    """:func:`atomic_write` of ``data``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The target file.
-    data : bytes
-        The whole content.
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
-    """
-    return atomic_write(path, lambda f: f.write(data))
-
-
-def write_text_atomic(path, text: str, encoding: str = "utf-8") -> Path:
-    """:func:`atomic_write` of ``text`` (``encoding``).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The target file.
-    text : str
-        The whole content.
-    encoding : str, default "utf-8"
-        The text encoding.
-
-    Returns
-    -------
-    pathlib.Path
-        ``path``.
-    """
-    return atomic_write(path, lambda f: f.write(text.encode(encoding)))
-
-
-def check_writable(folder) -> None:
-    """Raise ``OSError`` if a file cannot be created in ``folder`` (created if missing).
-
-    Probes with :func:`tempfile.mkstemp` (random name, exclusive create), then deletes it.
-
-    Parameters
-    ----------
-    folder : str or os.PathLike
-        The folder.
-
-    Raises
-    ------
-    OSError
-        If the folder cannot be created or a file cannot be created in it.
-    """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".write-test-", dir=folder)
-    os.close(fd)
-    os.unlink(tmp)
 
 
 # ---------------------------------------------------------------------------------- tree encoding
@@ -730,9 +615,12 @@ def save_estimator(est, path, extra=None) -> Path:
 
     Raises
     ------
+    ValueError
+        If ``path`` is a folder or not a path (:func:`check_save_path`), before anything is written.
     TypeError
         Naming the attribute, if a public attribute cannot be stored.
     """
+    check_save_path(path, f"{type(est).__name__}.save")
     state = est.__getstate__() if hasattr(est, "__getstate__") else dict(vars(est))
     state = dict(state) if isinstance(state, dict) else {"__state__": state}
     keep = {}

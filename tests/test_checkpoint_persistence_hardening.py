@@ -222,8 +222,8 @@ def _crafted(tmp_path, meta, name="crafted.tandem", version=1):
 
 
 @pytest.mark.parametrize("meta", [
-    {"$fn": "tandem.inference.persistence:tempfile.mkstemp"},       # through an imported module
-    {"$fn": "tandem.inference.persistence:os.path.join"},
+    {"$fn": "tandem.inference.atomic_files:tempfile.mkstemp"},       # through an imported module
+    {"$fn": "tandem.inference.atomic_files:os.path.join"},
     {"$fn": "tandem.inference.persistence:Path"},                   # a foreign class imported by name
     {"$fn": "tandem.inference.svi:Trace_ELBO"},
     {"$fn": "tandem.inference.persistence:dump.__globals__"},       # dunder walk
@@ -232,7 +232,7 @@ def _crafted(tmp_path, meta, name="crafted.tandem", version=1):
     {"$fn": "os:system"},
     {"$o": "tandem.inference.persistence:np.random.RandomState", "state": {"$t": []}},
     {"$o": "tandem.inference.persistence:Path", "state": {"$d": []}},
-    {"$o": "tandem.inference.persistence:tempfile.TemporaryDirectory", "state": {"$d": []}},
+    {"$o": "tandem.inference.atomic_files:tempfile.TemporaryDirectory", "state": {"$d": []}},
     {"$enum": "tandem.inference.persistence:enum.Enum", "name": "x"},
     {"$nt": "tandem.inference.persistence:PurePath", "v": []},
     {"$cp": "torch.distributions.constraints:torch.Tensor", "state": {"$d": []}},

@@ -416,3 +416,13 @@ def test_a_fit_does_not_alias_the_callers_arrays(case):
         if floating:                     # data arrays (index arrays such as pairs stay: they are ids)
             a[...] = 1e3
     np.testing.assert_array_equal(np.asarray(case.out(est), dtype=float), before)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_save_to_a_folder_or_a_non_path_is_a_clear_error(case, fitted, tmp_path):
+    """One check of the target for every estimator's save (persistence.check_save_path), before work."""
+    est = fitted[case.name]
+    for bad, word in ((tmp_path, "folder"), (3, "file path")):
+        with pytest.raises(ValueError, match=f"{type(est).__name__}.save: path: .*{word}"):
+            est.save(bad)
+    assert list(tmp_path.iterdir()) == []          # nothing written

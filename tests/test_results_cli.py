@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from tandem.inference import persistence
+from tandem.inference import atomic_files
 from tandem.inference.experiments.cli import base_parser, prepare_out, seed_list
 from tandem.inference.experiments.results import Results
 
@@ -50,7 +50,7 @@ def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
 
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(persistence.os, "replace", broken_replace)   # the one atomic writer
+    monkeypatch.setattr(atomic_files.os, "replace", broken_replace)   # the one atomic writer
     with pytest.raises(OSError):
         r.write(tmp_path)
     assert path.read_text() == before

@@ -40,11 +40,9 @@ from __future__ import annotations
 
 import copy
 import inspect
-import os
 import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
-from pathlib import Path
 
 import numpy as np
 import pyro
@@ -198,20 +196,6 @@ TANDEM_PREDICT_CONSTRAINTS = {
                 "features": [AnyValue("checked by calibrated_prediction")], "n_chunks": [_POS_INT]},
 }
 _METHODS = ("tandem", "selected", "stacked", "paper", "code", "generative")
-
-
-def check_save_path(path, where: str):
-    """The file ``save`` writes: a path (str or os.PathLike) that is not a folder.
-
-    Raises
-    ------
-    ValueError
-        Naming ``path``, for a folder or a value that is not a path.
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"{where}: path: expected a file path (str or os.PathLike), got {type(path).__name__}")
-    if Path(path).is_dir():
-        raise ValueError(f"{where}: path: {str(path)!r} is a folder; expected the path of a file to write")
 
 
 def _check_predict_options(method, seed, kwargs: dict) -> None:
@@ -599,8 +583,7 @@ class McGPDS(TandemEstimator):
             ``path`` is a folder.
         """
         self._check_fitted()
-        check_save_path(path, "McGPDS.save")
-        save_estimator(self, path)
+        save_estimator(self, path)   # checks the path first (persistence.check_save_path)
 
     @classmethod
     def load(cls, path, map_location=None) -> "McGPDS":

@@ -37,7 +37,6 @@ import torch
 from pyro.params.param_store import ParamStoreDict
 
 from tandem.guides.mcgpds import Guide, variational_params
-from tandem.inference.mcgpds.api import check_save_path
 from tandem.inference.mcgpds.bound import collapsed_bound, latent_terms
 from tandem.inference.mcgpds.fit import McGPDSConfig, McGPDSFitted, view_sites
 from tandem.inference.mcgpds.hyper_step import lbfgs_sharded
@@ -463,7 +462,6 @@ class StochasticMcGPDS(TandemEstimator):
             ``path`` is a folder.
         """
         self.data  # noqa: B018 - NotFittedError before fit / prepare
-        check_save_path(path, "StochasticMcGPDS.save")
         # the parameters are this object's own store (param_store_, saved with the state): the
         # user's global Pyro store is never written into the file
         save_estimator(self, path)

@@ -1,0 +1,162 @@
+"""Atomic file writes and the checks of a target path: the one way tandem writes a file.
+
+:func:`atomic_write` writes through ``tempfile.mkstemp`` in the target folder (an
+unpredictable name created with ``O_EXCL``, so a planted symlink is never followed), then
+``flush`` + ``fsync`` and ``os.replace`` over the target; a kill at any point leaves either the
+old file or the new one. Used by :mod:`tandem.inference.persistence` (the safe format) and by
+every text/JSON writer of the package.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["atomic_write", "write_bytes_atomic", "write_text_atomic", "check_writable", "check_save_path"]
+
+
+def atomic_write(path, write: Callable[[Any], None], *, mode: str = "wb") -> Path:
+    """Write ``path`` atomically: ``write(f)`` fills an open temporary file in ``path``'s folder.
+
+    The temporary file comes from :func:`tempfile.mkstemp` (random name, ``O_CREAT|O_EXCL``,
+    mode 0600: never a predictable name, never through a symlink), is flushed and
+    ``fsync``-ed, given the permissions an ordinary ``open()`` would give (0666 less the umask),
+    then moved over ``path`` with :func:`os.replace`; its folder is ``fsync``-ed where the
+    platform allows. On any failure (full disk, exception in ``write``) the temporary file is
+    deleted and the previous ``path`` is untouched. The parent folder is created.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file.
+    write : callable
+        ``write(f)`` writes the whole content to the open file object ``f``.
+    mode : str, default "wb"
+        The mode the temporary file is opened in (keyword only).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OSError
+        If the folder cannot be created or written (the temporary file is removed); any exception
+        of ``write`` is re-raised likewise.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        try:  # keep the permissions an ordinary open() would give (mkstemp uses 0600)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        except OSError:
+            pass
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    return path
+
+
+def write_bytes_atomic(path, data: bytes) -> Path:
+    """:func:`atomic_write` of ``data``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file.
+    data : bytes
+        The whole content.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    return atomic_write(path, lambda f: f.write(data))
+
+
+def write_text_atomic(path, text: str, encoding: str = "utf-8") -> Path:
+    """:func:`atomic_write` of ``text`` (``encoding``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file.
+    text : str
+        The whole content.
+    encoding : str, default "utf-8"
+        The text encoding.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    return atomic_write(path, lambda f: f.write(text.encode(encoding)))
+
+
+def check_writable(folder) -> None:
+    """Raise ``OSError`` if a file cannot be created in ``folder`` (created if missing).
+
+    Probes with :func:`tempfile.mkstemp` (random name, exclusive create), then deletes it.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The folder.
+
+    Raises
+    ------
+    OSError
+        If the folder cannot be created or a file cannot be created in it.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def check_save_path(path, where: str) -> None:
+    """The file a ``save`` writes: a path (str or os.PathLike) that is not a folder.
+
+    Checked before any work, so a wrong target is a clear error rather than a failed
+    ``os.replace`` after the whole object was serialised.
+
+    Parameters
+    ----------
+    path : object
+        The target given by the user.
+    where : str
+        Prefixes the message (e.g. ``"McGPDS.save"``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``path``, for a folder or a value that is not a path.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{where}: path: expected a file path (str or os.PathLike), got {type(path).__name__}")
+    if Path(path).is_dir():
+        raise ValueError(f"{where}: path: {str(path)!r} is a folder; expected the path of a file to write")
