@@ -100,10 +100,6 @@ __all__ = [
 ]
 
 
-#: the attributes a fit sets (restored as they were when a fit fails)
-_FIT_STATE = ("data_", "scalers_", "seq_ids_", "result_", "objective_", "param_store_", "_optim")
-
-
 class StochasticMcGPDS(TandemEstimator):
     r"""McGPDS on long archives: ``StochasticMcGPDS(config, device=...).fit(views, times, seq_ids)``.
 
@@ -376,17 +372,12 @@ class StochasticMcGPDS(TandemEstimator):
                 raise ValueError(f"checkpoint: cannot write {checkpoint} ({err.strerror or err}); choose a "
                                  "checkpoint path in a folder you can write to") from None
         data = self.prepare(views, times, seq_ids, seed)
-        saved = {n: self.__dict__[n] for n in _FIT_STATE if n in self.__dict__}
-        try:
-            self.data = data                       # with its scalers and sequence codes
-            self.param_store_ = ParamStoreDict()   # a fresh store: the previous fit's stays intact
-            return self.train(int(cfg.num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
-                              checkpoint=checkpoint, checkpoint_every=checkpoint_every)
-        except BaseException:
-            for n in _FIT_STATE:                   # the previous fit, whole
-                self.__dict__.pop(n, None)
-            self.__dict__.update(saved)
-            raise
+        # a failure from here on leaves the previous fit whole: TandemEstimator makes every fit
+        # all-or-nothing (params._all_or_nothing restores the attributes, param_store_ included)
+        self.data = data                       # with its scalers and sequence codes
+        self.param_store_ = ParamStoreDict()   # a fresh store: the previous fit's stays intact
+        return self.train(int(cfg.num_steps), seed=seed, progress=progress, loss_wrapper=loss_wrapper,
+                          checkpoint=checkpoint, checkpoint_every=checkpoint_every)
 
     @own_params
     def train(self, num_steps: int, seed: int = 0, progress: bool = False, loss_wrapper=None, checkpoint=None,
