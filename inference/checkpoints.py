@@ -41,7 +41,7 @@ from tandem.inference.persistence import PersistenceError, dump, load
 __all__ = ["CheckpointError", "fingerprint", "fingerprint_diff", "check_fingerprint", "content_hash",
            "describe_callable", "save_atomic", "load_checkpoint"]
 
-_MAX_DEPTH = 6  # nested containers below this depth are recorded by type only
+_MAX_DEPTH = 24  # nested containers below this depth are recorded by type only (no real setting nests so deep)
 
 
 class CheckpointError(ValueError):
@@ -348,7 +348,8 @@ def fingerprint_diff(old: dict, new: dict, limit: int = 6) -> list[str]:
     list of str
         The differences.
     """
-    keys = [k for k in sorted(set(old) | set(new), key=_path_order) if old.get(k, _MISSING) != new.get(k, _MISSING)]
+    keys = [k for k in sorted(set(old) | set(new), key=_path_order)
+            if not _same(old.get(k, _MISSING), new.get(k, _MISSING))]
     # drop entries below a container that is itself reported (e.g. list length changed)
     keys = [k for k in keys if not any(k != p and k.startswith(p) and k[len(p)] in ".[" for p in keys)]
     lines = [f"{k}: was {_show(old.get(k, _MISSING))}, now {_show(new.get(k, _MISSING))}" for k in keys[:limit]]
@@ -358,6 +359,16 @@ def fingerprint_diff(old: dict, new: dict, limit: int = 6) -> list[str]:
 
 
 _MISSING = object()
+
+
+def _same(a, b) -> bool:
+    """Equal values of the same type: ``==`` alone takes ``1``, ``1.0`` and ``True`` for one value
+    and ``0.0`` for ``-0.0``, so a run with ``lr=1`` would resume a checkpoint of ``lr=True``."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return a == b
 
 
 def _show(v) -> str:

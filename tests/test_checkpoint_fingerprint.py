@@ -206,3 +206,35 @@ def test_save_atomic_keeps_the_old_file_when_a_write_fails(tmp_path):
     assert list(tmp_path.iterdir()) == [p]   # no temporary file left behind
     with pytest.raises(CheckpointError, match="not a 'other' checkpoint"):
         load_checkpoint(p, "other")
+
+
+@pytest.mark.parametrize("a, b", [(1, 1.0), (True, 1), (0.0, -0.0), (False, 0), (1.0, True)])
+def test_fingerprints_tell_apart_values_that_compare_equal(a, b):
+    """``==`` takes 1, 1.0 and True for one value and 0.0 for -0.0: a checkpoint of one must not
+    resume a run of the other."""
+    from tandem.inference.checkpoints import CheckpointError, check_fingerprint, fingerprint, fingerprint_diff
+    old, new = fingerprint(lr=a), fingerprint(lr=b)
+    assert fingerprint_diff(old, new)
+    with pytest.raises(CheckpointError, match="lr"):
+        check_fingerprint("ck.tandem", old, new)
+    assert not fingerprint_diff(old, fingerprint(lr=a))
+
+
+def test_fingerprints_see_a_difference_ten_levels_deep():
+    from tandem.inference.checkpoints import fingerprint, fingerprint_diff
+
+    def nest(v, n=10):
+        for _ in range(n):
+            v = {"k": [v]}
+        return v
+    assert fingerprint_diff(fingerprint(cfg=nest(1)), fingerprint(cfg=nest(2)))
+
+
+def test_fingerprint_type_tags_survive_the_checkpoint_file(tmp_path):
+    """The stored fingerprint keeps bool/int/float and the sign of zero through the safe format."""
+    from tandem.inference.checkpoints import fingerprint, fingerprint_diff
+    from tandem.inference.persistence import dump, load
+    fp = fingerprint(a=1, b=1.0, c=True, d=-0.0)
+    dump(fp, tmp_path / "fp.tandem", "fp")
+    back = load(tmp_path / "fp.tandem", "fp")
+    assert not fingerprint_diff(back, fp)
