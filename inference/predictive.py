@@ -203,7 +203,7 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
                     site["value"] = site["value"].reshape(probe.nodes[n]["value"].shape)
                     given.add_node(n, **site)
             cond = poutine.trace(poutine.replay(model, trace=given)).get_trace(*args, **kwargs)
-            log_q = _log_density(gtr, latent_only=True)
+            log_q = _log_density(gtr, latent_only=True, model_trace=cond)
             if enumerated:      # log p(θ, y) with the enumerated sites summed out: −loss = log p(θ, y) − log q(θ)
                 lp = _enumerated_log_joint(model, guide, gtr, -1 - first_dim, log_q, args, kwargs)
             else:
@@ -322,18 +322,52 @@ def _enumerated_log_joint(model, guide, gtr, max_plate_nesting, log_q, args, kwa
         return float("nan")
 
 
-def _log_density(trace, latent_only: bool) -> float:
+def _model_points(model_trace, name: str, gsite):
+    """The points of guide site ``name`` that the model scores (a bool tensor of the guide
+    log-density's shape), or None when the model scores all of them or no model site matches.
+
+    The model site is the one of the same name or, for Pyro's autoguides (AutoNormal draws
+    ``x_unconstrained`` and returns ``x`` as a Delta), the name without ``_unconstrained``;
+    it must have the guide value's shape and event rank (an unconstrained companion of a
+    constrained site of another shape is left alone)."""
+    base = name[:-len("_unconstrained")] if name.endswith("_unconstrained") else name
+    msite = model_trace.nodes.get(base)
+    if msite is None or msite["type"] != "sample" or isinstance(msite["fn"], _Subsample):
+        return None
+    if msite["value"].shape != gsite["value"].shape or len(msite["fn"].event_shape) != len(gsite["fn"].event_shape):
+        return None
+    _, points = _scored(msite)
+    lp_shape = gsite["fn"].batch_shape
+    if points is None or points.shape != torch.broadcast_shapes(lp_shape, points.shape):
+        return None
+    return points
+
+
+def _log_density(trace, latent_only: bool, model_trace=None) -> float:
     """Σ of the (scaled, masked) log-densities of a trace's sample sites: every site (latent,
     observed, ``pyro.factor``) → log p(θ, y) of a model trace; ``latent_only`` → log q(θ) of a
-    guide trace."""
+    guide trace.
+
+    With ``model_trace`` (the model replayed on this guide trace), a guide site's points that the
+    model's site of the same name does not score are left out of log q: entries of a latent the
+    model masks (Pyro's ``obs_mask=`` imputation site ``y_unobserved`` is masked where y is
+    observed; AutoNormal still samples every entry) do not enter p(θ, y), so their q-density
+    would only add noise to the importance ratio p/q. Leaving them out gives the ratio of the
+    scored latents exactly when q factorises over the site's batch points (mean-field and
+    per-point guides); a guide that couples them (a joint Gaussian) draws them through one
+    latent site and is left as it is.
+    """
     total = 0.0
     for name, site in trace.nodes.items():
         if site["type"] != "sample" or isinstance(site["fn"], _Subsample):
             continue
         if latent_only and site["is_observed"]:
             continue
-        lp = site["fn"].log_prob(site["value"])
-        total += float(scale_and_mask(lp, site["scale"], site["mask"]).sum())
+        lp = scale_and_mask(site["fn"].log_prob(site["value"]), site["scale"], site["mask"])
+        points = _model_points(model_trace, name, site) if model_trace is not None else None
+        if points is not None:
+            lp = torch.where(points, lp, torch.zeros_like(lp))
+        total += float(lp.sum())
     return total
 
 

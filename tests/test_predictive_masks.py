@@ -336,3 +336,52 @@ def test_mcgpds_optimal_inducing_of_a_masked_view_matches_the_masked_posterior()
         torch.testing.assert_close(Lu[j] @ Lu[j].mT, G - G @ post.Cg[j] @ G, rtol=1e-6, atol=1e-8)
     torch.testing.assert_close(mv[3], torch.zeros(M, dtype=D64))               # never observed: the prior
     torch.testing.assert_close(Lv[3] @ Lv[3].mT, H, rtol=1e-6, atol=1e-8)
+
+
+# ------------------------------------------------------------------ Pyro's obs_mask= imputation sites
+_Y = torch.tensor([0.5, 1.0, -0.3, 2.0, 0.1], dtype=torch.float64)
+_OBS = torch.tensor([True, True, False, True, True])
+
+
+def _imputing_model(y=None, mask=None):
+    mu = pyro.sample("mu", dist.Normal(torch.tensor(0.0, dtype=torch.float64), 5.0))
+    with pyro.plate("n", 5):
+        pyro.sample("y", dist.Normal(mu, 1.0), obs=y, obs_mask=mask)
+
+
+def _exact_guide_sampling_every_entry(y=None, mask=None):
+    """The exact posterior of (mu, the missing y) — but, like AutoNormal, it also draws the entries
+    of y_unobserved where y is observed (the model masks those: they are in no density)."""
+    yo = y[mask]
+    prec = 1 / 25 + yo.numel()
+    mu = pyro.sample("mu", dist.Normal(yo.sum() / prec, prec ** -0.5))
+    with pyro.plate("n", 5):
+        pyro.sample("y_unobserved", dist.Normal(mu.expand(5), 1.0))
+
+
+def test_obs_mask_entries_the_model_does_not_score_are_left_out_of_log_q():
+    """With the exact posterior as guide, log p(θ, y) − log q(θ) is the constant log p(y_obs) on every
+    draw (closed form: y_obs ~ N(0, 25·11ᵀ + I)); q-densities of the masked entries of y_unobserved
+    would make it vary (the importance ratio of an exact guide would look wrong)."""
+    d = posterior_predictive(_imputing_model, _exact_guide_sampling_every_entry, y=_Y, mask=_OBS, num_samples=50)
+    ratio = d.sample_stats["lp"].values - d.sample_stats["log_q"].values
+    yo = _Y[_OBS].numpy()
+    want = st.multivariate_normal(np.zeros(4), 25 * np.ones((4, 4)) + np.eye(4)).logpdf(yo)
+    np.testing.assert_allclose(ratio, want, rtol=0, atol=1e-10)
+    # the missing entry is NaN where it is data, the observed ones are scored
+    ll = d.log_likelihood["y_observed"].values
+    assert np.isnan(ll[..., 2]).all() and np.isfinite(np.delete(ll, 2, axis=-1)).all()
+
+
+def test_obs_mask_with_an_autoguide_exports_and_scores_the_observed_points():
+    from pyro.infer.autoguide import AutoNormal
+
+    from tandem.inference import fit
+    pyro.clear_param_store()
+    guide = AutoNormal(_imputing_model)
+    fit(_imputing_model, guide, y=_Y, mask=_OBS, num_steps=300, progress=False)
+    d = posterior_predictive(_imputing_model, guide, y=_Y, mask=_OBS, num_samples=40)
+    assert {"mu", "y_unobserved"} <= set(d.posterior.data_vars)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert loo(d).n_points == 4
