@@ -183,3 +183,18 @@ def test_disconnected_knn_graph_is_joined_by_spanning_tree_edges():
     i, j = np.argwhere(added)[0]
     d = np.linalg.norm(X[:10, None] - X[None, 10:], axis=-1)
     assert np.isclose(np.linalg.norm(X[i] - X[j]), d.min())
+
+
+def test_refit_with_user_weights_leaves_no_width_of_the_previous_graph():
+    """tx_/ty_ describe graphs built by this fit; a refit on user weights must not keep the old ones."""
+    from tandem.inference.coupled_projections import CoupledProjections
+    from tandem.inference.coupled_projections.solver import knn_heat_weights
+    r = np.random.default_rng(0)
+    X, Y = r.normal(size=(20, 3)), r.normal(size=(20, 3))
+    pairs = np.c_[np.arange(6), np.arange(6)]
+    m = CoupledProjections(d=1, k=3).fit(X, Y, pairs)
+    assert m.tx_ > 0 and m.ty_ > 0
+    m.fit(X, Y, pairs, Sx=knn_heat_weights(X, 3))
+    assert m.tx_ is None and m.ty_ > 0
+    fresh = CoupledProjections(d=1, k=3).fit(X, Y, pairs, Sx=knn_heat_weights(X, 3))
+    assert {k: type(v) for k, v in vars(m).items()} == {k: type(v) for k, v in vars(fresh).items()}

@@ -144,9 +144,9 @@ class CoupledProjections(TandemEstimator):
         (N_x, N_x) neighbourhood weights of view x.
     Sy\_ : numpy.ndarray
         (N_y, N_y) neighbourhood weights of view y.
-    tx\_ : float
-        Heat-kernel width of view x's graph (only when it was built here).
-    ty\_ : float
+    tx\_ : float or None
+        Heat-kernel width of view x's graph (None when ``Sx`` was given).
+    ty\_ : float or None
         Heat-kernel width of view y's graph (likewise).
     Z\_ : numpy.ndarray
         (p_x + p_y, N_x + N_y) block-diagonal reduced data, columns are points.
@@ -234,6 +234,8 @@ class CoupledProjections(TandemEstimator):
         # user weights: one validator (dense or scipy.sparse, non-negative, symmetric)
         Sx = None if Sx is None else check_weights(Sx, "Sx", nx)
         Sy = None if Sy is None else check_weights(Sy, "Sy", ny)
+        # the widths describe graphs built here; None for user weights (never a previous fit's)
+        self.tx = self.ty = None
         if Sx is None:
             Sx, self.tx = knn_heat_weights(X - self.pca_x.mean, self.k, self.t, return_width=True)
         if Sy is None:
