@@ -276,12 +276,12 @@ def test_sm_form_reaches_the_log_form_minimiser_for_every_beta(toy1_model, a, b)
 
 def test_sm_form_guard_leaves_the_default_grid_alone(toy1_model, monkeypatch):
     # on ordinary data the paper's grid never reaches the guard: the same bits as L′ alone
-    from tandem.inference.twin_gp import predictor
+    from tandem.inference.twin_gp import sm_finish
     m, Xt, init = toy1_model
     runs = [(a, b) for a in (0.1, 0.5, 0.9) for b in (0.99, 0.5, 1.5)]
     now = [m.predict(Xt, "SMTGP", alpha=a, beta=b, init=init, form="sm") for a, b in runs]
-    monkeypatch.setattr(predictor, "_SM_MIN_SLOPE", 0.0)
-    monkeypatch.setattr(predictor, "_SM_MIN_RATE", 0.0)
+    monkeypatch.setattr(sm_finish, "_SM_MIN_SLOPE", 0.0)
+    monkeypatch.setattr(sm_finish, "_SM_MIN_RATE", 0.0)
     for (a, b), y in zip(runs, now):
         assert torch.equal(y, m.predict(Xt, "SMTGP", alpha=a, beta=b, init=init, form="sm")), (a, b)
     # ... while without it a large β stops far from the minimiser, reporting convergence

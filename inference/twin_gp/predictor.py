@@ -54,6 +54,7 @@ from tandem.inference.twin_gp.baselines import (
 from tandem.inference.twin_gp.certainty import certainty, lemma41_log_bound, smtgp_det_objective
 from tandem.inference.twin_gp.kernel_rows import _kvec, _mv, _RowCache, _rowdot
 from tandem.inference.twin_gp.optimizer import ConvergenceWarning, IterationCapWarning, OptInfo, minimize_batched
+from tandem.inference.twin_gp.sm_finish import finish_sm_in_log_form
 from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
 from tandem.models.twin_gp import METHODS, validate_alpha_beta
 
@@ -88,10 +89,6 @@ def _warn_unconverged(method: str, capped: torch.Tensor, stalled: torch.Tensor, 
         if n:
             warnings.warn(cls(f"{method}: {n} of {B} test points {why}", n), stacklevel=3)
 
-
-# form="sm": below this slope r = (β−1)L′ = dL′/dℓ relative to its start, or this rate |c| =
-# |1−β|/(2(1−α)), L′'s stopping tests say little about ℓ_α (see TwinGP._finish_sm_in_log_form)
-_SM_MIN_SLOPE, _SM_MIN_RATE = 1e-4, 1e-3
 
 # context entries that value_and_grad_internal never reads (TwinGP._sub does not gather them)
 _UNREAD_BY_OBJECTIVES = ("Kx", "Xt", "nn_index")
@@ -680,8 +677,8 @@ class TwinGP:
                                            ftol=ftol, max_step=self._ry if max_step is None else max_step,
                                            progress=bar, on_active=None if rows is None else rows.shrink_to)
                 if form == "sm":
-                    y, info = self._finish_sm_in_log_form(y, info, ctx, a, b, ref["ell"], optimizer, max_iter, gtol,
-                                                          ftol, self._ry if max_step is None else max_step)
+                    y, info = finish_sm_in_log_form(self, y, info, ctx, a, b, ref["ell"], optimizer, max_iter, gtol,
+                                                    ftol, self._ry if max_step is None else max_step)
             outs.append(y)
             infos.append(info)
         if bar is not None:
@@ -696,51 +693,6 @@ class TwinGP:
                        torch.cat([i.f for i in infos]), torch.cat([i.grad_inf for i in infos]) / self.y_scale,
                        torch.cat([i.converged for i in infos]), sum(i.wall_time for i in infos), capped,
                        stalled=stalled, n_restart=torch.cat([i.n_restart for i in infos]))
-        return y, info
-
-    def _finish_sm_in_log_form(self, y, info: OptInfo, ctx: dict, a: float, b: float, ell0: torch.Tensor,
-                               optimizer: str, max_iter: int, gtol: float, ftol: float, max_step: float):
-        """Continue in the log form the points where ``form="sm"`` stopped on tests that L′'s
-        reparametrisation of ℓ_α made vacuous; return the merged (y, info).
-
-        L′ = exp(−c(ℓ − ℓ0))/(β − 1), c = (1−β)/(2(1−α)), is a monotone function of ℓ with the
-        same minimiser, but its stopping tests, read in ℓ, loosen: the gradient and absolute
-        tests by 1/r, r = (β−1)L′ = exp(−c(ℓ − ℓ0)) the slope dL′/dℓ relative to its start
-        (r → 0 for c ≪ 0: large β, or α near 1 with β > 1), the relative test by 1/|c| (β → 1:
-        L′ ≈ 1/(β−1) then hides every change of ℓ). Where r < ``_SM_MIN_SLOPE`` or |c| <
-        ``_SM_MIN_RATE`` and the log form's own gradient test fails, the point is finished by the
-        log form (the same minimiser; its tests are β-free), so the result does not depend on β
-        beyond the optimisation path. The thresholds lie far outside what the paper's grid
-        (α ≤ 0.95, β ∈ {0.99, 0.5, 1.5}) reaches on ordinary data, whose results are unchanged.
-        Finished points report the log form's converged / capped / stalled flags; ``f`` and
-        ``grad_inf`` stay those of L′ (at the final point), ``n_iter`` and ``n_restart`` add up.
-        """
-        c = (1 - b) / (2 * (1 - a))
-        r = info.f * (b - 1)
-        suspect = torch.ones_like(info.converged) if abs(c) < _SM_MIN_RATE else ~(r >= _SM_MIN_SLOPE)  # (NaN too)
-        si = suspect.nonzero().squeeze(1)
-        if si.numel() == 0:
-            return y, info
-        _, g = self.value_and_grad_internal(y[si], self._sub(ctx, si), form="log")
-        pi = si[~(g.abs().amax(1) <= gtol)]
-        if pi.numel() == 0:
-            return y, info
-        pctx = self._sub(ctx, pi)
-        rows = _RowCache(pctx["W"]) if pctx["W"] is not None and pctx["W"].dim() == 3 else None
-
-        def fg(yy, idx):
-            return self.value_and_grad_internal(yy, self._sub(pctx, idx, rows), form="log")
-        yp, ip = minimize_batched(fg, y[pi], optimizer=optimizer, max_iter=max_iter, gtol=gtol, ftol=ftol,
-                                  max_step=max_step, on_active=None if rows is None else rows.shrink_to)
-        f, g = self.value_and_grad_internal(yp, pctx, beta=b, form="sm", ref=ell0[pi])
-        y = y.clone()
-        y[pi] = yp
-        info.f[pi], info.grad_inf[pi] = f, g.abs().amax(1)
-        info.n_iter[pi] += ip.n_iter
-        info.n_restart[pi] += ip.n_restart
-        info.converged[pi], info.capped[pi], info.stalled[pi] = ip.converged, ip.capped, ip.stalled
-        info.n_eval += ip.n_eval
-        info.wall_time += ip.wall_time
         return y, info
 
     def reference_predict(self, Xt, method: str = "SMTGP", alpha: float = 0.5, init=None,
