@@ -306,12 +306,10 @@ ENTRY_POINTS = [
     ("samtc", SAMTC_CONSTRAINTS, {p for p in inspect.signature(samtc).parameters} - {"tasks", "labels"},
      lambda **kw: samtc(**{"tasks": _samtc_data(0), "n_clusters": [2, 2], **kw})),
     *[(f.__name__, {p: BASELINE_CONSTRAINTS[p] for p in ps}, set(ps),
-       (lambda f: lambda **kw: f(**{"tasks" if f is not ncut_snn else "X":
-                                    _samtc_data(0) if f is not ncut_snn else _samtc_data(0)[0],
-                                    "n_clusters" if f is not ncut_snn else "h": [2, 2] if f is not ncut_snn else 2,
-                                    **kw}))(f))
-      for f, ps in ((ncut_snn, ("k", "seed", "metric")), (kmeans_baseline, ("seed", "n_init")),
-                    (pooled_baseline, ("method", "seed", "k")))],
+       (lambda f, data: lambda **kw: f(**data, **kw))(f, data))
+      for f, ps, data in ((ncut_snn, ("k", "seed", "metric"), {"X": _samtc_data(0)[0], "h": 2}),
+                          (kmeans_baseline, ("seed", "n_init"), {"tasks": _samtc_data(0), "n_clusters": [2, 2]}),
+                          (pooled_baseline, ("method", "seed", "k"), {"tasks": _samtc_data(0), "n_clusters": [2, 2]}))],
     ("posterior_predictive", PREDICTIVE_CONSTRAINTS, {p.name for p in inspect.signature(posterior_predictive)
                                                       .parameters.values() if p.kind is p.KEYWORD_ONLY},
      lambda **kw: posterior_predictive(_noop, _noop, **kw)),
