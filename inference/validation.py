@@ -399,8 +399,9 @@ def like_input(out, like):
         ``numpy.matrix`` made a plain array).
     """
     if isinstance(like, torch.Tensor):
-        t = out.detach() if isinstance(out, torch.Tensor) else torch.as_tensor(np.asarray(out))
-        return t.to(like.device)
+        if isinstance(out, torch.Tensor):
+            return out.detach().to(like.device)
+        return torch.as_tensor(np.asarray(out), device=like.device)
     if isinstance(out, torch.Tensor):
         return out.detach().cpu().numpy()
     return np.asarray(out)
