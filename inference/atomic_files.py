@@ -139,10 +139,15 @@ def check_writable(folder) -> None:
 
 
 def check_save_path(path, where: str) -> None:
-    """The file a ``save`` writes: a path (str or os.PathLike) that is not a folder.
+    """The file a ``save`` writes: a path (str or os.PathLike), not a folder, in a folder that
+    exists and that this process can write.
 
     Checked before any work, so a wrong target is a clear error rather than a failed
-    ``os.replace`` after the whole object was serialised.
+    ``os.replace`` (or a folder created on a typo) after the whole object was serialised. The
+    folder is probed as :func:`atomic_write` will use it: a file created there with
+    :func:`tempfile.mkstemp` and deleted at once. Unlike :func:`atomic_write`, which creates a
+    missing parent (checkpoints, caches), a ``save`` target's folder must exist, as for
+    ``numpy.save`` or ``torch.save``.
 
     Parameters
     ----------
@@ -154,9 +159,24 @@ def check_save_path(path, where: str) -> None:
     Raises
     ------
     ValueError
-        Naming ``path``, for a folder or a value that is not a path.
+        Naming ``path``, for a value that is not a path, a folder, a path whose folder does not
+        exist (or is a file), or a folder in which no file can be created (permissions, a
+        read-only file system).
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"{where}: path: expected a file path (str or os.PathLike), got {type(path).__name__}")
-    if Path(path).is_dir():
+    target = Path(path)
+    if target.is_dir():
         raise ValueError(f"{where}: path: {str(path)!r} is a folder; expected the path of a file to write")
+    folder = target.parent
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise ValueError(f"{where}: path: the folder {str(folder)!r} of {str(path)!r} {what}; create the folder "
+                         "first or choose another path")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as err:
+        raise ValueError(f"{where}: path: cannot write in the folder {str(folder)!r} of {str(path)!r} "
+                         f"({err.strerror or err}); choose a path in a folder you can write to") from None

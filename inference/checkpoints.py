@@ -28,6 +28,7 @@ import dataclasses
 import enum
 import hashlib
 import math
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,9 @@ from tandem.inference.persistence import PersistenceError, dump, load
 __all__ = ["CheckpointError", "fingerprint", "fingerprint_diff", "check_fingerprint", "content_hash",
            "describe_callable", "save_atomic", "load_checkpoint"]
 
-_MAX_DEPTH = 24  # nested containers below this depth are recorded by type only (no real setting nests so deep)
+#: containers are described entry by entry down to this depth; a container below it is one entry, a
+#: SHA-256 of its whole description (hashed just as fully, so nothing deeper is lost: only the paths stop)
+_MAX_DEPTH = 24
 
 
 class CheckpointError(ValueError):
@@ -64,9 +67,9 @@ def describe_callable(fn) -> str:
     lambdas, or two functions a factory made around different data (``make(Y)`` and
     ``make(Y + 5)``), get different names. Not covered: the *global* variables a function reads
     (a module-level constant edited between two runs), objects in a closure that
-    :func:`fingerprint` records by type only (nested deeper than it looks, or of a kind it does
-    not know), and the state of a bound method's object. Bytecode differs between Python
-    versions, so a function's name from another Python version differs too.
+    :func:`fingerprint` records by type only (of a kind it does not know), and the state of a
+    bound method's object. Bytecode differs between Python versions, so a function's name from
+    another Python version differs too.
 
     Classes: ``module.qualname``. A wrapper that sets ``__wrapped__`` (``functools.wraps``) is
     named after what it wraps; a ``functools.partial`` after its function plus a digest of its
@@ -85,7 +88,11 @@ def describe_callable(fn) -> str:
     str
         Its name.
     """
-    return _describe(fn, set())
+    try:
+        return _describe(fn, set())
+    except RecursionError:   # a closure holding a value nested beyond the recursion limit
+        raise ValueError(f"describe_callable: {_qualname(fn)}: holds a value nested too deeply to describe "
+                         f"(beyond Python's recursion limit, {sys.getrecursionlimit()})") from None
 
 
 def _describe(fn, stack: set) -> str:
@@ -271,8 +278,16 @@ def _flatten(path: str, obj: Any, out: dict, depth: int, stack: set) -> None:
                           or hasattr(obj, "__func__")):
         out[path] = _describe(obj, stack)
         return
-    if depth >= _MAX_DEPTH or id(obj) in stack:
-        out[path] = f"<{_qualname(type(obj))}>"
+    if id(obj) in stack:           # a reference back to a container above: described there
+        out[path] = f"<cycle: {_qualname(type(obj))}>"
+        return
+    if depth >= _MAX_DEPTH:
+        # the whole subtree, hashed (each further _MAX_DEPTH levels as one digest in turn): a setting
+        # that differs 30 levels down still changes the fingerprint, its path just stops here
+        sub: dict = {}
+        _flatten("", obj, sub, 0, stack)
+        digest = hashlib.sha256(repr(sorted(sub.items())).encode()).hexdigest()[:16]
+        out[path] = f"<{_qualname(type(obj))} nested below depth {_MAX_DEPTH}> sha256:{digest}"
         return
     stack.add(id(obj))
     try:
@@ -313,7 +328,13 @@ def fingerprint(**named) -> dict:
 
     ``fingerprint(data=(X, Y), lr=0.01)`` → ``{"data": "tuple[2]", "data[0]": "tensor float64
     (40, 3) sha256:…", "data[1]": …, "lr": 0.01}``. Values are str/int/float/bool/None, so the
-    dict can be stored with ``torch.save`` or JSON and compared with ``==``.
+    dict can be stored with ``torch.save`` or tandem's safe format (which keep those types).
+    Compare two with :func:`fingerprint_diff`, not ``==``: ``==`` takes ``1``, ``1.0`` and
+    ``True`` for one value and ``-0.0`` for ``0.0``; :func:`fingerprint_diff` tells them apart.
+
+    Containers are described entry by entry down to depth 24; a container nested deeper is one
+    entry holding a SHA-256 of its whole description (so a difference at any depth is seen),
+    and a reference back to a container above (a cycle) is an entry ``<cycle: type>``.
 
     Parameters
     ----------
@@ -324,10 +345,22 @@ def fingerprint(**named) -> dict:
     -------
     dict
         The flat description.
+
+    Raises
+    ------
+    ValueError
+        Naming the value, if it is nested beyond Python's recursion limit (about a thousand
+        containers inside each other): it is refused rather than described in part.
     """
     out: dict = {}
     for k, v in named.items():
-        _flatten(k, v, out, 0, set())
+        try:
+            _flatten(k, v, out, 0, set())
+        except RecursionError:
+            # nested deeper than Python's recursion limit: refuse rather than describe part of it
+            raise ValueError(f"fingerprint: {k}: nested too deeply to describe (containers inside containers "
+                             f"beyond Python's recursion limit, {sys.getrecursionlimit()}); pass a flatter "
+                             "value") from None
     return out
 
 

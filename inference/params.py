@@ -610,6 +610,9 @@ class TandemEstimator(BaseEstimator):
 
         Raises
         ------
+        ValueError
+            Naming ``path``, before any work, if it is not a path, is a folder, or its folder is
+            missing or cannot be written (:func:`tandem.inference.persistence.check_save_path`).
         TypeError
             Naming the attribute, if a public attribute holds a value the safe format cannot store
             (private caches that cannot be stored are dropped; see

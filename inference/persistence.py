@@ -616,7 +616,8 @@ def save_estimator(est, path, extra=None) -> Path:
     Raises
     ------
     ValueError
-        If ``path`` is a folder or not a path (:func:`check_save_path`), before anything is written.
+        If ``path`` is not a path, is a folder, or its folder is missing or cannot be written
+        (:func:`check_save_path`), before anything is serialised or written.
     TypeError
         Naming the attribute, if a public attribute cannot be stored.
     """

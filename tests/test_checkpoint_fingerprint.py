@@ -238,3 +238,27 @@ def test_fingerprint_type_tags_survive_the_checkpoint_file(tmp_path):
     dump(fp, tmp_path / "fp.tandem", "fp")
     back = load(tmp_path / "fp.tandem", "fp")
     assert not fingerprint_diff(back, fp)
+
+
+def _nest(v, n):
+    for _ in range(n):
+        v = {"k": [v]}
+    return v
+
+
+def test_fingerprints_see_a_difference_at_any_depth_and_refuse_what_cannot_be_described():
+    """Below depth 24 a container is one hashed entry (it was its type alone: a setting differing
+    30 levels down was invisible); past the recursion limit a clear error, not a partial description."""
+    from tandem.inference.checkpoints import fingerprint, fingerprint_diff
+    deep1, deep2 = fingerprint(cfg=_nest(1, 30)), fingerprint(cfg=_nest(2, 30))
+    assert fingerprint_diff(deep1, deep2) and not fingerprint_diff(deep1, fingerprint(cfg=_nest(1, 30)))
+    assert content_hash(_nest(1, 30)) != content_hash(_nest(2, 30))
+    assert content_hash(_nest(1, 30)) != content_hash(_nest(1.0, 30))     # hashed entries keep the type too
+    with pytest.raises(ValueError, match="fingerprint: cfg: nested too deeply"):
+        fingerprint(cfg=_nest(1, 5000))
+    # a cycle is recorded as such (no endless recursion), and two cycles of other contents differ
+    a, b = {"x": 1}, {"x": 2}
+    a["self"], b["self"] = a, b
+    fa = fingerprint(cfg=a)
+    assert fa["cfg.self"] == "<cycle: builtins.dict>"
+    assert fingerprint_diff(fa, fingerprint(cfg=b)) == ["cfg.x: was 1, now 2"]

@@ -14,7 +14,9 @@ from __future__ import annotations
 import inspect
 import math
 import pickle
+import tempfile
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 import numpy as np
 import pyro
@@ -424,3 +426,29 @@ def test_save_to_a_folder_or_a_non_path_is_a_clear_error(case, fitted, tmp_path)
         with pytest.raises(ValueError, match=f"{type(est).__name__}.save: path: .*{word}"):
             est.save(bad)
     assert list(tmp_path.iterdir()) == []          # nothing written
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_save_into_a_missing_or_unwritable_folder_is_a_clear_error_before_work(case, fitted, tmp_path, monkeypatch):
+    """A missing folder (was created), a file in the folder's place, a folder the OS refuses a file
+    in (was an OSError from mkstemp after the whole object was serialised): one ValueError naming
+    ``path``, raised before the object's state is read."""
+    est = fitted[case.name]
+    name = type(est).__name__
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_mkstemp = tempfile.mkstemp
+
+    def refusing_mkstemp(*a, dir=None, **kw):      # the OS's answer in a folder without write permission
+        if dir is not None and Path(dir) == locked:
+            raise PermissionError(13, "Permission denied")
+        return real_mkstemp(*a, dir=dir, **kw)
+    monkeypatch.setattr(tempfile, "mkstemp", refusing_mkstemp)
+    monkeypatch.setattr(type(est), "__getstate__", lambda self: pytest.fail("the state was read"), raising=False)
+    for bad, word in ((tmp_path / "no_such" / "m.tnd", "does not exist"), (blocker / "m.tnd", "is a file"),
+                      (locked / "m.tnd", "cannot write in the folder .*Permission denied")):
+        with pytest.raises(ValueError, match=f"{name}.save: path: .*{word}"):
+            est.save(bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "locked"] and not any(locked.iterdir())

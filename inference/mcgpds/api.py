@@ -580,7 +580,7 @@ class McGPDS(TandemEstimator):
         NotFittedError
             Before :meth:`fit`.
         ValueError
-            ``path`` is a folder.
+            ``path`` is a folder, or its folder is missing or cannot be written (checked first).
         """
         self._check_fitted()
         save_estimator(self, path)   # checks the path first (persistence.check_save_path)

@@ -450,7 +450,7 @@ class StochasticMcGPDS(TandemEstimator):
         NotFittedError
             Before :meth:`fit` (or data assigned from :meth:`prepare`).
         ValueError
-            ``path`` is a folder.
+            ``path`` is a folder, or its folder is missing or cannot be written (checked first).
         """
         self.data  # noqa: B018 - NotFittedError before fit / prepare
         # the parameters are this object's own store (param_store_, saved with the state): the
