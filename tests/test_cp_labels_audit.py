@@ -1,0 +1,103 @@
+"""Audit findings on CoupledProjections (and its baselines) and on reading labels, each as a class.
+
+1. Output containers: any scipy.sparse input gives plain ``numpy.ndarray`` outputs (never
+   ``numpy.matrix``, whose ``a[:, 0] - b[:, 0]`` broadcasts to a square) equal to the dense
+   result; a tensor in gives a tensor out (docs/usage.md, the estimator contract).
+2. ``pca``: every value the declared constraint accepts is accepted by ``fit`` and read alike.
+3. Labels keep their identity wherever they are read (``label_codes``, also for the metrics'
+   (n, 1) columns): ``1`` and ``"1"``, ``2**53`` and ``2**53 + 1``, ``"a"`` and ``"a\\0"`` are
+   different labels; ``1``, ``1.0`` and ``True`` (equal in Python) are one.
+4. Messages name the argument (X or Y, not "data"; the view whose graph a ``k`` does not fit).
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from tandem.inference.coupled_projections import CoupledProjections
+from tandem.inference.params import InvalidParameterError
+
+RNG = np.random.default_rng(7)
+# sparse-looking data (about half the entries zero) so every format stores something real
+X = RNG.normal(size=(24, 5)) * (RNG.random((24, 5)) < 0.6)
+Y = RNG.normal(size=(20, 4)) * (RNG.random((20, 4)) < 0.6)
+X[:, 0] += np.arange(24)          # no all-zero column, no constant view
+Y[:, 0] += np.arange(20)
+PAIRS = np.c_[np.arange(8), np.arange(8)]
+XN, YN = RNG.normal(size=(6, 5)), RNG.normal(size=(7, 4))     # new points
+
+_FORMATS = [f for f in ("csr_matrix", "csc_matrix", "coo_matrix", "lil_matrix", "dok_matrix", "bsr_matrix",
+                        "dia_matrix", "csr_array", "csc_array", "coo_array", "lil_array", "dok_array",
+                        "bsr_array", "dia_array") if hasattr(sp, f)]
+# every learned array of a fit (the PCA objects and dims_ are not arrays)
+_ARRAYS = ("pairs_", "Sx_", "Sy_", "Omega_", "Z_", "A_", "B_", "eigenvalues_", "P_", "Px_", "Py_", "Mx_", "My_",
+           "embedding_x_", "embedding_y_")
+
+
+@pytest.fixture(scope="module")
+def dense_fit():
+    return CoupledProjections(d=2, k=4).fit(X, Y, PAIRS)
+
+
+# ----------------------------------------------------------------------------- 1. output containers
+@pytest.mark.parametrize("fmt", _FORMATS)
+def test_sparse_input_gives_plain_arrays_equal_to_the_dense_result(fmt, dense_fit):
+    to = getattr(sp, fmt)
+    m = CoupledProjections(d=2, k=4).fit(to(X), to(Y), PAIRS, Sx=to(dense_fit.Sx_))
+    for a in _ARRAYS:
+        got, want = getattr(m, a), getattr(dense_fit, a)
+        assert type(got) is np.ndarray, (a, type(got))
+        assert got.shape == want.shape, a
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=a)
+    # the audit's symptom: a column difference is a column, not an (N, N) square
+    assert (m.embedding_x_[:, 0] - dense_fit.embedding_x_[:, 0]).shape == (24,)
+    for method, new in (("transform_x", XN), ("transform_y", YN)):
+        out = getattr(m, method)(to(new))
+        assert type(out) is np.ndarray and out.shape == (new.shape[0], 2), method
+        np.testing.assert_allclose(out, getattr(dense_fit, method)(new), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_tensor_in_gives_a_tensor_out_equal_to_numpy(dtype, dense_fit):
+    m = CoupledProjections(d=2, k=4).fit(torch.as_tensor(X, dtype=dtype), torch.as_tensor(Y, dtype=dtype), PAIRS)
+    for method, new in (("transform_x", XN), ("transform_y", YN)):
+        t = torch.as_tensor(new, dtype=dtype).requires_grad_()
+        out = getattr(m, method)(t)
+        assert isinstance(out, torch.Tensor) and out.device == t.device and not out.requires_grad, method
+        assert tuple(out.shape) == (new.shape[0], 2)
+        want = getattr(m, method)(np.asarray(new, dtype=np.float64 if dtype == torch.float64 else np.float32))
+        assert type(want) is np.ndarray
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
+        if dtype == torch.float64:   # the same values as a fit on numpy data
+            np.testing.assert_allclose(out.numpy(), getattr(dense_fit, method)(new), rtol=1e-10, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- 2. pca: declared == accepted
+_PCA_CANDIDATES = [(3, 3), [3, 3], np.array([3, 3]), (np.int64(3), 3), [3, None], (None, 3), 3, None, 9,
+                   [3], (3, 3, 3), 0, [3, 0], 3.0, True, ["3", 3], (3.0, 3), np.array([3.0, 3.0])]
+
+
+def test_the_pca_constraint_says_exactly_what_fit_accepts():
+    """Each candidate is refused at construction (naming pca) or fitted, as its (p_x, p_y) tuple."""
+    accepted = 0
+    for pca in _PCA_CANDIDATES:
+        try:
+            est = CoupledProjections(d=2, k=4, pca=pca)
+        except InvalidParameterError as e:
+            assert "pca" in str(e)
+            continue
+        px, py = (pca, pca) if pca is None or isinstance(pca, (int, np.integer)) else tuple(pca)
+        m = est.fit(X, Y, PAIRS)              # accepted by the constraint: fit must accept it too
+        # a view keeps min(p, rank) directions (rank 5 for X, 4 for Y; None keeps the rank)
+        assert m.dims_ == (5 if px is None else min(int(px), 5), 4 if py is None else min(int(py), 4)), pca
+        np.testing.assert_array_equal(m.P_, CoupledProjections(d=2, k=4, pca=(px, py)).fit(X, Y, PAIRS).P_)
+        accepted += 1
+    assert accepted == 9     # the first nine candidates are declared forms
+
+
+# ----------------------------------------------------------------------------- 4. messages name the argument
+@pytest.mark.parametrize("which", ["X", "Y"])
+def test_a_constant_view_is_named(which):
+    Xc, Yc = (np.ones_like(X), Y) if which == "X" else (X, np.ones_like(Y))
+    with pytest.raises(ValueError, match=rf"^{which}: every point is identical"):
+        CoupledProjections(d=2, k=4).fit(Xc, Yc, PAIRS)
