@@ -13,9 +13,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from scipy.optimize import linear_sum_assignment
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+from sklearn.metrics.cluster import contingency_matrix
 
+from tandem.inference import metrics as M
 from tandem.inference.coupled_projections import CoupledProjections
 from tandem.inference.params import InvalidParameterError
+from tandem.inference.validation import label_codes
 
 RNG = np.random.default_rng(7)
 # sparse-looking data (about half the entries zero) so every format stores something real
@@ -93,6 +98,64 @@ def test_the_pca_constraint_says_exactly_what_fit_accepts():
         np.testing.assert_array_equal(m.P_, CoupledProjections(d=2, k=4, pca=(px, py)).fit(X, Y, PAIRS).P_)
         accepted += 1
     assert accepted == 9     # the first nine candidates are declared forms
+
+
+# ----------------------------------------------------------------------------- 3. labels keep their identity
+@pytest.mark.parametrize("labels, codes", [
+    ([1, "1", 2, 2], [0, 1, 2, 2]),                     # np.asarray: 1 and "1" one string
+    ([2 ** 53, 2 ** 53 + 1, 0.5], [0, 1, 2]),           # np.asarray: one float for two integers
+    (["a", "a\0", "b"], [0, 1, 2]),                     # np.asarray: numpy strips trailing NULs
+    ((b"a", b"a\0\0", b"a"), [0, 1, 0]),
+    ([1, 1.0, True, "1", np.int64(1)], [0, 0, 0, 1, 0]),   # equal as Python values: one label
+])
+def test_label_lists_are_read_label_by_label(labels, codes):
+    np.testing.assert_array_equal(label_codes(labels, None, "y"), codes)
+    # the metrics' (n, 1) column form is read the same way, never through np.asarray's coercion
+    np.testing.assert_array_equal(label_codes([[v] for v in labels], None, "y", column=True), codes)
+
+
+def test_metric_label_columns_keep_identity_in_every_container():
+    import pandas as pd
+    truth = [1, "1", 2, 2]
+    for col in ([[v] for v in truth], [(v,) for v in truth], pd.DataFrame({"c": truth}),
+                np.array(truth, dtype=object)[:, None]):
+        assert M.clustering_accuracy(col, [0, 1, 2, 2]) == 1.0, type(col)   # was 0.75 (nested lists)
+        assert M.nmi(col, [[0], [1], [2], [2]]) == pytest.approx(1.0)
+    assert M.clustering_accuracy([[2 ** 53], [2 ** 53 + 1], [0.5]], [0, 1, 2]) == 1.0
+    # 0-d tensors and arrays in a list are read as their values (a tensor hashes by identity)
+    assert label_codes([torch.tensor(3), torch.tensor(3), np.array("a"), "a"], None, "y").tolist() == [0, 0, 1, 1]
+    with pytest.raises(ValueError, match=r"labels_true: .*label vector \(n,\) or an \(n, 1\) column"):
+        M.nmi([[1, 2], [3, 4]], [0, 1])
+
+
+def _tag(v):
+    """A label as a string that keeps type and value apart (for sklearn, which coerces like numpy);
+    numbers Python finds equal (1, 1.0, True, np.int64(1)) share the tag."""
+    if isinstance(v, (str, bytes)):
+        return repr(v)
+    return f"num:{int(v)}" if float(v).is_integer() else f"num:{float(v)!r}"
+
+
+def test_metrics_equal_sklearn_on_random_mixed_labelings():
+    """Accuracy (best one-to-one matching of sklearn's contingency table), NMI (max normalisation)
+    and codes that sklearn's ARI scores like the tagged labels, over random label lists drawn from
+    values np.asarray would merge; vector and column forms alike."""
+    rng = np.random.default_rng(11)
+    pool = [1, "1", 1.0, 2, "2", 2 ** 53, 2 ** 53 + 1, 0.5, "a", "a\0", b"a", True]
+    for _ in range(40):
+        t = [pool[i] for i in rng.integers(0, len(pool), 15)]
+        p = [pool[i] for i in rng.integers(0, len(pool), 15)]
+        tt, tp = [_tag(v) for v in t], [_tag(v) for v in p]
+        C = contingency_matrix(tt, tp)
+        r, c = linear_sum_assignment(-C)
+        acc = C[r, c].sum() / len(t)
+        nmi = normalized_mutual_info_score(tt, tp, average_method="max")
+        for ft, fp in ((t, p), ([[v] for v in t], [[v] for v in p])):
+            assert M.clustering_accuracy(ft, fp) == pytest.approx(acc, abs=1e-12)
+            assert M.nmi(ft, fp) == pytest.approx(nmi, abs=1e-12)
+        ct, cp = label_codes(t, None, "t"), label_codes(p, None, "p")
+        assert adjusted_rand_score(ct, cp) == pytest.approx(adjusted_rand_score(tt, tp), abs=1e-12)
+        assert len(set(ct.tolist())) == len(set(tt))
 
 
 # ----------------------------------------------------------------------------- 4. messages name the argument
