@@ -19,6 +19,7 @@ from sklearn.metrics.cluster import contingency_matrix
 
 from tandem.inference import metrics as M
 from tandem.inference.coupled_projections import CoupledProjections
+from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
 from tandem.inference.params import InvalidParameterError
 from tandem.inference.validation import label_codes
 
@@ -75,6 +76,18 @@ def test_tensor_in_gives_a_tensor_out_equal_to_numpy(dtype, dense_fit):
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
         if dtype == torch.float64:   # the same values as a fit on numpy data
             np.testing.assert_allclose(out.numpy(), getattr(dense_fit, method)(new), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [HamAlignment, ProcrustesAlignment])
+def test_baselines_follow_the_input_container_and_name_a_wrong_width(cls):
+    m = cls(d=2, k=4).fit(X, Y, PAIRS)
+    for method, new, v in (("transform_x", XN, "X"), ("transform_y", YN, "Y")):
+        out = getattr(m, method)(torch.as_tensor(new))
+        assert isinstance(out, torch.Tensor)
+        np.testing.assert_allclose(out.numpy(), getattr(m, method)(new), rtol=1e-12)
+        assert type(getattr(m, method)(sp.csr_matrix(new))) is np.ndarray
+        with pytest.raises(ValueError, match=rf"^{v} \(new points\): expected {new.shape[1]} columns"):
+            getattr(m, method)(new[:, :2])     # was an opaque broadcast error
 
 
 # ----------------------------------------------------------------------------- 2. pca: declared == accepted
@@ -164,3 +177,11 @@ def test_a_constant_view_is_named(which):
     Xc, Yc = (np.ones_like(X), Y) if which == "X" else (X, np.ones_like(Y))
     with pytest.raises(ValueError, match=rf"^{which}: every point is identical"):
         CoupledProjections(d=2, k=4).fit(Xc, Yc, PAIRS)
+
+
+@pytest.mark.parametrize("cls", [CoupledProjections, HamAlignment, ProcrustesAlignment])
+def test_a_k_too_large_for_one_view_names_that_view(cls):
+    """k = 10 fits X (24 points) but not Y (9 points): the message says it is Y's graph and its size."""
+    with pytest.raises(ValueError, match=r"^k \(number of neighbours in the graph of Y, which has 9 points\): "
+                                         r"expected an integer in \[1, 8\], got 10"):
+        cls(d=2, k=10).fit(X, Y[:9], PAIRS)
