@@ -174,19 +174,9 @@ def mean_norm_error(pred, true) -> float:
 
 
 def _labels(x, name):
-    """Label codes 0..L−1 from the shared :func:`label_codes` (missing-value labels refused); an (n, 1)
-    column is read as its n labels."""
-    if isinstance(x, (list, tuple)) and any(isinstance(v, (list, tuple, np.ndarray)) for v in x):
-        try:   # a nested list: an (n, 1) column; a flat list goes to label_codes as it is (no dtype coercion)
-            x = np.asarray(x)
-        except ValueError:   # ragged: left to label_codes to name
-            pass
-    shape = getattr(x, "shape", None)
-    if shape is not None and len(shape) > 1:
-        if len(shape) != 2 or shape[1] != 1:
-            raise ValueError(f"{name}: expected a label vector (n,), got shape {tuple(shape)}")
-        x = x[:, 0]
-    codes = label_codes(x, None, name)
+    """Label codes 0..L−1 of a label vector (n,) or an (n, 1) column, read by the shared
+    :func:`label_codes` (labels keep their identity; missing-value labels refused)."""
+    codes = label_codes(x, None, name, column=True)
     if codes.size == 0:
         raise ValueError(f"{name}: empty label vector")
     return codes

@@ -241,31 +241,37 @@ def _is_missing(v) -> bool:
         return False
 
 
-def _label_list(y: list | tuple) -> np.ndarray:
-    """A Python list of labels as an array without coercing the labels into one dtype.
+def _label_list(y: list | tuple, column: bool = False) -> np.ndarray:
+    """A Python list of labels as a 1-d object array, label by label: ``np.asarray`` would coerce
+    it to one dtype and merge labels (``[1, "1"]`` to equal strings, ``[2**53, 2**53 + 1, 0.5]`` to
+    floats, ``["a", "a\\0"]`` to one string: numpy strips trailing NULs). 0-d arrays/tensors are
+    read as scalars; with ``column``, one-element rows (an (n, 1) column) as their elements; other
+    nested lists go to ``np.asarray`` (the caller refuses their shape)."""
+    def scalar(v):   # a 0-d tensor hashes by identity: read its value (0-d arrays: their numpy scalar)
+        return v.item() if isinstance(v, torch.Tensor) and v.dim() == 0 else (
+            v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v)
 
-    ``np.asarray`` would make ``[1, "1"]`` two equal strings and ``[2**53, 2**53 + 1, 0.5]``
-    floats of which the first two are equal; a list whose labels are not all of one Python type
-    is therefore kept as an object array, label by label (two labels are then the same label
-    iff they are equal as Python values: ``1``, ``1.0`` and ``True`` are one label, ``"1"`` is
-    another). Nested lists (a 2-d input) are left to ``np.asarray``, whose shape is checked by
-    the caller.
-    """
-    if any(isinstance(v, (list, tuple, np.ndarray)) for v in y) or len({type(v) for v in y}) <= 1:
-        return np.asarray(y)
-    a = np.empty(len(y), dtype=object)
-    a[:] = list(y)
+    rows = [scalar(v) for v in y]
+    seq = (list, tuple, np.ndarray, torch.Tensor)
+    if column and rows and all(isinstance(v, seq) and np.ndim(v) == 1 and len(v) == 1 for v in rows):
+        rows = [scalar(v[0]) for v in rows]
+    if any(isinstance(v, seq) for v in rows):
+        return np.asarray(rows)
+    a = np.empty(len(rows), dtype=object)
+    a[:] = rows
     return a
 
 
-def label_codes(y, n: int | None, name: str) -> np.ndarray:
+def label_codes(y, n: int | None, name: str, column: bool = False) -> np.ndarray:
     """The one validator of per-row labels (sequence ids, class labels): (n,) int64 codes 0..L−1.
 
     Codes are given in order of first appearance. ``y`` may hold any hashable labels (ints, floats,
     strings; a list, numpy array, masked array with no entry masked, or tensor of any real dtype);
     two rows share a label iff their labels are equal (a fractional label is its own label, never
-    truncated). A Python list mixing types is read label by label, not coerced to one dtype
-    (``[1, "1"]`` are two labels; large integers are not rounded through float64).
+    truncated). A Python list is read label by label, never coerced to one dtype (``[1, "1"]``
+    are two labels, large integers are not rounded through float64, ``"a"`` and ``"a\\0"`` stay
+    two strings); labels of different types that Python finds equal (``1``, ``1.0``, ``True``)
+    are one label.
 
     Parameters
     ----------
@@ -276,6 +282,9 @@ def label_codes(y, n: int | None, name: str) -> np.ndarray:
         length.
     name : str
         The argument's name, used in every message.
+    column : bool, default False
+        Also accept an (n, 1) column (nested one-element lists, a 2-d array, frame or tensor), read
+        as its n labels (the metrics take either form).
 
     Returns
     -------
@@ -301,10 +310,14 @@ def label_codes(y, n: int | None, name: str) -> np.ndarray:
         if y.device.type == "meta":
             raise ValueError(f"{name}: got a tensor on the meta device, which holds no values; expected labels")
         y = _tensor_numpy(y.to_dense() if y.layout != torch.strided else y)
+    if column:
+        want += " as a label vector (n,) or an (n, 1) column"
     try:
-        a = _label_list(y) if isinstance(y, (list, tuple)) else np.asarray(y)
+        a = _label_list(y, column) if isinstance(y, (list, tuple)) else np.asarray(y)
     except Exception as e:  # ragged or odd containers
         raise ValueError(f"{name}: expected {want}, got {type(y).__name__} ({e})") from None
+    if column and a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
     if a.ndim != 1 or (n is not None and a.shape[0] != n):
         raise ValueError(f"{name}: expected {want}, got shape {a.shape}")
     if a.dtype.kind in "fcmM":

@@ -44,7 +44,7 @@ from tandem.inference.coupled_projections.solver import (
     sign_fix,
 )
 from tandem.inference.distances import knn, sq_dists
-from tandem.inference.validation import as_array, check_int_range, check_real_range
+from tandem.inference.validation import as_array, check_int_range, check_real_range, like_input
 
 __all__ = ["laplacian_eigenmaps", "nystrom_extend", "HamAlignment", "ProcrustesAlignment"]
 
@@ -134,6 +134,15 @@ def _check_xy(X, Y, pairs, d, k):
     return X, Y, pairs
 
 
+def _new_points(A, name: str, mean: np.ndarray) -> np.ndarray:
+    """New points of one view, centred on the training mean: (n, D) checked against fit's D columns
+    (a wrong width would otherwise fail as an opaque broadcast error)."""
+    A = as_array(A, f"{name} (new points)", ndim=2, min_rows=1)
+    if A.shape[1] != mean.shape[0]:
+        raise ValueError(f"{name} (new points): expected {mean.shape[0]} columns (as in fit), got {A.shape[1]}")
+    return A - mean
+
+
 @dataclass
 class HamAlignment:
     """Ham, Lee & Saul (2005) semi-supervised alignment (joint Laplacian embedding).
@@ -179,8 +188,8 @@ class HamAlignment:
         nx, ny = X.shape[0], Y.shape[0]
         self.mean_x, self.mean_y = X.mean(0), Y.mean(0)
         self.X, self.Y = X - self.mean_x, Y - self.mean_y
-        Sx, self.tx = knn_heat_weights(self.X, self.k, self.t, return_width=True)
-        Sy, self.ty = knn_heat_weights(self.Y, self.k, self.t, return_width=True)
+        Sx, self.tx = knn_heat_weights(self.X, self.k, self.t, return_width=True, name="X")
+        Sy, self.ty = knn_heat_weights(self.Y, self.k, self.t, return_width=True, name="Y")
         n = nx + ny
         if np.isinf(self.mu):
             # contract every connected group of tied points into one node
@@ -207,32 +216,32 @@ class HamAlignment:
 
         Parameters
         ----------
-        X : array_like
+        X : array_like, torch.Tensor or scipy.sparse matrix
             (n, p) new points of view x.
 
         Returns
         -------
-        numpy.ndarray
-            (n, d) their embedding.
+        numpy.ndarray or torch.Tensor
+            (n, d) their embedding; numpy in → numpy out, a tensor in → a tensor on its device.
         """
-        X = as_array(X, "X (new points)", ndim=2) - self.mean_x
-        return nystrom_extend(self.X, self.embedding_x, X, self.k, self.tx)
+        A = _new_points(X, "X", self.mean_x)
+        return like_input(nystrom_extend(self.X, self.embedding_x, A, self.k, self.tx), X)
 
     def transform_y(self, Y) -> np.ndarray:
         """Out-of-sample y points via the kernel-regression (Nyström) extension.
 
         Parameters
         ----------
-        Y : array_like
+        Y : array_like, torch.Tensor or scipy.sparse matrix
             (n, q) new points of view y.
 
         Returns
         -------
-        numpy.ndarray
-            (n, d) their embedding.
+        numpy.ndarray or torch.Tensor
+            (n, d) their embedding; numpy in → numpy out, a tensor in → a tensor on its device.
         """
-        Y = as_array(Y, "Y (new points)", ndim=2) - self.mean_y
-        return nystrom_extend(self.Y, self.embedding_y, Y, self.k, self.ty)
+        A = _new_points(Y, "Y", self.mean_y)
+        return like_input(nystrom_extend(self.Y, self.embedding_y, A, self.k, self.ty), Y)
 
 
 @dataclass
@@ -276,8 +285,8 @@ class ProcrustesAlignment:
         X, Y, pairs = _check_xy(X, Y, pairs, self.d, self.k)
         self.mean_x, self.mean_y = X.mean(0), Y.mean(0)
         self.X, self.Y = X - self.mean_x, Y - self.mean_y
-        Sx, self.tx = knn_heat_weights(self.X, self.k, self.t, return_width=True)
-        Sy, self.ty = knn_heat_weights(self.Y, self.k, self.t, return_width=True)
+        Sx, self.tx = knn_heat_weights(self.X, self.k, self.t, return_width=True, name="X")
+        Sy, self.ty = knn_heat_weights(self.Y, self.k, self.t, return_width=True, name="Y")
         self.raw_x, _ = laplacian_eigenmaps(Sx, self.d)
         self.raw_y, _ = laplacian_eigenmaps(Sy, self.d)
         A, B = self.raw_x[pairs[:, 0]], self.raw_y[pairs[:, 1]]
@@ -301,29 +310,29 @@ class ProcrustesAlignment:
 
         Parameters
         ----------
-        X : array_like
+        X : array_like, torch.Tensor or scipy.sparse matrix
             (n, p) new points of view x.
 
         Returns
         -------
-        numpy.ndarray
-            (n, d) their embedding.
+        numpy.ndarray or torch.Tensor
+            (n, d) their embedding; numpy in → numpy out, a tensor in → a tensor on its device.
         """
-        X = as_array(X, "X (new points)", ndim=2) - self.mean_x
-        return self._map_x(nystrom_extend(self.X, self.raw_x, X, self.k, self.tx))
+        A = _new_points(X, "X", self.mean_x)
+        return like_input(self._map_x(nystrom_extend(self.X, self.raw_x, A, self.k, self.tx)), X)
 
     def transform_y(self, Y) -> np.ndarray:
         """Out-of-sample y points: Nyström extension, then the Procrustes map.
 
         Parameters
         ----------
-        Y : array_like
+        Y : array_like, torch.Tensor or scipy.sparse matrix
             (n, q) new points of view y.
 
         Returns
         -------
-        numpy.ndarray
-            (n, d) their embedding.
+        numpy.ndarray or torch.Tensor
+            (n, d) their embedding; numpy in → numpy out, a tensor in → a tensor on its device.
         """
-        Y = as_array(Y, "Y (new points)", ndim=2) - self.mean_y
-        return self._map_y(nystrom_extend(self.Y, self.raw_y, Y, self.k, self.ty))
+        A = _new_points(Y, "Y", self.mean_y)
+        return like_input(self._map_y(nystrom_extend(self.Y, self.raw_y, A, self.k, self.ty)), Y)

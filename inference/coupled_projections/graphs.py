@@ -59,7 +59,7 @@ def _connect(d2: np.ndarray, M: np.ndarray) -> np.ndarray:
 
 
 def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool = False,
-                     connect: bool = True):
+                     connect: bool = True, name: str = "X"):
     """Symmetrised k-NN graph with heat-kernel weights.
 
     S_ii' = exp(−‖x_i − x_i'‖² / t) when i' is among the k nearest neighbours of i or
@@ -80,6 +80,8 @@ def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool =
         Also return the width t used.
     connect : bool, default True
         Join a disconnected graph by minimum-spanning-tree edges.
+    name : str, default "X"
+        The data's name (the view, e.g. "Y"), used in every message.
 
     Returns
     -------
@@ -91,11 +93,12 @@ def knn_heat_weights(X, k: int = 5, t: float | None = None, return_width: bool =
     ValueError
         If X has fewer than 2 rows, ``k`` is out of range or ``t`` is not positive.
     """
-    X = as_array(X, "X", ndim=2)
+    X = as_array(X, name, ndim=2)
     n = X.shape[0]
-    k = check_int_range(k, "k (number of neighbours)", 1, max(1, n - 1))
     if n < 2:
-        raise ValueError(f"X: a neighbourhood graph needs at least 2 points, got {n}")
+        raise ValueError(f"{name}: a neighbourhood graph needs at least 2 points, got {n}")
+    # the range depends on the view's size: say which view it is, so a k that fits X but not Y is clear
+    k = check_int_range(k, f"k (number of neighbours in the graph of {name}, which has {n} points)", 1, n - 1)
     d2 = sq_dists(X)
     M = _knn_mask(X, k)
     if connect:

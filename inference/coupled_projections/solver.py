@@ -237,9 +237,9 @@ class CoupledProjections(TandemEstimator):
         # the widths describe graphs built here; None for user weights (never a previous fit's)
         self.tx = self.ty = None
         if Sx is None:
-            Sx, self.tx = knn_heat_weights(X - self.pca_x.mean, self.k, self.t, return_width=True)
+            Sx, self.tx = knn_heat_weights(X - self.pca_x.mean, self.k, self.t, return_width=True, name="X")
         if Sy is None:
-            Sy, self.ty = knn_heat_weights(Y - self.pca_y.mean, self.k, self.t, return_width=True)
+            Sy, self.ty = knn_heat_weights(Y - self.pca_y.mean, self.k, self.t, return_width=True, name="Y")
         self.Sx, self.Sy = Sx, Sy
         self.Omega = alignment_omega(graph_laplacian(Sx), graph_laplacian(Sy), self.pairs,
                                      self.alpha_x, self.alpha_y)
