@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from tandem.inference.params import TandemEstimator, own_params
 from tandem.inference.samtc.algorithm import SAMTC_CONSTRAINTS, SAMTCResult, samtc, validate_tasks
 from tandem.inference.samtc.model_fit import ModelFit, fit_model
-from tandem.inference.validation import check_int_range
+from tandem.inference.validation import check_int_range, like_input
 
 __all__ = ["SAMTC"]
 
@@ -146,10 +146,13 @@ class SAMTC(TandemEstimator):
 
         Returns
         -------
-        list of numpy.ndarray
-            ``fit(tasks, labels).labels_``.
+        list of numpy.ndarray or torch.Tensor
+            ``fit(tasks, labels).labels_``, each in its task's container type (the estimator
+            contract: numpy in → numpy out, a tensor task in → an int64 tensor on its device).
+            The fitted ``labels_`` stay numpy arrays.
         """
-        return self.fit(tasks, labels).labels_
+        self.fit(tasks, labels)
+        return [like_input(y, X) for y, X in zip(self.labels_, tasks)]
 
     @own_params
     def fit_model(self, **kwargs) -> ModelFit:
