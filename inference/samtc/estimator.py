@@ -131,7 +131,11 @@ class SAMTC(TandemEstimator):
         self.labels_ = self.result_.labels
         self.R_ = self.result_.R
         self.reusable_ = self.result_.reusable
+        # the state of a refit derives from this fit only: the generative model fitted to the
+        # previous tasks goes, and with it its Pyro parameters (param_store_ survived a refit and
+        # was saved with the new fit, as if it belonged to it)
         self.model_fit_ = None
+        self.__dict__.pop("param_store_", None)
         return self
 
     def fit_predict(self, tasks, labels=None) -> list:
