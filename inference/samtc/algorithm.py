@@ -71,7 +71,7 @@ from tandem.inference.samtc.baselines import (  # noqa: F401
     ncut_snn_grid,
     pooled_baseline,
 )
-from tandem.inference.samtc.selection import select_setting
+from tandem.inference.samtc.selection import select_partition, select_setting
 from tandem.inference.samtc.spectral import kmeans, ncut
 from tandem.inference.samtc.task_checks import _metric_for, validate_labels, validate_tasks
 
@@ -127,7 +127,9 @@ class SAMTCResult:
     init_labels : list of numpy.ndarray
         Per task, the Ncut-SNN initial partition.
     params : list of dict
-        Per task {"k_self", "k_src": {s: k}, "grid_index"} of the selected setting.
+        Per task {"k_self", "k_src": {s: k}, "grid_index"} of the selected setting, chosen among the
+        settings whose labels use all h_t clusters (:func:`select_partition`); when none does,
+        {"k_self": None, "k_src": {}, "grid_index": None} and the task keeps its initial partition.
     pairs : dict
         {(t, s): [(target cluster, source cluster), ...]} mutual-nearest pairs.
     js : dict
@@ -352,7 +354,8 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
         init = []
         for t in range(T):
             labs, _ = ncut_snn_grid(tasks[t], hs[t], seed, S[t], orders[t])
-            init.append(labs[select_setting(labs)])
+            i = select_partition(labs, hs[t])
+            init.append(labs[select_setting(labs) if i is None else i])
     else:
         if len(init_labels) != T:
             raise ValueError(f"init_labels: expected {T} arrays, got {len(init_labels)}")
@@ -456,9 +459,13 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
                     lab = kmeans(tasks[t], hs[t], seed=seed)[0]
                 labs.append(_fill_isolated(lab, S[t]))
                 settings.append({"k_self": int(kt), "k_src": kd})
-        i = select_setting(labs, None if select == "label-free" else np.asarray(labels[t]))
-        out_labels.append(labs[i])
-        params.append({**settings[i], "grid_index": i})
+        i = select_partition(labs, hs[t], None if select == "label-free" else np.asarray(labels[t]))
+        if i is None:   # no setting cut the task into h_t clusters: no transfer (= Ncut-SNN's partition)
+            out_labels.append(init[t])
+            params.append({"k_self": None, "k_src": {}, "grid_index": None})
+        else:
+            out_labels.append(labs[i])
+            params.append({**settings[i], "grid_index": i})
         grid.append([{**sg, "labels": lb} for sg, lb in zip(settings, labs)])
     return SAMTCResult(labels=out_labels, R=R, reusable=reusable, subtasks=subtasks,
                        init_labels=init, params=params, pairs=pairs, js=jsd, beta=betas,

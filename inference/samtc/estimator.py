@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from tandem.inference.params import TandemEstimator, own_params
 from tandem.inference.samtc.algorithm import SAMTC_CONSTRAINTS, SAMTCResult, samtc, validate_tasks
 from tandem.inference.samtc.model_fit import ModelFit, fit_model
-from tandem.inference.validation import check_int_range
+from tandem.inference.validation import check_int_range, like_input
 
 __all__ = ["SAMTC"]
 
@@ -131,7 +131,11 @@ class SAMTC(TandemEstimator):
         self.labels_ = self.result_.labels
         self.R_ = self.result_.R
         self.reusable_ = self.result_.reusable
+        # the state of a refit derives from this fit only: the generative model fitted to the
+        # previous tasks goes, and with it its Pyro parameters (param_store_ survived a refit and
+        # was saved with the new fit, as if it belonged to it)
         self.model_fit_ = None
+        self.__dict__.pop("param_store_", None)
         return self
 
     def fit_predict(self, tasks, labels=None) -> list:
@@ -146,10 +150,13 @@ class SAMTC(TandemEstimator):
 
         Returns
         -------
-        list of numpy.ndarray
-            ``fit(tasks, labels).labels_``.
+        list of numpy.ndarray or torch.Tensor
+            ``fit(tasks, labels).labels_``, each in its task's container type (the estimator
+            contract: numpy in → numpy out, a tensor task in → an int64 tensor on its device).
+            The fitted ``labels_`` stay numpy arrays.
         """
-        return self.fit(tasks, labels).labels_
+        self.fit(tasks, labels)
+        return [like_input(y, X) for y, X in zip(self.labels_, tasks)]
 
     @own_params
     def fit_model(self, **kwargs) -> ModelFit:

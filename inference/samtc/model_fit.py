@@ -25,6 +25,7 @@ Expectations are Monte Carlo averages over joint posterior draws of the discrete
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,11 +43,11 @@ from tandem.inference.numerics import DTYPE, set_seed
 from tandem.inference.predictive import to_arviz
 from tandem.inference.samtc.spectral import kmeans
 from tandem.inference.svi import fit
-from tandem.inference.validation import check_int_range, check_real_range, resolve_device
+from tandem.inference.validation import SEED_MAX, check_int_range, check_real_range, check_seed, resolve_device
 from tandem.models import samtc as samtc_model
 from tandem.models.samtc import MAX_PLATE_NESTING, check_tasks
 
-__all__ = ["ModelFit", "fit_model", "initial_values", "scale_tasks"]
+__all__ = ["ModelFit", "fit_model", "initial_values", "scale_tasks", "MODEL_HYPERPARAMETERS"]
 
 
 def scale_tasks(tasks, h, seed: int = 0):
@@ -79,12 +80,17 @@ def scale_tasks(tasks, h, seed: int = 0):
     """
     Xs, hs = check_tasks(tasks, h)
     km = [_kmeans(X.detach().cpu().numpy(), hs[t], seed) for t, X in enumerate(Xs)]
+    for t, k in enumerate(km):
+        # each task has its own noise scale σ_t: a task whose h_t k-means clusters have no spread
+        # (at most h_t distinct points, e.g. a constant task) drives σ_t → 0 and the ELBO to +∞
+        if not k.inertia_ > 0:
+            raise ValueError(f"tasks[{t}]: zero within-cluster spread (at most h_t = {hs[t]} distinct points, "
+                             f"e.g. all points identical); the mixture needs more than h_t distinct points "
+                             f"per task to estimate its noise scale")
     ss = sum(k.inertia_ for k in km)
     n = sum(len(X) for X in Xs)
     d = Xs[0].shape[1]
     scale = float(np.sqrt(ss / (n * d)))
-    if not scale > 0:
-        raise ValueError("tasks: zero within-cluster spread (all points of a cluster identical)")
     centre = torch.cat(Xs).mean(0)
     return [(X - centre) / scale for X in Xs], centre, scale, km
 
@@ -527,6 +533,13 @@ class ModelFit:
         return -float(loss)
 
 
+#: the keywords of :func:`tandem.models.samtc.model` that ``fit_model(**hyper)`` may set (the data,
+#: the atom count, the minibatch arguments, tau and widen are fit_model's own arguments)
+MODEL_HYPERPARAMETERS = tuple(
+    n for n in inspect.signature(samtc_model.model).parameters
+    if n not in ("tasks", "h", "n_atoms", "tau", "widen", "subsample_size", "subsample"))
+
+
 def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: float = 0.05,
               restarts: int = 1, seed: int = 0, subsample_size: int | None = None,
               tau: float = 0.25, widen: float = 3.0, link_threshold: float | None = None,
@@ -572,7 +585,8 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
         numpy arrays); the k-means initialisation runs on the CPU.
     **hyper
         Model hyperparameters (``alpha``, ``pi_conc``, ``rho_a``, ``rho_b``, ``sigma_scale``,
-        ``prior_scale``; see :func:`tandem.models.samtc.model`).
+        ``prior_scale``, ``prior_loc``, ``sigma_loc``: :data:`MODEL_HYPERPARAMETERS`; see
+        :func:`tandem.models.samtc.model`). Any other keyword is a ``TypeError`` naming it.
 
     Returns
     -------
@@ -582,9 +596,20 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
     Raises
     ------
     ValueError
-        For bad tasks (see :func:`tandem.models.samtc.check_task_layout`) or parameters.
+        For bad tasks (see :func:`tandem.models.samtc.check_task_layout`; also a task with at most
+        h_t distinct points, see :func:`scale_tasks`) or parameters.
+    TypeError
+        For a keyword that is not a model hyperparameter.
     """
+    unknown = sorted(set(hyper) - set(MODEL_HYPERPARAMETERS))
+    if unknown:   # else the first SVI step fails inside the model with "model() got an unexpected ..."
+        raise TypeError(f"fit_model: unexpected keyword argument(s) {', '.join(map(repr, unknown))}; the model's "
+                        f"hyperparameters are {', '.join(MODEL_HYPERPARAMETERS)}")
     check_int_range(restarts, "restarts", 1)
+    seed = check_seed(seed)
+    if seed + restarts - 1 > SEED_MAX:   # restart r runs with seed + r
+        raise ValueError(f"seed: restart r uses seed + r, so seed + restarts - 1 = {seed + restarts - 1} must be "
+                         f"at most {SEED_MAX}; got seed={seed}, restarts={restarts}")
     check_int_range(num_steps, "num_steps", 0)
     check_real_range(lr, "lr (learning rate)", 0.0, None, low_open=True)
     check_real_range(tau, "tau", 0.0, None, low_open=True)

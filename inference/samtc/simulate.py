@@ -29,8 +29,11 @@ truth, pooled over all ordered (target, source) pairs) and :func:`relatedness_ab
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 
 import numpy as np
+
+from tandem.inference.params import Interval, Seed, SequenceOf, validate_params
 
 __all__ = ["SimulatedTasks", "simulate_tasks", "reusable_scores", "relatedness_abs_error"]
 
@@ -67,6 +70,31 @@ class SimulatedTasks:
     @property
     def T(self) -> int:
         return len(self.tasks)
+
+
+_COUNT = Interval(Integral, 0)
+_POSITIVE = Interval(Real, 0, closed="neither")
+
+#: simulate_tasks' settings, declared once (checked on entry; a bad value is an
+#: InvalidParameterError naming the setting, before anything is drawn)
+SIMULATE_CONSTRAINTS = {
+    "n_tasks": [Interval(Integral, 2)],
+    "n_shared": [Interval(Integral, 1)],
+    "n_private": [_COUNT, SequenceOf(_COUNT)],
+    "n_points": [Interval(Integral, 1), SequenceOf(Interval(Integral, 1))],
+    "d": [Interval(Integral, 2)],
+    "sigma": [_POSITIVE],           # σ = 0 would make every point its class mean (constant classes)
+    "separation": [_POSITIVE],
+    "near": [None, _POSITIVE],
+    "alpha": [_POSITIVE],           # a Dirichlet concentration
+    "min_per_class": [Interval(Integral, 1)],
+    "shift": [Interval(Real, 0)],
+    "seed": [Seed()],
+}
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, Integral) and not isinstance(v, bool)
 
 
 def _spread_points(rng, m, d, min_dist, scale, existing=None, tries=2000):
@@ -107,21 +135,21 @@ def simulate_tasks(n_tasks: int = 3, n_shared: int = 3, n_private=(1, 2, 1), n_p
     alpha : Dirichlet concentration of each task's class weights (smaller = more uneven).
     min_per_class : floor on the points per class.
     shift : per-task jitter (units of sigma) added to shared class means (0: identical).
-    seed : numpy seed.
+    seed : numpy seed, in [0, 2**32).
+
+    Every setting is declared in :data:`SIMULATE_CONSTRAINTS`; a value outside it raises
+    :class:`tandem.inference.params.InvalidParameterError` (a ValueError) naming the setting.
     """
-    if n_tasks < 2:
-        raise ValueError(f"n_tasks: expected >= 2 tasks, got {n_tasks}")
-    if n_shared < 1:
-        raise ValueError(f"n_shared: expected >= 1 shared class, got {n_shared}")
-    if d < 2:
-        raise ValueError(f"d: expected feature dimension >= 2, got {d}")
-    n_private = [int(n_private)] * n_tasks if np.isscalar(n_private) else [int(v) for v in n_private]
-    n_points = [int(n_points)] * n_tasks if np.isscalar(n_points) else [int(v) for v in n_points]
-    if len(n_private) != n_tasks or len(n_points) != n_tasks:
-        raise ValueError(f"n_private and n_points: expected {n_tasks} entries, got "
-                         f"{len(n_private)} and {len(n_points)}")
-    if min(n_private) < 0:
-        raise ValueError("n_private: expected non-negative counts")
+    validate_params(SIMULATE_CONSTRAINTS, dict(
+        n_tasks=n_tasks, n_shared=n_shared, n_private=n_private, n_points=n_points, d=d, sigma=sigma,
+        separation=separation, near=near, alpha=alpha, min_per_class=min_per_class, shift=shift, seed=seed),
+        "simulate_tasks: ")
+    # one entry per task: an integer is used for every task
+    n_private = [int(n_private)] * n_tasks if _is_count(n_private) else [int(v) for v in n_private]
+    n_points = [int(n_points)] * n_tasks if _is_count(n_points) else [int(v) for v in n_points]
+    for name, v in (("n_private", n_private), ("n_points", n_points)):
+        if len(v) != n_tasks:
+            raise ValueError(f"{name}: expected an integer or one entry per task ({n_tasks} tasks), got {len(v)}")
     h = [n_shared + p for p in n_private]
     for t in range(n_tasks):
         if n_points[t] < h[t] * min_per_class:

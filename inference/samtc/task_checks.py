@@ -33,13 +33,28 @@ def _unit_rows(X: sp.csr_matrix) -> sp.csr_matrix:
     return X
 
 
+def _n_distinct_rows(X) -> int:
+    """Number of distinct rows (points) of a dense array (exactly) or a CSR matrix of unit-norm
+    rows (to 1e-12: two documents that differ only in length are one point up to round-off)."""
+    if not sp.issparse(X):
+        return int(np.unique(X, axis=0).shape[0]) if X.shape[0] else 0
+    X = X.tocsr(copy=True)
+    X.data = np.round(X.data, 12)
+    X.eliminate_zeros()
+    X.sum_duplicates()      # canonical: sorted column indices, no explicit zeros
+    rows = {(X.indices[a:b].tobytes(), X.data[a:b].tobytes()) for a, b in zip(X.indptr[:-1], X.indptr[1:])}
+    return len(rows)
+
+
 def validate_tasks(tasks, n_clusters, labels=None):
     """Check the tasks and convert them to float64.
 
     The structure (task count, empty tasks, one feature space, integer h_t ≥ 2, n_t ≥ h_t) is
     checked by :func:`tandem.models.samtc.check_task_layout`, shared with the Pyro model; here
-    also that every task is a 2-d numeric array (dense or scipy.sparse) of finite numbers, and
-    that ``labels`` (if given) hold one label per point.
+    also that every task is a 2-d numeric array (dense or scipy.sparse) of finite numbers with at
+    least h_t distinct points (a constant task cannot be cut into h_t ≥ 2 clusters: its graph
+    and its density steps see one point, and any labelling would be arbitrary), and that
+    ``labels`` (if given) hold one label per point.
 
     Parameters
     ----------
@@ -75,6 +90,13 @@ def validate_tasks(tasks, n_clusters, labels=None):
         if bad:
             raise ValueError(f"tasks[{t}]: contains {bad} NaN or inf entries; expected finite values")
     out = [_unit_rows(X) if sp.issparse(X) else X for X in out]
+    for t, (X, h) in enumerate(zip(out, hs)):
+        # after the row scaling: documents that differ only in length are one point in cosine geometry
+        m = _n_distinct_rows(X)
+        if m < h:
+            what = "all its points are identical" if m == 1 else f"it has only {m} distinct points"
+            raise ValueError(f"tasks[{t}]: {what}, fewer than its h_t = {h} clusters; expected at least "
+                             f"{h} distinct points (rows)")
     validate_labels(labels, out)
     return out, hs
 
