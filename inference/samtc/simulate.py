@@ -137,8 +137,19 @@ def simulate_tasks(n_tasks: int = 3, n_shared: int = 3, n_private=(1, 2, 1), n_p
     shift : per-task jitter (units of sigma) added to shared class means (0: identical).
     seed : numpy seed, in [0, 2**32).
 
-    Every setting is declared in :data:`SIMULATE_CONSTRAINTS`; a value outside it raises
-    :class:`tandem.inference.params.InvalidParameterError` (a ValueError) naming the setting.
+    Returns
+    -------
+    SimulatedTasks
+        The tasks, their labels and the ground truth of the transfer; ``config`` holds every
+        setting as a plain Python value.
+
+    Raises
+    ------
+    ValueError
+        Every setting is declared in :data:`SIMULATE_CONSTRAINTS`; a value outside it raises
+        :class:`tandem.inference.params.InvalidParameterError` (a ValueError) naming the
+        setting. Also when a task's ``n_points`` cannot give each of its classes
+        ``min_per_class`` points.
     """
     validate_params(SIMULATE_CONSTRAINTS, dict(
         n_tasks=n_tasks, n_shared=n_shared, n_private=n_private, n_points=n_points, d=d, sigma=sigma,
@@ -220,6 +231,8 @@ def simulate_tasks(n_tasks: int = 3, n_shared: int = 3, n_private=(1, 2, 1), n_p
     cfg = dict(n_tasks=n_tasks, n_shared=n_shared, n_private=n_private, n_points=n_points, d=d,
                sigma=sigma, separation=separation, near=near, alpha=alpha,
                min_per_class=min_per_class, shift=shift, seed=seed)
+    # the settings as plain Python numbers (a numpy seed or size would not serialise to JSON)
+    cfg = {k: v.item() if isinstance(v, np.generic) else v for k, v in cfg.items()}
     return SimulatedTasks(tasks, labels, glabels, h, [sorted(c) for c in class_sets], means,
                           reusable, R, traps, cfg)
 
