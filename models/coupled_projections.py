@@ -90,7 +90,14 @@ from pyro.distributions.torch_distribution import TorchDistribution
 from torch.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
-from tandem.inference.validation import NotFittedError, as_tensor, check_int_range, check_real_range, resolve_device
+from tandem.inference.validation import (
+    NotFittedError,
+    as_tensor,
+    check_int_range,
+    check_real_range,
+    check_seed,
+    resolve_device,
+)
 
 __all__ = ["model", "dims", "simulate", "frame", "orthonormal", "q_raw_init", "WhitenedProblem",
            "whiten", "whitening_constant", "FrameNormal", "DIMS", "check_model_args"]
@@ -388,7 +395,7 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
     noise : float, default 0.01
         Standard deviation of the isotropic noise (≥ 0).
     seed : int, default 0
-        Seed of numpy's generator.
+        Seed of numpy's generator, in [0, 2³² − 1].
 
     Returns
     -------
@@ -405,7 +412,8 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
     ------
     ValueError
         If a size is below its minimum (n ≥ 3, d ≥ 1, dx, dy ≥ d), ``beta`` or ``gamma`` is
-        not positive, or ``noise`` is negative.
+        not positive, ``noise`` is negative, or ``seed`` is not an integer in [0, 2³² − 1]
+        (``None`` is refused: the draw is reproducible).
     """
     n = check_int_range(n, "n (points)", 3)
     d = check_int_range(d, "d (latent dimension)", 1)
@@ -414,7 +422,7 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
     for v, nm in ((beta, "beta"), (gamma, "gamma")):
         check_real_range(v, nm, 0.0, None, low_open=True)
     check_real_range(noise, "noise", 0.0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     Lc = np.diag(np.r_[1.0, np.full(n - 2, 2.0), 1.0]) - np.eye(n, k=1) - np.eye(n, k=-1)
     C = np.linalg.cholesky(beta * Lc + gamma * np.eye(n))             # Λ = C Cᵀ
     U = sla.solve_triangular(C, rng.standard_normal((n, d)), lower=True, trans="T")  # u ~ N(0, Λ^{-1})

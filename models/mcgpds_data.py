@@ -247,8 +247,7 @@ class McGPDSData:
         # frames of one sequence must come in time order (the time kernels read rows in order)
         check_time_order(self.times, self.seq_ids.cpu().numpy(), "seq_ids")
         self.blocks = Blocks(self.seq_ids)
-        for name in ("Q", "M", "J"):
-            setattr(self, name, check_int_range(getattr(self, name), name, 1))
+        self.Q, self.M, self.J = check_sizes(self.Q, self.M, self.J)
         #: the mapping kernel object (the bound calls its psi/kzz methods); ``mapping_kernel`` keeps its name
         self.mapping_kernel_obj = _mapping_object(self.mapping_kernel)
         self.mapping_kernel = mapping_kernel_kind(self.mapping_kernel)   # a models.kernels object or alias
@@ -279,10 +278,9 @@ class McGPDSData:
                     raise ValueError(f"views[{k}]: every entry is the same value; a constant view carries no "
                                      "information to fit (drop it)")
             self.out_dims = [int(Y.shape[1]) for Y in self.views]
-        elif self.out_dims is None or not len(self.out_dims):
+        elif self.out_dims is None:
             raise ValueError("out_dims: expected the output dimension of every view when views is None")
-        self.out_dims = [check_int_range(int(d) if isinstance(d, torch.Tensor) else d, f"out_dims[{k}]", 1)
-                         for k, d in enumerate(self.out_dims)]
+        self.out_dims = check_out_dims(self.out_dims)
         time_kernels(self)           # validates time_kernel against V
         self.init = dict(self.init or {})
         missing = set(required_params(self)) - set(self.init)
@@ -415,6 +413,55 @@ def check_init(init: dict) -> None:
             raise ValueError(f"init[{name!r}] ({what}): expected positive values, got min {float(v.min()):g}")
 
 
+def check_sizes(Q, M, J) -> tuple[int, int, int]:
+    """The one check of the model's sizes Q (latent dimension), M (inducing points), J (basis functions).
+
+    Parameters
+    ----------
+    Q, M, J : int
+        Each an integer ≥ 1 (Python or numpy; bools refused).
+
+    Returns
+    -------
+    tuple of int
+        ``(Q, M, J)`` as Python ints.
+
+    Raises
+    ------
+    ValueError
+        Naming the first size that is not an integer ≥ 1.
+    """
+    return tuple(check_int_range(v, name, 1) for v, name in ((Q, "Q"), (M, "M"), (J, "J")))
+
+
+def check_out_dims(out_dims) -> list[int]:
+    """The one check of the views' output dimensions D_1 … D_V: a non-empty sequence of integers ≥ 1.
+
+    Parameters
+    ----------
+    out_dims : sequence of int
+        A list, tuple, 1-d array or 1-d integer tensor (a string is refused, not read as
+        characters; a float entry is refused, not truncated).
+
+    Returns
+    -------
+    list of int
+        The D_k as Python ints.
+
+    Raises
+    ------
+    ValueError
+        Naming ``out_dims`` (not a non-empty sequence) or the entry ``out_dims[k]`` that is not
+        an integer ≥ 1.
+    """
+    if isinstance(out_dims, (np.ndarray, torch.Tensor)) and out_dims.ndim == 1:
+        out_dims = out_dims.tolist()      # numpy/torch scalars → Python numbers (floats stay floats)
+    if not isinstance(out_dims, (list, tuple)) or not out_dims:
+        raise ValueError(f"out_dims: expected a non-empty list of output dimensions (one per view), got {out_dims!r}")
+    return [check_int_range(d.item() if isinstance(d, (np.ndarray, torch.Tensor)) and d.ndim == 0 else d,
+                            f"out_dims[{k}]", 1) for k, d in enumerate(out_dims)]
+
+
 def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str = "rbfard",
                  X0: torch.Tensor | None = None, times: torch.Tensor | None = None,
                  time_white: bool = True, time_bias: bool = True, alpha=0.5, eps=1e-3, beta=None,
@@ -483,9 +530,17 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
     -------
     dict
         ``{parameter name: torch.Tensor}`` (float64, on ``device``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``out_dims`` or one of ``Q``, ``M``, ``J`` when it is not an integer ≥ 1
+        (:func:`check_out_dims`, :func:`check_sizes`).
     """
     if device is None:
         device = X0.device if X0 is not None else times.device if isinstance(times, torch.Tensor) else "cpu"
+    out_dims = check_out_dims(out_dims)
+    Q, M, J = check_sizes(Q, M, J)
     kind = mapping_kernel_kind(kind)          # an object or its alias name
     gen = generator
     if X0 is None:

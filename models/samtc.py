@@ -64,6 +64,7 @@ from pyro import poutine
 from pyro.ops.indexing import Vindex
 
 from tandem.inference.numerics import DTYPE, set_seed
+from tandem.inference.validation import check_int_range, check_real_range, check_seed
 
 __all__ = ["model", "dims", "simulate", "check_tasks", "DIMS", "MAX_PLATE_NESTING", "site_names"]
 
@@ -192,6 +193,37 @@ def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
     return out, hs
 
 
+#: the range of each scalar hyperparameter of :func:`model`, declared once: (low, low excluded); all
+#: are finite reals (``sigma_loc`` is the median of σ_t, the LogNormal's exp-location, so positive)
+HYPERPARAMETER_RANGES = {
+    "tau": (0.0, True), "prior_scale": (0.0, True), "sigma_loc": (0.0, True), "sigma_scale": (0.0, True),
+    "widen": (1.0, True), "alpha": (0.0, True), "pi_conc": (0.0, True), "rho_a": (0.0, True), "rho_b": (0.0, True),
+}
+
+
+def check_hyperparameters(**values) -> dict:
+    """Check scalar hyperparameters of :func:`model` against :data:`HYPERPARAMETER_RANGES`.
+
+    Parameters
+    ----------
+    **values
+        Some of the names in :data:`HYPERPARAMETER_RANGES` with their values.
+
+    Returns
+    -------
+    dict
+        The values as Python floats.
+
+    Raises
+    ------
+    ValueError
+        Naming the first value that is not a finite real in its range (a bool or a string is
+        not a number here).
+    """
+    return {name: check_real_range(v, name, HYPERPARAMETER_RANGES[name][0], None,
+                                   low_open=HYPERPARAMETER_RANGES[name][1]) for name, v in values.items()}
+
+
 def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: float = 0.25,
           prior_loc=None, prior_scale: float = 5.0, sigma_loc: float = 1.0, sigma_scale: float = 0.5,
           widen: float = 3.0, alpha: float = 1.0, pi_conc: float = 1.0, rho_a: float = 5.0,
@@ -210,13 +242,17 @@ def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: fl
     widen : s(0)/s(1), the widening of atypical instances' likelihood (> 1).
     alpha, pi_conc, rho_a, rho_b : Dirichlet / Beta hyperparameters of w_t, π, ρ_t.
     subsample_size, subsample : instance-plate minibatching (see module docstring).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: bad tasks or h (:func:`check_tasks`), ``n_atoms`` not an integer
+        ≥ 1, a scalar hyperparameter outside its range (:data:`HYPERPARAMETER_RANGES`).
     """
     tasks, h = check_tasks(tasks, h)
-    if int(n_atoms) < 1:
-        raise ValueError(f"n_atoms: expected >= 1 atom, got {n_atoms!r}")
-    if not widen > 1:
-        raise ValueError(f"widen: expected > 1, got {widen!r}")
-    K, d = int(n_atoms), tasks[0].shape[1]
+    K, d = check_int_range(n_atoms, "n_atoms (number of atoms)", 1), tasks[0].shape[1]
+    check_hyperparameters(tau=tau, prior_scale=prior_scale, sigma_loc=sigma_loc, sigma_scale=sigma_scale,
+                          widen=widen, alpha=alpha, pi_conc=pi_conc, rho_a=rho_a, rho_b=rho_b)
     opts = dict(dtype=DTYPE, device=tasks[0].device)   # every site follows the data's device
     if prior_loc is None:
         prior_loc = torch.cat(tasks).mean(0)
@@ -294,15 +330,21 @@ def simulate(n, h, n_atoms: int, d: int = 2, seed: int = 0, prior_loc=None, **hy
         {"tasks": [(n_t, d) float64 arrays], "labels": [(n_t,) y_t], "typical": [(n_t,) u_t],
         "links": [(h_t,) a_t (0 = private, k ≥ 1 = atom k)], "means": [(h_t, d) μ_t],
         "atoms": (K, d) θ, "weights": [(h_t,) w_t], "rho": [ρ_t], "sigma": [σ_t], "pi": (K+1,)}.
+
+    Raises
+    ------
+    ValueError
+        Naming ``n``/``h`` (not two lists of equal length), an entry ``n[t]`` or ``d`` or
+        ``n_atoms`` that is not an integer ≥ 1, ``seed`` outside [0, 2³² − 1], or (from
+        :func:`model`) a bad ``h`` or hyperparameter.
     """
     if not isinstance(n, (list, tuple)) or not isinstance(h, (list, tuple)) or len(n) != len(h) or not n:
         raise ValueError(f"n, h: expected two non-empty lists of equal length (one entry per task), "
                          f"got n={n!r}, h={h!r}")
-    for t, (nt, ht) in enumerate(zip(n, h)):
-        if isinstance(nt, bool) or not isinstance(nt, (int, np.integer)) or nt < 1:
-            raise ValueError(f"n[{t}]: expected a positive number of instances, got {nt!r}")
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"d: expected a positive feature dimension, got {d!r}")
+    n = [check_int_range(nt, f"n[{t}] (instances of task {t})", 1) for t, nt in enumerate(n)]
+    d = check_int_range(d, "d (feature dimension)", 1)
+    check_int_range(n_atoms, "n_atoms (number of atoms)", 1)
+    seed = check_seed(seed)
     # drawn on the CPU: the same seed gives the same tasks on every machine (numpy out)
     dummy = [torch.zeros(int(nt), int(d), dtype=DTYPE, device="cpu") for nt in n]
     loc = torch.zeros(int(d), dtype=DTYPE, device="cpu") if prior_loc is None \

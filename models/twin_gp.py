@@ -33,7 +33,7 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-from tandem.inference.numerics import DTYPE
+from tandem.inference.numerics import DTYPE, seeded_generator
 from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["model", "twin_gp_model", "dims", "simulate", "DIMS", "METHODS", "validate_alpha_beta"]
@@ -188,12 +188,17 @@ def simulate(which: int = 1, seed: int = 0, noise: float = 0.005, n_train: int =
     dict
         float64 tensors ``X_train`` (N, 1), ``Y_train`` (N, 1), ``X_test`` (T, 1),
         ``Y_test`` (T, 1).
+
+    Raises
+    ------
+    ValueError
+        Naming ``which`` (not the integer 1 or 2), ``seed`` (not an integer in [0, 2³² − 1]),
+        ``noise`` (negative) or ``n_train`` (below 2).
     """
-    if which not in (1, 2):
-        raise ValueError(f"which: expected 1 (Toy 1) or 2 (Toy 2), got {which!r}")
+    which = check_int_range(which, "which (1 = Toy 1, 2 = Toy 2)", 1, 2)
     noise = check_real_range(noise, "noise", 0.0)
     n = check_int_range(n_train, "n_train", 2)
-    g = torch.Generator().manual_seed(int(seed))
+    g = seeded_generator(seed)
     y = torch.rand(n, 1, generator=g, dtype=DTYPE)  # device: cpu-ok (simulated data, on the CPU)
     x = _s_curve(y) + noise * torch.randn(n, 1, generator=g, dtype=DTYPE)  # device: cpu-ok (simulated data, on the CPU)
     if which == 1:

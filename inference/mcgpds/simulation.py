@@ -50,6 +50,12 @@ def simulate_sequences(n_seq: int, seq_len: int, out_dims: list, Q: int = 2, M: 
         ``views`` (list of (N, D_k) tensors), ``times`` (N,), ``seq_ids`` (N,), ``X_s`` (N, Q),
         ``init`` (the hyperparameters), N = ``n_seq`` · ``seq_len``.
 
+    Raises
+    ------
+    ValueError
+        Naming ``n_seq``, ``seq_len`` or ``chunk_frames`` when it is not an integer ≥ 1, and
+        (from :func:`tandem.models.mcgpds.simulate`) a bad size, ``out_dims`` entry or seed.
+
     Notes
     -----
     :func:`tandem.models.mcgpds.simulate` builds the dense N×N time kernel, so it cannot
@@ -61,6 +67,7 @@ def simulate_sequences(n_seq: int, seq_len: int, out_dims: list, Q: int = 2, M: 
     """
     n_seq = check_int_range(n_seq, "n_seq", low=1)
     seq_len = check_int_range(seq_len, "seq_len", low=1)
+    chunk_frames = check_int_range(chunk_frames, "chunk_frames", low=1)
     per = max(1, chunk_frames // seq_len)
     # drawn on the CPU (the same seed gives the same data everywhere); move the result to a device
     t1 = torch.arange(seq_len, dtype=DTYPE, device="cpu") / seq_len
