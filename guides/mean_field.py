@@ -33,6 +33,7 @@ import torch
 from torch.distributions import biject_to, constraints
 
 from tandem.inference.numerics import DTYPE, seeded_generator
+from tandem.inference.validation import check_seed
 from tandem.models.coupled_projections import check_model_args, frame, q_raw_init
 from tandem.models.samtc import check_tasks
 
@@ -200,7 +201,7 @@ class SAMTCMeanField:
             raise TypeError(f"init: expected a dict of starting values or None, got {type(init).__name__}")
         self.init = dict(init or {})
         self.init_scale = _check_scale(init_scale)
-        self.seed = int(seed)
+        self.seed = check_seed(seed)
         self.prefix = _check_prefix(prefix)
 
     def _site(self, name, support, value0):

@@ -26,6 +26,7 @@ import torch
 from torch.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, seeded_generator
+from tandem.inference.validation import check_seed
 from tandem.models.samtc import check_tasks
 
 __all__ = ["Guide", "SAMTCGuide", "guide"]
@@ -53,7 +54,7 @@ class Guide:
         if not isinstance(prefix, str):
             raise TypeError(f"prefix: expected a string, got {prefix!r}")
         self.init = dict(init or {})
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.prefix = prefix
 
     def _get(self, key, t=None, default=None, device=None):

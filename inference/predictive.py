@@ -36,7 +36,7 @@ from pyro.poutine.subsample_messenger import _Subsample
 
 from tandem.inference.numerics import set_seed
 from tandem.inference.params import Boolean, InstanceOf, Interval, Seed, validate_params
-from tandem.inference.validation import check_int_range
+from tandem.inference.validation import check_int_range, check_seed
 
 __all__ = ["posterior_predictive", "draw", "ARVIZ_MAJOR", "to_arviz", "arviz_groups", "rescale_sites",
            "scored_log_likelihood"]
@@ -166,7 +166,7 @@ def draw(model: Callable, guide: Callable, *args, num_samples: int = 100, seed: 
         If ``num_samples`` or ``seed`` is out of range.
     """
     check_int_range(num_samples, "num_samples", low=1)
-    check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
+    check_seed(seed)
     set_seed(seed)
     post, ppc, obs, loglik = {}, {}, {}, {}
     stats: dict[str, list] = {"lp": [], "log_q": []}

@@ -45,7 +45,7 @@ from tandem.inference.params import Boolean, InstanceOf, Interval, validate_para
 from tandem.inference.params import Callable as CallableC
 from tandem.inference.persistence import check_writable
 from tandem.inference.preconditioned_lbfgs import PreconditionedLBFGS
-from tandem.inference.validation import check_int_range, check_real_range
+from tandem.inference.validation import check_int_range, check_real_range, check_seed
 
 __all__ = ["fit", "minimize", "FitResult", "LBFGS", "fit_fingerprint"]
 
@@ -238,7 +238,7 @@ def fit_fingerprint(model: Callable, guide: Callable, args: tuple, kwargs: dict,
         The flat fingerprint.
     """
     return fingerprint(model=describe_callable(model), guide=describe_callable(guide), loss=_describe_loss(loss),
-                       optim=_describe_optim(optim), seed=int(seed), args=tuple(args), kwargs=dict(kwargs))
+                       optim=_describe_optim(optim), seed=check_seed(seed), args=tuple(args), kwargs=dict(kwargs))
 
 
 def _load_fit_state(path: Path, fp: dict, num_steps: int) -> dict:
@@ -299,7 +299,7 @@ def _check_deterministic_callable(loss_fn, first_value: float, seed: int) -> Non
     """Evaluate a custom loss once more under another RNG state; raise if the value changed."""
     rng = _rng_state()
     try:
-        set_seed((int(seed) + 1_000_003) % 2 ** 32)   # int: numpy int32 + 1_000_003 may overflow
+        set_seed((check_seed(seed) + 1_000_003) % 2 ** 32)   # a Python int: numpy int32 + 1_000_003 may overflow
         with torch.no_grad():
             second = float(loss_fn().detach())
     finally:
@@ -439,7 +439,7 @@ class _CheckedLoss:
 
 def _validate(num_steps, seed, tol, window, min_steps, checkpoint_every) -> None:
     check_int_range(num_steps, "num_steps", low=0)
-    check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
+    check_seed(seed)
     if tol is not None:
         check_real_range(tol, "tol", low=0.0, low_open=True)
     check_int_range(window, "window", low=1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tandem.inference.validation import check_int_range, check_real_range
+from tandem.inference.validation import check_int_range, check_real_range, check_seed
 
 __all__ = ["scurve", "swiss_roll", "paired_scurve_swissroll", "linear_views_of_curve"]
 
@@ -76,7 +76,7 @@ def paired_scurve_swissroll(n: int = 800, noise: float = 0.0, seed: int = 0):
     """
     n = check_int_range(n, "n", 3)
     noise = check_real_range(noise, "noise", 0.0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     lat = rng.uniform(size=(n, 2))
     X = scurve(lat[:, 0], lat[:, 1]) + noise * rng.standard_normal((n, 3))
     Y = swiss_roll(lat[:, 0], lat[:, 1]) + noise * rng.standard_normal((n, 3))
@@ -114,7 +114,7 @@ def linear_views_of_curve(n: int = 200, dx: int = 10, dy: int = 8, noise: float 
     dx = check_int_range(dx, "dx", 3)
     dy = check_int_range(dy, "dy", 3)
     noise = check_real_range(noise, "noise", 0.0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     tau = 2.0 * np.pi * np.arange(n) / n
     C = np.column_stack([np.sin(tau) + 2 * np.sin(2 * tau), np.cos(tau) - 2 * np.cos(2 * tau),
                          -np.sin(3 * tau)])

@@ -14,7 +14,7 @@ import numpy as np
 
 from tandem.inference.datasets import data_dir as resolve_data_dir
 from tandem.inference.datasets import read_mat
-from tandem.inference.validation import require_file
+from tandem.inference.validation import check_seed, require_file
 
 __all__ = ["load_usps_reconstruction", "centre_mask", "HINT"]
 
@@ -90,7 +90,7 @@ def load_usps_reconstruction(data_dir=None, seed: int = 0) -> dict:
     # column-major 16×16 → upright image → row-major pixel vector
     up = imgs.reshape(-1, 16, 16).transpose(0, 2, 1) * 2.0 - 1.0
     flat = up.reshape(-1, 256)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     tr, te = [], []
     for k in range(10):
         cls = np.flatnonzero(lab % 10 == k)

@@ -38,6 +38,7 @@ from tandem.inference.experiments.results import Results
 from tandem.inference.mcgpds.baselines import gpy_available, nn_y_space, training_mean_predictor
 from tandem.inference.mcgpds.fit import McGPDSConfig, cached_fit, predict_view
 from tandem.inference.mcgpds.predictor import calibrated_prediction, nn_features
+from tandem.inference.validation import check_seed
 
 __all__ = ["protocol_config", "tandem_config", "OVERRIDES", "overrides", "score", "fit_for", "protocol_features",
            "calibrated_predictor", "run_two_view", "print_table", "plot_traces", "PLOT_METHODS",
@@ -73,7 +74,7 @@ def protocol_config(dataset: str, quick: bool, seed: int, data=None, **over):
     if dataset == "pose":
         kw.update(cycles=5, joint_iters=1000, init="pca", beta_init="snr")
     else:  # CUAVE: β = 1 + 0.1·U(0,1) per view, 'separately' PPCA init (7 + 3) on centred data
-        rng = np.random.default_rng(10_000 + seed)
+        rng = np.random.default_rng(10_000 + check_seed(seed))
         kw.update(cycles=1, joint_iters=100, init="separately", init_dims=(7, 3),
                   beta_init=[float(1 + 0.1 * u) for u in rng.uniform(size=2)])
         if data is not None:

@@ -18,6 +18,7 @@ import numpy as np
 from tandem.inference.checkpoints import content_hash
 from tandem.inference.mcgpds.baselines import fit_gpy_mrd
 from tandem.inference.persistence import write_text_atomic
+from tandem.inference.validation import check_seed
 
 __all__ = ["DEFAULT_ROW", "STACKED_ROW", "SELECTED_ROW", "sequence_ids_of", "default_estimator_prediction",
            "mrd_fit_job", "mrd_row"]
@@ -111,7 +112,7 @@ def default_estimator_prediction(data, seed: int, quick: bool = False, cache_dir
     fields = ("chosen", "choice_scores", "fold_labels", "label", "scores", "stacked_weights", "stacked_heldout_mse")
     if cache_dir is not None:
         key = content_hash("mcgpds_default/3", data.Y1, data.Y2, data.t, list(data.seq_ends), data.Y1_test,
-                           data.t_test, int(seed), bool(quick), repr(TANDEM_CANDIDATES),
+                           data.t_test, check_seed(seed), bool(quick), repr(TANDEM_CANDIDATES),
                            repr(TANDEM_STACK_CANDIDATES), length=64)
         path = Path(cache_dir) / f"mcgpds_default_seed{seed}_{key[:16]}.json"
         if path.exists():
@@ -191,7 +192,7 @@ def mrd_fit_job(m1, m2, m1_test, q: int, seed: int, quick: bool = False, cache_d
     """
     path = None
     if cache_dir is not None:
-        key = content_hash("gpy_mrd/1", np.asarray(m1), np.asarray(m2), np.asarray(m1_test), int(q), int(seed),
+        key = content_hash("gpy_mrd/1", np.asarray(m1), np.asarray(m2), np.asarray(m1_test), int(q), check_seed(seed),
                            bool(quick), length=64)
         path = Path(cache_dir) / f"gpy_mrd_Q{q}_seed{seed}_{key[:16]}.json"
         if path.exists():

@@ -95,9 +95,10 @@ from tandem.inference.mcgpds.view_prediction import (  # noqa: F401
     holdout_predictions,
     predict_view,
 )
+from tandem.inference.numerics import seeded_generator
 from tandem.inference.persistence import PersistenceError
 from tandem.inference.svi import LBFGS, fit
-from tandem.inference.validation import as_tensor, check_real_range, resolve_device, sequence_labels
+from tandem.inference.validation import as_tensor, check_real_range, check_seed, resolve_device, sequence_labels
 from tandem.models.kernels import MappingKernel, mapping_kernel_kind
 from tandem.models.mcgpds import McGPDSData, default_init, hyperparams, mcgpds_model, pca_init
 
@@ -298,7 +299,7 @@ def fit_mcgpds(views, times, seq_ends=None, sequence_ids=None, config: McGPDSCon
         alpha, fixed = 1.0, fixed | {"alpha"}
     kind = "linear" if cfg.output_layer == "linear" else (
         cfg.mapping_kernel if isinstance(cfg.mapping_kernel, MappingKernel) else mapping_kind)
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = seeded_generator(seed)
     init = default_init(N, Ds, cfg.Q, cfg.M, cfg.J, kind, X0=X0, times=t, time_white=cfg.time_white,
                         time_bias=cfg.time_bias, alpha=alpha, eps=cfg.eps_init, beta=beta,
                         invwidth=invw, white_var=cfg.time_white_var, bias_var=cfg.time_bias_var,
@@ -412,7 +413,7 @@ def fit_fingerprint(views, times, seq_ends, sequence_ids, config: McGPDSConfig, 
     str
         64 hex characters.
     """
-    return content_hash("fit_mcgpds/1", list(views), times, seq_ends, sequence_ids, config, int(seed), length=64)
+    return content_hash("fit_mcgpds/1", list(views), times, seq_ends, sequence_ids, config, check_seed(seed), length=64)
 
 
 def _check_checkpoint(checkpoint, key: str) -> None:

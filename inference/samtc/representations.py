@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from tandem.inference.distances import sq_dists
+from tandem.inference.validation import check_seed
 
 __all__ = ["reduce_dimension", "similarity", "neighbour_order"]
 
@@ -51,7 +52,7 @@ def reduce_dimension(tasks, dim: int | None, seed: int = 0):
     r = min(r, d - 1, sum(sizes) - 1) if sparse else min(r, d)
     if sparse:
         S = sp.vstack([sp.csr_matrix(X, dtype=np.float64) for X in tasks]).tocsr()
-        v0 = np.random.default_rng(seed).standard_normal(min(S.shape))
+        v0 = np.random.default_rng(check_seed(seed)).standard_normal(min(S.shape))
         U, s, Vt = spla.svds(S, k=r, v0=v0, tol=1e-10)
         order = np.argsort(s)[::-1]
         Y = np.asarray(S @ Vt[order].T)

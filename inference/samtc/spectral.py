@@ -50,6 +50,7 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import connected_components
 
 from tandem.inference.distances import sq_dists
+from tandem.inference.validation import check_seed
 
 __all__ = ["kmeans", "ncut", "ncut_value", "spectral_embedding", "components", "merge_components"]
 
@@ -123,7 +124,7 @@ def kmeans(X, k: int, seed: int = 0, n_init: int = 10, max_iter: int = 100, tol:
     n = X.shape[0]
     if k < 1 or k > n:
         raise ValueError(f"kmeans: need 1 <= k <= n, got k={k}, n={n}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     best = (None, np.inf)
     for _ in range(n_init):
         C = _kmeanspp(X, k, rng)
@@ -163,10 +164,10 @@ _EMBED_CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
 _EMBED_CACHE_SIZE = 128
 
 
-def spectral_embedding(W, h: int, seed: int = 0):
+def spectral_embedding(W, h: int):
     """Rows of the NJW embedding: top-h eigenvectors of D^{-1/2} W D^{-1/2}, rows normalised.
 
-    The embedding does not depend on ``seed`` (Lanczos starts from a fixed vector), so it is
+    The embedding is deterministic (Lanczos starts from a fixed vector; it takes no seed), so it is
     memoised on a digest of W: repeated runs that differ only in the k-means seed (the paper's 10
     runs) solve each eigenproblem once.
 
@@ -176,8 +177,6 @@ def spectral_embedding(W, h: int, seed: int = 0):
         (n, n) symmetric non-negative similarity.
     h : int
         Embedding dimension.
-    seed : int, default 0
-        Accepted for symmetry with :func:`ncut`; unused by the eigensolver.
 
     Returns
     -------
@@ -410,7 +409,7 @@ def ncut(W, h: int, seed: int = 0, n_init: int = 10, features=None, metric: str 
     comp, c = components(W)
     if c >= h:
         return merge_components(comp, h, features, metric)
-    U, _, active = spectral_embedding(W, h, seed)
+    U, _, active = spectral_embedding(W, h)
     lab = -np.ones(active.size, dtype=np.int64)
     m = int(active.sum())
     if m == 0:

@@ -51,7 +51,7 @@ from tandem.inference.predictive import posterior_predictive, to_arviz
 from tandem.inference.twin_gp.ensemble import ENSEMBLE, ENSEMBLE_SE, medoid, near_ties
 from tandem.inference.twin_gp.predictor import METHODS, TwinGP
 from tandem.inference.twin_gp.selection import BETAS, select_alpha_beta, select_kltgp
-from tandem.inference.validation import as_tensor, check_int_range, check_same_rows, like_input
+from tandem.inference.validation import as_tensor, check_int_range, check_same_rows, check_seed, like_input
 from tandem.models.twin_gp import dims, model
 
 __all__ = ["TwinGPRegressor", "EnsembleInfo", "RHO_MULT_X", "RHO_MULT_Y", "LAM_GRID", "ALPHA_GRID", "ENSEMBLE"]
@@ -408,7 +408,7 @@ class TwinGPRegressor(TandemEstimator):
         """
         self._check_fitted()
         check_int_range(num_samples, "num_samples", low=1)
-        check_int_range(seed, "seed", low=0, high=2 ** 32 - 1)
+        check_seed(seed)
         Zt = self.sx_.transform(self._check_test(Xt))
         pred = self._predict_std(Zt)
         method, a, _ = self._effective()

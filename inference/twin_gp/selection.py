@@ -34,7 +34,7 @@ from tandem.inference.twin_gp.predictor import (
     rbf,
     wknn_predict,
 )
-from tandem.inference.validation import as_tensor, check_int_range, check_same_rows
+from tandem.inference.validation import as_tensor, check_int_range, check_same_rows, check_seed
 
 __all__ = ["kfold_indices", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
            "select_alignment_knn", "run_real_experiment", "paired_differences", "paired_over_draws",
@@ -64,7 +64,7 @@ def kfold_indices(n: int, k: int = 5, seed: int = 0) -> list[np.ndarray]:
     """
     n = check_int_range(n, "n", 2)
     k = check_int_range(k, "k", 2, n)
-    perm = np.random.default_rng(seed).permutation(n)
+    perm = np.random.default_rng(check_seed(seed)).permutation(n)
     return [np.sort(f) for f in np.array_split(perm, k)]
 
 
@@ -160,6 +160,7 @@ def select_kltgp(X, Y, rho_x_grid, rho_y_grid, lam_grid, metric, k: int = 5, see
         iteration cap / stopped unconverged below it).
     """
     repeats = check_int_range(repeats, "repeats", 1)
+    seed = check_seed(seed)      # repeat r partitions with seed + r
     scores: dict = {}
     with _CapCounter() as cap:
         for r in range(repeats):
@@ -658,7 +659,7 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     """
     alphas = ALPHAS if alphas is None else alphas
     ensemble = check_int_range(ensemble, "ensemble", 1)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in  # device: cpu-ok (CPU data)
                           ("X_train", "Y_train", "X_test", "Y_test"))
     sub = np.sort(rng.choice(Xtr.shape[0], min(cv_subset, Xtr.shape[0]), replace=False))
