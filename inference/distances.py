@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import torch
 
-from tandem.inference.validation import check_seed
+from tandem.inference.validation import check_int_range, check_seed
 
 __all__ = ["sq_dists", "nan_sq_dists", "knn", "nearest", "median_distance", "standardize", "Standardizer",
            "constant_columns"]
@@ -174,6 +174,7 @@ def median_distance(Z, max_points: int = 2000, seed: int = 0) -> float:
         from it stays well defined.
     """
     seed = check_seed(seed)
+    max_points = check_int_range(max_points, "max_points", 2)   # the median needs a pair
     Z = np.asarray(Z.detach().cpu() if isinstance(Z, torch.Tensor) else Z, dtype=np.float64)
     if Z.ndim != 2 or Z.shape[0] < 2:
         raise ValueError(f"Z: expected a 2-D array with at least 2 rows, got shape {Z.shape}")

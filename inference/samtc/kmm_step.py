@@ -9,6 +9,7 @@ import numpy as np
 
 from tandem.inference.distances import median_distance
 from tandem.inference.samtc.representations import similarity
+from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["gaussian_kernel", "kmm_frank_wolfe", "kmm_lmo", "kmm_objective", "kmm_relatedness"]
 
@@ -121,8 +122,13 @@ def kmm_frank_wolfe(K, kappa, B: float = 10.0, eps: float = 0.5, max_iter: int =
     Raises
     ------
     ValueError
-        If the constraints are infeasible (B·ñ_s < ñ_s(1 − ε)).
+        If the constraints are infeasible (B·ñ_s < ñ_s(1 − ε)), or a setting is out of range
+        (``B`` > 0; ``eps``, ``max_iter``, ``tol`` ≥ 0).
     """
+    check_real_range(B, "B", 0.0, None, low_open=True)
+    check_real_range(eps, "eps", 0.0)
+    check_int_range(max_iter, "max_iter", 0)
+    check_real_range(tol, "tol", 0.0)
     K = np.asarray(K, dtype=np.float64)
     kappa = np.asarray(kappa, dtype=np.float64)
     n = kappa.size

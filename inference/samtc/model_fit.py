@@ -273,6 +273,7 @@ class ModelFit:
         elbo = TraceEnum_ELBO(max_plate_nesting=MAX_PLATE_NESTING)
         T = len(self.tasks)
         acc = {"y": [0.0] * T, "u": [0.0] * T, "a": [0.0] * T}
+        check_int_range(num_samples, "num_samples", 1)     # 0 would divide by zero below
         with torch.no_grad():
             for _ in range(num_samples):
                 m = elbo.compute_marginals(samtc_model.model, self.guide, *self.args, **self.model_kwargs)
@@ -334,6 +335,7 @@ class ModelFit:
         T = len(self.tasks)
         out = {"a": [[] for _ in range(T)], "y": [[] for _ in range(T)], "u": [[] for _ in range(T)]}
         kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
+        check_int_range(num_samples, "num_samples", 1)
         with torch.no_grad():
             for _ in range(num_samples):
                 _, tr = self._joint_trace(kw)
@@ -420,8 +422,7 @@ class ModelFit:
             batch) and ``sample_stats`` (``lp`` = log p(θ, x) with a, y, u summed out by
             TraceEnum_ELBO at the guide draw, ``log_q`` = log q(θ), for :func:`tandem.inference.loo`).
         """
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples: expected a positive integer, got {num_samples!r}")
+        num_samples = check_int_range(num_samples, "num_samples", 1)
         self.activate()
         set_seed(seed)
         T = len(self.tasks)
@@ -525,6 +526,7 @@ class ModelFit:
         float
             The ELBO.
         """
+        check_int_range(num_particles, "num_particles", 1)
         self.activate()
         kw = {k: v for k, v in self.model_kwargs.items() if k not in ("subsample_size", "subsample")}
         with torch.no_grad():

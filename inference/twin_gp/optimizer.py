@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tandem.inference.validation import check_int_range, check_real_range
+
 __all__ = ["ConvergenceWarning", "IterationCapWarning", "OptInfo", "minimize_batched"]
 
 
@@ -167,10 +169,15 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     Raises
     ------
     ValueError
-        On an unknown ``optimizer``, or an ``inv_hessian`` of the wrong shape or with ``"gd"``.
+        On an unknown ``optimizer``, a negative ``max_iter``/``gtol``/``ftol``, ``max_ls`` < 1,
+        or an ``inv_hessian`` of the wrong shape or with ``"gd"``.
     """
     if optimizer not in ("bfgs", "gd"):
         raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")
+    check_int_range(max_iter, "max_iter", 0)
+    check_int_range(max_ls, "max_ls (line-search steps)", 1)
+    check_real_range(gtol, "gtol", 0.0)
+    check_real_range(ftol, "ftol", 0.0)
     if inv_hessian is not None:
         if optimizer != "bfgs":
             raise ValueError("inv_hessian: only the 'bfgs' optimizer keeps an inverse Hessian")

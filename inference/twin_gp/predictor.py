@@ -721,6 +721,7 @@ class TwinGP:
             (B, d_y) predictions in data units.
         """
         a, _ = validate_alpha_beta(alpha)
+        check_int_range(max_iter, "max_iter", 1)
         Xt = self._check_test(Xt)
         if init is None:
             init = self.predict(Xt, "KLTGP") if method != "KLTGP" else self.from_internal_y(

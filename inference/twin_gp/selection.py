@@ -34,7 +34,7 @@ from tandem.inference.twin_gp.predictor import (
     rbf,
     wknn_predict,
 )
-from tandem.inference.validation import as_tensor, check_int_range, check_same_rows, check_seed
+from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows, check_seed
 
 __all__ = ["kfold_indices", "select_kltgp", "select_alpha_beta", "select_gpr", "select_wknn",
            "select_alignment_knn", "run_real_experiment", "paired_differences", "paired_over_draws",
@@ -659,6 +659,18 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     """
     alphas = ALPHAS if alphas is None else alphas
     ensemble = check_int_range(ensemble, "ensemble", 1)
+    # every setting is checked before any work and recorded (in the checkpoint's fingerprint)
+    # as the value that is used, never a truncation of it
+    folds = check_int_range(folds, "folds", 2)
+    cv_subset = check_int_range(cv_subset, "cv_subset", folds)
+    max_iter = check_int_range(max_iter, "max_iter", 1)
+    test_folds = check_int_range(test_folds, "test_folds", 1)
+    wknn_ks = [check_int_range(k, f"wknn_ks[{i}]", 1) for i, k in enumerate(wknn_ks)]
+    rho_mult, lam_grid = ([check_real_range(v, f"{name}[{i}]", 0.0, None, low_open=True) for i, v in enumerate(grid)]
+                          for name, grid in (("rho_mult", rho_mult), ("lam_grid", lam_grid)))
+    if rho_mult_y is not None:
+        rho_mult_y = [check_real_range(v, f"rho_mult_y[{i}]", 0.0, None, low_open=True)
+                      for i, v in enumerate(rho_mult_y)]
     rng = np.random.default_rng(check_seed(seed))
     Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in  # device: cpu-ok (CPU data)
                           ("X_train", "Y_train", "X_test", "Y_test"))
