@@ -118,8 +118,7 @@ def knn(A, B=None, k: int = 1, exclude_self: bool = False):
     else:
         D = sq_dists(A, B)
     m = D.shape[-1] - (1 if exclude_self else 0)
-    if not 1 <= k <= m:
-        raise ValueError(f"k: expected 1 <= k <= {m} (the number of candidate neighbours), got {k}")
+    k = check_int_range(k, f"k (neighbours; {m} candidates)", 1, m)
     if exclude_self:
         if B is not None:
             raise ValueError("exclude_self: only meaningful when B is None (searching A itself)")

@@ -148,11 +148,12 @@ def test_spot_check_bad_seeds_are_refused_by_name(name, bad):
 
 
 def _count_calls():
+    import torch
+
     from tandem.inference.distances import median_distance
     from tandem.inference.samtc.kmm_step import kmm_frank_wolfe
     from tandem.inference.samtc.spectral import kmeans
     from tandem.inference.twin_gp.optimizer import minimize_batched
-    import torch
     Z = np.random.default_rng(0).normal(size=(30, 2))
     quad = lambda y, idx: ((y ** 2).sum(1), 2 * y)  # noqa: E731
     return {
@@ -181,3 +182,30 @@ def test_a_median_distance_needs_two_points_and_kmeans_one_restart():
         median_distance(Z, max_points=1)   # was a NaN width
     with pytest.raises(ValueError, match="n_init"):
         kmeans(Z, 2, n_init=0)             # was an AttributeError
+
+
+def _scalar_calls():
+    import torch
+
+    from tandem.inference.distances import knn
+    from tandem.inference.samtc.spectral import kmeans
+    from tandem.inference.twin_gp.baselines import gpr_predict, ridge_predict
+    Z = np.random.default_rng(0).normal(size=(30, 2))
+    T, Y = torch.as_tensor(Z), torch.as_tensor(Z[:, :1] ** 2)
+    # (call, its argument's name, bad values): integers with a range, positive or non-negative reals
+    return {
+        "knn-k": (lambda v: knn(Z, k=v), "k", [0, 31, 1.5, True, None, "2"]),
+        "kmeans-k": (lambda v: kmeans(Z, v), "k", [0, 31, 1.5, True, None, float("nan")]),
+        "kmeans-tol": (lambda v: kmeans(Z, 2, tol=v), "tol", [-1, float("nan"), True, None]),
+        "ridge-lam": (lambda v: ridge_predict(T, Y, T, lam=v), "lam", [-1, float("nan"), True, None, "2"]),
+        "gpr-rho": (lambda v: gpr_predict(T, Y, T, v, 0.1), "rho", [0, -1, float("inf"), True, None]),
+        "gpr-noise": (lambda v: gpr_predict(T, Y, T, 1.0, v), "noise", [0, -1, float("nan"), True, None]),
+    }
+
+
+@pytest.mark.parametrize("case", list(_scalar_calls()))
+def test_spot_check_scalar_settings_of_the_baselines_are_refused_by_name(case):
+    call, arg, bads = _scalar_calls()[case]
+    for bad in bads:     # before: silent (k=True, tol=-1) or an opaque TypeError or Cholesky error
+        with pytest.raises(ValueError, match=arg):
+            call(bad)

@@ -50,7 +50,7 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import connected_components
 
 from tandem.inference.distances import sq_dists
-from tandem.inference.validation import check_int_range, check_seed
+from tandem.inference.validation import check_int_range, check_real_range, check_seed
 
 __all__ = ["kmeans", "ncut", "ncut_value", "spectral_embedding", "components", "merge_components"]
 
@@ -122,9 +122,9 @@ def kmeans(X, k: int, seed: int = 0, n_init: int = 10, max_iter: int = 100, tol:
         Σ_i ‖x_i − c_{y_i}‖².
     """
     n = X.shape[0]
-    if k < 1 or k > n:
-        raise ValueError(f"kmeans: need 1 <= k <= n, got k={k}, n={n}")
+    k = check_int_range(k, f"k (clusters; n = {n} points)", 1, n)
     check_int_range(n_init, "n_init", 1)
+    check_real_range(tol, "tol", 0.0)
     check_int_range(max_iter, "max_iter", 1)
     rng = np.random.default_rng(check_seed(seed))
     best = (None, np.inf)

@@ -77,7 +77,13 @@ def ridge_predict(X, Y, Xt, lam: float = 1e-2) -> torch.Tensor:
     -------
     torch.Tensor
         (B, d_y) predictions.
+
+    Raises
+    ------
+    ValueError
+        Naming ``lam`` when it is not a finite real ≥ 0.
     """
+    lam = check_real_range(lam, "lam (ridge)", 0.0)
     keep = ~constant_columns(X)
     X, Xt = X[:, keep], Xt[:, keep]
     Xa = torch.cat([torch.ones(X.shape[0], 1, dtype=X.dtype, device=X.device), X], 1)
@@ -108,7 +114,14 @@ def gpr_predict(X, Y, Xt, rho: float, noise: float) -> torch.Tensor:
     -------
     torch.Tensor
         (B, d_y) predictive means.
+
+    Raises
+    ------
+    ValueError
+        Naming ``rho`` or ``noise`` when it is not a finite real > 0.
     """
+    rho = check_real_range(rho, "rho (kernel width)", 0.0, None, low_open=True)
+    noise = check_real_range(noise, "noise (variance)", 0.0, None, low_open=True)
     X, Y, Xt = (as_tensor(a, n, ndim=2) for a, n in ((X, "X"), (Y, "Y"), (Xt, "Xt")))
     K = rbf(X, X, rho) + noise * torch.eye(X.shape[0], dtype=DTYPE, device=X.device)
     W = cho_solve(cholesky_jitter(K, "GPR kernel"), Y)
