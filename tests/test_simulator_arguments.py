@@ -117,3 +117,16 @@ def test_samtc_hyperparameter_declaration_covers_the_models_scalar_keywords():
     scalar = {n for n, p in inspect.signature(samtc.model).parameters.items()
               if isinstance(p.default, float)}
     assert scalar == set(samtc.HYPERPARAMETER_RANGES)
+
+
+@pytest.mark.parametrize("name", sorted(samtc.HYPERPARAMETER_RANGES))
+def test_fit_model_checks_the_hyperparameters_from_the_same_declaration_before_any_work(name, monkeypatch):
+    from tandem.inference.samtc import model_fit
+    sim = samtc.simulate([20, 20], [2, 2], 2, seed=0)
+
+    def no_work(*a, **k):
+        raise AssertionError("fit_model scaled the tasks before checking its hyperparameters")
+    monkeypatch.setattr(model_fit, "scale_tasks", no_work)
+    low = samtc.HYPERPARAMETER_RANGES[name][0]
+    with pytest.raises(ValueError, match=name):
+        model_fit.fit_model(sim["tasks"], [2, 2], num_steps=1, **{name: low})

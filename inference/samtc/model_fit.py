@@ -614,8 +614,9 @@ def fit_model(tasks, h, n_atoms: int | None = None, num_steps: int = 600, lr: fl
                          f"at most {SEED_MAX}; got seed={seed}, restarts={restarts}")
     check_int_range(num_steps, "num_steps", 0)
     check_real_range(lr, "lr (learning rate)", 0.0, None, low_open=True)
-    check_real_range(tau, "tau", 0.0, None, low_open=True)
-    check_real_range(widen, "widen", 1.0, None, low_open=True)
+    # the model's scalar hyperparameters, by their one declaration (before any work)
+    samtc_model.check_hyperparameters(tau=tau, widen=widen, **{
+        k: v for k, v in hyper.items() if k in samtc_model.HYPERPARAMETER_RANGES})
     if n_atoms is not None:
         check_int_range(n_atoms, "n_atoms", 1)
     if subsample_size is not None:
