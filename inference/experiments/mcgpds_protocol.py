@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from tandem.inference import metrics as M
+from tandem.inference.atomic_files import atomic_write
 from tandem.inference.experiments.cli import seed_list, set_seed
 from tandem.inference.experiments.mcgpds_rows import (  # noqa: F401  (re-exported)
     DEFAULT_ROW,
@@ -609,7 +610,8 @@ def plot_traces(data, keep: dict, names: list, coords: list, title: str, out: Pa
     axes[-1].set_xlabel("test frame")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out, dpi=90)
+    # atomically, in the format the name's suffix gives (a half-written figure never replaces one)
+    atomic_write(out, lambda f: fig.savefig(f, dpi=90, format=Path(out).suffix.lstrip(".") or "png"))
     plt.close(fig)
     return out
 

@@ -58,6 +58,7 @@ import pyro
 import torch
 
 from tandem.guides.mcgpds import mcgpds_guide, variational_params
+from tandem.inference.atomic_files import write_text_atomic
 from tandem.inference.checkpoints import content_hash
 from tandem.inference.mcgpds.bound import (
     collapsed_bound,
@@ -430,8 +431,7 @@ def _check_checkpoint(checkpoint, key: str) -> None:
     if any(Path(str(checkpoint)).parent.glob(Path(str(checkpoint)).name + ".phase*")):
         raise ValueError(f"checkpoint: {checkpoint!s}.phase* exist without a {meta.name} record of the problem "
                          "they belong to; delete them or choose another checkpoint path")
-    meta.parent.mkdir(parents=True, exist_ok=True)
-    meta.write_text(key + "\n")
+    write_text_atomic(meta, key + "\n")      # creates the folder; never half a record
 
 
 def cached_fit(views, times, *, config: McGPDSConfig, seed: int = 0, cache_dir=None, tag: str = "mcgpds",
