@@ -40,6 +40,7 @@ import time
 import numpy as np
 
 from tandem import plots
+from tandem.inference.atomic_files import save_figure, write_text_atomic  # noqa: E402
 from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment, laplacian_eigenmaps
 from tandem.inference.coupled_projections.solver import CoupledProjections, knn_heat_weights
 from tandem.inference.datasets.coil20 import BLOCK, DUCK, N_POSES, POSE_STEP_DEG, load_coil20
@@ -161,7 +162,7 @@ def plot_fig3(X, Y, frac, seed, args, path, labels=("duck", "block")):
         a.legend(fontsize=7)
     fig.subplots_adjust(wspace=0.4)            # room for the embedding panels' axis labels
     fig.colorbar(sc, ax=ax[:2], label="pose (deg)")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -180,7 +181,7 @@ def plot_pair_matrix(acc, path, frac):
         a.set_xticks(range(20), range(1, 21), fontsize=6)
         a.set_yticks(range(20), range(1, 21), fontsize=6)
     fig.colorbar(im, ax=ax)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    save_figure(fig, path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -253,7 +254,7 @@ def main(args):
         for pi, (a, b) in enumerate(pairs):
             for m in METHODS:
                 rows.append(f"{a},{b},{f},{m}," + ",".join(f"{per[f][m][q][pi].mean():.4f}" for q in METRICS))
-    (args.out / f"{EXPERIMENT}_pairs.csv").write_text("\n".join(rows) + "\n")
+    write_text_atomic(args.out / f"{EXPERIMENT}_pairs.csv", "\n".join(rows) + "\n")
     f0 = 0.2 if 0.2 in fractions else fractions[0]
     plot_fig3(data.object(DUCK), data.object(args.block), f0, seeds[0] * 1000 + int(round(100 * f0)), args,
               args.out / f"{EXPERIMENT}_fig3_duck_block.png")

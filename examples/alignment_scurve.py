@@ -40,6 +40,7 @@ import numpy as np
 from tandem import plots
 from tandem.guides.coupled_projections import guide
 from tandem.inference import fit, posterior_predictive
+from tandem.inference.atomic_files import save_figure, save_netcdf  # noqa: E402
 from tandem.inference.coupled_projections.baselines import HamAlignment, ProcrustesAlignment
 from tandem.inference.coupled_projections.solver import CoupledProjections
 from tandem.inference.datasets.manifolds import linear_views_of_curve, paired_scurve_swissroll
@@ -129,7 +130,7 @@ def plot_alignments(data, fitted, known, path):
                                  color_x=c, color_y=c)
             a.set_title(f"{ds}: {name}\n(o = x, ^ = y, line = known pair)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
 
 
@@ -163,7 +164,7 @@ def run_svi(args, res, seed):
         optim=pyro.optim.Adam({"lr": 0.03}))
     idata = posterior_predictive(model, guide, *fargs_vis, num_samples=100, seed=seed, dims=dims())
     try:
-        idata.to_netcdf(str(args.out / f"{EXPERIMENT}_posterior.nc"))
+        save_netcdf(idata, args.out / f"{EXPERIMENT}_posterior.nc")
     except Exception as e:  # netCDF back end missing: keep going, say so
         print(f"(could not write the ArviZ netCDF file: {e})")
     U = idata.posterior["U"].values[0]  # (draw, d, N)
@@ -178,7 +179,7 @@ def run_svi(args, res, seed):
     ax.set(xlabel="latent dim 1", ylabel="latent dim 2")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(args.out / f"{EXPERIMENT}_posterior.png", dpi=100, bbox_inches="tight")
+    save_figure(fig, args.out / f"{EXPERIMENT}_posterior.png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return angle
 

@@ -71,7 +71,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import resource
 import signal
 import subprocess
@@ -86,6 +85,7 @@ import torch
 
 from tandem.guides.mcgpds import mcgpds_guide
 from tandem.inference import metrics
+from tandem.inference.atomic_files import save_figure, write_text_atomic
 from tandem.inference.datasets.human_pose import load_human_pose
 from tandem.inference.experiments.cli import base_parser, int_at_least, number_type, set_seed
 from tandem.inference.experiments.results import Results, environment
@@ -1113,16 +1113,9 @@ def rows_of_results(data: dict) -> list:
 
 
 def _write_json_atomic(path: Path, obj) -> None:
-    """``obj`` as JSON at ``path``: a temporary file in the same folder, then ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``obj`` as JSON at ``path``, atomically (tandem's writer: a temporary file in the same folder, then
+    ``os.replace``)."""
+    write_text_atomic(path, json.dumps(obj))
 
 
 PEER = "GPyTorch BayesianGPLVM (cpu)"
@@ -1185,7 +1178,7 @@ def _plot(rows, exps, path):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -46,6 +46,7 @@ import numpy as np  # noqa: E402
 import pyro  # noqa: E402
 import torch  # noqa: E402
 
+from tandem.inference.atomic_files import save_figure  # noqa: E402
 from tandem.inference.datasets.cuave import per_dim_scale  # noqa: E402
 from tandem.inference.datasets.oil import load_oil  # noqa: E402
 from tandem.inference.distances import nearest  # noqa: E402
@@ -169,7 +170,7 @@ def plot_fig9(acc: dict, out: Path, label_kind: str) -> None:
         ax.set_title(f"Oil flow, {ev} (labels: {label_kind})", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / f"{EXPERIMENT}.png", dpi=90)
+    save_figure(fig, out / f"{EXPERIMENT}.png", dpi=90)
     plt.close(fig)
 
 

@@ -47,6 +47,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tandem import plots  # noqa: E402
+from tandem.inference.atomic_files import save_figure  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
 from tandem.inference.mcgpds.fit import McGPDSConfig, fit_mcgpds  # noqa: E402
@@ -153,7 +154,7 @@ def run_toy1(seed: int, quick: bool, progress: bool, res: Results, out: Path):
     plots.plot_relevance(fs, axes[1, 2])
     axes[1, 2].set_title("shared-only (MRD-style): relevance")
     fig.tight_layout()
-    fig.savefig(out / f"mcgpds_toy1_seed{seed}.png", dpi=90)
+    save_figure(fig, out / f"mcgpds_toy1_seed{seed}.png", dpi=90)
     plt.close(fig)
     return rec, fm
 
@@ -214,7 +215,7 @@ def report_toy2(per_seed: dict, res: Results, out: Path, design: str):
     ax.set_ylim(0, 1.05)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "mcgpds_toy2.png", dpi=90)
+    save_figure(fig, out / "mcgpds_toy2.png", dpi=90)
     plt.close(fig)
     return levels, a2, rho
 

@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 
 from tandem import plots  # noqa: E402
 from tandem.inference import metrics  # noqa: E402
+from tandem.inference.atomic_files import save_figure, save_netcdf  # noqa: E402
 from tandem.inference.distances import nearest  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
@@ -130,10 +131,10 @@ def main(args):
 
     args.out.mkdir(parents=True, exist_ok=True)
     idata = m.to_inference_data(num_samples=20 if args.quick else 200, seed=seeds[-1])
-    idata.to_netcdf(args.out / f"{EXPERIMENT}.nc")
+    save_netcdf(idata, args.out / f"{EXPERIMENT}.nc")
 
     fig = make_figure(m, preds, scores, test[1], t, t_test, s_true)
-    fig.savefig(args.out / f"{EXPERIMENT}.png", dpi=args.dpi)
+    save_figure(fig, args.out / f"{EXPERIMENT}.png", dpi=args.dpi)
     plt.close(fig)
     path = res.write(args.out)
     print(f"wrote {path}, {args.out / (EXPERIMENT + '.nc')}, {args.out / (EXPERIMENT + '.png')}")

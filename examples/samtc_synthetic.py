@@ -43,6 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tandem import plots  # noqa: E402
+from tandem.inference.atomic_files import save_figure  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, int_at_least, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
 from tandem.inference.metrics import clustering_accuracy, nmi  # noqa: E402
@@ -321,7 +322,7 @@ def plot_data(sets, seed, quick, out_dir):
         ax.set_ylabel("PC 2")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out_dir / f"{EXPERIMENT}_data.png", dpi=110)
+    save_figure(fig, out_dir / f"{EXPERIMENT}_data.png", dpi=110)
     plt.close(fig)
 
 
@@ -332,7 +333,7 @@ def plot_confusions(first_seed, seed, out_dir):
     for sub, (name, (sim, labels)) in zip(np.atleast_1d(fig.subfigures(len(first_seed), 1)), first_seed.items()):
         plots.plot_task_confusions(labels, sim.labels, sub)
         sub.suptitle(f"{name} (seed {seed}): SAMTC clusters vs true classes", fontsize=9)
-    fig.savefig(out_dir / f"{EXPERIMENT}_confusion.png", dpi=110)
+    save_figure(fig, out_dir / f"{EXPERIMENT}_confusion.png", dpi=110)
     plt.close(fig)
 
 
@@ -346,7 +347,7 @@ def plot_R(summary, out_dir):
         for j, (c, Mx) in enumerate(zip(cols, mats)):
             plots.plot_relatedness(np.asarray(Mx), axes[i, j])      # tandem.plots: heat map, values, colour bar
             axes[i, j].set_title(f"{name}: {c}", fontsize=9)
-    fig.savefig(out_dir / f"{EXPERIMENT}_R.png", dpi=110)
+    save_figure(fig, out_dir / f"{EXPERIMENT}_R.png", dpi=110)
     plt.close(fig)
 
 

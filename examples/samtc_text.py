@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
+from tandem.inference.atomic_files import save_figure  # noqa: E402
 from tandem.inference.datasets import text as tx  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, int_at_least, seed_list, set_seed  # noqa: E402
 from tandem.inference.experiments.results import Results  # noqa: E402
@@ -151,7 +152,7 @@ def plot_set(res, ds, out_dir, selection="labels"):
     axes[1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path = out_dir / f"{EXPERIMENT}_{ds.name}.png"
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 

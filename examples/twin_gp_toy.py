@@ -40,6 +40,7 @@ from scipy.stats import spearmanr  # noqa: E402
 from tandem import plots  # noqa: E402
 from tandem.guides.twin_gp import Guide, NormalGuide  # noqa: E402
 from tandem.inference import LBFGS, Results, fit  # noqa: E402
+from tandem.inference.atomic_files import save_figure  # noqa: E402
 from tandem.inference.distances import median_distance  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, grid_step, seed_list, set_seed  # noqa: E402
 from tandem.inference.metrics import mean_abs_error  # noqa: E402
@@ -208,7 +209,7 @@ def _plot(Xt, Yt, X, Y, preds, path, title):
         ax.set_title(f"{name}\nMAE {mean_abs_error(p, Yt):.3f}", fontsize=9)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

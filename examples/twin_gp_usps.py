@@ -31,6 +31,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tandem.inference import Results  # noqa: E402
+from tandem.inference.atomic_files import save_figure  # noqa: E402
 from tandem.inference.datasets.usps import centre_mask, load_usps_reconstruction  # noqa: E402
 from tandem.inference.experiments.cli import base_parser, set_seed  # noqa: E402
 from tandem.inference.metrics import mean_norm_error  # noqa: E402
@@ -107,7 +108,7 @@ def _plot(data, preds, path, n=8):
         ax.set_xticks([])
         ax.set_yticks([])
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 

@@ -3,56 +3,60 @@
 :func:`atomic_write` writes through ``tempfile.mkstemp`` in the target folder (an
 unpredictable name created with ``O_EXCL``, so a planted symlink is never followed), then
 ``flush`` + ``fsync`` and ``os.replace`` over the target; a kill at any point leaves either the
-old file or the new one. Used by :mod:`tandem.inference.persistence` (the safe format) and by
-every text/JSON writer of the package.
+old file or the new one. :func:`atomic_path` gives the same guarantee to writers that need a
+file name (netCDF); :func:`save_figure` and :func:`save_netcdf` are the figure and ArviZ
+writers. Used by :mod:`tandem.inference.persistence` (the safe format), by every text/JSON
+writer of the package and by the examples.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-__all__ = ["atomic_write", "write_bytes_atomic", "write_text_atomic", "check_writable", "check_save_path"]
+__all__ = ["atomic_path", "atomic_write", "write_bytes_atomic", "write_text_atomic", "save_figure", "save_netcdf",
+           "check_writable", "check_save_path"]
 
 
-def atomic_write(path, write: Callable[[Any], None], *, mode: str = "wb") -> Path:
-    """Write ``path`` atomically: ``write(f)`` fills an open temporary file in ``path``'s folder.
+@contextlib.contextmanager
+def atomic_path(path) -> Iterator[Path]:
+    """A temporary file name in ``path``'s folder that becomes ``path`` when the block succeeds.
 
-    The temporary file comes from :func:`tempfile.mkstemp` (random name, ``O_CREAT|O_EXCL``,
-    mode 0600: never a predictable name, never through a symlink), is flushed and
-    ``fsync``-ed, given the permissions an ordinary ``open()`` would give (0666 less the umask),
-    then moved over ``path`` with :func:`os.replace`; its folder is ``fsync``-ed where the
-    platform allows. On any failure (full disk, exception in ``write``) the temporary file is
-    deleted and the previous ``path`` is untouched. The parent folder is created.
+    For writers that take a file *name*, not a file object (netCDF through ArviZ/xarray, other
+    libraries' ``save(filename)``). The name comes from :func:`tempfile.mkstemp` (random,
+    created with ``O_EXCL`` and mode 0600: never a predictable name, never through a planted
+    symlink); the block writes the file there; then it is ``fsync``-ed, given the permissions
+    an ordinary ``open()`` would give (0666 less the umask) and moved over ``path`` with
+    :func:`os.replace`, and the folder is ``fsync``-ed where the platform allows. On any
+    failure in the block the temporary file is deleted and the previous ``path`` is untouched.
+    The parent folder is created.
 
     Parameters
     ----------
     path : str or os.PathLike
         The target file.
-    write : callable
-        ``write(f)`` writes the whole content to the open file object ``f``.
-    mode : str, default "wb"
-        The mode the temporary file is opened in (keyword only).
 
-    Returns
-    -------
+    Yields
+    ------
     pathlib.Path
-        ``path``.
+        The temporary file to write (it exists, empty, named ``.<name>.<random>.tmp``; a
+        writer that picks its format from the suffix must be told the format).
 
     Raises
     ------
     OSError
-        If the folder cannot be created or written (the temporary file is removed); any exception
-        of ``write`` is re-raised likewise.
+        If the folder cannot be created or written (the temporary file is removed); any
+        exception of the block is re-raised likewise.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
+        yield Path(tmp)
+        with open(tmp, "rb") as f:       # the writer closed its own handle: make its bytes durable
             os.fsync(f.fileno())
         try:  # keep the permissions an ordinary open() would give (mkstemp uses 0600)
             umask = os.umask(0)
@@ -75,7 +79,82 @@ def atomic_write(path, write: Callable[[Any], None], *, mode: str = "wb") -> Pat
             os.close(dfd)
     except OSError:
         pass
-    return path
+
+
+def atomic_write(path, write: Callable[[Any], None], *, mode: str = "wb") -> Path:
+    """Write ``path`` atomically: ``write(f)`` fills an open temporary file in ``path``'s folder.
+
+    The temporary file and its replacement of ``path`` are those of :func:`atomic_path` (a
+    ``tempfile.mkstemp`` name in the same folder, ``fsync``, ``os.replace``): a kill at any
+    point leaves either the old file or the new one, and on any failure (full disk, exception
+    in ``write``) the temporary file is deleted and the previous ``path`` is untouched. The
+    parent folder is created.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file.
+    write : callable
+        ``write(f)`` writes the whole content to the open file object ``f``.
+    mode : str, default "wb"
+        The mode the temporary file is opened in (keyword only).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OSError
+        If the folder cannot be created or written (the temporary file is removed); any exception
+        of ``write`` is re-raised likewise.
+    """
+    with atomic_path(path) as tmp, open(tmp, mode) as f:
+        write(f)
+        f.flush()
+    return Path(path)
+
+
+def save_figure(fig, path, **savefig_kwargs) -> Path:
+    """Save a matplotlib figure atomically (:func:`atomic_write`), in the format of ``path``'s suffix.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    path : str or os.PathLike
+        The target file (``.png``, ``.pdf``, ``.svg``, ...; no suffix: PNG).
+    **savefig_kwargs
+        Passed to ``fig.savefig`` (``dpi``, ``bbox_inches``, ...).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    fmt = savefig_kwargs.pop("format", None) or Path(path).suffix.lstrip(".") or "png"
+    return atomic_write(path, lambda f: fig.savefig(f, format=fmt, **savefig_kwargs))
+
+
+def save_netcdf(idata, path) -> Path:
+    """Save an ArviZ ``InferenceData`` (or an xarray ``Dataset``) to netCDF atomically (:func:`atomic_path`).
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.Dataset
+        Anything with a ``to_netcdf(filename)`` method.
+    path : str or os.PathLike
+        The target file.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    with atomic_path(path) as tmp:
+        idata.to_netcdf(str(tmp))
+    return Path(path)
 
 
 def write_bytes_atomic(path, data: bytes) -> Path:

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from tandem.inference import metrics as M
-from tandem.inference.atomic_files import atomic_write
+from tandem.inference.atomic_files import save_figure
 from tandem.inference.experiments.cli import seed_list, set_seed
 from tandem.inference.experiments.mcgpds_rows import (  # noqa: F401  (re-exported)
     DEFAULT_ROW,
@@ -610,8 +610,7 @@ def plot_traces(data, keep: dict, names: list, coords: list, title: str, out: Pa
     axes[-1].set_xlabel("test frame")
     fig.suptitle(title)
     fig.tight_layout()
-    # atomically, in the format the name's suffix gives (a half-written figure never replaces one)
-    atomic_write(out, lambda f: fig.savefig(f, dpi=90, format=Path(out).suffix.lstrip(".") or "png"))
+    save_figure(fig, out, dpi=90)      # atomically: a half-written figure never replaces one
     plt.close(fig)
     return out
 
