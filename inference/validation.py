@@ -467,8 +467,9 @@ def resolve_device(device, *inputs) -> torch.device:
     Raises
     ------
     ValueError
-        Naming ``device``, for a string that is not a device, or when CUDA is asked for but not
-        available.
+        Naming ``device``, for a value that is not a device, a device type other than cpu and
+        cuda (``"meta"`` holds no data; ``"mps"``, ``"xpu"``, ... are not supported), CUDA asked
+        for but not available, or a CUDA index beyond the devices present.
     """
     if device is not None:
         try:
@@ -476,9 +477,15 @@ def resolve_device(device, *inputs) -> torch.device:
         except (TypeError, RuntimeError):
             raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:<index>' or a torch.device, "
                              f"got {device!r}") from None
+        if dev.type not in ("cpu", "cuda"):
+            raise ValueError(f"device: expected a cpu or cuda device, got {device!r} (type {dev.type!r}: "
+                             "a meta device holds no data, and other backends are not supported)")
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device: {device!r} was requested but CUDA is not available "
                              "(torch.cuda.is_available() is False)")
+        if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device: {device!r} asks for CUDA device {dev.index}, but "
+                             f"{torch.cuda.device_count()} are present")
         return dev
     for x in inputs:
         for y in (x if isinstance(x, (list, tuple)) else [x]):

@@ -223,6 +223,12 @@ def test_resolve_device():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA"):
             resolve_device("cuda")
+    # a meta device computes nothing and other backends are not supported: refused by name
+    for bad in ("meta", torch.device("meta"), "xpu"):
+        with pytest.raises(ValueError, match="device: expected a cpu or cuda device"):
+            resolve_device(bad)
+    with pytest.raises(ValueError, match="device"):     # an index beyond the GPUs present
+        resolve_device(f"cuda:{torch.cuda.device_count()}")
 
 
 def test_device_argument_is_checked_early():
