@@ -64,7 +64,7 @@ from pyro import poutine
 from pyro.ops.indexing import Vindex
 
 from tandem.inference.numerics import DTYPE, set_seed
-from tandem.inference.validation import check_int_range, check_real_range, check_seed
+from tandem.inference.validation import check_int_range, check_real_range
 
 __all__ = ["model", "dims", "simulate", "check_tasks", "DIMS", "MAX_PLATE_NESTING", "site_names"]
 
@@ -193,12 +193,10 @@ def check_tasks(tasks, h) -> tuple[list[torch.Tensor], list[int]]:
     return out, hs
 
 
-#: the range of each scalar hyperparameter of :func:`model`, declared once: (low, low excluded); all
-#: are finite reals (``sigma_loc`` is the median of σ_t, the LogNormal's exp-location, so positive)
-HYPERPARAMETER_RANGES = {
-    "tau": (0.0, True), "prior_scale": (0.0, True), "sigma_loc": (0.0, True), "sigma_scale": (0.0, True),
-    "widen": (1.0, True), "alpha": (0.0, True), "pi_conc": (0.0, True), "rho_a": (0.0, True), "rho_b": (0.0, True),
-}
+#: each scalar hyperparameter of :func:`model`, declared once: a finite real strictly above this
+#: bound (``sigma_loc`` is the median of σ_t, the LogNormal's exp-location, so positive too)
+HYPERPARAMETER_RANGES = {"tau": 0.0, "prior_scale": 0.0, "sigma_loc": 0.0, "sigma_scale": 0.0, "widen": 1.0,
+                         "alpha": 0.0, "pi_conc": 0.0, "rho_a": 0.0, "rho_b": 0.0}
 
 
 def check_hyperparameters(**values) -> dict:
@@ -207,7 +205,8 @@ def check_hyperparameters(**values) -> dict:
     Parameters
     ----------
     **values
-        Some of the names in :data:`HYPERPARAMETER_RANGES` with their values.
+        Some of the names in :data:`HYPERPARAMETER_RANGES` with their values; each must be a
+        finite real above its bound.
 
     Returns
     -------
@@ -220,8 +219,8 @@ def check_hyperparameters(**values) -> dict:
         Naming the first value that is not a finite real in its range (a bool or a string is
         not a number here).
     """
-    return {name: check_real_range(v, name, HYPERPARAMETER_RANGES[name][0], None,
-                                   low_open=HYPERPARAMETER_RANGES[name][1]) for name, v in values.items()}
+    return {name: check_real_range(v, name, HYPERPARAMETER_RANGES[name], None, low_open=True)
+            for name, v in values.items()}
 
 
 def model(tasks: Sequence[torch.Tensor], h: Sequence[int], n_atoms: int, tau: float = 0.25,
@@ -343,11 +342,10 @@ def simulate(n, h, n_atoms: int, d: int = 2, seed: int = 0, prior_loc=None, **hy
                          f"got n={n!r}, h={h!r}")
     n = [check_int_range(nt, f"n[{t}] (instances of task {t})", 1) for t, nt in enumerate(n)]
     d = check_int_range(d, "d (feature dimension)", 1)
-    check_int_range(n_atoms, "n_atoms (number of atoms)", 1)
-    seed = check_seed(seed)
+    # (n_atoms, h and the hyperparameters are checked by model(), the seed by set_seed, before any draw)
     # drawn on the CPU: the same seed gives the same tasks on every machine (numpy out)
-    dummy = [torch.zeros(int(nt), int(d), dtype=DTYPE, device="cpu") for nt in n]
-    loc = torch.zeros(int(d), dtype=DTYPE, device="cpu") if prior_loc is None \
+    dummy = [torch.zeros(nt, d, dtype=DTYPE, device="cpu") for nt in n]
+    loc = torch.zeros(d, dtype=DTYPE, device="cpu") if prior_loc is None \
         else torch.as_tensor(prior_loc, dtype=DTYPE, device="cpu")
     set_seed(seed)
     with torch.no_grad():

@@ -578,6 +578,11 @@ def add_protocol_args(parser, unit: str = "points", cv_subset: int = 1000):
     return parser
 
 
+def _positive_grid(grid, name: str) -> list[float]:
+    """A grid of positive finite reals, each entry checked by name (``name[i]``)."""
+    return [check_real_range(v, f"{name}[{i}]", 0.0, None, low_open=True) for i, v in enumerate(grid)]
+
+
 def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset: int, folds: int = 5,
                         rho_mult=(0.5, 1.0, 2.0), rho_mult_y=None, lam_grid=(1e-3, 1e-2), alphas=None,
                         betas=BETAS, wknn_ks=(1, 3, 5, 10, 20), neighbors: int | None = None, max_iter: int = 50,
@@ -666,11 +671,9 @@ def run_real_experiment(data: dict, metric, metric_name: str, res, *, cv_subset:
     max_iter = check_int_range(max_iter, "max_iter", 1)
     test_folds = check_int_range(test_folds, "test_folds", 1)
     wknn_ks = [check_int_range(k, f"wknn_ks[{i}]", 1) for i, k in enumerate(wknn_ks)]
-    rho_mult, lam_grid = ([check_real_range(v, f"{name}[{i}]", 0.0, None, low_open=True) for i, v in enumerate(grid)]
-                          for name, grid in (("rho_mult", rho_mult), ("lam_grid", lam_grid)))
+    rho_mult, lam_grid = _positive_grid(rho_mult, "rho_mult"), _positive_grid(lam_grid, "lam_grid")
     if rho_mult_y is not None:
-        rho_mult_y = [check_real_range(v, f"rho_mult_y[{i}]", 0.0, None, low_open=True)
-                      for i, v in enumerate(rho_mult_y)]
+        rho_mult_y = _positive_grid(rho_mult_y, "rho_mult_y")
     rng = np.random.default_rng(check_seed(seed))
     Xtr, Ytr, Xte, Yte = (torch.as_tensor(data[k], dtype=torch.float64) for k in  # device: cpu-ok (CPU data)
                           ("X_train", "Y_train", "X_test", "Y_test"))
