@@ -27,8 +27,12 @@ def _max_asymmetry(K: torch.Tensor) -> torch.Tensor:
                         for i in range(0, n, step)]).amax()
 
 
+def _not_finite(name: str, K: torch.Tensor) -> NotPositiveDefiniteError:
+    return NotPositiveDefiniteError(f"{name}: contains NaN or inf entries (shape {tuple(K.shape)})")
+
+
 def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
-                    max_tries: int = 7, growth: float = 10.0) -> torch.Tensor:
+                    max_tries: int = 7, growth: float = 10.0, assume_symmetric: bool = False) -> torch.Tensor:
     """Lower Cholesky factor L with L Lᵀ = K + δI for the smallest δ that works.
 
     Tries δ = 0, then ``jitter · mean(|diag K|)`` multiplied by ``growth`` on each retry, at most
@@ -42,7 +46,9 @@ def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
     max |K − Kᵀ| ≤ ε^⅓ · max |K| over the batch (ε the dtype's machine epsilon: 6.1e-6 in float64,
     4.9e-3 in float32): far above round-off, even that of products such as L⁻¹ Ψ L⁻ᵀ that are
     symmetric only up to it (≤ 2.2e-10 relative over the McGPDS, twin-GP and coupled-projection test
-    suites), and far below the O(1) asymmetry of a wrong or transposed block.
+    suites), and far below the O(1) asymmetry of a wrong or transposed block. The check reads K
+    twice more and costs about as much as the factorisation of a small batched K, so internal
+    callers that build K symmetric by construction skip it (``assume_symmetric=True``).
 
     Parameters
     ----------
@@ -56,6 +62,12 @@ def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
         Number of jitter values tried after δ = 0, an integer ≥ 0 (0: no jitter, plain Cholesky).
     growth : float, default 10.0
         Factor between successive jitters, a finite real > 1.
+    assume_symmetric : bool, default False
+        Skip the symmetry check: for a K symmetric by construction, such as a matrix already
+        checked (or made by ``torch.cholesky_inverse``, which is exactly symmetric) plus a
+        diagonal, or such a matrix scaled by one diagonal on both sides. The caller vouches for it.
+        NaN and inf entries are then found from the factorisation (a failed pivot or a
+        non-finite diagonal of L) rather than by a pass over K, with the same error.
 
     Returns
     -------
@@ -78,6 +90,8 @@ def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
     check_real_range(jitter, "jitter", low=0.0, low_open=True)
     check_real_range(growth, "growth", low=1.0, low_open=True)
     check_int_range(max_tries, "max_tries", low=0)
+    if not isinstance(assume_symmetric, bool):
+        raise ValueError(f"assume_symmetric: expected a bool, got {type(assume_symmetric).__name__}")
     if not isinstance(K, torch.Tensor):
         raise ValueError(f"{name}: expected a torch tensor (..., n, n), got {type(K).__name__} "
                          "(convert with torch.as_tensor(K, dtype=torch.float64))")
@@ -86,10 +100,11 @@ def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
     if K.dim() < 2 or K.shape[-1] != K.shape[-2]:
         raise ValueError(f"{name}: expected a square matrix (..., n, n), got shape {tuple(K.shape)}")
     # one reduction pass first (a NaN/inf entry makes the sum non-finite); the exact
-    # element-wise test, ~30x slower on large batched K, only when the sum is not finite
-    if not torch.isfinite(K.sum()) and not torch.isfinite(K).all():
-        raise NotPositiveDefiniteError(f"{name}: contains NaN or inf entries (shape {tuple(K.shape)})")
-    if K.numel():
+    # element-wise test, ~30x slower on large batched K, only when the sum is not finite.
+    # A K symmetric by construction is checked after the factorisation instead (see below)
+    if not assume_symmetric and not torch.isfinite(K.sum()) and not torch.isfinite(K).all():
+        raise _not_finite(name, K)
+    if K.numel() and not assume_symmetric:
         with torch.no_grad():
             asym = _max_asymmetry(K)
             kmax = K.abs().amax() if K.numel() <= 1 << 22 else torch.maximum(K.amax(), -K.amin())
@@ -102,7 +117,14 @@ def cholesky_jitter(K: torch.Tensor, name: str = "matrix", jitter: float = 1e-8,
                 "(K + K.mT) / 2, if the asymmetry is round-off")
     L, info = torch.linalg.cholesky_ex(K)
     if not info.any():
+        # Without the pass over K: a NaN anywhere in the lower triangle (so, K being symmetric,
+        # anywhere) or an infinite off-diagonal entry makes a later pivot NaN or −inf, which
+        # the factorisation reports; an infinite diagonal entry gives an infinite diagonal of L
+        if assume_symmetric and not bool(torch.isfinite(L.diagonal(dim1=-2, dim2=-1)).all()):
+            raise _not_finite(name, K)
         return L
+    if assume_symmetric and not bool(torch.isfinite(K).all()):
+        raise _not_finite(name, K)
     n = K.shape[-1]
     scale = K.diagonal(dim1=-2, dim2=-1).abs().mean().item()
     if scale == 0.0:

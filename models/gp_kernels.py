@@ -270,10 +270,20 @@ class _PairExpSum(torch.autograd.Function):
 #: ``examples/bench_mcgpds.py --psi2-block 0`` / ``--compare-old``). 64 frames × 5050 pairs
 #: (M = 100) is a 2.6 MB block, which stays in cache between its product, ``exp`` and sum.
 PSI2_BLOCK = 64
+#: pairs per tile of the forward pass of :class:`_BlockedPairExpSum` when the table is not kept:
+#: a (64, 1024) tile is 512 KB, a core's L2 cache on the machines measured; each pair's sum over
+#: a block of frames is the same column sum whatever the tiling (forward 0.82× the untiled block
+#: at pose's sizes). The backward keeps whole (b, P) blocks: its ∂F product sums over the pairs,
+#: and tiling it would change the order of that sum.
+PSI2_TILE_PAIRS = 1024
 #: largest (N, P) exp table (MB) that :class:`_BlockedPairExpSum` keeps for its backward; a larger
 #: one is not kept and each block is recomputed in the backward instead (working memory
-#: O(b·P), independent of N). Pose (566 frames, M = 100): 23 MB, kept.
-PSI2_KEEP_MB = 64.0
+#: O(b·P), independent of N). Default 0: always recompute. On the CPU recomputing a block that
+#: stays in cache is cheaper than writing the table and reading it back: on pose (566 frames,
+#: M = 100, a 23 MB table, freshly allocated and page-faulted in every evaluation) keeping it made
+#: the benchmark's fit ≈ 1.2× slower, and still ≈ 1.15× with glibc's allocator tuned to fault no
+#: pages. Both give the same bits (the same products and ``exp`` per block).
+PSI2_KEEP_MB = 0.0
 
 
 @contextlib.contextmanager
@@ -342,13 +352,21 @@ class _BlockedPairExpSum(torch.autograd.Function):
         N, P = Fa.shape[0], GaT.shape[1]
         keep = N * P * GaT.element_size() <= PSI2_KEEP_MB * 2 ** 20
         table = G.new_empty(N, P) if keep else None
-        buf = None if keep else G.new_empty(min(b, N), P)
+        t = max(int(PSI2_TILE_PAIRS), 1) if not keep else P
+        buf = None if keep else G.new_empty(min(b, N) * min(t, P))
         out = G.new_zeros(P)
         for i in range(0, N, b):
             Fb = Fa[i:i + b]
-            E = table[i:i + b] if keep else buf[:Fb.shape[0]]
-            torch.mm(Fb, GaT, out=E).exp_()
-            out += E.sum(0)
+            if keep:
+                E = table[i:i + b]
+                torch.mm(Fb, GaT, out=E).exp_()
+                out += E.sum(0)
+                continue
+            for j in range(0, P, t):      # (b, t) tiles: product, exp and sum in L2 cache
+                Gt = GaT[:, j:j + t]
+                E = buf[:Fb.shape[0] * Gt.shape[1]].view(Fb.shape[0], Gt.shape[1])
+                torch.mm(Fb, Gt, out=E).exp_()
+                out[j:j + t] += E.sum(0)
         ctx.block = b
         ctx.save_for_backward(Fa, GaT, table)
         return out

@@ -37,6 +37,23 @@ def test_cholesky_failure_names_the_matrix():
         cholesky_jitter(torch.ones(2, 3, dtype=torch.float64), "K")
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_cholesky_assume_symmetric_finds_every_non_finite_entry(value):
+    # without the pass over K, a NaN or inf at any (symmetric) position, diagonal included,
+    # is still refused with the NaN message, in a batch, from the factorisation's outcome
+    X = torch.randn(3, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    K = X @ X.mT + torch.eye(5, dtype=torch.float64)
+    assert torch.equal(cholesky_jitter(K, "K", assume_symmetric=True), cholesky_jitter(K, "K"))
+    for i in range(5):
+        for j in range(i + 1):
+            K2 = K.clone()
+            K2[1, i, j] = K2[1, j, i] = value
+            with pytest.raises(NotPositiveDefiniteError, match="NaN or inf"):
+                cholesky_jitter(K2, "K", assume_symmetric=True)
+    with pytest.raises(ValueError, match="assume_symmetric"):
+        cholesky_jitter(K, "K", assume_symmetric=1)
+
+
 def test_as_tensor_checks():
     t = as_tensor(np.arange(6, dtype=np.uint8).reshape(2, 3), "Y", ndim=2)
     assert t.dtype == torch.float64 and t[1, 2] == 5  # uint8 cast before arithmetic

@@ -49,11 +49,14 @@ def test_psi2_pair_path_sets_and_restores_the_block():
     assert gk.PSI2_BLOCK == before and gk.PSI2_KEEP_MB == keep
 
 
+@pytest.mark.parametrize("tile", [1024, 3])
 @pytest.mark.parametrize("keep_mb", [64.0, 0.0])
 @pytest.mark.parametrize("need", ["F", "G", "both"])
-def test_blocked_pair_sum_gradients_of_each_input(need, keep_mb):
+def test_blocked_pair_sum_gradients_of_each_input(need, keep_mb, tile, monkeypatch):
     # only some inputs requiring a gradient (the variational phase: F only; Z alone: G only);
-    # the exp table kept for the backward, or every block recomputed there (keep_mb = 0)
+    # the exp table kept for the backward, or every block recomputed there (keep_mb = 0), the
+    # forward then in tiles of `tile` pairs (3: 11 pairs in tiles of 3, 3, 3, 2)
+    monkeypatch.setattr(gk, "PSI2_TILE_PAIRS", tile)
     g = torch.Generator().manual_seed(3)
     N, P, K = 37, 11, 4
     gv = -torch.rand(N, dtype=D64, generator=g)
@@ -93,10 +96,13 @@ def test_blocked_bound_equals_old_table_on_pose(frozen):
     data = McGPDSData(views, t, torch.as_tensor(seq), Q, M, init=init,
                       fixed=frozenset(("alpha", "eps", "beta", "time", "W", "g")))
     F0, g0 = _value_grad(data, 0, frozen)
-    F1, g1 = _value_grad(data, 64, frozen)                # the (N, P) table kept (23 MB)
+    F1, g1 = _value_grad(data, 64, frozen, keep_mb=64.0)  # the (N, P) table kept (23 MB)
     F2, g2 = _value_grad(data, 7, frozen, keep_mb=0.0)    # recomputed; 566 not a multiple of 7
+    F3, g3 = _value_grad(data, 64, frozen)                # the default: recomputed, forward in tiles
     assert float(g0.norm()) > 0
-    for F, gr in ((F1, g1), (F2, g2)):
+    # the default gives the kept table's bits: the same products, exp and sums per block
+    assert torch.equal(F3, F1) and torch.equal(g3, g1)
+    for F, gr in ((F1, g1), (F2, g2), (F3, g3)):
         assert abs(float(F - F0)) <= 1e-10 * abs(float(F0))
         assert float((gr - g0).norm()) <= 1e-8 * float(g0.norm())
         assert float((gr - g0).abs().max()) <= 1e-8 * float(g0.abs().max())

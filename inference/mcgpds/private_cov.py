@@ -88,7 +88,7 @@ class _PrivateCov(torch.autograd.Function):
         sl = lam.sqrt()
         slA = sl[..., :, None] * A[:, None]
         B = torch.eye(n, dtype=A.dtype, device=A.device) + slA * sl[..., None, :]
-        LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½")
+        LB = cholesky_jitter(B, "B_q = I + Λ^½ A Λ^½", assume_symmetric=True)   # A checked when factorised
         T = torch.linalg.solve_triangular(LB, slA, upper=False)
         sdiag = private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], T, LB, lam)
         ctx.save_for_backward(A, T, sdiag)
@@ -114,12 +114,19 @@ class _PrivateCovInv(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, Ainv, lam):
-        P = Ainv[:, None] + torch.diag_embed(lam)
-        LP = cholesky_jitter(P, "A⁻¹ + Λ")
-        S = torch.cholesky_inverse(LP)
+        n = Ainv.shape[-1]
+        # A⁻¹ + Λ written once (no (…, n, n) diagonal matrix), and S written over L_P: two
+        # (V, Q, nb, n, n) stacks per call instead of four (each a fresh, page-faulted allocation
+        # at pose's sizes); the same bits as Ainv + diag_embed(λ) and a separate cholesky_inverse
+        P = Ainv[:, None].expand(*lam.shape[:-1], n, n).clone()
+        P.diagonal(dim1=-2, dim2=-1).add_(lam)
+        LP = cholesky_jitter(P, "A⁻¹ + Λ", assume_symmetric=True)    # A⁻¹ from cholesky_inverse: exactly symmetric
+        del P
+        logdet = cho_logdet(LP)
+        S = torch.cholesky_inverse(LP, out=LP)                       # LAPACK potri works in place
         sdiag = S.diagonal(dim1=-2, dim2=-1).clone()
         ctx.save_for_backward(S, sdiag)
-        return cho_logdet(LP), sdiag
+        return logdet, sdiag
 
     @staticmethod
     def backward(ctx, g_ld, g_sd):
@@ -143,7 +150,10 @@ def private_cov_terms(prior: dict, lam: torch.Tensor, sqrt_lam: torch.Tensor | N
     Parameters
     ----------
     prior : dict
-        ``A`` (V, nb, n, n), ``Ainv``, ``logdetA`` (V, nb), ``Ainv_ok``.
+        ``A`` (V, nb, n, n), ``Ainv``, ``logdetA`` (V, nb), ``Ainv_ok``. A is taken to be
+        symmetric (:func:`~tandem.inference.mcgpds.prior_factors.block_prior_factors` checks it
+        when it factorises A; ``Ainv`` comes from ``torch.cholesky_inverse``), so ``B_q`` and
+        ``A⁻¹ + Λ`` are factorised without a second symmetry check.
     lam : torch.Tensor
         (V, Q, nb, n) precisions λ ≥ 0 (0 at padding).
     sqrt_lam : torch.Tensor, optional
@@ -162,7 +172,7 @@ def private_cov_terms(prior: dict, lam: torch.Tensor, sqrt_lam: torch.Tensor | N
         sl = lam.sqrt() if sqrt_lam is None else sqrt_lam
         slA = sl[..., :, None] * A[:, None]                    # Λ^½ A   (V, Q, nb, n, n)
         eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
-        LB = cholesky_jitter(eye + slA * sl[..., None, :], "B_q = I + Λ^½ A Λ^½")
+        LB = cholesky_jitter(eye + slA * sl[..., None, :], "B_q = I + Λ^½ A Λ^½", assume_symmetric=True)
         T = torch.linalg.solve_triangular(LB, slA, upper=False)    # L_B⁻¹ Λ^½ A
         return cho_logdet(LB), private_var_diag(A.diagonal(dim1=-2, dim2=-1)[:, None], T, LB, lam)
     if prior["Ainv_ok"]:
