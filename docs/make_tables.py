@@ -316,6 +316,10 @@ TABLES: tuple[Table, ...] = (
             command="OMP_NUM_THREADS=1 python examples/bench_mcgpds.py --compare-old --repeats 2 --no-progress "
                     "--out docs/results")
       for suffix, cols, dig in _COMPARE_OLD),
+    Table("bench_mcgpds_against_commit", "bench_mcgpds_against_commit.json", ("method",),
+          (("cpu_time_s", "fit + predict, CPU s"), ("mean_joint_error", "mean joint error"),
+           ("cpu_ratio_mean", "CPU ratio (means)"), ("cpu_ratio_min", "CPU ratio (minima)")),
+          digits=4, command="python docs/bench_pose_against.py --commit 09c28e8 --rounds 4"),
     Table("mcgpds_missing", "recorded/mcgpds_missing.json", ("removed", "method"),
           (("impute_rmse", "imputation RMSE"), ("impute_msll", "imputation MSLL"), ("test_rmse", "test RMSE"),
            ("test_mean_joint_error", "test mean joint error")),
