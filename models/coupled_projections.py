@@ -159,8 +159,14 @@ def q_raw_init(D: int, d: int, device=None) -> torch.Tensor:
     -------
     torch.Tensor
         (D, d) float64 tensor.
+
+    Raises
+    ------
+    ValueError
+        Naming ``device`` when it is not a cpu or cuda device that is present
+        (:func:`~tandem.inference.validation.resolve_device`).
     """
-    return torch.randn(D, d, dtype=DTYPE, device="cpu").to(device)
+    return torch.randn(D, d, dtype=DTYPE, device="cpu").to(resolve_device(device))
 
 
 class _Precondition(torch.autograd.Function):
@@ -495,12 +501,13 @@ def whiten(cp, device=None) -> WhitenedProblem:
     NotFittedError
         If ``cp`` has not been fitted.
     ValueError
-        If ``device`` is "cuda" and CUDA is not available.
+        Naming ``device`` when it is not a cpu or cuda device that is present (e.g. "cuda"
+        without CUDA, or "meta").
     """
     if not hasattr(cp, "P"):
         raise NotFittedError("whiten: expected a fitted CoupledProjections (call .fit first)")
     # the documented early ValueError for "cuda" without CUDA (not torch's AssertionError later)
-    device = torch.device("cpu") if device is None else resolve_device(device)
+    device = resolve_device(device)                   # None: the CPU
     Z, Om, B = cp.Z, cp.Omega, cp.B
     D, N = Z.shape
     extra = B - Z @ Z.T  # ridge: diag(r_x I, r_y I), or 0

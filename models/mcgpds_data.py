@@ -535,10 +535,10 @@ def default_init(N: int, out_dims: list, Q: int, M: int, J: int = 1, kind: str =
     ------
     ValueError
         Naming ``out_dims`` or one of ``Q``, ``M``, ``J`` when it is not an integer ≥ 1
-        (:func:`check_out_dims`, :func:`check_sizes`).
+        (:func:`check_out_dims`, :func:`check_sizes`); naming ``device`` when it is not a cpu or
+        cuda device that is present (:func:`~tandem.inference.validation.resolve_device`).
     """
-    if device is None:
-        device = X0.device if X0 is not None else times.device if isinstance(times, torch.Tensor) else "cpu"
+    device = resolve_device(device, X0, times)          # given, else X0's, else times', else the CPU
     out_dims = check_out_dims(out_dims)
     Q, M, J = check_sizes(Q, M, J)
     kind = mapping_kernel_kind(kind)          # an object or its alias name

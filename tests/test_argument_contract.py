@@ -1,12 +1,13 @@
-"""Seeds and counts are checked by their one validator before they are used.
+"""Seeds, counts and devices are checked by their one validator before they are used.
 
 The contract, enforced over the source rather than case by case: in every function of the
 package that takes a ``seed`` (and every public one that takes one of the iteration/sample
-counts in :data:`COUNTS`), the first read of that argument is either
+counts in :data:`COUNTS` or a ``device``), the first read of that argument is either
 
 * a call to its kind's checker (seeds: ``check_seed``, ``set_seed``, ``seeded_generator``;
-  counts: ``check_int_range``; both: the declared-constraint validators
-  ``validate_params``/``check_param``, also when the value sits in the dict handed to them), or
+  counts: ``check_int_range``; devices: ``resolve_device``; all: the declared-constraint
+  validators ``validate_params``/``check_param``, also when the value sits in the dict handed
+  to them), or
 * handing it on to another function of the package that takes a ``seed``, or to the base
   class's ``__init__`` (which this same test holds to the contract), or
 * storing it in an estimator's ``__init__`` (scikit-learn's convention: ``fit`` validates).
@@ -36,6 +37,9 @@ CHECKERS = {"seed": {"check_seed", "set_seed", "seeded_generator"} | DECLARED}
 COUNTS = ("num_steps", "num_samples", "num_particles", "max_iter", "n_init", "restarts", "repeats",
           "max_points")
 CHECKERS.update({name: {"check_int_range"} | DECLARED for name in COUNTS})
+#: devices: read first by resolve_device (a device type torch knows but tandem cannot run on,
+#: "meta" or "xpu", a CUDA device that is absent: refused by name before any work)
+CHECKERS["device"] = {"resolve_device"} | DECLARED
 SKIP_DIRS = {"tests", "examples", "docs"}
 
 
@@ -110,6 +114,7 @@ def _violations(arg: str):
 
 
 def test_the_lint_sees_the_package():
+    assert {"default_init", "whiten", "q_raw_init", "fit_mcgpds", "lbfgs_sharded"} <= _takers("device")
     seeded = _takers("seed")
     assert len(seeded) > 30 and "simulate_tasks" in seeded and "kfold_indices" in seeded
     assert {"minimize_batched", "kmeans", "kmm_frank_wolfe"} <= _takers("max_iter")

@@ -256,3 +256,26 @@ def test_checkpoint_rng_state_round_trip():
     b = (torch.rand(2), np.random.rand(2), random.random())
     assert torch.equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
     assert ("torch_cuda" in s) == (torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+@pytest.mark.parametrize("bad", ["meta", "xpu", "not-a-device"])
+def test_low_level_device_arguments_are_resolved(bad):
+    # the functions below the estimators take a device too: each resolves it before any work,
+    # so a device tandem cannot run on is refused by name rather than passed to torch
+    from tandem.inference.mcgpds.hyper_step import lbfgs_sharded
+    from tandem.inference.twin_gp.predictor import TwinGP
+    from tandem.models.coupled_projections import q_raw_init, whiten
+    from tandem.models.mcgpds_data import default_init
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(12, 2)), rng.normal(size=(12, 1))
+    cp = CoupledProjections(d=1).fit(rng.normal(size=(10, 3)), rng.normal(size=(10, 2)), [[i, i] for i in range(5)])
+    calls = {
+        "default_init": lambda: default_init(10, [2, 2], 2, 3, times=torch.arange(10.0), device=bad),
+        "q_raw_init": lambda: q_raw_init(4, 2, device=bad),
+        "whiten": lambda: whiten(cp, device=bad),
+        "TwinGP": lambda: TwinGP(X, Y, 1.0, 1.0, device=bad),
+        "lbfgs_sharded": lambda: lbfgs_sharded(lambda: (0.0, None), [], 1, device=bad, replicated=True),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match="device"):
+            call()

@@ -35,7 +35,7 @@ from tandem.inference.mcgpds.stochastic_elbo import (
 from tandem.inference.mcgpds.window_prior_kl import prior_is_constant
 from tandem.inference.mcgpds.windows import StochasticData, guide_params, model_params
 from tandem.inference.numerics import DTYPE, NotPositiveDefiniteError
-from tandem.inference.validation import check_int_range
+from tandem.inference.validation import check_int_range, resolve_device
 
 __all__ = ["bound_ceiling", "collapsed_value_and_grad", "hyper_step", "lbfgs_sharded"]
 
@@ -79,9 +79,10 @@ def lbfgs_sharded(fun, params: list, iters: int, history: int = 10, device="cpu"
     float
         The final value of ``fun``.
     """
+    device = resolve_device(device)
     if replicated:      # every rank holds the whole vectors: local inner products
-        def dot(a, b, device):
-            return float(sum(((x * y).sum() for x, y in zip(a, b)), torch.zeros((), dtype=DTYPE, device=device)))
+        def dot(a, b, dev):
+            return float(sum(((x * y).sum() for x, y in zip(a, b)), torch.zeros((), dtype=DTYPE, device=dev)))
     else:
         dot = _dot
     f, g = fun()

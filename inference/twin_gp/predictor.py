@@ -55,7 +55,13 @@ from tandem.inference.twin_gp.certainty import certainty, lemma41_log_bound, smt
 from tandem.inference.twin_gp.kernel_rows import _kvec, _mv, _RowCache, _rowdot
 from tandem.inference.twin_gp.optimizer import ConvergenceWarning, IterationCapWarning, OptInfo, minimize_batched
 from tandem.inference.twin_gp.sm_finish import finish_sm_in_log_form
-from tandem.inference.validation import as_tensor, check_int_range, check_real_range, check_same_rows
+from tandem.inference.validation import (
+    as_tensor,
+    check_int_range,
+    check_real_range,
+    check_same_rows,
+    resolve_device,
+)
 from tandem.models.twin_gp import METHODS, validate_alpha_beta
 
 # ConvergenceWarning, IterationCapWarning, OptInfo and minimize_batched live in .optimizer, the kernel
@@ -124,7 +130,8 @@ class TwinGP:
     Raises
     ------
     ValueError
-        On bad shapes, unequal row counts or non-positive widths/ridges.
+        On bad shapes, unequal row counts or non-positive widths/ridges, or naming ``device`` when
+        it is not a cpu or cuda device that is present.
     """
 
     def __init__(self, X, Y, rho_x: float, rho_y: float, lam_x: float = 1e-4, lam_y: float | None = None,
@@ -136,7 +143,7 @@ class TwinGP:
         self.rho_y = check_real_range(rho_y, "rho_y", 0.0, low_open=True)
         self.lam_x = check_real_range(lam_x, "lam_x", 0.0, low_open=True)
         self.lam_y = self.lam_x if lam_y is None else check_real_range(lam_y, "lam_y", 0.0, low_open=True)
-        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.device = resolve_device(device)            # None: the CPU
         self.X = X.to(self.device)
         self.Y = Y.to(self.device)
         # Internal units: each side centred and divided by ONE scalar (an isotropic kernel
