@@ -271,7 +271,7 @@ class _PairExpSum(torch.autograd.Function):
 #: (M = 100) is a 2.6 MB block, which stays in cache between its product, ``exp`` and sum.
 PSI2_BLOCK = 64
 #: pairs per tile of the forward pass of :class:`_BlockedPairExpSum` when the table is not kept:
-#: a (64, 1024) tile is 512 KB, a core's L2 cache on the machines measured; each pair's sum over
+#: a (64, 1024) tile is 512 KB, within a core's L2 cache on current x86 processors; each pair's sum over
 #: a block of frames is the same column sum whatever the tiling (forward 0.82× the untiled block
 #: at pose's sizes). The backward keeps whole (b, P) blocks: its ∂F product sums over the pairs,
 #: and tiling it would change the order of that sum.
