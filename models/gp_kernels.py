@@ -334,8 +334,9 @@ class _BlockedPairExpSum(torch.autograd.Function):
     (frames, pairs), so the products' long dimension P is the contiguous one.
 
     When the whole (N, P) table is within :data:`PSI2_KEEP_MB` the blocks are written into one
-    table kept for the backward; beyond it one (b, P) buffer is reused and the backward
-    recomputes each block (working memory O(b·P), independent of N).
+    table kept for the backward; otherwise (the default) the forward runs each block in tiles of
+    :data:`PSI2_TILE_PAIRS` pairs through one reused buffer and the backward recomputes each
+    (b, P) block (working memory O(b·P), independent of N).
 
     Backward, with ``R_b = E_b diag(ḡ_s)``: ``[∂F_b, ∂g_b] = R_b [G, 1] = E_b (ḡ_s ∘ [G, 1])`` and
     ``[∂G, ·]ᵀ = Σ_b [F_b, g_b]ᵀ R_b = (Σ_b [F_b, g_b]ᵀ E_b) diag(ḡ_s)``: the upstream gradient
@@ -357,14 +358,9 @@ class _BlockedPairExpSum(torch.autograd.Function):
         out = G.new_zeros(P)
         for i in range(0, N, b):
             Fb = Fa[i:i + b]
-            if keep:
-                E = table[i:i + b]
-                torch.mm(Fb, GaT, out=E).exp_()
-                out += E.sum(0)
-                continue
-            for j in range(0, P, t):      # (b, t) tiles: product, exp and sum in L2 cache
+            for j in range(0, P, t):      # (b, t) tiles in L2 cache; kept: one tile, the table's rows
                 Gt = GaT[:, j:j + t]
-                E = buf[:Fb.shape[0] * Gt.shape[1]].view(Fb.shape[0], Gt.shape[1])
+                E = table[i:i + b] if keep else buf[:Fb.shape[0] * Gt.shape[1]].view(Fb.shape[0], Gt.shape[1])
                 torch.mm(Fb, Gt, out=E).exp_()
                 out[j:j + t] += E.sum(0)
         ctx.block = b
