@@ -270,7 +270,7 @@ class _PairExpSum(torch.autograd.Function):
 #: ``examples/bench_mcgpds.py --psi2-block 0`` / ``--compare-old``). 64 frames × 5050 pairs
 #: (M = 100) is a 2.6 MB block, which stays in cache between its product, ``exp`` and sum.
 PSI2_BLOCK = 64
-#: pairs per tile of the forward pass of :class:`_BlockedPairExpSum` when the table is not kept:
+#: pairs per tile of the forward pass of :class:`_BlockedPairExpSum` on the CPU when the table is not kept:
 #: a (64, 1024) tile is 512 KB, within a core's L2 cache on current x86 processors; each pair's sum over
 #: a block of frames is the same column sum whatever the tiling (forward 0.82× the untiled block
 #: at pose's sizes). The backward keeps whole (b, P) blocks: its ∂F product sums over the pairs,
@@ -334,8 +334,8 @@ class _BlockedPairExpSum(torch.autograd.Function):
     (frames, pairs), so the products' long dimension P is the contiguous one.
 
     When the whole (N, P) table is within :data:`PSI2_KEEP_MB` the blocks are written into one
-    table kept for the backward; otherwise (the default) the forward runs each block in tiles of
-    :data:`PSI2_TILE_PAIRS` pairs through one reused buffer and the backward recomputes each
+    table kept for the backward; otherwise (the default) the forward runs each block (on the CPU
+    in tiles of :data:`PSI2_TILE_PAIRS` pairs) through one reused buffer and the backward recomputes each
     (b, P) block (working memory O(b·P), independent of N).
 
     Backward, with ``R_b = E_b diag(ḡ_s)``: ``[∂F_b, ∂g_b] = R_b [G, 1] = E_b (ḡ_s ∘ [G, 1])`` and
@@ -353,7 +353,9 @@ class _BlockedPairExpSum(torch.autograd.Function):
         N, P = Fa.shape[0], GaT.shape[1]
         keep = N * P * GaT.element_size() <= PSI2_KEEP_MB * 2 ** 20
         table = G.new_empty(N, P) if keep else None
-        t = max(int(PSI2_TILE_PAIRS), 1) if not keep else P
+        # tiles only on the CPU, where the cache sizes were measured; a GPU would pay a kernel
+        # launch per tile and op for nothing
+        t = max(int(PSI2_TILE_PAIRS), 1) if not keep and GaT.device.type == "cpu" else P
         buf = None if keep else G.new_empty(min(b, N) * min(t, P))
         out = G.new_zeros(P)
         for i in range(0, N, b):
