@@ -46,6 +46,7 @@ class Table:
     before the mean ± std over seeds is taken (e.g. the per-seed mean accuracy over tasks).
     ``pool`` joins the values of all records that fall into one cell (e.g. one record per
     seed) before taking mean ± std.
+    ``counts`` names columns whose single values count something (points converged): shown as integers.
     ``order`` lists values of the first row key in the order the rows should appear (rows
     otherwise keep the order of the records).
     ``paired`` names a data set of ``config["paired_over_draws"]`` (the twin-GP toy script's
@@ -66,6 +67,7 @@ class Table:
     average_over: str | None = None
     pool: bool = False
     order: tuple[str, ...] = ()
+    counts: tuple[str, ...] = ()
     paired: str | None = None
 
 
@@ -76,8 +78,8 @@ def _decimals(x: float, digits: int) -> int:
     return max(0, digits - 1 - math.floor(math.log10(abs(x))))
 
 
-def _cell(rec: dict, digits: int) -> str:
-    """``mean ± std`` of one record.
+def _cell(rec: dict, digits: int, count: bool = False) -> str:
+    """``mean ± std`` of one record (``count``: a single value that counts something, as an integer).
 
     A recorded record carries ``decimals`` (the printed decimals of mean and std) and is shown
     exactly as printed; a generated one shows the mean to ``digits`` significant digits and the
@@ -90,6 +92,8 @@ def _cell(rec: dict, digits: int) -> str:
         dm, *ds = rec["decimals"]
         text = f"{rec['mean']:.{dm}f}"
         return text + (f" ± {std:.{ds[0]}f}" if std is not None and ds else "")
+    if count and len(rec.get("values") or []) == 1 and float(rec["mean"]).is_integer():
+        return f"{rec['mean']:.0f}"
     if 0 < abs(rec["mean"]) < 1e-4 and len(rec.get("values") or []) <= 1:   # e.g. a relative difference
         return f"{rec['mean']:.{digits - 1}e}"
     dm = _decimals(rec["mean"], digits)
@@ -175,7 +179,7 @@ def render(table: Table) -> str:
             row_ids.append(rid)
             groups[rid] = {}
         groups[rid].setdefault(col, []).append(r)
-    cells = {rid: {col: _cell(_combine(g, table), table.digits) for col, g in cols.items()}
+    cells = {rid: {col: _cell(_combine(g, table), table.digits, col in table.counts) for col, g in cols.items()}
              for rid, cols in groups.items()}
     if not row_ids:
         raise ValueError(f"table {table.name!r}: no records of {table.source} match {table.where}")
@@ -350,6 +354,14 @@ TABLES: tuple[Table, ...] = (
     Table("bench_twin_gp", "bench_twin_gp_full.json", ("method",),
           (("seconds_per_test_point", "CPU s per test point"), ("mean_norm_error", "mean norm error")),
           digits=4, command="OMP_NUM_THREADS=1 python examples/bench_twin_gp.py --out results"),
+    Table("twin_gp_hessian_start", "twin_gp_hessian_start.json", ("method",),
+          (("mean_iterations", "iterations per point"), ("point_evaluations_per_point", "point-evaluations per point"),
+           ("hessian_cost_in_evaluations_per_point", "Hessian's cost (evaluations per point)"),
+           ("implied_smtgp_over_kltgp", "implied SMTGP / KLTGP cost"), ("converged", "converged"),
+           ("other_minimum", "at another minimum"), ("higher_objective", "at a higher objective")),
+          digits=3, counts=("converged", "other_minimum", "higher_objective"),
+          command="OMP_NUM_THREADS=1 python docs/twin_gp_hessian_start.py --n-train 4649 --n-test 1000 "
+                  "--no-approx --out docs/results"),
     # ---- scaling
     Table("bench_scale", "bench_scale.json", ("n_frames", "method"),
           (("epoch_cpu_time_s", "epoch CPU time (s)"), ("epoch_time_s", "epoch wall time (s)"),
