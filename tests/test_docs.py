@@ -95,3 +95,14 @@ def test_cited_documents_are_in_the_repository():
     assert not stray, f"citations of documents that are not in the repository: {stray}"
     missing = [c for c in sorted(cited) if not (DOCS / "specs" / f"{c}.md").exists()]
     assert not missing, f"cited spec pages missing under docs/specs/: {missing}"
+
+
+def test_a_count_column_shows_integers_and_other_columns_significant_digits():
+    mt = _make_tables()
+    rec = {"metric": "converged", "values": [998.0], "mean": 998.0, "std": 0.0}
+    assert mt._cell(rec, 3, count=True) == "998"
+    assert mt._cell({**rec, "values": [46.0], "mean": 46.0}, 3, count=True) == "46"
+    assert mt._cell({**rec, "values": [46.0], "mean": 46.0}, 3) == "46.0"
+    # a mean over seeds or a fractional value is no count: shown as a measurement
+    assert mt._cell({**rec, "values": [1.0, 2.0], "mean": 1.5, "std": 0.5}, 3, count=True) == "1.50 ± 0.50"
+    assert mt._cell({**rec, "values": [2.5], "mean": 2.5}, 3, count=True) == "2.50"
