@@ -1,6 +1,8 @@
 """Twin GPs: hand gradients, limits in α, β-independence, Lemma 4.1/4.2, O(N²) vs O(N³),
 batched vs per-point, SVI vs the deterministic reference, local model, bad input."""
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pyro
@@ -8,7 +10,7 @@ import pytest
 import torch
 from pyro.infer import Trace_ELBO
 
-from common import load_script, smooth_multi_output_problem
+from common import DATA_DIR, ROOT, load_script, read_results, smooth_multi_output_problem
 from tandem.guides.twin_gp import TwinGPDeltaGuide, TwinGPNormalGuide
 from tandem.inference import LBFGS, fit
 from tandem.inference.predictive import posterior_predictive
@@ -502,3 +504,29 @@ def test_smtgp_hessian_of_the_docs_diagnostic_matches_autograd(multi, alpha, bet
     torch.testing.assert_close(H, 0.5 * (auto + auto.mT), rtol=1e-8, atol=1e-10 * auto.abs().max().item())
     top = script.smtgp_hessian(m, ctx, y0, ref, alpha, beta, approx="top", top_k=X.shape[0])
     torch.testing.assert_close(top, H, rtol=1e-10, atol=1e-12 * H.abs().max().item())
+
+
+@pytest.mark.skipif(not (DATA_DIR / "usps" / "usps_9298.mat").exists(), reason="USPS data not present")
+def test_hessian_start_script_runs_and_its_oracle_and_anchored_starts_are_what_they_say(tmp_path):
+    # the docs' table of starting curvatures comes from this script's --out JSON: every start is
+    # there with every measure, the default start is the reference (no other minimum, nothing paid),
+    # the oracle is free, and the anchored start pays for anchors_every-th points only
+    proc = subprocess.run([sys.executable, str(ROOT / "docs" / "twin_gp_hessian_start.py"), "--n-train", "200",
+                           "--n-test", "12", "--anchor-every", "4", "--no-approx", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = read_results(tmp_path, "twin_gp_hessian_start")
+    script = _hessian_script()
+    got = {(r["method"], r["metric"]): r["mean"] for r in res["results"]}
+    starts = ["identity (default)", script.LABELS["exact"], "exact Hessian of the nearest of every 4th y₀",
+              "exact Hessian at the default's minimiser (oracle)"]
+    assert set(got) == {(s, m) for s in starts for m in script.RECORDED}
+    assert got[("identity (default)", "other_minimum")] == 0
+    assert got[("identity (default)", "hessian_cost_in_evaluations_per_point")] == 0
+    assert got[(starts[3], "hessian_cost_in_evaluations_per_point")] == 0
+    # 3 anchors of 12 points: a quarter of the cost of a Hessian at every point
+    assert got[(starts[2], "hessian_cost_in_evaluations_per_point")] == pytest.approx(
+        got[(starts[1], "hessian_cost_in_evaluations_per_point")] / 4)
+    for s in starts:
+        assert 0 < got[(s, "converged")] <= 12 and got[(s, "mean_iterations")] > 0
+        assert got[(s, "point_evaluations_per_point")] >= got[(s, "mean_iterations")]
