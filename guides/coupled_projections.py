@@ -88,15 +88,24 @@ def optimal_scale(omega: torch.Tensor, beta: float, gamma: float, sigma: float) 
     omega : torch.Tensor
         (N, N) the model's Ω.
     beta, gamma : float
-        The prior's weights.
+        The prior's weights, > 0.
     sigma : float
-        The model's σ.
+        The model's σ, > 0.
 
     Returns
     -------
     float
         s.
+
+    Raises
+    ------
+    ValueError
+        Naming ``beta``, ``gamma`` or ``sigma`` when it is not a finite real > 0 (the model's
+        constants, :func:`~tandem.models.coupled_projections.check_model_args`).
     """
+    check_real_range(beta, "beta", 0.0, low_open=True)
+    check_real_range(gamma, "gamma", 0.0, low_open=True)
+    check_real_range(sigma, "sigma", 0.0, low_open=True)
     N = omega.shape[0]
     tr = beta * float(torch.trace(omega)) + gamma * N
     return (N / (N / sigma ** 2 + tr)) ** 0.5

@@ -21,6 +21,7 @@ import torch
 from pyro.distributions import constraints
 
 from tandem.inference.numerics import DTYPE, cholesky_jitter
+from tandem.inference.validation import check_real_range
 from tandem.models.mcgpds import dense_A, dense_time_K, hyperparams, param
 
 __all__ = ["Guide", "variational_params", "mcgpds_guide", "guide", "q_latent_dense"]
@@ -107,9 +108,15 @@ def mcgpds_guide(data, inducing_scale: float = 0.1):
     data : tandem.models.mcgpds.McGPDSData
         The model's data object (the model's only argument).
     inducing_scale : float, default 0.1
-        Initial Cholesky diagonal of q(V), q(U) (used when their parameters are created; a
-        collapsed fit writes their optimal values into the store instead).
+        Initial Cholesky diagonal of q(V), q(U), a finite real > 0 (used when their parameters are
+        created; a collapsed fit writes their optimal values into the store instead).
+
+    Raises
+    ------
+    ValueError
+        Naming ``inducing_scale`` when it is not a finite real > 0.
     """
+    check_real_range(inducing_scale, "inducing_scale", 0.0, low_open=True)
     hp = hyperparams(data)
     mus, lams = variational_params(data)
     mu_s, L_s, L_priv = q_latent_dense(data, hp, mus, lams)
@@ -149,13 +156,12 @@ class Guide:
     Raises
     ------
     ValueError
-        If ``inducing_scale`` is not positive.
+        If ``inducing_scale`` is not a finite real > 0 (bools and strings such as "0.1" are not
+        numbers here).
     """
 
     def __init__(self, *, inducing_scale: float = 0.1):
-        if not float(inducing_scale) > 0:
-            raise ValueError(f"inducing_scale: expected a positive number, got {inducing_scale!r}")
-        self.inducing_scale = float(inducing_scale)
+        self.inducing_scale = check_real_range(inducing_scale, "inducing_scale", 0.0, low_open=True)
 
     def __call__(self, data):
         return mcgpds_guide(data, inducing_scale=self.inducing_scale)

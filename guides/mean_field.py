@@ -33,7 +33,7 @@ import torch
 from torch.distributions import biject_to, constraints
 
 from tandem.inference.numerics import DTYPE, seeded_generator
-from tandem.inference.validation import check_seed
+from tandem.inference.validation import check_real_range, check_seed
 from tandem.models.coupled_projections import check_model_args, frame, q_raw_init
 from tandem.models.samtc import check_tasks
 
@@ -44,12 +44,6 @@ def _check_prefix(prefix):
     if not isinstance(prefix, str) or not prefix:
         raise TypeError(f"prefix: expected a non-empty string, got {prefix!r}")
     return prefix
-
-
-def _check_scale(value, name="init_scale"):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name}: expected a positive number, got {value!r}")
-    return float(value)
 
 
 class McGPDSMeanField:
@@ -97,7 +91,7 @@ class McGPDSMeanField:
     Raises
     ------
     ValueError
-        If ``covariance`` is not "full" or "diag", or a scale is not positive.
+        If ``covariance`` is not "full" or "diag", or a scale is not a finite real > 0.
     TypeError
         If ``prefix`` is not a non-empty string.
     """
@@ -107,8 +101,8 @@ class McGPDSMeanField:
         if covariance not in ("full", "diag"):
             raise ValueError(f"covariance: expected 'full' or 'diag', got {covariance!r}")
         self.covariance = covariance
-        self.init_scale = _check_scale(init_scale)
-        self.inducing_scale = _check_scale(inducing_scale, "inducing_scale")
+        self.init_scale = check_real_range(init_scale, "init_scale", 0.0, low_open=True)
+        self.inducing_scale = check_real_range(inducing_scale, "inducing_scale", 0.0, low_open=True)
         self.prefix = _check_prefix(prefix)
 
     def _factor(self, name, loc0, s0):
@@ -192,7 +186,7 @@ class SAMTCMeanField:
     TypeError
         If ``init`` is not a dict or None, or ``prefix`` is not a non-empty string.
     ValueError
-        If ``init_scale`` is not positive.
+        If ``init_scale`` is not a finite real > 0.
     """
 
     def __init__(self, *, init: dict | None = None, init_scale: float = 0.05, seed: int = 0,
@@ -200,7 +194,7 @@ class SAMTCMeanField:
         if init is not None and not isinstance(init, dict):
             raise TypeError(f"init: expected a dict of starting values or None, got {type(init).__name__}")
         self.init = dict(init or {})
-        self.init_scale = _check_scale(init_scale)
+        self.init_scale = check_real_range(init_scale, "init_scale", 0.0, low_open=True)
         self.seed = check_seed(seed)
         self.prefix = _check_prefix(prefix)
 
@@ -278,13 +272,14 @@ class CoupledProjectionsMeanField:
     Raises
     ------
     ValueError
-        If ``init_scale`` is given and not positive.
+        If ``init_scale`` is given and not a finite real > 0.
     TypeError
         If ``prefix`` is not a non-empty string.
     """
 
     def __init__(self, *, init_scale: float | None = None, prefix: str = "mfc_"):
-        self.init_scale = None if init_scale is None else _check_scale(init_scale)
+        self.init_scale = None if init_scale is None else check_real_range(init_scale, "init_scale", 0.0,
+                                                                           low_open=True)
         self.prefix = _check_prefix(prefix)
 
     def __call__(self, zhat, omega, d, beta: float = 1.0, gamma: float = 1e-3, sigma: float = 0.01,

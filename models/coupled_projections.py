@@ -215,7 +215,7 @@ def frame(q_raw: torch.Tensor, zhat: torch.Tensor, omega: torch.Tensor, beta: fl
     omega : torch.Tensor
         (N, N) alignment matrix Ω.
     beta : float, default 1.0
-        β, the scale of the preconditioner M = β(Â + μI).
+        β > 0, the scale of the preconditioner M = β(Â + μI).
     precondition : bool, default True
         Precondition the gradient of ``q_raw`` (only when it requires a gradient).
 
@@ -223,7 +223,13 @@ def frame(q_raw: torch.Tensor, zhat: torch.Tensor, omega: torch.Tensor, beta: fl
     -------
     torch.Tensor
         (D, d) Q with orthonormal columns.
+
+    Raises
+    ------
+    ValueError
+        Naming ``beta`` when it is not a finite real > 0 (M would not be positive definite).
     """
+    check_real_range(beta, "beta", 0.0, low_open=True)
     if precondition and q_raw.requires_grad:
         A = (zhat.T @ omega @ zhat).detach()
         q_raw = _Precondition.apply(q_raw, 0.5 * (A + A.T), float(beta))
@@ -244,13 +250,19 @@ def whitening_constant(N: int, D: int, d: int, sigma: float) -> float:
     d : int
         Latent dimension.
     sigma : float
-        Noise standard deviation σ.
+        Noise standard deviation σ > 0.
 
     Returns
     -------
     float
         C.
+
+    Raises
+    ------
+    ValueError
+        Naming ``sigma`` when it is not a finite real > 0 (C depends on σ², so −σ would pass as σ).
     """
+    check_real_range(sigma, "sigma", 0.0, low_open=True)
     return -(D - d) / (2.0 * sigma ** 2) - 0.5 * N * (D - d) * math.log(2.0 * math.pi * sigma ** 2)
 
 
@@ -270,15 +282,20 @@ class FrameNormal(TorchDistribution):
     U : torch.Tensor
         (d, N) latent positions (the location is Q u_n, u_n = U[:, n]).
     sigma : float
-        Noise standard deviation σ.
+        Noise standard deviation σ > 0.
     validate_args : bool, optional
         Passed to :class:`torch.distributions.Distribution`.
+
+    Raises
+    ------
+    ValueError
+        Naming ``sigma`` when it is not a finite real > 0.
     """
     arg_constraints = {}
     support = constraints.real_vector
 
-    def __init__(self, Q, U, sigma, validate_args=None):
-        self.Q, self.U, self.sigma = Q, U, float(sigma)
+    def __init__(self, Q, U, sigma: float, validate_args=None):
+        self.Q, self.U, self.sigma = Q, U, check_real_range(sigma, "sigma", 0.0, low_open=True)
         N, D = U.shape[1], Q.shape[0]
         super().__init__(batch_shape=torch.Size([N]), event_shape=torch.Size([D]),
                          validate_args=validate_args)
@@ -425,8 +442,8 @@ def simulate(n: int = 60, d: int = 2, dx: int = 5, dy: int = 4, beta: float = 1.
     d = check_int_range(d, "d (latent dimension)", 1)
     dx = check_int_range(dx, "dx", d)
     dy = check_int_range(dy, "dy", d)
-    for v, nm in ((beta, "beta"), (gamma, "gamma")):
-        check_real_range(v, nm, 0.0, None, low_open=True)
+    check_real_range(beta, "beta", 0.0, low_open=True)
+    check_real_range(gamma, "gamma", 0.0, low_open=True)
     check_real_range(noise, "noise", 0.0)
     rng = np.random.default_rng(check_seed(seed))
     Lc = np.diag(np.r_[1.0, np.full(n - 2, 2.0), 1.0]) - np.eye(n, k=1) - np.eye(n, k=-1)
@@ -523,7 +540,7 @@ def whiten(cp, device=None) -> WhitenedProblem:
                            R, N, Q_eig)
 
 
-def check_model_args(zhat, omega, d, beta, gamma, sigma):
+def check_model_args(zhat, omega, d, beta: float, gamma: float, sigma: float):
     """Validate :func:`model`'s arguments (shapes, PSD size match, positivity).
 
     Parameters
@@ -551,8 +568,9 @@ def check_model_args(zhat, omega, d, beta, gamma, sigma):
     N, D = zhat.shape
     omega = as_tensor(omega, "omega", shape=(N, N)).to(zhat.device)
     check_int_range(d, "d (latent dimension)", 1, D)
-    for v, nm in ((beta, "beta"), (gamma, "gamma"), (sigma, "sigma")):
-        check_real_range(v, nm, 0.0, None, low_open=True)
+    check_real_range(beta, "beta", 0.0, low_open=True)
+    check_real_range(gamma, "gamma", 0.0, low_open=True)
+    check_real_range(sigma, "sigma", 0.0, low_open=True)
     G = zhat.detach().T @ zhat.detach()
     err = float((G - torch.eye(D, dtype=G.dtype, device=G.device)).abs().max())
     if err > 1e-6:

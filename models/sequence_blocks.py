@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from tandem.inference.validation import check_real_range
+
 __all__ = ["Blocks"]
 
 
@@ -22,7 +24,12 @@ class Blocks:
         (N,) integer labels, in any order and not necessarily contiguous.
     ratio : float, default 1.2
         A block joins the current group while the padded cost (n_blocks + 1)·n³ stays within
-        ``ratio`` × the unpadded Σ n_i³.
+        ``ratio`` × the unpadded Σ n_i³; a finite real > 0 (below 1 no block is ever padded).
+
+    Raises
+    ------
+    ValueError
+        Naming ``ratio`` when it is not a finite real > 0.
 
     Attributes
     ----------
@@ -38,6 +45,7 @@ class Blocks:
     """
 
     def __init__(self, seq_ids: torch.Tensor, ratio: float = 1.2):
+        check_real_range(ratio, "ratio", 0.0, low_open=True)
         dev = seq_ids.device if isinstance(seq_ids, torch.Tensor) else None
         seq_ids = torch.as_tensor(seq_ids, device=dev).long().reshape(-1)
         self.N = int(seq_ids.numel())

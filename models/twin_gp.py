@@ -42,7 +42,7 @@ __all__ = ["model", "twin_gp_model", "dims", "simulate", "DIMS", "METHODS", "val
 METHODS = ("KLTGP", "IKLTGP", "SMTGP")
 
 
-def validate_alpha_beta(alpha, beta=None) -> tuple[float, float | None]:
+def validate_alpha_beta(alpha: float, beta: float | None = None) -> tuple[float, float | None]:
     """Check the Sharma–Mittal orders: α ∈ [0, 1], β real and ≠ 1.
 
     β = 1 is the Rényi limit, outside SMTGP's L′.

@@ -41,3 +41,34 @@ def test_to_inference_data_checks_num_samples_before_fitting():
     with pytest.raises(ValueError, match="num_samples"):
         m.to_inference_data(num_samples=0, num_steps=3)
     assert m.model_fit_ is None
+
+
+def test_fit_validates_the_tasks_once_and_still_refuses_bad_ones_by_name(monkeypatch):
+    import tandem.inference.samtc.algorithm as algorithm
+    import tandem.inference.samtc.estimator as estimator
+    import tandem.inference.samtc.task_checks as task_checks
+    calls = []
+    original = task_checks.validate_tasks
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+    for module in (task_checks, algorithm, estimator):      # every name it is reached by
+        monkeypatch.setattr(module, "validate_tasks", counted)
+    tasks = _tasks()
+    m = SAMTC([2, 2], k_self=4, k_src=4).fit(tasks)
+    assert len(calls) == 1                 # was 2: fit's, then samtc's on fit's copies
+    ref = SAMTC([2, 2], k_self=4, k_src=4)
+    for a, b in zip(m.labels_, algorithm.samtc(tasks, [2, 2], k_self=4, k_src=4).labels):
+        np.testing.assert_array_equal(a, b)   # the estimator's run is samtc's
+    assert all(type(X) is np.ndarray and X.dtype == np.float64 and not np.shares_memory(X, Y)
+               for X, Y in zip(m.tasks_, tasks))
+    bad = [tasks[0], tasks[1].copy()]
+    bad[1][3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"tasks\[1\]: contains 1 NaN"):
+        ref.fit(bad)
+    with pytest.raises(ValueError, match=r"tasks\[0\]: all its points are identical"):
+        ref.fit([np.ones((24, 2)), tasks[1]])
+    with pytest.raises(ValueError, match="labels"):
+        ref.fit(tasks, labels=[np.zeros(24), np.zeros(5)])
+    assert not hasattr(ref, "result_")     # refused before any run

@@ -10,6 +10,7 @@ import numpy as np
 
 from tandem.inference.validation import (
     as_index_array,
+    check_real_range,
 )
 
 __all__ = ["check_pairs", "correspondence_matrix", "correspondence_laplacian", "alignment_omega",
@@ -121,15 +122,23 @@ def alignment_omega(Lx: np.ndarray, Ly: np.ndarray, pairs: np.ndarray, alpha_x: 
     pairs : numpy.ndarray
         (K, 2) validated integer pairs.
     alpha_x : float, default 1.0
-        α_x, weight of view x's neighbourhood term.
+        α_x ≥ 0, weight of view x's neighbourhood term.
     alpha_y : float, default 1.0
-        α_y, weight of view y's neighbourhood term.
+        α_y ≥ 0, weight of view y's neighbourhood term.
 
     Returns
     -------
     numpy.ndarray
         (N_x + N_y, N_x + N_y) Ω.
+
+    Raises
+    ------
+    ValueError
+        Naming ``alpha_x`` or ``alpha_y`` when it is not a finite real ≥ 0 (a negative weight
+        makes Ω indefinite, so the eigenproblem's minimum is no longer the objective's).
     """
+    check_real_range(alpha_x, "alpha_x", 0.0)
+    check_real_range(alpha_y, "alpha_y", 0.0)
     nx, ny = Lx.shape[0], Ly.shape[0]
     K = pairs.shape[0]
     Om = correspondence_laplacian(pairs, nx, ny) / K
@@ -138,7 +147,7 @@ def alignment_omega(Lx: np.ndarray, Ly: np.ndarray, pairs: np.ndarray, alpha_x: 
     return Om
 
 
-def objective_loops(Px, Py, X, Y, pairs, Sx, Sy, alpha_x=1.0, alpha_y=1.0) -> float:
+def objective_loops(Px, Py, X, Y, pairs, Sx, Sy, alpha_x: float = 1.0, alpha_y: float = 1.0) -> float:
     """The paper's objective J written as explicit loops over pairs and graph edges.
 
     Slow reference used by the tests (O(N²) Python-level sums).
@@ -160,15 +169,22 @@ def objective_loops(Px, Py, X, Y, pairs, Sx, Sy, alpha_x=1.0, alpha_y=1.0) -> fl
     Sy : numpy.ndarray
         (N_y, N_y) neighbourhood weights of view y.
     alpha_x : float, default 1.0
-        α_x.
+        α_x ≥ 0.
     alpha_y : float, default 1.0
-        α_y.
+        α_y ≥ 0.
 
     Returns
     -------
     float
         J.
+
+    Raises
+    ------
+    ValueError
+        Naming ``alpha_x`` or ``alpha_y`` when it is not a finite real ≥ 0 (as :func:`alignment_omega`).
     """
+    check_real_range(alpha_x, "alpha_x", 0.0)
+    check_real_range(alpha_y, "alpha_y", 0.0)
     Ux, Uy = X @ Px, Y @ Py
     K = len(pairs)
     J = sum(float(np.sum((Ux[i] - Uy[j]) ** 2)) for i, j in pairs) / K

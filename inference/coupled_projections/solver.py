@@ -73,6 +73,7 @@ from tandem.inference.svi import fit
 from tandem.inference.validation import (
     NotFittedError,
     as_array,
+    check_real_range,
     check_weights,
     like_input,
 )
@@ -373,13 +374,13 @@ class CoupledProjections(TandemEstimator):
         num_steps : int, default 800
             Number of Adam steps of the SVI fit.
         beta : float, default 1.0
-            β of the model's prior precision βΩ + γI.
+            β > 0 of the model's prior precision βΩ + γI.
         gamma : float, default 1e-3
-            γ of the prior precision.
+            γ > 0 of the prior precision.
         sigma : float, default 1e-5
-            Noise standard deviation σ (the posterior spread).
+            Noise standard deviation σ > 0 (the posterior spread).
         lr : float, default 0.03
-            Adam learning rate.
+            Adam learning rate, > 0.
         seed : int, default 0
             Seed of the SVI fit and of the draws.
 
@@ -393,8 +394,15 @@ class CoupledProjections(TandemEstimator):
         ------
         NotFittedError
             Before :meth:`fit`.
+        ValueError
+            Naming ``beta``, ``gamma``, ``sigma`` or ``lr`` when it is not a finite real > 0, before
+            the whitening and the SVI fit.
         """
         self._check_fitted()
+        check_real_range(beta, "beta", 0.0, low_open=True)
+        check_real_range(gamma, "gamma", 0.0, low_open=True)
+        check_real_range(sigma, "sigma", 0.0, low_open=True)
+        check_real_range(lr, "lr (learning rate)", 0.0, low_open=True)
         w = cp_model.whiten(self)
         args = (w.zhat, w.omega, self.d, beta, gamma, sigma)
         guide = Guide()

@@ -16,7 +16,7 @@ import numpy as np
 from tandem.inference.datasets import data_dir as resolve_data_dir
 from tandem.inference.datasets import read_mat
 from tandem.inference.datasets.human_pose import DATA_HINT, DT, TwoViewData
-from tandem.inference.validation import require_file
+from tandem.inference.validation import check_real_range, require_file
 
 __all__ = ["load_cuave", "CUAVE_FILE", "per_dim_scale"]
 
@@ -51,7 +51,7 @@ def load_cuave(data_dir=None, dt: float = DT) -> TwoViewData:
     data_dir : str or os.PathLike, optional
         The data folder (default :func:`tandem.inference.datasets.data_dir`).
     dt : float, default 0.05
-        Time step between frames.
+        Time step between frames, > 0.
 
     Returns
     -------
@@ -62,7 +62,10 @@ def load_cuave(data_dir=None, dt: float = DT) -> TwoViewData:
     ------
     FileNotFoundError
         Naming ``cuave/AudioVideoAlignedData1.mat`` when absent.
+    ValueError
+        Naming ``dt`` when it is not a finite real > 0 (before the file is read).
     """
+    check_real_range(dt, "dt", 0.0, low_open=True)
     data_dir = resolve_data_dir(data_dir)
     path = require_file(data_dir / CUAVE_FILE, "CUAVE data (McGPDS)", DATA_HINT)
     d = read_mat(path, ["videoTr", "mfccTr", "videoTs", "mfccTs", "seqTr", "seqTs"], "CUAVE split (McGPDS)")

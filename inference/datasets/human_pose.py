@@ -23,7 +23,7 @@ import numpy as np
 
 from tandem.inference.datasets import data_dir as resolve_data_dir
 from tandem.inference.datasets import read_mat
-from tandem.inference.validation import require_file
+from tandem.inference.validation import check_real_range, require_file
 
 __all__ = ["TwoViewData", "load_human_pose", "HUMAN_POSE_FILE", "TRAIN_SEQUENCES", "SUBSAMPLE",
            "DT", "constant_columns", "DATA_HINT"]
@@ -151,7 +151,12 @@ class TwoViewData:
 
 
 def seq_times(seq_ends, dt: float = DT) -> np.ndarray:
-    """Time stamps restarting at 0 in every sequence: t = 0, dt, …, (n_s − 1)·dt per block."""
+    """Time stamps restarting at 0 in every sequence: t = 0, dt, …, (n_s − 1)·dt per block.
+
+    ``dt`` must be a finite real > 0 (a ``ValueError`` names it): NaN or a negative step would give
+    NaN or decreasing time stamps.
+    """
+    check_real_range(dt, "dt", 0.0, low_open=True)
     ends = np.asarray(seq_ends, dtype=np.int64)
     starts = np.concatenate([[0], ends[:-1]])
     return np.concatenate([np.arange(e - s) * dt for s, e in zip(starts, ends)]).astype(np.float64)
@@ -168,13 +173,20 @@ def constant_columns(Y, tol: float = 0.0) -> np.ndarray:
     Y : numpy.ndarray
         (N, D) training values.
     tol : float, default 0.0
-        Largest std counted as constant.
+        Largest std counted as constant, ≥ 0.
 
     Returns
     -------
     numpy.ndarray
         (D,) bool.
+
+    Raises
+    ------
+    ValueError
+        Naming ``tol`` when it is not a finite real ≥ 0 (NaN or a negative ``tol`` would find
+        no column constant, ``inf`` every one).
     """
+    check_real_range(tol, "tol", 0.0)
     Y = np.asarray(Y, dtype=np.float64)
     return Y.std(axis=0) <= tol
 

@@ -72,7 +72,7 @@ import scipy.sparse as sp
 
 from tandem.inference.datasets import data_dir as resolve_data_dir
 from tandem.inference.persistence import PersistenceError, dump, load
-from tandem.inference.validation import check_int_range, require_file
+from tandem.inference.validation import check_int_range, check_real_range, require_file
 
 __all__ = ["Corpus", "MultiTaskSet", "load_webkb_raw", "load_webkb_linqs", "load_20news",
            "load_reuters", "tfidf", "tokenize", "SETS", "load_set", "UNIVERSITIES"]
@@ -467,7 +467,7 @@ def tfidf(texts, min_df: int = 3, max_df: float = 0.5, max_features: int | None 
     min_df : int, default 3
         Minimum document frequency of a term.
     max_df : float, default 0.5
-        Maximum document frequency, as a fraction of N.
+        Maximum document frequency, as a fraction of N, in (0, 1].
     max_features : int or None, default 5000
         Keep at most this many terms (highest df); None keeps all.
     vocabulary : list of str, optional
@@ -477,7 +477,13 @@ def tfidf(texts, min_df: int = 3, max_df: float = 0.5, max_features: int | None 
     -------
     tuple
         ``(X, vocabulary)``: X the (N, V) scipy.sparse csr matrix, and the V terms.
+
+    Raises
+    ------
+    ValueError
+        Naming ``max_df`` when it is not a finite real in (0, 1] (NaN or a value ≤ 0 would keep no term).
     """
+    check_real_range(max_df, "max_df", 0.0, 1.0, low_open=True)
     docs = [Counter(tokenize(t)) for t in texts]
     N = len(docs)
     if vocabulary is None:

@@ -73,7 +73,7 @@ from tandem.inference.samtc.baselines import (  # noqa: F401
 )
 from tandem.inference.samtc.selection import select_partition, select_setting
 from tandem.inference.samtc.spectral import kmeans, ncut
-from tandem.inference.samtc.task_checks import _metric_for, validate_labels, validate_tasks
+from tandem.inference.samtc.task_checks import _metric_for, _ValidatedTasks, validate_labels, validate_tasks
 
 __all__ = ["samtc", "ncut_snn", "ncut_snn_grid", "node_weights", "transfer_graph", "kmeans_baseline",
            "pooled_baseline", "SAMTCResult", "select_setting", "validate_tasks", "add_step3_args", "SOURCE_ROWS",
@@ -346,8 +346,15 @@ def samtc(tasks, n_clusters, variant: str = "full", k_self=None, k_src=None,
     if kmm_B < 1.0 - kmm_eps:
         raise ValueError(f"kmm_B: expected a bound B ≥ 1 − kmm_eps = {1.0 - kmm_eps:g} (else Σβ ≥ ñ_s(1 − ε) "
                          f"is infeasible), got {kmm_B!r}")
-    tasks, hs = validate_tasks(tasks, n_clusters, labels)
-    labels = validate_labels(labels, tasks)
+    if isinstance(tasks, _ValidatedTasks):
+        # SAMTC.fit validated (and copied) them already: validate_tasks is O(data), once is enough
+        if list(n_clusters) != list(tasks.n_clusters):
+            raise ValueError(f"n_clusters: the validated tasks have h_t = {list(tasks.n_clusters)}, "
+                             f"got {list(n_clusters)}")
+        tasks, hs = list(tasks.tasks), list(tasks.n_clusters)
+    else:
+        tasks, hs = validate_tasks(tasks, n_clusters)
+    labels = validate_labels(labels, tasks)      # the one check of the labels against the tasks
     T = len(tasks)
     ns = [X.shape[0] for X in tasks]
     k_self, k_src = _per_task_k(k_self, T, "k_self"), _per_task_k(k_src, T, "k_src")

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from tandem.inference.params import TandemEstimator, own_params
 from tandem.inference.samtc.algorithm import SAMTC_CONSTRAINTS, SAMTCResult, samtc, validate_tasks
 from tandem.inference.samtc.model_fit import ModelFit, fit_model
+from tandem.inference.samtc.task_checks import _ValidatedTasks
 from tandem.inference.validation import check_int_range, like_input
 
 __all__ = ["SAMTC"]
@@ -122,11 +123,13 @@ class SAMTC(TandemEstimator):
         """
         self._validate_params()
         # the validated float64 copies (plain arrays / CSR; never the caller's objects: a DataFrame
-        # could not be saved, and a later change to the caller's array would change the fit)
-        tasks, _ = validate_tasks(tasks, list(self.n_clusters), labels)
+        # could not be saved, and a later change to the caller's array would change the fit);
+        # samtc runs on them as they are, without validating them a second time (O(data)), and
+        # checks the labels against them
+        tasks, hs = validate_tasks(tasks, list(self.n_clusters))
         tasks = [X.copy() for X in tasks]
-        self.result_: SAMTCResult = samtc(tasks, list(self.n_clusters), variant=self.variant, select=self.select,
-                                          labels=labels, seed=self.seed, **self.options)
+        self.result_: SAMTCResult = samtc(_ValidatedTasks(tuple(tasks), tuple(hs)), hs, variant=self.variant,
+                                          select=self.select, labels=labels, seed=self.seed, **self.options)
         self.tasks_ = tasks
         self.labels_ = self.result_.labels
         self.R_ = self.result_.R

@@ -113,14 +113,15 @@ def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n
     km : list, optional
         Fitted k-means results to reuse.
     link_threshold : float, optional
-        Default 2·tau·√d within-cluster stds.
+        A finite real > 0; default 2·tau·√d within-cluster stds.
     n_atoms : int, optional
         Number of atoms (default: the number of linked groups, at least 1); extra atoms are
         padded with random slot centres.
     seed : int, default 0
         Seed of the k-means and the padding.
     tau : float, default 0.25
-        Slot-to-atom std (sets the default threshold).
+        Slot-to-atom std (sets the default threshold), in the model's range
+        (:data:`tandem.models.samtc.HYPERPARAMETER_RANGES`).
 
     Returns
     -------
@@ -128,7 +129,16 @@ def initial_values(tasks_std, h, km=None, link_threshold: float | None = None, n
         Initial values of the guide's parameters.
     K : int
         The number of atoms.
+
+    Raises
+    ------
+    ValueError
+        Naming ``tau`` or ``link_threshold`` when it is not a finite real in its range (a NaN threshold
+        would link nothing), before any k-means.
     """
+    samtc_model.check_hyperparameters(tau=tau)
+    if link_threshold is not None:
+        check_real_range(link_threshold, "link_threshold", 0.0, low_open=True)
     Xs = [X.to(DTYPE) if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X), dtype=DTYPE, device="cpu")
           for X in tasks_std]
     T, d = len(Xs), Xs[0].shape[1]

@@ -4,6 +4,8 @@ Re-exported by :mod:`tandem.inference.samtc.algorithm`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -99,6 +101,19 @@ def validate_tasks(tasks, n_clusters, labels=None):
                              f"{h} distinct points (rows)")
     validate_labels(labels, out)
     return out, hs
+
+
+@dataclass(frozen=True)
+class _ValidatedTasks:
+    """Tasks already returned by :func:`validate_tasks`, with their h_t.
+
+    :func:`~tandem.inference.samtc.algorithm.samtc` takes one in place of ``tasks`` and does not
+    validate them again (conversion, finiteness and the distinct-row count are O(data)).
+    :meth:`SAMTC.fit <tandem.inference.samtc.estimator.SAMTC.fit>` builds one from the float64
+    copies it keeps; only :func:`validate_tasks`'s output belongs here.
+    """
+    tasks: tuple
+    n_clusters: tuple
 
 
 def validate_labels(labels, tasks) -> list | None:

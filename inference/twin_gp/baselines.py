@@ -41,7 +41,14 @@ def rbf(A: torch.Tensor, B: torch.Tensor, rho: float) -> torch.Tensor:
     -------
     torch.Tensor
         (..., n, m) kernel values.
+
+    Raises
+    ------
+    ValueError
+        Naming ``rho`` when it is not a finite real > 0 (ρ enters squared, so −ρ would pass
+        as ρ; NaN would give a NaN kernel).
     """
+    check_real_range(rho, "rho (kernel width)", 0.0, low_open=True)
     nA, nB = (A * A).sum(-1).unsqueeze(-1), (B * B).sum(-1).unsqueeze(-2)
     AB = A @ B.transpose(-1, -2)
     if torch.is_grad_enabled() and (A.requires_grad or B.requires_grad):

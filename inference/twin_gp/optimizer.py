@@ -144,9 +144,9 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     max_ls : int, default 20
         Line-search trials per iteration at most.
     c1 : float, default 1e-4
-        Armijo constant.
+        Armijo constant, in (0, 1).
     max_step : float, optional
-        Cap on the length of a trial step ‖t p‖ (see above).
+        Cap on the length of a trial step ‖t p‖ (see above), > 0.
     progress : tqdm.tqdm, optional
         A bar advanced by one for each point that stops.
     on_active : callable, optional
@@ -170,7 +170,8 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     ------
     ValueError
         On an unknown ``optimizer``, a negative ``max_iter``/``gtol``/``ftol``, ``max_ls`` < 1,
-        or an ``inv_hessian`` of the wrong shape or with ``"gd"``.
+        ``c1`` outside (0, 1), ``max_step`` ≤ 0 (any of them NaN, inf or not a real number), or an
+        ``inv_hessian`` of the wrong shape or with ``"gd"``.
     """
     if optimizer not in ("bfgs", "gd"):
         raise ValueError(f"optimizer: expected 'bfgs' or 'gd', got {optimizer!r}")
@@ -178,6 +179,9 @@ def minimize_batched(fg, y0: torch.Tensor, optimizer: str = "bfgs", max_iter: in
     check_int_range(max_ls, "max_ls (line-search steps)", 1)
     check_real_range(gtol, "gtol", 0.0)
     check_real_range(ftol, "ftol", 0.0)
+    check_real_range(c1, "c1 (Armijo constant)", 0.0, 1.0, low_open=True, high_open=True)
+    if max_step is not None:
+        check_real_range(max_step, "max_step", 0.0, low_open=True)
     if inv_hessian is not None:
         if optimizer != "bfgs":
             raise ValueError("inv_hessian: only the 'bfgs' optimizer keeps an inverse Hessian")

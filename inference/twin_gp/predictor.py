@@ -179,13 +179,19 @@ class TwinGP:
             Which of "AX", "AY", "AY_KX", "Minv" to compute (K_X, K_Y and their Cholesky factors
             "LX", "LY" always are).
         alpha : float, optional
-            SMTGP's α, for "Minv" (one α is cached at a time).
+            SMTGP's α ∈ [0, 1], required for "Minv" (one α is cached at a time).
 
         Returns
         -------
         dict
             The cache: "KX", "KY", "LX", "LY", the requested entries, and for "Minv" the keys
             ("Minv", α), ("AY_Minv", α), ("logdetM", α).
+
+        Raises
+        ------
+        ValueError
+            Naming ``alpha`` when "Minv" is requested and α is not a real in [0, 1]
+            (:func:`validate_alpha_beta`).
         """
         s = self._shared
         if "KX" not in s:
@@ -206,7 +212,8 @@ class TwinGP:
             # relative accuracy, more than the line search can resolve
             s["AY_KX"] = torch.cat([self.matrices(("AY",))["AY"], s["KX"]], 1)
         if "Minv" in need:
-            key = ("Minv", float(alpha))
+            alpha, _ = validate_alpha_beta(alpha)      # a float: the cache key and M_α's weight
+            key = ("Minv", alpha)
             if key not in s:
                 for k in [k for k in s if isinstance(k, tuple)]:
                     del s[k]  # keep one α at a time (N² memory each)
@@ -215,8 +222,8 @@ class TwinGP:
                 Minv = torch.cholesky_inverse(Lm)
                 AY = self.matrices(("AY",))["AY"]
                 s[key] = Minv
-                s[("AY_Minv", float(alpha))] = torch.cat([AY, Minv], 1)
-                s[("logdetM", float(alpha))] = cho_logdet(Lm)
+                s[("AY_Minv", alpha)] = torch.cat([AY, Minv], 1)
+                s[("logdetM", alpha)] = cho_logdet(Lm)
         return s
 
     # -- validation -------------------------------------------------------------------
@@ -446,7 +453,8 @@ class TwinGP:
         ctx : dict
             From :meth:`context`.
         beta : float, optional
-            SMTGP's β (``form="sm"``).
+            SMTGP's β (``form="sm"``, where it must be a finite real ≠ 1: a ``ValueError`` names it,
+            :func:`validate_alpha_beta`).
         form : {"log", "sm"}, default "log"
             SMTGP's objective form (see above).
         ref : torch.Tensor, optional
@@ -512,6 +520,7 @@ class TwinGP:
             elif form == "sm":
                 if beta is None:
                     raise ValueError("form='sm' needs beta")
+                _, beta = validate_alpha_beta(a, beta)     # β real and ≠ 1 (L′ divides by β − 1)
                 cc = (1 - beta) / (2 * (1 - a))
                 ell0 = ell.detach() if ref is None else ref
                 if stats is not None:

@@ -189,7 +189,7 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
     Y : array_like
         (N, d_y) outputs.
     rho_x, rho_y, lam : float
-        The kernel widths and λ.
+        The kernel widths and λ (the twin GP's ridge), each > 0.
     metric : callable
         ``metric(pred, true) -> float``, lower is better; a value that is not a finite real
         number is a ``ValueError`` naming ``metric`` and the setting.
@@ -212,7 +212,16 @@ def select_alpha_beta(X, Y, rho_x: float, rho_y: float, lam: float, metric, alph
     -------
     dict
         ``{"best": (α, β), "scores": {(α, β): [per-fold values]}, "capped": n, "stalled": m}``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``rho_x``, ``rho_y`` or ``lam`` when it is not a finite real > 0, before any fold is fitted.
     """
+    # TwinGP checks them again per fold; here they are refused under their own names, up front
+    check_real_range(rho_x, "rho_x", 0.0, low_open=True)
+    check_real_range(rho_y, "rho_y", 0.0, low_open=True)
+    check_real_range(lam, "lam", 0.0, low_open=True)
     scores: dict = {}
     with _CapCounter() as cap:
         for Xtr, Ytr, Xva, Yva in _folds(X, Y, k, seed):
@@ -316,7 +325,7 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
     rho_grid : sequence of float
         Input-width grid.
     rho_y : float
-        Output kernel width.
+        Output kernel width, > 0.
     ks : sequence of int
         Neighbour counts.
     metric : callable
@@ -337,8 +346,10 @@ def select_alignment_knn(X, Y, rho_grid, rho_y: float, ks, metric, criterion: st
     Raises
     ------
     ValueError
-        On an unknown ``criterion`` or unequal row counts.
+        On an unknown ``criterion`` or unequal row counts; naming ``rho_y`` when it is not a finite
+        real > 0.
     """
+    check_real_range(rho_y, "rho_y", 0.0, low_open=True)
     if criterion not in ("kta", "hsic"):
         raise ValueError(f"criterion: expected 'kta' or 'hsic', got {criterion!r}")
     X = as_tensor(X, "X", ndim=2)

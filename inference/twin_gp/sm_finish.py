@@ -11,6 +11,7 @@ import torch
 
 from tandem.inference.twin_gp.kernel_rows import _RowCache
 from tandem.inference.twin_gp.optimizer import OptInfo, minimize_batched
+from tandem.inference.validation import check_real_range
 
 __all__ = ["finish_sm_in_log_form"]
 
@@ -57,7 +58,7 @@ def finish_sm_in_log_form(gp, y, info: OptInfo, ctx: dict, a: float, b: float, e
     max_iter : int
         Iterations per point at most.
     gtol, ftol : float
-        The log form's stopping tolerances.
+        The log form's stopping tolerances, ≥ 0.
     max_step : float
         The largest step.
 
@@ -65,7 +66,14 @@ def finish_sm_in_log_form(gp, y, info: OptInfo, ctx: dict, a: float, b: float, e
     -------
     tuple
         ``(y, info)``: the merged points and optimiser record.
+
+    Raises
+    ------
+    ValueError
+        Naming ``gtol`` (or, from :func:`minimize_batched`, ``ftol``/``max_step``) when it is not a
+        finite real in its range.
     """
+    check_real_range(gtol, "gtol", 0.0)
     c = (1 - b) / (2 * (1 - a))
     r = info.f * (b - 1)
     suspect = torch.ones_like(info.converged) if abs(c) < _SM_MIN_RATE else ~(r >= _SM_MIN_SLOPE)  # (NaN too)
